@@ -1,5 +1,6 @@
 """Write sharding for PynamoDB models."""
 
+from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.exceptions import (
     CursorError,
     MetadataError,
@@ -8,14 +9,23 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
     ShardLocationError,
 )
+from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CursorError",
+    "HashedShards",
+    "HistoryEntry",
     "MetadataError",
+    "RandomShards",
     "ShardKeyError",
     "ShardLocationError",
+    "ShardManager",
+    "ShardStrategy",
+    "ShardedModel",
+    "Sharding",
     "ShardingDefinitionError",
     "ShardingError",
     "__version__",

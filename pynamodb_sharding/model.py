@@ -1,0 +1,536 @@
+"""``ShardedModel``: the PynamoDB ``Model`` subclass whose hash key is write-sharded.
+
+User code only ever sees the logical key. Every request is rewritten to the physical key
+(``logical + separator + shard``), every item read back is decoded and remembers its shard,
+so saving, updating, deleting or refreshing it again hits the same physical key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from pynamodb.attributes import Attribute, UnicodeAttribute
+from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import MetaModel, Model
+
+from pynamodb_sharding.descriptor import Sharding, ShardManager
+from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
+
+if TYPE_CHECKING:
+    from pynamodb_sharding.fanout import MergedResultIterator
+
+__all__ = ["ShardedModel"]
+
+_T = TypeVar("_T", bound="ShardedModel")
+
+#: DynamoDB's limit on keys in one BatchGetItem request.
+_BATCH_GET_LIMIT = 100
+
+
+class ShardedMetaModel(MetaModel):
+    """Validates the sharding declaration when a ``ShardedModel`` subclass is defined."""
+
+    def __init__(self, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:
+        super().__init__(name, bases, namespace, discriminator)
+        cls: Any = self
+        declared = sorted({attr for klass in cls.__mro__ for attr, value in vars(klass).items()
+                           if isinstance(value, Sharding)})
+        if len(declared) > 1:
+            msg = (
+                f"{name}: has {len(declared)} Sharding descriptors ({', '.join(declared)}); a model "
+                f"shards one hash key: keep one, overriding the inherited one under the same name."
+            )
+            raise ShardingDefinitionError(msg)
+        cls._sharding_attr = declared[0] if declared else None
+        if cls._hash_keyname is None:
+            return  # an abstract base without a hash key: nothing to shard yet
+        if not declared:
+            msg = (
+                f"{name}: a ShardedModel needs a Sharding descriptor; add e.g. "
+                f"`shards = Sharding(RandomShards(10))` to the class, or derive from Model."
+            )
+            raise ShardingDefinitionError(msg)
+        attribute = cls.get_attributes()[cls._hash_keyname]
+        if not isinstance(attribute, UnicodeAttribute):
+            msg = (
+                f"{name}.{cls._hash_keyname}: the hash key is a {type(attribute).__name__}, but "
+                f"sharding appends a suffix to it; declare it as a UnicodeAttribute (string keys)."
+            )
+            raise ShardingDefinitionError(msg)
+        sharding: Sharding = vars_lookup(cls, declared[0])
+        sharding.strategy.validate(cls, declared[0])
+
+
+def vars_lookup(cls: type[Any], name: str) -> Any:
+    """The raw class attribute ``name`` from the MRO, without calling its ``__get__``."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    raise AttributeError(name)
+
+
+class ShardedModel(Model, metaclass=ShardedMetaModel):
+    """A PynamoDB model whose hash key is spread over shards.
+
+    Declare a ``Sharding`` descriptor on the subclass; everything else is PynamoDB::
+
+        class AuditLog(ShardedModel):
+            class Meta:
+                table_name = "audit_log"
+            file_path = UnicodeAttribute(hash_key=True)
+            accessed_at = NumberAttribute(range_key=True)
+            shards = Sharding(RandomShards(10))
+
+    .. versionadded:: 0.1.0
+    """
+
+    _sharding_attr: ClassVar[str | None] = None
+    _physical_shard: int | None
+
+    def __init__(
+        self,
+        hash_key: Any = None,
+        range_key: Any = None,
+        _user_instantiated: bool = True,
+        **attributes: Any,
+    ) -> None:
+        self._physical_shard = None
+        super().__init__(hash_key, range_key, _user_instantiated=_user_instantiated, **attributes)
+
+    # -- the sharding declaration -------------------------------------------------------------
+
+    @classmethod
+    def _shard_manager(cls: type[_T]) -> ShardManager[_T]:
+        if cls._sharding_attr is None:
+            msg = f"{cls.__name__}: has no Sharding descriptor; add `shards = Sharding(...)`."
+            raise ShardingDefinitionError(msg)
+        manager: ShardManager[_T] = getattr(cls, cls._sharding_attr)
+        return manager
+
+    @classmethod
+    def companion_models(cls) -> tuple[type[Model], ...]:
+        """Models whose tables must exist beside this one (e.g. the shard-count metadata)."""
+        if cls._sharding_attr is None:
+            return ()
+        return cls._shard_manager().strategy.companion_models()
+
+    def logical_hash_key(self) -> str:
+        """The logical hash key of this item, validated."""
+        return self._shard_manager().codec.check_logical(getattr(self, self._hash_keyname or ""))
+
+    def _physical_hash_key(self, shard: int) -> str:
+        return self._shard_manager().codec.encode(getattr(self, self._hash_keyname or ""), shard)
+
+    @classmethod
+    def _key_item(cls: type[_T], hash_key: Any, range_key: Any = None) -> _T:
+        """An unsaved instance holding only the primary key (what strategies hash)."""
+        values: dict[str, Any] = {}
+        if cls._hash_keyname is not None:
+            values[cls._hash_keyname] = hash_key
+        if cls._range_keyname is not None and range_key is not None:
+            values[cls._range_keyname] = range_key
+        return cls(_user_instantiated=False, **values)
+
+    @classmethod
+    def _hash_attr(cls) -> Attribute[Any]:
+        return cls.get_attributes()[cls._hash_keyname or ""]
+
+    @classmethod
+    def _serialize_range(cls, value: Any) -> Any:
+        """The serialized range key value, ``None`` for ``None`` or a model without one."""
+        attr = cls._range_attr()
+        return attr.serialize(value) if attr is not None and value is not None else None
+
+    @classmethod
+    def _range_attr(cls) -> Attribute[Any] | None:
+        return cls.get_attributes()[cls._range_keyname] if cls._range_keyname else None
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    @classmethod
+    def _decode_raw(cls, values: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+        """Replace the physical hash key of a raw item by its logical key."""
+        attribute = cls._hash_attr()
+        raw = values.get(attribute.attr_name)
+        if raw is None:
+            return values, None
+        logical, shard = cls._shard_manager().decode(raw.get("S"))
+        decoded = dict(values)
+        decoded[attribute.attr_name] = {"S": logical}
+        return decoded, shard
+
+    @classmethod
+    def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
+        decoded, shard = cls._decode_raw(attribute_values)
+        instance = super()._instantiate(decoded)
+        instance._physical_shard = shard
+        return instance
+
+    def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
+        decoded, shard = self._decode_raw(attribute_values)
+        super().deserialize(decoded)
+        if shard is not None:
+            self._physical_shard = shard
+
+    def serialize(self, null_check: bool = True) -> dict[str, dict[str, Any]]:
+        """The item as DynamoDB stores it: the hash key is the physical key.
+
+        A new item is assigned its write shard here (and keeps it), which is what batch and
+        transactional writes of new items use.
+        """
+        data = super().serialize(null_check=null_check)
+        shard = self._physical_shard
+        if shard is None:
+            shard = self._physical_shard = self._shard_manager().strategy.write_shard(type(self), self)
+        attribute = self._hash_attr()
+        data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
+        return data
+
+    @classmethod
+    def _serialize_keys(cls, hash_key: Any, range_key: Any = None) -> tuple[Any, Any]:
+        msg = (
+            f"{cls.__name__}.{cls._hash_keyname}: a logical key cannot be sent to DynamoDB without "
+            f"choosing a shard; use {cls.__name__}'s own get/query/count/batch_get, or "
+            f"{cls.__name__}.shards.physical_key(key, shard) for raw requests."
+        )
+        raise ShardingError(msg)
+
+    def _get_serialized_keys(self) -> tuple[Any, Any]:
+        return self._get_hash_range_key_serialized_values()
+
+    def _get_hash_range_key_serialized_values(self) -> tuple[Any, Any]:
+        shard = self._locate_for_write()
+        range_value = None
+        if self._range_keyname is not None:
+            value = getattr(self, self._range_keyname)
+            if value is not None:
+                range_value = self._serialize_range(value)
+        return self._physical_hash_key(shard), range_value
+
+    # -- locating an item whose shard is unknown -----------------------------------------------
+
+    def _candidate_shards(self) -> tuple[int, ...]:
+        cls = type(self)
+        return self._shard_manager().strategy.point_shards(cls, self.logical_hash_key(), self)
+
+    def _locate(self, consistent_read: bool = True) -> tuple[int | None, dict[str, Any] | None]:
+        """Find the shard holding this item with one batched read of every candidate key.
+
+        Returns ``(shard, raw item)``, or ``(None, None)`` when no candidate holds it.
+
+        Raises:
+            ShardLocationError: several shards hold the same logical primary key.
+        """
+        cls = type(self)
+        candidates = self._candidate_shards()
+        found = cls._read_physical(
+            [(self.logical_hash_key(), shard, self._range_value()) for shard in candidates],
+            consistent_read=consistent_read,
+            attributes_to_get=None,
+        )
+        if len(found) > 1:
+            shards = ", ".join(str(shard) for shard, _ in found)
+            msg = (
+                f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} exists in "
+                f"shards {shards}, so it is ambiguous which one to change; read the copies with "
+                f"{cls.__name__}.query and update or delete them one by one (random and dynamic "
+                f"strategies do not keep logical keys unique; HashedShards does)."
+            )
+            raise ShardLocationError(msg)
+        if not found:
+            return None, None
+        return found[0]
+
+    def _range_value(self) -> Any:
+        return getattr(self, self._range_keyname) if self._range_keyname else None
+
+    def _locate_for_write(self) -> int:
+        """The shard an update/delete/refresh of this item addresses."""
+        if self._physical_shard is not None:
+            return self._physical_shard
+        candidates = self._candidate_shards()
+        if len(candidates) == 1:
+            self._physical_shard = candidates[0]
+            return candidates[0]
+        shard, _ = self._locate()
+        if shard is None:
+            # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's
+            # would (an update creates it, a delete is a no-op, a condition sees no item).
+            shard = self._shard_manager().strategy.write_shard(type(self), self)
+        self._physical_shard = shard
+        return shard
+
+    @classmethod
+    def _read_physical(
+        cls,
+        keys: Sequence[tuple[str, int, Any]],
+        *,
+        consistent_read: bool | None,
+        attributes_to_get: Sequence[str] | None,
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """BatchGetItem of ``(logical key, shard, range key)`` triples; returns ``(shard, raw)``."""
+        codec = cls._shard_manager().codec
+        hash_attr = cls._hash_attr()
+        range_attr = cls._range_attr()
+        requests: list[dict[str, Any]] = []
+        for logical, shard, range_key in keys:
+            request = {hash_attr.attr_name: {"S": codec.encode(logical, shard)}}
+            if range_attr is not None:
+                if range_key is None:
+                    msg = (
+                        f"{cls.__name__}.{cls._range_keyname}: the range key is required to read "
+                        f"one item of {logical!r}; pass it, or use {cls.__name__}.query."
+                    )
+                    raise ShardLocationError(msg)
+                request[range_attr.attr_name] = {range_attr.attr_type: range_attr.serialize(range_key)}
+            requests.append(request)
+        projection = cls._projection(attributes_to_get)
+        found: list[tuple[int, dict[str, Any]]] = []
+        for start in range(0, len(requests), _BATCH_GET_LIMIT):
+            pending: list[dict[str, Any]] | None = requests[start:start + _BATCH_GET_LIMIT]
+            while pending:
+                data = cls._get_connection().batch_get_item(
+                    pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
+                    consistent_read=consistent_read, attributes_to_get=projection,
+                )
+                for raw in data.get(RESPONSES, {}).get(cls.Meta.table_name, []):
+                    _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
+                    found.append((shard, raw))
+                pending = data.get(UNPROCESSED_KEYS, {}).get(cls.Meta.table_name, {}).get(KEYS)
+        found.sort(key=lambda pair: pair[0])
+        return found
+
+    @classmethod
+    def _projection(cls, attributes_to_get: Sequence[str] | None) -> list[str] | None:
+        """``attributes_to_get`` plus the key attributes, which decoding needs."""
+        if attributes_to_get is None:
+            return None
+        names = list(attributes_to_get)
+        for attr in (cls._hash_attr(), cls._range_attr()):
+            if attr is not None and attr.attr_name not in names:
+                names.append(attr.attr_name)
+        return names
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def save(
+        self, condition: Condition | None = None, *, add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        """Save this item: a new item goes where its strategy says, a known one stays put."""
+        if self._physical_shard is not None:
+            return super().save(condition, add_version_condition=add_version_condition)
+        self.logical_hash_key()  # refuse a bad key before the strategy does any I/O
+
+        def send(shard: int) -> dict[str, Any]:
+            self._physical_shard = shard
+            try:
+                return Model.save(self, condition, add_version_condition=add_version_condition)
+            except BaseException:
+                self._physical_shard = None
+                raise
+
+        cls = type(self)
+        return self._shard_manager().strategy.write(cls, self, send)
+
+    # update, delete, refresh and the transaction kwargs go through
+    # _get_hash_range_key_serialized_values, which locates the item's shard.
+
+    def refresh(self, consistent_read: bool = False) -> None:
+        if self._physical_shard is not None or len(self._candidate_shards()) == 1:
+            return super().refresh(consistent_read=consistent_read)
+        shard, raw = self._locate(consistent_read=True)
+        if raw is None:
+            raise self.DoesNotExist("This item does not exist in the table.")
+        self.deserialize(raw)
+        self._physical_shard = shard
+
+    # -- point reads ---------------------------------------------------------------------------
+
+    @classmethod
+    def get(
+        cls: type[_T],
+        hash_key: Any,
+        range_key: Any = None,
+        consistent_read: bool = False,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> _T:
+        """Read one item: one GetItem when its shard is computable, else one batched read."""
+        probe = cls._key_item(hash_key, range_key)
+        logical = probe.logical_hash_key()
+        candidates = cls._shard_manager().strategy.point_shards(cls, logical, probe)
+        if len(candidates) == 1:
+            hash_ser = cls._shard_manager().physical_key(logical, candidates[0])
+            range_ser = cls._serialize_range(range_key)
+            data = cls._get_connection().get_item(
+                hash_ser,
+                range_key=range_ser,
+                consistent_read=consistent_read,
+                attributes_to_get=cls._projection(attributes_to_get),
+            )
+            item_data = data.get(ITEM) if data else None
+            if item_data:
+                return cls.from_raw_data(item_data)
+            raise cls.DoesNotExist()
+        found = cls._read_physical(
+            [(logical, shard, range_key) for shard in candidates],
+            consistent_read=consistent_read,
+            attributes_to_get=attributes_to_get,
+        )
+        if not found:
+            raise cls.DoesNotExist()
+        if len(found) > 1:
+            shards = ", ".join(str(shard) for shard, _ in found)
+            msg = (
+                f"{cls.__name__}.{cls._hash_keyname}: {logical!r} with range key {range_key!r} exists "
+                f"in shards {shards}; read all copies with {cls.__name__}.query and remove the "
+                f"duplicates (use HashedShards where items are overwritten by key)."
+            )
+            raise ShardLocationError(msg)
+        return cls.from_raw_data(found[0][1])
+
+    @classmethod
+    def batch_get(
+        cls: type[_T],
+        items: Iterable[Any],
+        consistent_read: bool | None = None,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> Iterator[_T]:
+        """BatchGetItem over every candidate shard of every requested key.
+
+        Yields each stored item found (a logical key stored in two shards yields both copies).
+        """
+        keys: list[tuple[str, int, Any]] = []
+        for item in set(items):
+            if cls._range_keyname is not None:
+                if isinstance(item, str):
+                    raise ValueError(
+                        f"Invalid key value {item!r}: expected non-str iterable with exactly 2 elements "
+                        "(hash key, range key)"
+                    )
+                try:
+                    hash_key, range_key = item
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"Invalid key value {item!r}: expected iterable with exactly 2 elements "
+                        "(hash key, range key)"
+                    ) from None
+            else:
+                hash_key, range_key = item, None
+            probe = cls._key_item(hash_key, range_key)
+            logical = probe.logical_hash_key()
+            for shard in cls._shard_manager().strategy.point_shards(cls, logical, probe):
+                keys.append((logical, shard, range_key))
+        for _, raw in cls._read_physical(keys, consistent_read=consistent_read,
+                                         attributes_to_get=attributes_to_get):
+            yield cls.from_raw_data(raw)
+
+    @classmethod
+    def get_operation_kwargs_from_class(
+        cls,
+        hash_key: str,
+        range_key: Any = None,
+        condition: Condition | None = None,
+    ) -> dict[str, Any]:
+        """Request arguments for one item (``TransactGet.get``, ``TransactWrite.condition_check``)."""
+        probe = cls._key_item(hash_key, range_key)
+        shard = probe._locate_for_write()
+        range_ser = cls._serialize_range(range_key)
+        return cls._get_connection().get_operation_kwargs(
+            hash_key=probe._physical_hash_key(shard),
+            range_key=range_ser,
+            condition=condition,
+        )
+
+    # -- table management ----------------------------------------------------------------------
+
+    @classmethod
+    def create_table(
+        cls,
+        wait: bool = False,
+        read_capacity_units: int | None = None,
+        write_capacity_units: int | None = None,
+        billing_mode: str | None = None,
+        ignore_update_ttl_errors: bool = False,
+    ) -> Any:
+        """Create this model's table and the tables of its companion models that are missing."""
+        result = super().create_table(
+            wait=wait,
+            read_capacity_units=read_capacity_units,
+            write_capacity_units=write_capacity_units,
+            billing_mode=billing_mode,
+            ignore_update_ttl_errors=ignore_update_ttl_errors,
+        )
+        for companion in cls.companion_models():
+            if not companion.exists():
+                companion.create_table(wait=wait)
+        return result
+
+    # -- fan-out reads -------------------------------------------------------------------------
+
+    @classmethod
+    def query(  # type: ignore[override]  # returns a MergedResultIterator, not a ResultIterator
+        cls: type[_T],
+        hash_key: Any,
+        range_key_condition: Condition | None = None,
+        filter_condition: Condition | None = None,
+        consistent_read: bool = False,
+        index_name: str | None = None,
+        scan_index_forward: bool | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, Any] | None = None,
+        attributes_to_get: Iterable[str] | None = None,
+        page_size: int | None = None,
+        rate_limit: float | None = None,
+    ) -> MergedResultIterator[_T]:
+        """Query every shard of ``hash_key`` in parallel and merge in sort-key order.
+
+        Same arguments as :meth:`pynamodb.models.Model.query`; ``last_evaluated_key`` of the
+        result is one JSON-serialisable cursor covering every shard.
+        """
+        from pynamodb_sharding.fanout import merged_query
+
+        return merged_query(
+            cls,
+            hash_key,
+            range_key_condition=range_key_condition,
+            filter_condition=filter_condition,
+            consistent_read=consistent_read,
+            index_name=index_name,
+            scan_index_forward=scan_index_forward,
+            limit=limit,
+            last_evaluated_key=last_evaluated_key,
+            attributes_to_get=attributes_to_get,
+            page_size=page_size,
+            rate_limit=rate_limit,
+        )
+
+    @classmethod
+    def count(
+        cls: type[_T],
+        hash_key: Any = None,
+        range_key_condition: Condition | None = None,
+        filter_condition: Condition | None = None,
+        consistent_read: bool = False,
+        index_name: str | None = None,
+        limit: int | None = None,
+        rate_limit: float | None = None,
+    ) -> int:
+        """Count the items of ``hash_key`` over every shard (in parallel); no key: the table's."""
+        if hash_key is None:
+            total: int = super().count(None, range_key_condition, filter_condition, consistent_read,
+                                       index_name, limit, rate_limit)
+            return total
+        from pynamodb_sharding.fanout import merged_count
+
+        return merged_count(
+            cls,
+            hash_key,
+            range_key_condition=range_key_condition,
+            filter_condition=filter_condition,
+            consistent_read=consistent_read,
+            index_name=index_name,
+            limit=limit,
+            rate_limit=rate_limit,
+        )

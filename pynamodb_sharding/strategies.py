@@ -1,0 +1,271 @@
+"""Shard strategies: which shard a write goes to and which shards a read must cover.
+
+The fixed strategies do no I/O. :class:`~pynamodb_sharding.dynamic.DynamicShards` keeps its
+count in a metadata table and lives in its own module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random as _random
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import attrs
+
+from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
+from pynamodb_sharding.keys import MAX_SHARDS
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from pynamodb_sharding.model import ShardedModel
+
+__all__ = [
+    "HashedShards",
+    "HistoryEntry",
+    "RandomShards",
+    "RandomSource",
+    "ShardStrategy",
+]
+
+_R = TypeVar("_R")
+
+
+class RandomSource(Protocol):
+    """What a strategy needs from a random generator (``random.Random`` fits)."""
+
+    def randint(self, a: int, b: int) -> int: ...
+
+
+@attrs.frozen(order=True)
+class HistoryEntry:
+    """One change of a key's shard count: ``count`` shards from ``at`` (epoch seconds) on."""
+
+    at: float
+    count: int
+
+
+def _check_count(count: object, where: str, name: str = "shard count") -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SHARDS:
+        msg = f"{where}: the {name} must be an int in 1..{MAX_SHARDS}, got {count!r}."
+        raise ShardingDefinitionError(msg)
+    return count
+
+
+class ShardStrategy:
+    """Base class of the strategies ``Sharding(...)`` accepts.
+
+    Every method takes the model class so that one strategy object can serve a model and its
+    subclasses. Subclasses override :meth:`shard_count`, :meth:`read_shards` and
+    :meth:`write_shard`; :meth:`write` is the hook a strategy uses to retry a write elsewhere.
+    """
+
+    #: The most shards this strategy will ever use for one key.
+    max_shards: int = 1
+
+    def validate(self, model: type[ShardedModel], attribute: str) -> None:
+        """Check, when the model class is defined, that this strategy fits the model.
+
+        Raises:
+            ShardingDefinitionError: the model cannot use this strategy as configured.
+        """
+
+    def shard_count(self, model: type[ShardedModel], key: str) -> int:
+        """The number of shards new writes of ``key`` spread over."""
+        raise NotImplementedError
+
+    def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
+        """Every shard that may hold items of ``key``, ascending."""
+        return tuple(range(1, self.shard_count(model, key) + 1))
+
+    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
+        """The shard a new item goes to."""
+        raise NotImplementedError
+
+    def point_shards(self, model: type[ShardedModel], key: str, item: ShardedModel) -> tuple[int, ...]:
+        """The shards that may hold this exact item (its hash and range key are set)."""
+        return self.read_shards(model, key)
+
+    def write(self, model: type[ShardedModel], item: ShardedModel, send: Callable[[int], _R]) -> _R:
+        """Write a new item: ``send(shard)`` performs the request on that shard's physical key."""
+        return send(self.write_shard(model, item))
+
+    def companion_models(self) -> tuple[type[Model], ...]:
+        """Models whose tables must exist beside the sharded model's own."""
+        return ()
+
+    def describe(self) -> str:
+        """A one-line human description (the CLI's ``status`` prints it)."""
+        return repr(self)
+
+    def grow(self, model: type[ShardedModel], key: str) -> int:
+        """Raise the shard count of ``key``; only dynamic strategies can."""
+        raise self._fixed_count_error(model, "grow")
+
+    def shrink(self, model: type[ShardedModel], key: str, to: int) -> int:
+        """Lower the write shard count of ``key``; only dynamic strategies can."""
+        raise self._fixed_count_error(model, "shrink")
+
+    def history(self, model: type[ShardedModel], key: str) -> list[HistoryEntry]:
+        """The shard-count changes of ``key``; a fixed strategy has one entry at time 0."""
+        return [HistoryEntry(at=0.0, count=self.shard_count(model, key))]
+
+    def _fixed_count_error(self, model: type[Any], action: str) -> ShardingError:
+        msg = (
+            f"{model.__name__}: {type(self).__name__} has a fixed shard count that cannot {action} "
+            f"at run time; change the count in the model's Sharding(...) declaration, or use "
+            f"DynamicShards for counts that change with load."
+        )
+        return ShardingError(msg)
+
+
+class RandomShards(ShardStrategy):
+    """Each new item goes to a shard drawn uniformly from ``1..count``.
+
+    Reads cover every shard. DynamoDB no longer enforces the uniqueness of a logical primary
+    key across shards: use it for append-mostly data (logs, events), and :class:`HashedShards`
+    when items are overwritten by key.
+
+    Args:
+        count: the number of shards, 1..:data:`~pynamodb_sharding.keys.MAX_SHARDS`.
+        random: a source of randomness with ``randint(a, b)``; a private
+            ``random.Random()`` by default (inject a seeded one in tests).
+    """
+
+    def __init__(self, count: int, *, random: RandomSource | None = None) -> None:
+        self.count = _check_count(count, "RandomShards")
+        self.max_shards = self.count
+        self._random: RandomSource = random if random is not None else _random.Random()
+
+    def __repr__(self) -> str:
+        return f"RandomShards({self.count})"
+
+    def describe(self) -> str:
+        return f"RandomShards({self.count}): random shard per write, reads fan out over {self.count} keys"
+
+    def shard_count(self, model: type[ShardedModel], key: str) -> int:
+        return self.count
+
+    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
+        return self._random.randint(1, self.count)
+
+
+def seed_000_shard(logical_key: str, range_key: str, count: int) -> int:
+    """Seed 000's calculated shard: ``int(md5(pk + sk).hexdigest(), 16) % count + 1``."""
+    digest = hashlib.md5((logical_key + range_key).encode("utf-8"), usedforsecurity=False).hexdigest()
+    return int(digest, 16) % count + 1
+
+
+class HashedShards(ShardStrategy):
+    """The shard is computed from the item, so a point read costs one key.
+
+    By default the shard is seed 000's formula over the hash key and the range key
+    (``md5(logical_pk + str(range_key)) % count + 1``; the hash key alone without a range key),
+    compatible with data written by it. With ``attributes=("user_id",)`` it is computed from those
+    attributes instead (``md5`` of their values joined), which lets a query by the hash key
+    and one of those attributes read a single shard.
+
+    Args:
+        count: the number of shards.
+        attributes: model attribute names the shard is derived from; default the primary key.
+        previous_counts: counts this key space was written with before (after changing
+            ``count`` in code): reads cover those layouts too until a migration moves the data.
+    """
+
+    def __init__(
+        self,
+        count: int,
+        attributes: Sequence[str] | None = None,
+        *,
+        previous_counts: Sequence[int] = (),
+    ) -> None:
+        self.count = _check_count(count, "HashedShards")
+        self.previous_counts = tuple(
+            _check_count(c, "HashedShards", "previous count") for c in previous_counts
+        )
+        self.max_shards = max((self.count, *self.previous_counts))
+        if attributes is not None and (isinstance(attributes, str) or not attributes):
+            msg = (
+                f"HashedShards: attributes must be a non-empty sequence of attribute names, got "
+                f"{attributes!r}; write attributes=('user_id',) for one attribute."
+            )
+            raise ShardingDefinitionError(msg)
+        self.attributes = tuple(attributes) if attributes is not None else None
+
+    def __repr__(self) -> str:
+        extra = f", attributes={self.attributes!r}" if self.attributes else ""
+        extra += f", previous_counts={self.previous_counts!r}" if self.previous_counts else ""
+        return f"HashedShards({self.count}{extra})"
+
+    def describe(self) -> str:
+        basis = "+".join(self.attributes) if self.attributes else "primary key"
+        return f"{self!r}: shard = md5({basis}) % {self.count} + 1, point reads hit 1 key"
+
+    def validate(self, model: type[ShardedModel], attribute: str) -> None:
+        known = model.get_attributes()
+        for name in self.attributes or ():
+            if name not in known:
+                msg = (
+                    f"{model.__name__}.{attribute}: HashedShards derives the shard from {name!r}, "
+                    f"which is not an attribute of {model.__name__}; name one of {sorted(known)}."
+                )
+                raise ShardingDefinitionError(msg)
+            if known[name].is_hash_key:
+                msg = (
+                    f"{model.__name__}.{attribute}: HashedShards cannot derive the shard from the "
+                    f"hash key {name!r} alone (every item of a key would share one shard); "
+                    f"omit attributes= to hash the primary key, or name other attributes."
+                )
+                raise ShardingDefinitionError(msg)
+
+    def shard_count(self, model: type[ShardedModel], key: str) -> int:
+        return self.count
+
+    def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
+        return tuple(range(1, self.max_shards + 1))
+
+    def _basis(self, model: type[ShardedModel], item: ShardedModel) -> tuple[str, str]:
+        """The two strings seed 000's formula concatenates."""
+        logical = item.logical_hash_key()
+        if self.attributes is None:
+            range_name = model._range_keyname
+            if range_name is None:
+                return logical, ""
+            range_value = getattr(item, range_name)
+            if range_value is None:
+                msg = (
+                    f"{model.__name__}.{range_name}: the range key is not set, and HashedShards "
+                    f"derives the shard from it; set it before writing or reading this item."
+                )
+                raise ShardLocationError(msg)
+            return logical, _text(range_value)
+        values = []
+        for name in self.attributes:
+            value = getattr(item, name)
+            if value is None:
+                msg = (
+                    f"{model.__name__}.{name}: HashedShards derives the shard from {name!r}, "
+                    f"which is not set on this item; set it before writing the item."
+                )
+                raise ShardLocationError(msg)
+            values.append(_text(value))
+        return "", "\x1f".join(values)
+
+    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
+        first, second = self._basis(model, item)
+        return seed_000_shard(first, second, self.count)
+
+    def point_shards(self, model: type[ShardedModel], key: str, item: ShardedModel) -> tuple[int, ...]:
+        if self.attributes is not None and any(getattr(item, name) is None for name in self.attributes):
+            return self.read_shards(model, key)
+        first, second = self._basis(model, item)
+        shards = {seed_000_shard(first, second, count) for count in (self.count, *self.previous_counts)}
+        return tuple(sorted(shards))
+
+
+def _text(value: object) -> str:
+    """``str(value)`` as seed 000 computes it; integral floats/Decimals print like ints."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,0 +1,405 @@
+"""The shard-count metadata table (seed 000) and the cached store that reads and changes it.
+
+One metadata item per logical partition key holds the key's current shard count
+(``number_of_shards``), when it last changed (``last_updated``) and every change so far
+(``shard_history``, a string set of ``"<epoch>:<count>"``). :class:`ShardCountStore` keeps
+those items in a per-process TTL cache so that a warm key costs about one metadata read per
+TTL, however many threads write it.
+
+Lock values. ``last_updated`` doubles as the optimistic lock of a change (the conditional
+``UpdateItem`` requires ``last_updated = <value read>``), so two changes must never share a
+value even when they happen within one second or under a frozen test clock. It is stored as
+epoch seconds with a millisecond fraction (``1562858912.25``), and every change writes
+``max(now, previous + 0.001)``: strictly increasing per key, hence distinct, and still plain
+epoch seconds for anyone reading the table. Items written by seed 000's integer form
+(``1562858912``) read fine.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, ClassVar
+
+import attrs
+from cachetools import TTLCache
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.models import Model
+
+from pynamodb_sharding.exceptions import MetadataError, ShardingDefinitionError
+from pynamodb_sharding.strategies import HistoryEntry
+
+__all__ = [
+    "LOCK_RESOLUTION",
+    "ShardCountStore",
+    "ShardMetadata",
+    "ShardState",
+    "format_history_entry",
+    "next_lock_value",
+    "parse_history_entry",
+]
+
+#: The smallest step between two ``last_updated`` values of one key, in seconds.
+LOCK_RESOLUTION = 0.001
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class ShardMetadata(Model):
+    """The companion metadata model of :class:`~pynamodb_sharding.DynamicShards`.
+
+    Subclass it to name the table (and host, region, credentials like any PynamoDB model);
+    its billing mode defaults to on-demand (``PAY_PER_REQUEST``), as seed 000 recommends::
+
+        class AuditLogShards(ShardMetadata):
+            class Meta:
+                table_name = "audit_log_shards"
+
+    The hash key is the logical partition key, the same value as the main table's; the range
+    key ``model`` is a namespace (the sharded model's table name by default) so that one
+    metadata table serves several sharded models without their keys colliding.
+
+    .. versionadded:: 0.1.0
+    """
+
+    partition_key = UnicodeAttribute(hash_key=True)
+    model = UnicodeAttribute(range_key=True)
+    number_of_shards = NumberAttribute(null=True)
+    last_updated = NumberAttribute(null=True)
+    shard_history = UnicodeSetAttribute(null=True)
+
+    #: The billing mode a subclass's ``Meta`` gets when it does not set one.
+    default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        meta = cls.__dict__.get("Meta")
+        # PynamoDB's create_table reads Meta.billing_mode; setting it here makes on-demand the
+        # default without users repeating it in every metadata model.
+        if meta is not None and not hasattr(meta, "billing_mode"):
+            meta.billing_mode = cls.default_billing_mode
+
+
+def format_history_entry(entry: HistoryEntry) -> str:
+    """``HistoryEntry(at=1562858912.25, count=2)`` -> ``"1562858912.25:2"``."""
+    return f"{_format_epoch(entry.at)}:{entry.count}"
+
+
+def parse_history_entry(text: str) -> HistoryEntry:
+    """``"1562858912:2"`` -> ``HistoryEntry(at=1562858912.0, count=2)``.
+
+    Raises:
+        ValueError: ``text`` is not ``"<epoch seconds>:<count>"`` with a finite, non-negative
+            epoch and a positive integer count.
+    """
+    epoch_text, sep, count_text = text.rpartition(":")
+    if not sep:
+        msg = f"{text!r} has no ':' between the epoch and the count"
+        raise ValueError(msg)
+    at = float(epoch_text)
+    count = int(count_text)
+    if not math.isfinite(at) or at < 0 or count < 1:
+        msg = f"{text!r} needs a non-negative epoch and a count of at least 1"
+        raise ValueError(msg)
+    return HistoryEntry(at=at, count=count)
+
+
+def next_lock_value(now: float, previous: float | None) -> float:
+    """The ``last_updated`` of a change at ``now``: ``now`` to the millisecond, but always at
+    least :data:`LOCK_RESOLUTION` past ``previous`` so that two changes never share a lock value.
+    """
+    value = round(now, 3)
+    if previous is not None:
+        value = max(value, round(previous + LOCK_RESOLUTION, 3))
+    return value
+
+
+def _format_epoch(at: float) -> str:
+    rounded = round(at, 3)
+    if rounded.is_integer():
+        return str(int(rounded))
+    return repr(rounded)
+
+
+@attrs.frozen
+class ShardState:
+    """A validated metadata item: what writers and readers of one logical key need."""
+
+    #: The shard count new writes spread over.
+    count: int
+    #: Epoch seconds of the last change of the count (the optimistic-lock value).
+    last_updated: float
+    #: Every recorded change, oldest first.
+    history: tuple[HistoryEntry, ...] = ()
+
+    @property
+    def read_count(self) -> int:
+        """The largest count ever used: reads cover ``1..read_count`` so a lowered count hides nothing."""
+        return max((self.count, *(entry.count for entry in self.history)))
+
+    def newer_than(self, other: ShardState) -> bool:
+        """Whether this state was written after ``other`` (lock values strictly increase)."""
+        return (self.last_updated, len(self.history)) > (other.last_updated, len(other.history))
+
+
+def _where(owner: str, key: str) -> str:
+    return f"{owner}: the shard metadata of key {key!r}"
+
+
+def state_from_item(item: ShardMetadata, *, owner: str, max_shards: int) -> ShardState:
+    """Validate a metadata item read from the table.
+
+    Args:
+        item: the item.
+        owner: ``"Model.attribute"`` of the sharded model, for error messages.
+        max_shards: the largest count the strategy accepts.
+
+    Raises:
+        MetadataError: a field is missing or out of range; the message names the key and the fix.
+    """
+    where = _where(owner, item.partition_key)
+    table = type(item).Meta.table_name
+    fix = (
+        f"fix or delete the item (partition_key={item.partition_key!r}, model={item.model!r}) "
+        f"in the metadata table {table!r}; a deleted item is recreated with the initial count"
+    )
+    count: object = item.number_of_shards  # typed float by PynamoDB, but null=True and any number
+    if count is None:
+        msg = f"{where} has no number_of_shards; {fix}."
+        raise MetadataError(msg)
+    if isinstance(count, float) and count.is_integer():
+        count = int(count)
+    if not isinstance(count, int) or not 1 <= count <= max_shards:
+        msg = f"{where} has number_of_shards={count!r}, outside 1..{max_shards} (max_shards); {fix}."
+        raise MetadataError(msg)
+    last_updated: float | None = item.last_updated
+    if last_updated is None or not math.isfinite(last_updated):
+        msg = f"{where} has no valid last_updated (the lock value of growth); {fix}."
+        raise MetadataError(msg)
+    history = []
+    for text in sorted(item.shard_history or ()):
+        try:
+            entry = parse_history_entry(text)
+        except ValueError as exc:
+            msg = f"{where} has an unparsable shard_history entry ({exc}); expected '<epoch>:<count>'; {fix}."
+            raise MetadataError(msg) from exc
+        if entry.count > max_shards:
+            msg = (
+                f"{where} records {entry.count} shards in shard_history, over "
+                f"max_shards={max_shards}; {fix}."
+            )
+            raise MetadataError(msg)
+        history.append(entry)
+    history.sort()
+    return ShardState(count=count, last_updated=float(last_updated), history=tuple(history))
+
+
+_CacheKey = tuple[str, str]
+
+
+class ShardCountStore:
+    """Reads, caches and changes the metadata items of one metadata model.
+
+    Reads go through a ``cachetools.TTLCache``: many threads missing the same key wait for one
+    metadata read (a per-key future, settled with ``setdefault``), and the lock guards only the
+    cache, never a DynamoDB call. A change made by this process replaces the cached state at
+    once; changes made by other processes are seen when the entry expires (``ttl``) or when a
+    conditional write fails and the key is re-read.
+
+    Args:
+        metadata_model: the :class:`ShardMetadata` subclass naming the table.
+        max_shards: the largest valid count (larger stored counts are corrupt).
+        ttl: seconds a state stays cached.
+        timer: the cache's clock (``time.monotonic``); inject a fake one in tests.
+        maxsize: how many keys the cache holds.
+        consistent_read: read metadata with strongly consistent reads (default), so that a
+            writer that lost a race sees the winner's item.
+    """
+
+    def __init__(
+        self,
+        metadata_model: type[ShardMetadata],
+        *,
+        max_shards: int,
+        ttl: float,
+        timer: Callable[[], float] = time.monotonic,
+        maxsize: int = 100_000,
+        consistent_read: bool = True,
+    ) -> None:
+        candidate: object = metadata_model  # users pass anything; check it at run time
+        if not (isinstance(candidate, type) and issubclass(candidate, ShardMetadata)):
+            msg = (
+                f"the metadata model must be a ShardMetadata subclass, got {metadata_model!r}; declare "
+                f"`class MyShards(ShardMetadata): class Meta: table_name = '...'` and pass MyShards."
+            )
+            raise ShardingDefinitionError(msg)
+        self.metadata_model = metadata_model
+        self.max_shards = max_shards
+        self.ttl = ttl
+        self.consistent_read = consistent_read
+        self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
+        self._lock = threading.Lock()
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def cached(self, namespace: str, key: str) -> ShardState | None:
+        """The cached state, or ``None``; never reads the table."""
+        with self._lock:
+            return self._cache.get((namespace, key))
+
+    def get(self, namespace: str, key: str, *, owner: str) -> ShardState | None:
+        """The state of ``key`` (``None`` if it has no item), from the cache when fresh.
+
+        Raises:
+            MetadataError: the stored item is corrupt.
+        """
+        cache_key = (namespace, key)
+        with self._lock:
+            state = self._cache.get(cache_key)
+            if state is not None:
+                return state
+            mine: Future[ShardState | None] = Future()
+            loading = self._loading.setdefault(cache_key, mine)
+        if loading is not mine:
+            return loading.result()
+        try:
+            state = self._read(namespace, key, owner=owner)
+        except BaseException as exc:
+            with self._lock:
+                self._loading.pop(cache_key, None)
+            mine.set_exception(exc)
+            raise
+        with self._lock:
+            self._loading.pop(cache_key, None)
+            if state is not None:
+                state = self._remember_locked(cache_key, state)
+        mine.set_result(state)
+        return state
+
+    def load(self, namespace: str, key: str, *, owner: str) -> ShardState | None:
+        """Read ``key`` from the table now (bypassing the cache) and cache what was read."""
+        state = self._read(namespace, key, owner=owner)
+        if state is None:
+            self.forget(namespace, key)
+            return None
+        return self.remember(namespace, key, state)
+
+    def item(self, namespace: str, key: str) -> ShardMetadata | None:
+        """The raw metadata item (``None`` if absent), read consistently and not validated."""
+        try:
+            return self.metadata_model.get(key, namespace, consistent_read=self.consistent_read)
+        except self.metadata_model.DoesNotExist:
+            return None
+
+    def _read(self, namespace: str, key: str, *, owner: str) -> ShardState | None:
+        try:
+            item = self.item(namespace, key)
+        except (ValueError, TypeError) as exc:
+            # PynamoDB could not even deserialize the item (a number stored as text, ...).
+            msg = (
+                f"{_where(owner, key)} cannot be decoded ({exc}); fix or delete the item in the "
+                f"metadata table {self.metadata_model.Meta.table_name!r}."
+            )
+            raise MetadataError(msg, exc) from exc
+        if item is None:
+            return None
+        return state_from_item(item, owner=owner, max_shards=self.max_shards)
+
+    # -- cache maintenance ---------------------------------------------------------------
+
+    def remember(self, namespace: str, key: str, state: ShardState) -> ShardState:
+        """Cache ``state`` unless a newer one is cached; return the one cached."""
+        with self._lock:
+            return self._remember_locked((namespace, key), state)
+
+    def _remember_locked(self, cache_key: _CacheKey, state: ShardState) -> ShardState:
+        current = self._cache.get(cache_key)
+        if current is not None and not state.newer_than(current):
+            return current
+        self._cache[cache_key] = state
+        return state
+
+    def forget(self, namespace: str, key: str) -> None:
+        """Drop the cached state of ``key``: the next read goes to the table."""
+        with self._lock:
+            self._cache.pop((namespace, key), None)
+
+    def clear(self) -> None:
+        """Drop every cached state."""
+        with self._lock:
+            self._cache.clear()
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, namespace: str, key: str, count: int, now: float, *, owner: str) -> ShardState:
+        """Insert the item of a new key with ``count`` shards, unless another writer did first.
+
+        The insert is conditional (``attribute_not_exists``); the loser re-reads and returns
+        the winner's state.
+        """
+        at = next_lock_value(now, None)
+        entry = HistoryEntry(at=at, count=count)
+        item = self.metadata_model(
+            key,
+            namespace,
+            number_of_shards=count,
+            last_updated=at,
+            shard_history={format_history_entry(entry)},
+        )
+        try:
+            item.save(condition=self.metadata_model.partition_key.does_not_exist())
+        except PutError as exc:
+            if exc.cause_response_code != _CONDITION_FAILED:
+                raise
+            state = self.load(namespace, key, owner=owner)
+            if state is None:  # deleted between our insert and our read: try once more
+                return self.create(namespace, key, count, now, owner=owner)
+            return state
+        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)))
+
+    def change(
+        self,
+        namespace: str,
+        key: str,
+        seen: ShardState,
+        count: int,
+        now: float,
+        *,
+        owner: str,
+        locked: bool = True,
+    ) -> ShardState | None:
+        """Set the count of ``key`` to ``count`` if nobody changed it since ``seen`` was read.
+
+        Writes the count, a new ``last_updated`` and a history entry in one conditional
+        ``UpdateItem`` (condition: ``last_updated = seen.last_updated``).
+
+        Returns:
+            The new state (also cached), or ``None`` when another writer changed the item
+            first; the caller re-reads with :meth:`load` and must not change it again blindly.
+        """
+        at = next_lock_value(now, seen.last_updated)
+        entry = HistoryEntry(at=at, count=count)
+        meta = self.metadata_model
+        item = meta(key, namespace)
+        condition = meta.last_updated == seen.last_updated if locked else meta.partition_key.exists()
+        try:
+            item.update(
+                actions=[
+                    meta.number_of_shards.set(count),
+                    meta.last_updated.set(at),
+                    meta.shard_history.add({format_history_entry(entry)}),
+                ],
+                condition=condition,
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code != _CONDITION_FAILED:
+                raise
+            return None
+        # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
+        state = state_from_item(item, owner=owner, max_shards=self.max_shards)
+        return self.remember(namespace, key, state)

@@ -120,7 +120,7 @@ class KeyCodec:
             budget = MAX_PARTITION_KEY_BYTES - len(f"{self.separator}{MAX_SHARDS}".encode())
             msg = (
                 f"{self.where}: the physical key would be {size} bytes, over DynamoDB's "
-                f"{MAX_PARTITION_KEY_BYTES}-byte partition-key limit; keep logical keys under "
+                f"{MAX_PARTITION_KEY_BYTES:,}-byte partition-key limit; keep logical keys under "
                 f"{budget} bytes (UTF-8) so that the shard suffix fits."
             )
             raise ShardKeyError(msg)

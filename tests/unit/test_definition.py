@@ -1,0 +1,167 @@
+"""A model that cannot be sharded fails when its class is defined, naming model, attribute, fix."""
+
+from __future__ import annotations
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_sharding import (
+    HashedShards,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardingDefinitionError,
+    ShardManager,
+)
+
+
+class TestDefinitionErrors:
+    """Each declaration mistake raises ShardingDefinitionError at class-definition time."""
+
+    def test_hash_key_not_unicode(self) -> None:
+        with pytest.raises(
+            ShardingDefinitionError, match=r"Counter\.counter_id: .*NumberAttribute.*UnicodeAttribute"
+        ):
+
+            class Counter(ShardedModel):
+                class Meta:
+                    table_name = "counter"
+
+                counter_id = NumberAttribute(hash_key=True)
+                shards = Sharding(RandomShards(4))
+
+    @pytest.mark.parametrize("separator", ["", "7", " "])
+    def test_bad_separator(self, separator: str) -> None:
+        with pytest.raises(ShardingDefinitionError, match="separator"):
+            Sharding(RandomShards(4), separator=separator)
+
+    @pytest.mark.parametrize("count", [0, -1, 10_001, 2.5, True])
+    def test_shard_count_out_of_range(self, count: object) -> None:
+        with pytest.raises(ShardingDefinitionError, match=r"1\.\.10000"):
+            RandomShards(count)  # type: ignore[arg-type]
+        with pytest.raises(ShardingDefinitionError, match=r"1\.\.10000"):
+            HashedShards(count)  # type: ignore[arg-type]
+
+    def test_not_a_strategy(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match="RandomShards"):
+            Sharding(10)  # type: ignore[arg-type]
+
+    def test_two_descriptors(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match=r"Twice: has 2 Sharding descriptors \(a, b\)"):
+
+            class Twice(ShardedModel):
+                class Meta:
+                    table_name = "twice"
+
+                key = UnicodeAttribute(hash_key=True)
+                a = Sharding(RandomShards(2))
+                b = Sharding(RandomShards(3))
+
+    def test_second_descriptor_in_subclass(self) -> None:
+        class Base(ShardedModel):
+            class Meta:
+                table_name = "base"
+
+            key = UnicodeAttribute(hash_key=True)
+            shards = Sharding(RandomShards(2))
+
+        with pytest.raises(ShardingDefinitionError, match="2 Sharding descriptors"):
+
+            class Child(Base):
+                more_shards = Sharding(RandomShards(3))
+
+    def test_missing_descriptor(self) -> None:
+        with pytest.raises(
+            ShardingDefinitionError, match=r"Bare: a ShardedModel needs a Sharding descriptor"
+        ):
+
+            class Bare(ShardedModel):
+                class Meta:
+                    table_name = "bare"
+
+                key = UnicodeAttribute(hash_key=True)
+
+    def test_on_plain_model(self) -> None:
+        # Python < 3.12 wraps errors raised by __set_name__ in RuntimeError; the ShardingError
+        # is its cause. Python 3.12+ raises it as it is.
+        with pytest.raises((ShardingDefinitionError, RuntimeError)) as info:
+
+            class Plain(Model):
+                class Meta:
+                    table_name = "plain"
+
+                key = UnicodeAttribute(hash_key=True)
+                shards = Sharding(RandomShards(2))
+
+        error = info.value if isinstance(info.value, ShardingDefinitionError) else info.value.__cause__
+        assert isinstance(error, ShardingDefinitionError)
+        assert "Plain.shards: Sharding only works on ShardedModel subclasses" in str(error)
+
+    def test_hashed_on_unknown_attribute(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match=r"Log\.shards: .*'user'.*not an attribute"):
+
+            class Log(ShardedModel):
+                class Meta:
+                    table_name = "log"
+
+                key = UnicodeAttribute(hash_key=True)
+                user_id = UnicodeAttribute()
+                shards = Sharding(HashedShards(4, attributes=("user",)))
+
+    def test_hashed_attributes_must_be_a_sequence(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match=r"attributes=\('user_id',\)"):
+            HashedShards(4, attributes="user_id")
+
+
+class AuditLog(ShardedModel):
+    class Meta:
+        table_name = "audit_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(10))
+
+
+class ArchivedAuditLog(AuditLog):
+    """Inherits the sharding declaration."""
+
+
+class WideAuditLog(AuditLog):
+    """Overrides the strategy under the same name."""
+
+    shards = Sharding(HashedShards(16), separator="#")
+
+
+class TestDescriptorAccess:
+    """On the class the descriptor is the manager of that class; on an instance, its shard."""
+
+    def test_class_access_is_a_manager_bound_to_the_owner(self) -> None:
+        manager = AuditLog.shards
+        assert isinstance(manager, ShardManager)
+        assert manager.model is AuditLog
+        assert ArchivedAuditLog.shards.model is ArchivedAuditLog
+        assert manager.attribute == "file_path"
+        assert manager.read_shards("/f") == tuple(range(1, 11))
+        assert manager.physical_key("/f", 3) == "/f_3"
+        assert manager.decode("/f_3") == ("/f", 3)
+        assert manager.logical_key("a_b_12") == "a_b"
+
+    def test_subclass_overrides_strategy(self) -> None:
+        assert WideAuditLog.shards.shard_count("/f") == 16
+        assert WideAuditLog.shards.physical_key("/f", 2) == "/f#2"
+        assert AuditLog.shards.shard_count("/f") == 10
+
+    def test_instance_access_is_the_shard(self) -> None:
+        item = AuditLog("/f", 1)
+        assert item.shards is None
+        item = AuditLog.from_raw_data({"file_path": {"S": "/f_7"}, "accessed_at": {"N": "1"}})
+        assert item.shards == 7
+        assert item.file_path == "/f"
+        with pytest.raises(AttributeError, match="cannot be assigned"):
+            item.shards = 3  # type: ignore[assignment]
+
+    def test_fixed_strategies_cannot_grow(self) -> None:
+        with pytest.raises(Exception, match="fixed shard count"):
+            AuditLog.shards.grow("/f")
+        assert [(entry.at, entry.count) for entry in AuditLog.shards.history("/f")] == [(0.0, 10)]

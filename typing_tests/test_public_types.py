@@ -1,0 +1,39 @@
+"""What users see, checked by ``mypy --strict typing_tests`` (never executed)."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardManager
+from pynamodb_sharding.strategies import HistoryEntry
+
+
+class AuditLog(ShardedModel):
+    class Meta:
+        table_name = "audit_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(10))
+
+
+class ArchivedAuditLog(AuditLog):
+    pass
+
+
+def check() -> None:
+    assert_type(AuditLog.shards, ShardManager[AuditLog])
+    assert_type(ArchivedAuditLog.shards, ShardManager[ArchivedAuditLog])
+    assert_type(AuditLog.shards.read_shards("/f"), tuple[int, ...])
+    assert_type(AuditLog.shards.history("/f"), list[HistoryEntry])
+    item = AuditLog.get("/f", 1)
+    assert_type(item, AuditLog)
+    assert_type(item.shards, int | None)
+    assert_type(item.file_path, str)
+    for found in AuditLog.query("/f"):
+        assert_type(found, AuditLog)
+    for got in AuditLog.batch_get([("/f", 1)]):
+        assert_type(got, AuditLog)
+    assert_type(AuditLog.count("/f"), int)

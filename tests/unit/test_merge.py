@@ -1,0 +1,282 @@
+"""The streaming k-way merge, without a server: order, limit, look-ahead, resumption, errors, threads.
+
+Pages come from an in-memory paginator that cuts each shard's sorted items into pages the way
+DynamoDB does (``Limit`` items per page, a ``LastEvaluatedKey`` whenever a page is full, filtered
+items counted but not returned), so the merge is checked against ``sorted`` of the same items.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynamodb_sharding.fanout import Page, RawItem, RawKey, ShardMerge, sort_value
+
+KEY_NAMES = ("pk", "sk")
+
+
+class Paginator:
+    """Serves each shard's items in pages of ``page_size``, like DynamoDB's Query."""
+
+    def __init__(
+        self,
+        shards: dict[int, list[int]],
+        *,
+        page_size: int | None,
+        forward: bool = True,
+        hidden: Iterable[tuple[int, int]] = (),
+    ) -> None:
+        self.page_size = page_size
+        self.hidden = set(hidden)  # (shard, sort key) pairs a filter drops
+        self.items = {
+            shard: sorted(
+                ({"pk": {"S": f"k_{shard}"}, "sk": {"N": str(v)}, "v": {"S": f"{shard}:{v}"}} for v in set(values)),
+                key=lambda item: Decimal(item["sk"]["N"]),
+                reverse=not forward,
+            )
+            for shard, values in shards.items()
+        }
+        self.calls: Counter[int] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, shard: int, start: RawKey | None) -> Page:
+        with self.lock:
+            self.calls[shard] += 1
+        items = self.items[shard]
+        begin = 0
+        if start is not None:
+            begin = next(i for i, item in enumerate(items) if item["sk"] == start["sk"]) + 1
+        end = len(items) if self.page_size is None else min(len(items), begin + self.page_size)
+        evaluated = items[begin:end]
+        returned = [item for item in evaluated if (shard, int(item["sk"]["N"])) not in self.hidden]
+        last = None
+        if self.page_size is not None and len(evaluated) == self.page_size:
+            last = {name: evaluated[-1][name] for name in KEY_NAMES}
+        return Page(returned, last, len(returned), len(evaluated))
+
+    def expected(self, forward: bool) -> list[tuple[int, int]]:
+        pairs = [
+            (shard, int(item["sk"]["N"]))
+            for shard, items in self.items.items()
+            for item in items
+            if (shard, int(item["sk"]["N"])) not in self.hidden
+        ]
+        return sorted(pairs, key=lambda pair: (pair[1], pair[0]), reverse=not forward)
+
+
+def sk_of(item: RawItem) -> Decimal | str | bytes:
+    return sort_value(item["sk"])
+
+
+def merge(paginator: Paginator, starts: dict[int, RawKey | None], **kwargs: Any) -> ShardMerge:
+    return ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4, **kwargs)
+
+
+def drain(merged: ShardMerge) -> list[tuple[int, int]]:
+    return [(shard, int(item["sk"]["N"])) for shard, item in merged]
+
+
+shard_items = st.dictionaries(
+    st.integers(min_value=1, max_value=6),
+    st.lists(st.integers(min_value=-5, max_value=40), max_size=25),
+    min_size=1,
+    max_size=6,
+)
+
+
+class TestMergeOrder:
+    """The merge yields exactly ``sorted`` of every shard's items, in either direction."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(shard_items, st.one_of(st.none(), st.integers(1, 7)), st.booleans())
+    def test_merge_equals_sorted(self, shards: dict[int, list[int]], page_size: int | None, forward: bool) -> None:
+        paginator = Paginator(shards, page_size=page_size, forward=forward)
+        merged = merge(paginator, dict.fromkeys(shards), forward=forward)
+        assert paginator.expected(forward) == drain(merged)
+
+    def test_ties_are_broken_by_shard_in_both_directions(self) -> None:
+        shards = {1: [5, 7], 2: [5, 6], 3: [5]}
+        ascending = drain(merge(Paginator(shards, page_size=1), dict.fromkeys(shards)))
+        descending = drain(merge(Paginator(shards, page_size=1, forward=False), dict.fromkeys(shards), forward=False))
+        assert ascending == [(1, 5), (2, 5), (3, 5), (2, 6), (1, 7)]
+        assert list(reversed(ascending)) == descending
+
+    def test_filtered_pages_are_skipped(self) -> None:
+        shards = {1: list(range(10)), 2: list(range(10))}
+        hidden = {(1, v) for v in range(8)}
+        paginator = Paginator(shards, page_size=2, hidden=hidden)
+        assert paginator.expected(True) == drain(merge(paginator, dict.fromkeys(shards)))
+
+
+class TestLimit:
+    """``limit`` stops the merge, and no shard is read more than one page ahead."""
+
+    @settings(max_examples=40, deadline=None)
+    @given(shard_items, st.integers(1, 7), st.integers(0, 30))
+    def test_limit_takes_a_prefix(self, shards: dict[int, list[int]], page_size: int, limit: int) -> None:
+        paginator = Paginator(shards, page_size=page_size)
+        merged = merge(paginator, dict.fromkeys(shards), limit=limit)
+        assert paginator.expected(True)[:limit] == drain(merged)
+
+    def test_no_page_beyond_one_look_ahead(self) -> None:
+        shards = {shard: list(range(100)) for shard in (1, 2, 3)}
+        paginator = Paginator(shards, page_size=5)
+        merged = merge(paginator, dict.fromkeys(shards), limit=6)
+        assert len(drain(merged)) == 6
+        # Shard 1 gave items 0..1 from its first page; no shard needs more than its first
+        # two pages for 6 items, and prefetch asks for at most one page beyond that.
+        assert all(calls <= 2 for calls in paginator.calls.values()), paginator.calls
+
+    def test_a_page_covering_the_limit_is_not_followed(self) -> None:
+        shards = {1: list(range(100)), 2: list(range(100))}
+        paginator = Paginator(shards, page_size=10)
+        assert len(drain(merge(paginator, dict.fromkeys(shards), limit=10))) == 10
+        assert dict(paginator.calls) == {1: 1, 2: 1}
+
+    def test_limit_zero_sends_nothing(self) -> None:
+        paginator = Paginator({1: [1, 2]}, page_size=1)
+        assert drain(merge(paginator, {1: None}, limit=0)) == []
+        assert sum(paginator.calls.values()) == 0
+
+
+class TestStreaming:
+    """At most the current page and one prefetched page per shard are held."""
+
+    def test_requests_stay_one_page_ahead_of_consumption(self) -> None:
+        shards = {1: list(range(0, 300, 3)), 2: list(range(1, 300, 3)), 3: list(range(2, 300, 3))}
+        paginator = Paginator(shards, page_size=4)
+        merged = merge(paginator, dict.fromkeys(shards))
+        seen: Counter[int] = Counter()
+        for shard, _item in merged:
+            seen[shard] += 1
+            time.sleep(0)  # let prefetches run
+            for s in shards:
+                pages_consumed = seen[s] // 4 + 1
+                assert paginator.calls[s] <= pages_consumed + 1
+
+
+class TestResumption:
+    """Resuming from ``state()`` after any number of items loses and repeats nothing."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        shard_items,
+        st.one_of(st.none(), st.integers(1, 5)),
+        st.booleans(),
+        st.lists(st.integers(1, 6), min_size=1, max_size=10),
+    )
+    def test_resume_after_every_cut(
+        self, shards: dict[int, list[int]], page_size: int | None, forward: bool, cuts: list[int]
+    ) -> None:
+        paginator = Paginator(shards, page_size=page_size, forward=forward)
+        starts: dict[int, RawKey | None] = dict.fromkeys(shards)
+        exhausted: set[int] = set()
+        got: list[tuple[int, int]] = []
+        for cut in [*cuts, 10_000]:
+            merged = merge(paginator, {s: k for s, k in starts.items() if s not in exhausted},
+                           forward=forward, limit=cut)
+            got.extend(drain(merged))
+            state, remaining = merged.state()
+            exhausted |= state.exhausted
+            starts = {s: state.positions.get(s) for s in shards}
+            if not remaining:
+                break
+        assert paginator.expected(forward) == got
+
+    def test_state_before_start_is_the_given_start(self) -> None:
+        start = {"pk": {"S": "k_1"}, "sk": {"N": "3"}}
+        merged = merge(Paginator({1: [1, 2, 3, 4]}, page_size=2), {1: start, 2: None})
+        state, remaining = merged.state()
+        assert remaining
+        assert {1: start} == dict(state.positions)
+        assert frozenset() == state.exhausted
+
+    def test_everything_returned_leaves_nothing(self) -> None:
+        merged = merge(Paginator({1: [1, 2], 2: [3]}, page_size=None), {1: None, 2: None})
+        assert len(drain(merged)) == 3
+        state, remaining = merged.state()
+        assert not remaining
+        assert frozenset({1, 2}) == state.exhausted
+
+
+class TestFailuresAndThreads:
+    """A shard's error reaches the consumer; closing releases the pool's threads."""
+
+    def test_error_of_one_shard_propagates(self) -> None:
+        class Boom(Exception):
+            pass
+
+        good = Paginator({1: list(range(10))}, page_size=2)
+
+        def fetch(shard: int, start: RawKey | None) -> Page:
+            if shard == 2:
+                raise Boom("shard 2 failed")
+            return good(shard, start)
+
+        merged = ShardMerge(fetch, {1: None, 2: None}, sort_key=sk_of, key_names=KEY_NAMES, max_workers=2)
+        with pytest.raises(Boom, match="shard 2 failed"):
+            next(merged)
+        assert merged.closed
+        assert list(merged) == []
+
+    def test_closing_a_partly_read_merge_releases_threads(self) -> None:
+        before = threading.active_count()
+        gate = threading.Event()
+        slow = Paginator({s: list(range(50)) for s in range(1, 9)}, page_size=2)
+
+        def fetch(shard: int, start: RawKey | None) -> Page:
+            if start is not None:
+                gate.wait(5)
+            return slow(shard, start)
+
+        merged = ShardMerge(fetch, dict.fromkeys(range(1, 9)), sort_key=sk_of, key_names=KEY_NAMES, max_workers=8)
+        next(merged)
+        assert threading.active_count() > before
+        merged.close()
+        gate.set()
+        deadline = time.monotonic() + 5
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert before == threading.active_count()
+
+    def test_garbage_collection_releases_threads(self) -> None:
+        before = threading.active_count()
+        paginator = Paginator({s: list(range(50)) for s in range(1, 5)}, page_size=2)
+        merged = merge(paginator, dict.fromkeys(range(1, 5)))
+        next(merged)
+        del merged
+        deadline = time.monotonic() + 5
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert before == threading.active_count()
+
+
+class TestSortValue:
+    """Raw key values compare the way DynamoDB sorts them."""
+
+    def test_strings_compare_as_utf8_bytes(self) -> None:
+        bmp_high, astral = "\uffff", "\U0001f600"
+        assert bmp_high.encode("utf-16-be") > astral.encode("utf-16-be")  # UTF-16 order (Java's)...
+        assert sort_value({"S": bmp_high}) < sort_value({"S": astral})  # ...is not DynamoDB's
+
+    def test_numbers_compare_numerically(self) -> None:
+        values = ["10", "9", "-1", "0.5", "1E2", "-1e-3"]
+        ordered = sorted(values, key=lambda v: sort_value({"N": v}))
+        assert ordered == ["-1", "-1e-3", "0.5", "9", "10", "1E2"]
+
+    def test_binary_compares_as_bytes(self) -> None:
+        assert sort_value({"B": b"\x00\xff"}) < sort_value({"B": b"\x01"})
+        assert sort_value({"B": "AP8="}) == b"\x00\xff"  # base64 text, as in a JSON cursor
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.text(), st.text())
+    def test_string_order_is_utf8_order(self, a: str, b: str) -> None:
+        assert (a.encode() < b.encode()) == (sort_value({"S": a}) < sort_value({"S": b}))

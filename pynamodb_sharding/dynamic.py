@@ -1,0 +1,428 @@
+"""``DynamicShards``: a shard count per key, kept in a metadata table, grown on hot-partition throttles.
+
+Seed 000's writer, made safe under concurrency:
+
+1. read the key's count (cached, :class:`~pynamodb_sharding.metadata.ShardCountStore`); a
+   key without an item is inserted with ``initial`` shards, conditionally, so racing writers
+   agree on one item;
+2. write to a random shard in ``1..count``;
+3. on a *key-range* throttle of that write: inside the cooldown (``now - last_updated <
+   cooldown``) pause briefly and retry on the current shard space; past it, wait a random
+   backoff, then grow the count with a conditional ``UpdateItem`` (``last_updated = <value
+   read>``, the optimistic lock). The loser of a race re-reads and does not grow again.
+   Then retry the write on the wider space.
+
+Growth starts within one round trip of the first throttle: while :meth:`DynamicShards.write`
+runs, a ``needs-retry`` hook on the model's botocore client turns a key-range throttle response
+into an exception instead of letting botocore sleep through its retry ladder. Table-level
+throttles and GSI throttles are left to botocore's retries and then raised: more base-table
+shards fix neither.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError
+from pynamodb_sharding.keys import MAX_SHARDS
+from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState
+from pynamodb_sharding.signals import shard_count_changed, throttle_observed
+from pynamodb_sharding.strategies import HistoryEntry, ShardStrategy
+from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from pynamodb_sharding.model import ShardedModel
+
+__all__ = [
+    "DynamicShards",
+    "GrowthPolicy",
+    "add_one",
+    "double",
+]
+
+_R = TypeVar("_R")
+
+#: A growth policy maps the current count to the next one (capped by ``max_shards`` afterwards).
+GrowthPolicy = Callable[[int], int]
+
+
+def add_one(count: int) -> int:
+    """Growth policy ``"add_one"``: one more shard per growth."""
+    return count + 1
+
+
+def double(count: int) -> int:
+    """Growth policy ``"double"`` (the default): twice the shards per growth, so a key needing
+    ``n`` shards gets there in ``log2(n)`` growths, one per cooldown.
+    """
+    return count * 2
+
+
+_POLICIES: dict[str, GrowthPolicy] = {"add_one": add_one, "double": double}
+
+
+# -- reacting to the first throttle ---------------------------------------------------------
+
+_HOOK_EVENT = "needs-retry.dynamodb.PutItem"
+_HOOK_ID = "pynamodb_sharding.dynamic.react_early"
+_hooked_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+_hook_lock = threading.Lock()
+_in_write = threading.local()
+
+
+class _EarlyThrottle(Exception):
+    """Carries a key-range throttle response out of botocore, skipping its retry ladder.
+
+    Deliberately not a botocore or PynamoDB exception: PynamoDB wraps only those, so this one
+    reaches :meth:`DynamicShards.write` unchanged.
+    """
+
+    def __init__(self, throttle: Throttle, response: Mapping[str, Any]) -> None:
+        super().__init__(f"key-range throttle: {throttle.code}")
+        self.throttle = throttle
+        self.response = response
+
+
+def _react_early(response: Any = None, **kwargs: Any) -> None:
+    """botocore ``needs-retry`` handler: raise on a key-range throttle of a dynamic write."""
+    if not getattr(_in_write, "active", False) or response is None:
+        return
+    parsed = response[1]
+    throttle = classify_response(parsed, operation="PutItem")
+    if throttle.kind is ThrottleKind.KEY_RANGE:
+        raise _EarlyThrottle(throttle, parsed)
+
+
+def _ensure_hook(model: type[Model]) -> None:
+    """Register :func:`_react_early` once on the botocore client of ``model``."""
+    client = model._get_connection().connection.client
+    with _hook_lock:
+        if client in _hooked_clients:
+            return
+        # First, so botocore's retry handler never computes (and sleeps) a delay for it.
+        client.meta.events.register_first(_HOOK_EVENT, _react_early, unique_id=_HOOK_ID)
+        _hooked_clients.add(client)
+
+
+@contextmanager
+def _reacting_early(enabled: bool) -> Iterator[None]:
+    previous = getattr(_in_write, "active", False)
+    _in_write.active = enabled
+    try:
+        yield
+    finally:
+        _in_write.active = previous
+
+
+# -- the strategy ---------------------------------------------------------------------------
+
+
+class DynamicShards(ShardStrategy):
+    """A shard count per logical key, read from a metadata table and grown when DynamoDB
+    throttles the key.
+
+    ``Sharding(DynamicShards(AuditLogShards))`` on a model; ``AuditLogShards`` is a
+    :class:`~pynamodb_sharding.ShardMetadata` subclass naming the metadata table. New items
+    go to a random shard within the key's current count; reads cover every shard the key
+    ever had (the largest count in its history), so lowering the count hides nothing.
+
+    Like :class:`~pynamodb_sharding.RandomShards`, the same logical primary key may land on
+    two shards: use it for append-mostly data.
+
+    Args:
+        metadata_model: the :class:`~pynamodb_sharding.ShardMetadata` subclass.
+        initial: the count a new key starts with (1).
+        max_shards: the most shards a key grows to (10, seed 000's example); reads of a key
+            fan out over up to this many keys.
+        cooldown: seconds after a change of a key's count during which throttles retry the
+            write instead of growing again (30.0).
+        backoff: ``(low, high)`` seconds (``(1.0, 10.0)``, seed 000): a writer past the
+            cooldown waits a random time in this range before growing, so that many writers
+            throttled together do not all race for the growth. Retries inside the cooldown
+            pause a random time up to ``low`` doubled per retry, capped at ``high``.
+        cache_ttl: seconds a key's count stays cached in this process (10.0). A growth by
+            another process is seen within this time (or at this process's next throttle).
+        growth: ``"double"`` (default), ``"add_one"``, or a callable ``count -> new count``;
+            the result is capped by ``max_shards``.
+        max_attempts: attempts of one write before the throttle error is raised (10); the
+            last attempt lets botocore retry as it normally does.
+        namespace: the metadata items' ``model`` value; the sharded model's table name by
+            default, which keeps the keys of several models in one metadata table apart.
+        clock: epoch seconds (``time.time``), for ``last_updated`` and the cooldown.
+        sleep: how to wait (``time.sleep``).
+        timer: the cache's monotonic clock (``time.monotonic``).
+        random: a ``random.Random`` for shards, pauses and backoffs.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        metadata_model: type[ShardMetadata],
+        *,
+        initial: int = 1,
+        max_shards: int = 10,
+        cooldown: float = 30.0,
+        backoff: tuple[float, float] = (1.0, 10.0),
+        cache_ttl: float = 10.0,
+        growth: Literal["double", "add_one"] | GrowthPolicy = "double",
+        max_attempts: int = 10,
+        namespace: str | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        timer: Callable[[], float] = time.monotonic,
+        random: _random.Random | None = None,
+    ) -> None:
+        where = "DynamicShards"
+        for name, value, low, high in (
+            ("max_shards", max_shards, 1, MAX_SHARDS),
+            ("initial", initial, 1, max_shards),
+            ("max_attempts", max_attempts, 1, 1_000_000),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                msg = f"{where}: {name} must be an int in {low}..{high}, got {value!r}."
+                raise ShardingDefinitionError(msg)
+        for name, number in (("cooldown", cooldown), ("cache_ttl", cache_ttl)):
+            if not isinstance(number, int | float) or number < 0:
+                msg = f"{where}: {name} must be a non-negative number of seconds, got {number!r}."
+                raise ShardingDefinitionError(msg)
+        if (
+            not isinstance(backoff, tuple)
+            or len(backoff) != 2
+            or not all(isinstance(b, int | float) for b in backoff)
+            or not 0 <= backoff[0] <= backoff[1]
+        ):
+            msg = f"{where}: backoff must be (low, high) seconds with 0 <= low <= high, got {backoff!r}."
+            raise ShardingDefinitionError(msg)
+        if isinstance(growth, str):
+            if growth not in _POLICIES:
+                msg = f"{where}: growth must be one of {sorted(_POLICIES)} or a callable, got {growth!r}."
+                raise ShardingDefinitionError(msg)
+            self.growth: GrowthPolicy = _POLICIES[growth]
+        else:
+            policy: object = growth  # users pass anything; check it at run time
+            if not callable(policy):
+                msg = f"{where}: growth must be one of {sorted(_POLICIES)} or a callable, got {growth!r}."
+                raise ShardingDefinitionError(msg)
+            self.growth = growth
+        self.metadata_model = metadata_model
+        self.initial = initial
+        self.max_shards = max_shards
+        self.cooldown = float(cooldown)
+        self.backoff = (float(backoff[0]), float(backoff[1]))
+        self.max_attempts = max_attempts
+        self.namespace = namespace
+        self.clock = clock
+        self.sleep = sleep
+        self.store = ShardCountStore(metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer)
+        self._random = random if random is not None else _random.Random()
+        # The negative control of the race tests turns the optimistic lock off; never in use.
+        self._optimistic_lock = True
+
+    def __repr__(self) -> str:
+        return f"DynamicShards({self.metadata_model.__name__}, max_shards={self.max_shards})"
+
+    def describe(self) -> str:
+        return (
+            f"{self!r}: count per key in table {self.metadata_model.Meta.table_name!r}, "
+            f"grows on hot-partition throttles (cooldown {self.cooldown:g} s), reads cover the history"
+        )
+
+    # -- the ShardStrategy interface ---------------------------------------------------------
+
+    def validate(self, model: type[ShardedModel], attribute: str) -> None:
+        meta = self.metadata_model
+        if (meta._hash_keyname, meta._range_keyname) != ("partition_key", "model"):
+            msg = (
+                f"{model.__name__}.{attribute}: the metadata model {meta.__name__} "
+                f"changed ShardMetadata's key schema; subclass ShardMetadata without redefining "
+                f"partition_key or model."
+            )
+            raise ShardingDefinitionError(msg)
+
+    def companion_models(self) -> tuple[type[Model], ...]:
+        return (self.metadata_model,)
+
+    def shard_count(self, model: type[ShardedModel], key: str) -> int:
+        state = self._state(model, key)
+        return self.initial if state is None else state.count
+
+    def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
+        state = self._state(model, key)
+        return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
+
+    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
+        state = self._state_for_write(model, item.logical_hash_key())
+        return self._random.randint(1, state.count)
+
+    def write(self, model: type[ShardedModel], item: ShardedModel, send: Callable[[int], _R]) -> _R:
+        """Write a new item (seed 000's writer): retry and grow on key-range throttles.
+
+        Raises:
+            MetadataError: the key's metadata item is corrupt (nothing is written).
+            ShardingError: a global secondary index throttled the write (base-table shards
+                cannot fix a hot index key).
+            pynamodb.exceptions.PutError: any other failure, including a table-level throttle
+                after botocore's retries, or a key-range throttle after ``max_attempts``.
+        """
+        key = item.logical_hash_key()
+        state = self._state_for_write(model, key)
+        _ensure_hook(model)
+        for attempt in range(1, self.max_attempts + 1):
+            last = attempt == self.max_attempts
+            shard = self._random.randint(1, state.count)
+            error: Exception | None = None
+            try:
+                with _reacting_early(not last):
+                    return send(shard)
+            except _EarlyThrottle as early:
+                throttle = early.throttle
+            except Exception as exc:
+                throttle = classify(exc)
+                if not throttle.is_throttle:
+                    raise
+                error = exc
+            throttle_observed.send(model, key=key, throttle=throttle)
+            if error is not None:
+                if throttle.kind is ThrottleKind.INDEX:
+                    index = throttle.index_name or "a global secondary index"
+                    msg = (
+                        f"{self._owner(model)}: writes of key {key!r} are throttled by {index}, whose "
+                        f"own partition key is hot; base-table shards do not fix a GSI hot key: shard "
+                        f"the index key too, or lower the write rate."
+                    )
+                    raise ShardingError(msg, error) from error
+                if last or throttle.kind is not ThrottleKind.KEY_RANGE:
+                    raise error
+            state = self._after_key_range_throttle(model, key, state, attempt)
+        msg = f"{self._owner(model)}: no write attempt was made for key {key!r}."  # pragma: no cover
+        raise ShardingError(msg)  # pragma: no cover
+
+    def grow(self, model: type[ShardedModel], key: str) -> int:
+        """Grow the count of ``key`` now by the growth policy, ignoring the cooldown.
+
+        If another writer changes the count first, nothing more is grown: the count it set
+        is returned. At ``max_shards`` the count stays.
+        """
+        state = self._fresh_state(model, key)
+        new = self._next_count(model, state.count)
+        if new == state.count:
+            return state.count
+        return self._change(model, key, state, new, reason="grow").count
+
+    def shrink(self, model: type[ShardedModel], key: str, to: int) -> int:
+        """Lower the write count of ``key`` to ``to``; reads keep covering the largest count ever.
+
+        Raises:
+            ShardingError: ``to`` is not in ``1..current count``.
+        """
+        for _ in range(10):
+            state = self._fresh_state(model, key)
+            if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= state.count:
+                msg = (
+                    f"{model.__name__}.{model._hash_keyname}: cannot shrink key {key!r} to {to!r} shards; "
+                    f"give an int in 1..{state.count} (its current count), or grow it with grow()."
+                )
+                raise ShardingError(msg)
+            if to == state.count:
+                return to
+            changed = self.store.change(
+                self._namespace(model), key, state, to, self.clock(), owner=self._owner(model)
+            )
+            if changed is not None:
+                shard_count_changed.send(model, key=key, old=state.count, new=to, reason="shrink")
+                return changed.count
+        msg = f"{model.__name__}: key {key!r} kept changing while shrinking it; try again."
+        raise ShardingError(msg)
+
+    def history(self, model: type[ShardedModel], key: str) -> list[HistoryEntry]:
+        """The recorded count changes of ``key``, oldest first (read from the table)."""
+        state = self.store.load(self._namespace(model), key, owner=self._owner(model))
+        return [] if state is None else list(state.history)
+
+    def refresh(self, model: type[ShardedModel], key: str) -> int:
+        """Forget the cached count of ``key`` and read it again; returns the read count."""
+        self.store.forget(self._namespace(model), key)
+        return self.shard_count(model, key)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _namespace(self, model: type[Model]) -> str:
+        return self.namespace if self.namespace is not None else model.Meta.table_name
+
+    def _owner(self, model: type[Model]) -> str:
+        return f"{model.__name__}.{model._hash_keyname}"
+
+    def _state(self, model: type[ShardedModel], key: str) -> ShardState | None:
+        return self.store.get(self._namespace(model), key, owner=self._owner(model))
+
+    def _state_for_write(self, model: type[ShardedModel], key: str) -> ShardState:
+        state = self._state(model, key)
+        if state is None:
+            state = self.store.create(
+                self._namespace(model), key, self.initial, self.clock(), owner=self._owner(model)
+            )
+        return state
+
+    def _fresh_state(self, model: type[ShardedModel], key: str) -> ShardState:
+        state = self.store.load(self._namespace(model), key, owner=self._owner(model))
+        if state is None:
+            state = self.store.create(
+                self._namespace(model), key, self.initial, self.clock(), owner=self._owner(model)
+            )
+        return state
+
+    def _next_count(self, model: type[ShardedModel], count: int) -> int:
+        new = self.growth(count)
+        if isinstance(new, bool) or not isinstance(new, int) or new <= count:
+            msg = (
+                f"{model.__name__}: the growth policy {self.growth!r} turned {count} shards into "
+                f"{new!r}; it must return a larger int."
+            )
+            raise ShardingError(msg)
+        return min(new, self.max_shards)
+
+    def _newest(self, model: type[ShardedModel], key: str, state: ShardState) -> ShardState:
+        """``state``, or what this process cached since if that is newer."""
+        cached = self.store.cached(self._namespace(model), key)
+        return cached if cached is not None and cached.newer_than(state) else state
+
+    def _after_key_range_throttle(
+        self, model: type[ShardedModel], key: str, state: ShardState, throttled: int
+    ) -> ShardState:
+        """Seed 000's reaction to a hot-partition throttle; returns the state to retry with."""
+        newest = self._newest(model, key, state)
+        if newest is not state:  # another thread of this process grew (or shrank) meanwhile
+            return newest
+        if state.count >= self.max_shards or self.clock() - state.last_updated < self.cooldown:
+            low, high = self.backoff
+            self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))
+            return self._newest(model, key, state)
+        # Past the cooldown: a random wait first, so writers throttled together spread out
+        # and the first to wake grows while the others see its growth.
+        self.sleep(self._random.uniform(*self.backoff))
+        newest = self._newest(model, key, state)
+        if newest is not state:
+            return newest
+        return self._change(model, key, state, self._next_count(model, state.count), reason="throttle")
+
+    def _change(
+        self, model: type[ShardedModel], key: str, state: ShardState, new: int, reason: str
+    ) -> ShardState:
+        """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
+        namespace, owner = self._namespace(model), self._owner(model)
+        changed = self.store.change(
+            namespace, key, state, new, self.clock(), owner=owner, locked=self._optimistic_lock
+        )
+        if changed is None:
+            return self._fresh_state(model, key)
+        shard_count_changed.send(model, key=key, old=state.count, new=changed.count, reason=reason)
+        return changed

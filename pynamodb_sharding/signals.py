@@ -1,0 +1,74 @@
+"""Signals applications connect to in order to log or meter sharding events.
+
+Like :mod:`pynamodb.signals` these are blinker signals when blinker is installed, and silent
+no-ops otherwise (connecting to one then raises ``RuntimeError``). They live in their own
+namespace, not PynamoDB's::
+
+    from pynamodb_sharding.signals import shard_count_changed
+
+    @shard_count_changed.connect
+    def log_growth(sender, key, old, new, reason, **extra):
+        logger.info("%s %r: %d -> %d shards (%s)", sender.__name__, key, old, new, reason)
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "shard_count_changed",
+    "signals_available",
+    "throttle_observed",
+]
+
+
+class _FakeSignal:
+    """Stands in for a blinker signal when blinker is missing: sending does nothing."""
+
+    def __init__(self, name: str, doc: str | None = None) -> None:
+        self.name = name
+        self.__doc__ = doc
+
+    def send(self, *args: Any, **kwargs: Any) -> list[tuple[Any, Any]]:
+        return []
+
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+        msg = "signalling support is unavailable because the blinker library is not installed."
+        raise RuntimeError(msg)
+
+    connect = disconnect = has_receivers_for = receivers_for = connected_to = _fail
+
+
+class _FakeNamespace:
+    def signal(self, name: str, doc: str | None = None) -> _FakeSignal:
+        return _FakeSignal(name, doc)
+
+
+signals_available: bool
+try:
+    from blinker import Namespace
+except ImportError:  # pragma: no cover - blinker is a test dependency, optional at run time
+    _signals: Any = _FakeNamespace()
+    signals_available = False
+else:
+    _signals = Namespace()
+    signals_available = True
+
+#: Sent when this process changes the shard count of a key (growth after a throttle, an
+#: explicit ``grow`` or ``shrink``). ``sender`` is the sharded model class; keyword
+#: arguments: ``key`` (the logical key), ``old`` and ``new`` (counts), ``reason``
+#: (``"throttle"``, ``"grow"`` or ``"shrink"``).
+shard_count_changed = _signals.signal(
+    "shard_count_changed",
+    doc="The shard count of a logical key changed: sender=model, key, old, new, reason.",
+)
+
+#: Sent when a write of a dynamically sharded model is throttled. ``sender`` is the model
+#: class; keyword arguments: ``key`` (the logical key) and ``throttle`` (a
+#: :class:`pynamodb_sharding.throttling.Throttle`, whose ``kind`` says whether more shards help).
+throttle_observed = _signals.signal(
+    "throttle_observed",
+    doc="A write was throttled: sender=model, key, throttle.",
+)

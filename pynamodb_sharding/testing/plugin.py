@@ -43,9 +43,13 @@ def dynamodb_local() -> Iterator[DynamoDBLocal]:
         try:
             server = stack.enter_context(running_dynamodb_local())
         except DynamoDBLocalError as error:
-            # A failure, not a skip: a suite that silently skips its DynamoDB tests passes.
-            pytest.fail(str(error), pytrace=False)
-        yield server
+            problem = str(error)
+        else:
+            yield server
+            return
+    # A failure, not a skip: a suite that silently skips its DynamoDB tests would pass.
+    # Raised outside the except block so the message is not printed twice as a chain.
+    pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture

@@ -1,0 +1,89 @@
+"""Where DynamoDB Local comes from: endpoint, then DYNAMODB_LOCAL_DIR, then the cache.
+
+Pure lookups (no server is started): the cache honours XDG_CACHE_HOME, a directory named by
+DYNAMODB_LOCAL_DIR wins over the cache and must hold the jar, an endpoint given by
+DYNAMODB_LOCAL_ENDPOINT is used as is, and one that does not answer is a clear error.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from pynamodb_sharding.testing.local import (
+    DIR_ENV,
+    ENDPOINT_ENV,
+    DynamoDBLocal,
+    DynamoDBLocalError,
+    Installation,
+    cache_root,
+    find_installation,
+    running_dynamodb_local,
+    server_command,
+)
+
+
+def fake_installation(directory: Path) -> Installation:
+    (directory / "DynamoDBLocal_lib").mkdir(parents=True)
+    (directory / "DynamoDBLocal.jar").write_bytes(b"not a real jar")
+    return Installation(directory)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(ENDPOINT_ENV, raising=False)
+    monkeypatch.delenv(DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_cache_honours_xdg_cache_home(tmp_path: Path) -> None:
+    assert tmp_path / "cache" / "pynamodb-sharding" == cache_root()
+
+
+def test_empty_cache_finds_nothing() -> None:
+    assert find_installation() is None
+
+
+def test_cached_installation_is_found(tmp_path: Path) -> None:
+    cached = fake_installation(tmp_path / "cache" / "pynamodb-sharding" / "dynamodb-local-11.1.0")
+    assert cached == find_installation()
+
+
+def test_named_directory_wins_over_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_installation(tmp_path / "cache" / "pynamodb-sharding" / "dynamodb-local-11.1.0")
+    named = fake_installation(tmp_path / "mine")
+    monkeypatch.setenv(DIR_ENV, str(named.directory))
+    assert named == find_installation()
+
+
+def test_named_directory_without_the_jar_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DIR_ENV, str(tmp_path))
+    with pytest.raises(DynamoDBLocalError, match=r"does not hold DynamoDBLocal.jar .*point it at the directory"):
+        find_installation()
+
+
+def test_endpoint_is_used_without_starting_anything(
+    dynamodb_local: DynamoDBLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENDPOINT_ENV, dynamodb_local.endpoint + "/")
+    with running_dynamodb_local() as server:
+        assert dynamodb_local.endpoint == server.endpoint
+        assert server.pid is None
+
+
+def test_endpoint_that_does_not_answer_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    monkeypatch.setenv(ENDPOINT_ENV, f"http://127.0.0.1:{port}")
+    expected = r"does not answer ListTables .* unset DYNAMODB_LOCAL_ENDPOINT"
+    with pytest.raises(DynamoDBLocalError, match=expected), running_dynamodb_local(timeout=1):
+        pass
+
+
+def test_server_command_runs_the_loopback_launcher_in_memory(cached_installation: Installation) -> None:
+    command = server_command(cached_installation, "java", 4567)
+    assert command[-5:] == ["LoopbackDynamoDBLocal", "-inMemory", "-port", "4567", "-disableTelemetry"]
+    assert "-jar" not in command

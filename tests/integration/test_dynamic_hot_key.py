@@ -1,0 +1,199 @@
+"""64 writers on one hot key under the partition-limit simulator, in threads and in processes.
+
+The machine sustains ~250-300 single writes/s, so a partition here takes 20 write units/s and a
+key may grow to 8 shards (160 writes/s in all). Proves, against DynamoDB Local: the count grows
+to ``max_shards``; history entries strictly increase in time and count, at most one growth per
+cooldown window, and every growth a writer reported is in the history (no lost or double
+growth); every acknowledged write is read back exactly once (count and per item) and nothing
+else is stored; the write rate after the last growth is at least 0.9 x count x limit.
+
+The multi-process variant runs 4 spawned processes x 16 threads; the simulator is per process,
+so each process gets a quarter of the partition limit (5 units/s), 20 units/s in all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError
+
+from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.dynamic import DynamicShards
+from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.signals import shard_count_changed
+from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding.testing.simulator import simulate_partition_limits
+
+KEY = "/shared/firetvGen2.txt"
+LIMIT = 20.0  # write units per second per physical partition
+MAX_SHARDS = 8
+COOLDOWN = 1.0
+MEASURE = 4.0  # seconds of steady state measured after the last growth
+
+
+class HotKeyShards(ShardMetadata):
+    class Meta:
+        table_name = "hot_key_shards"
+
+
+class HotAuditLog(ShardedModel):
+    class Meta:
+        table_name = "hot_audit_log"
+        max_retry_attempts = 1
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    shards = Sharding(
+        DynamicShards(
+            HotKeyShards,
+            max_shards=MAX_SHARDS,
+            cooldown=COOLDOWN,
+            backoff=(0.05, 0.2),
+            cache_ttl=5.0,
+            max_attempts=1000,
+        )
+    )
+
+
+class Run:
+    """What the writers of one process saw: acknowledged writes and the growths they made."""
+
+    def __init__(self) -> None:
+        self.acks: list[tuple[int, float]] = []  # (range key, time acknowledged)
+        self.failures = 0
+        self.growths: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+
+    def on_change(self, sender: Any, key: str, old: int, new: int, reason: str) -> None:
+        with self._lock:
+            self.growths.append((old, new))
+
+
+def hammer(threads: int, base: int, stop: threading.Event, run: Run) -> list[threading.Thread]:
+    def writer(index: int) -> None:
+        seq = 0
+        while not stop.is_set():
+            seq += 1
+            range_key = base + index * 1_000_000 + seq
+            try:
+                HotAuditLog(KEY, range_key, user_id=f"u{index}").save()
+            except PutError:
+                run.failures += 1
+                continue
+            with run._lock:
+                run.acks.append((range_key, time.time()))
+
+    workers = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    return workers
+
+
+def run_until_grown(threads: int, base: int, deadline: float, limit: float) -> Run:
+    """Write until the count is ``MAX_SHARDS``, then ``MEASURE`` seconds more."""
+    run = Run()
+    stop = threading.Event()
+    with (
+        simulate_partition_limits(HotAuditLog, write_units=limit),
+        shard_count_changed.connected_to(run.on_change, sender=HotAuditLog),
+    ):
+        workers = hammer(threads, base, stop, run)
+        strategy = HotAuditLog.shards.strategy
+        while time.time() < deadline:
+            state = strategy.store.cached(HotAuditLog.Meta.table_name, KEY)
+            if state is not None and state.count == MAX_SHARDS:
+                break
+            time.sleep(0.1)
+        time.sleep(1.0 + MEASURE)
+        stop.set()
+        for worker in workers:
+            worker.join()
+    return run
+
+
+def growth_problems(
+    history: list[HistoryEntry], reported: list[tuple[int, int]], cooldown: float = COOLDOWN
+) -> list[str]:
+    """Everything wrong with a key's growth record; empty when it is sound."""
+    problems = []
+    for before, after in itertools.pairwise(history):
+        if not (after.at > before.at and after.count > before.count):
+            problems.append(f"history not strictly increasing: {before} then {after}")
+        if after.at - before.at < cooldown:
+            problems.append(f"two changes within the cooldown: {before} then {after}")
+    recorded = [(a.count, b.count) for a, b in itertools.pairwise(history)]
+    if sorted(reported) != sorted(recorded):
+        problems.append(f"writers reported growths {sorted(reported)}, history records {recorded}")
+    return problems
+
+
+def check_run(
+    acks: list[tuple[int, float]], reported: list[tuple[int, int]], limit: float, end: float | None = None
+) -> float:
+    history = HotAuditLog.shards.history(KEY)
+    assert history[-1].count == MAX_SHARDS
+    assert HotAuditLog.shards.shard_count(KEY) == MAX_SHARDS
+    assert growth_problems(history, reported) == []
+
+    stored = [item.accessed_at for item in HotAuditLog.query(KEY)]
+    assert len(stored) == len(acks)
+    assert sorted(stored) == sorted(key for key, _ in acks)
+    assert {item.shards for item in HotAuditLog.query(KEY)} == set(range(1, MAX_SHARDS + 1))
+
+    start = history[-1].at + 1.0  # one second of burst capacity in the new buckets
+    end = max(at for _, at in acks) if end is None else end
+    rate = sum(1 for _, at in acks if start <= at <= end) / (end - start)
+    assert end - start >= MEASURE - 0.5
+    assert rate >= 0.9 * MAX_SHARDS * limit, f"{rate:.1f} writes/s after growth"
+    print(f"\nwrite rate after growth: {rate:.1f}/s = {rate / (MAX_SHARDS * limit):.2f} x count x limit")
+    return rate
+
+
+def test_64_threads_grow_one_hot_key(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(HotAuditLog)
+    run = run_until_grown(64, 0, time.time() + 20.0, LIMIT)
+    assert run.failures == 0
+    check_run(run.acks, run.growths, LIMIT)
+
+
+def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, start_at: float) -> Any:
+    """A spawned writer process: bind the models by hand, then write like the threaded test."""
+    for model, table in ((HotAuditLog, tables[0]), (HotKeyShards, tables[1])):
+        for name, value in endpoint.items():
+            setattr(model.Meta, name, value)
+        model.Meta.table_name = table
+        model._connection = None
+    HotAuditLog.shards.strategy._random = random.Random()
+    time.sleep(max(0.0, start_at - time.time()))
+    run = run_until_grown(16, (index + 1) * 1_000_000_000, start_at + 20.0, LIMIT / 4)
+    return run.acks, run.growths, run.failures
+
+
+def test_4_processes_x_16_threads_grow_one_hot_key(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> None:
+    dynamodb_models(HotAuditLog)
+    endpoint = {
+        "host": dynamodb_local.endpoint,
+        "region": dynamodb_local.region,
+        "aws_access_key_id": dynamodb_local.aws_access_key_id,
+        "aws_secret_access_key": dynamodb_local.aws_secret_access_key,
+    }
+    tables = (HotAuditLog.Meta.table_name, HotKeyShards.Meta.table_name)
+    start_at = time.time() + 3.0  # all processes start writing together
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        results = pool.starmap(_process, [(endpoint, tables, i, start_at) for i in range(4)])
+    acks = [ack for result in results for ack in result[0]]
+    growths = [growth for result in results for growth in result[1]]
+    assert sum(result[2] for result in results) == 0
+    # Processes stop on their own schedule: measure while all four were still writing.
+    end = min(max(at for _, at in result[0]) for result in results)
+    check_run(acks, growths, LIMIT, end)

@@ -1,0 +1,112 @@
+"""Racing growths are settled by the optimistic lock, and the race test can tell when they are not.
+
+Eight strategy objects stand for eight processes (each has its own cache) that all read the
+same metadata item and are throttled at once past the cooldown; each runs the writer's growth
+path. With the lock exactly one grows and the others re-read. A second scenario: a process
+with a stale cache is throttled just after another process grew; with the lock it re-reads and
+does not grow again.
+
+Negative control: with the lock's condition disabled (a private flag), the same checks must
+find lost or double growths, which proves they can fail.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.dynamic import DynamicShards
+from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.signals import shard_count_changed
+from tests.integration.test_dynamic_hot_key import growth_problems
+
+KEY = "/shared/firetvGen2.txt"
+COOLDOWN = 1.0
+START = 1_700_000_000.0
+
+
+class RaceShards(ShardMetadata):
+    class Meta:
+        table_name = "race_shards"
+
+
+class RaceLog(ShardedModel):
+    class Meta:
+        table_name = "race_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(RaceShards))
+
+
+def process(now: list[float], locked: bool) -> DynamicShards:
+    """A strategy object with its own cache, like another process's."""
+    strategy = DynamicShards(
+        RaceShards, cooldown=COOLDOWN, backoff=(0.0, 0.0), clock=lambda: now[0], sleep=lambda _: None
+    )
+    strategy._optimistic_lock = locked
+    return strategy
+
+
+@pytest.fixture
+def reported() -> Any:
+    growths: list[tuple[int, int]] = []
+
+    def record(sender: Any, key: str, old: int, new: int, reason: str) -> None:
+        growths.append((old, new))
+
+    with shard_count_changed.connected_to(record, sender=RaceLog):
+        yield growths
+
+
+@pytest.mark.parametrize("locked", [True, False], ids=["optimistic-lock", "lock-disabled"])
+def test_simultaneous_growths(dynamodb_models: Callable[..., Any], reported: Any, locked: bool) -> None:
+    dynamodb_models(RaceLog)
+    now = [START]
+    processes = [process(now, locked) for _ in range(8)]
+    seen = [p._fresh_state(RaceLog, KEY) for p in processes]  # the first inserts, all read it
+    assert len(set(seen)) == 1
+    now[0] += COOLDOWN + 0.5
+    barrier = threading.Barrier(len(processes))
+
+    def throttled(index: int) -> int:
+        barrier.wait()
+        return processes[index]._after_key_range_throttle(RaceLog, KEY, seen[index], 1).count
+
+    with ThreadPoolExecutor(len(processes)) as pool:
+        counts = list(pool.map(throttled, range(len(processes))))
+    problems = growth_problems(RaceLog.shards.history(KEY), reported, COOLDOWN)
+    if locked:
+        assert problems == []
+        assert reported == [(1, 2)]
+        assert counts == [2] * len(processes)  # the losers re-read the winner's count
+    else:
+        assert problems != [], "the checks missed the lost growths"
+
+
+@pytest.mark.parametrize("locked", [True, False], ids=["optimistic-lock", "lock-disabled"])
+def test_stale_cache_does_not_grow_again(dynamodb_models: Callable[..., Any], reported: Any, locked: bool) -> None:
+    dynamodb_models(RaceLog)
+    now = [START]
+    first, stale = process(now, locked), process(now, locked)
+    old = first._fresh_state(RaceLog, KEY)
+    assert stale._fresh_state(RaceLog, KEY) == old
+    now[0] += COOLDOWN + 0.5
+    grown = first._after_key_range_throttle(RaceLog, KEY, old, 1)
+    assert grown.count == 2
+    now[0] += 0.2  # inside the cooldown of that growth, but not by the stale process's cache
+    after = stale._after_key_range_throttle(RaceLog, KEY, old, 1)
+    problems = growth_problems(RaceLog.shards.history(KEY), reported, COOLDOWN)
+    if locked:
+        assert problems == []
+        assert after == grown
+        assert RaceLog.shards.history(KEY)[-1].count == 2
+    else:
+        assert problems != [], "the checks missed the double growth"

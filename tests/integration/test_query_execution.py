@@ -1,0 +1,229 @@
+"""How a merged query runs against DynamoDB Local: requests, pass-through arguments, errors, threads.
+
+``limit`` sends no page beyond one look-ahead per shard; ``page_size``, ``consistent_read``,
+``filter_condition`` and ``attributes_to_get`` reach every shard's request; ``rate_limit`` paces
+the logical query as a whole; a shard's error reaches the consumer as PynamoDB's ``QueryError``;
+a partly read query leaks no thread; too small a connection pool is warned about once.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import QueryError
+from pynamodb.models import Model
+
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding
+from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding.testing.plugin import BindModels
+
+
+class Metric(ShardedModel):
+    class Meta:
+        table_name = "fanout_metric"
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute()
+    unit = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4))
+
+
+class Flag(ShardedModel):
+    """No range key: a merged query returns shard by shard."""
+
+    class Meta:
+        table_name = "fanout_flag"
+
+    name = UnicodeAttribute(hash_key=True)
+    on = NumberAttribute()
+    shards = Sharding(RandomShards(5))
+
+
+class Tight(ShardedModel):
+    """More shards than botocore connections."""
+
+    class Meta:
+        table_name = "fanout_tight"
+        max_pool_connections = 2
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(6))
+
+
+@contextmanager
+def sent_queries(model: type[Model]) -> Iterator[list[dict[str, Any]]]:
+    """The bodies of the Query requests the model's client sends."""
+    bodies: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    events = model._get_connection().connection.client.meta.events
+    unique_id = f"exec-{uuid.uuid4()}"
+
+    def before_send(request: Any, **kwargs: Any) -> None:
+        if request.headers["X-Amz-Target"].decode().endswith(".Query"):
+            with lock:
+                bodies.append(json.loads(request.body))
+
+    events.register("before-send.dynamodb", before_send, unique_id=unique_id)
+    try:
+        yield bodies
+    finally:
+        events.unregister("before-send.dynamodb", unique_id=unique_id)
+
+
+@pytest.fixture
+def metrics(dynamodb_models: BindModels) -> None:
+    dynamodb_models(Metric)
+    with Metric.batch_write() as batch:
+        for at in range(200):
+            batch.save(Metric("cpu", at, value=at % 10, unit="%" if at % 2 else None))
+
+
+def wait_for_threads(count: int) -> int:
+    deadline = time.monotonic() + 10
+    while threading.active_count() > count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return threading.active_count()
+
+
+def test_nothing_is_sent_before_iteration(metrics: None) -> None:
+    with sent_queries(Metric) as bodies:
+        results = Metric.query("cpu")
+        assert results.last_evaluated_key is None
+        results.close()
+    assert bodies == []
+    assert isinstance(results, MergedResultIterator)
+
+
+def test_limit_fetches_at_most_one_page_ahead_per_shard(metrics: None) -> None:
+    with sent_queries(Metric) as bodies:
+        got = list(Metric.query("cpu", limit=12, page_size=5))
+    assert [m.at for m in got] == list(range(12))
+    assert all(body["Limit"] == 5 for body in bodies)
+    per_shard: dict[str, int] = {}
+    for body in bodies:
+        key = body["ExpressionAttributeValues"][":0"]["S"]
+        per_shard[key] = per_shard.get(key, 0) + 1
+    assert len(per_shard) == 4
+    # 12 items spread over 4 shards need at most 2 pages of 5 from any shard (one when a
+    # shard gives fewer than 5), and prefetch asks for at most one page more.
+    assert all(n <= 3 for n in per_shard.values()), per_shard
+
+
+def test_page_size_defaults_to_limit(metrics: None) -> None:
+    with sent_queries(Metric) as bodies:
+        assert len(list(Metric.query("cpu", limit=3))) == 3
+    assert {body["Limit"] for body in bodies} == {3}
+    # A first page of 3 from every shard covers a limit of 3: no shard is read twice.
+    assert len(bodies) == 4
+
+
+def test_arguments_reach_every_shard(metrics: None) -> None:
+    with sent_queries(Metric) as bodies:
+        got = list(Metric.query("cpu", Metric.at < 100, filter_condition=Metric.value >= 5,
+                                consistent_read=True, attributes_to_get=["value"]))
+    assert sorted(m.at for m in got) == [at for at in range(100) if at % 10 >= 5]
+    assert [m.at for m in got] == sorted(m.at for m in got)
+    assert all(m.unit is None for m in got)  # not projected
+    assert all(m.name == "cpu" and m.value >= 5 for m in got)
+    assert len({body["ExpressionAttributeValues"][":0"]["S"] for body in bodies}) == 4
+    assert all(body.get("ConsistentRead") is True and "FilterExpression" in body for body in bodies)
+
+
+def test_descending_with_total_count(metrics: None) -> None:
+    results = Metric.query("cpu", scan_index_forward=False, page_size=7)
+    got = [m.at for m in results]
+    assert got == list(range(199, -1, -1))
+    assert results.total_count == 200
+    assert results.last_evaluated_key is None
+
+
+def test_rate_limit_paces_the_whole_query(metrics: None) -> None:
+    with sent_queries(Metric) as bodies:
+        start = time.monotonic()
+        got = list(Metric.query("cpu", page_size=10, rate_limit=40))
+        elapsed = time.monotonic() - start
+    assert len(got) == 200
+    assert all(body["ReturnConsumedCapacity"] == "TOTAL" for body in bodies)
+    # Each page of an eventually consistent query consumes at least 0.5 units; one limiter
+    # shared by all shards sleeps for all but the last page's units.
+    assert len(bodies) >= 20
+    assert elapsed >= (len(bodies) - 1) * 0.5 / 40
+
+
+def test_a_shards_error_reaches_the_consumer(metrics: None) -> None:
+    before = threading.active_count()
+    # DynamoDB refuses a filter on a key attribute: every shard's request fails on the server.
+    results = Metric.query("cpu", filter_condition=Metric.at > 3)
+    with pytest.raises(QueryError) as caught:
+        next(results)
+    assert isinstance(caught.value.cause, ClientError)
+    assert caught.value.cause_response_code == "ValidationException"
+    assert list(results) == []
+    assert wait_for_threads(before) == before
+
+
+def test_partly_read_query_leaks_no_thread(metrics: None) -> None:
+    before = threading.active_count()
+    with Metric.query("cpu", page_size=5) as results:
+        assert next(results).at == 0
+        assert threading.active_count() > before
+    assert wait_for_threads(before) == before
+
+    abandoned = Metric.query("cpu", page_size=5)
+    next(abandoned)
+    del abandoned
+    gc.collect()
+    assert wait_for_threads(before) == before
+
+
+def test_resumed_cursor_mid_page(metrics: None) -> None:
+    first = Metric.query("cpu", page_size=50)
+    got = [next(first).at for _ in range(33)]
+    cursor = first.last_evaluated_key
+    first.close()
+    got += [m.at for m in Metric.query("cpu", last_evaluated_key=cursor)]
+    assert got == list(range(200))
+
+
+def test_model_without_range_key_returns_shard_by_shard(dynamodb_models: BindModels) -> None:
+    dynamodb_models(Flag)
+    for on in range(12):
+        Flag("f", on=on).save()  # random shards: one item per shard survives (same logical key)
+    forward = [(f.shards, f.on) for f in Flag.query("f")]
+    backward = [(f.shards, f.on) for f in Flag.query("f", scan_index_forward=False)]
+    assert [s for s, _ in forward] == sorted(s for s, _ in forward)
+    assert len({s for s, _ in forward}) == len(forward)
+    assert backward == list(reversed(forward))
+
+
+def test_small_connection_pool_is_warned_about_once(dynamodb_models: BindModels) -> None:
+    dynamodb_models(Tight)
+    for at in range(12):
+        Tight("t", at).save()
+    with pytest.warns(FanoutPoolWarning, match=r"Tight: .*6 threads.*max_pool_connections is 2"):
+        assert len(list(Tight.query("t"))) == 12
+    with warnings_recorded() as recorded:
+        assert len(list(Tight.query("t"))) == 12
+        assert Tight.count("t") == 12
+    assert not [w for w in recorded if issubclass(w.category, FanoutPoolWarning)]
+
+
+@contextmanager
+def warnings_recorded() -> Iterator[list[Any]]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as recorded:
+        warnings.simplefilter("always")
+        yield recorded

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
+from pynamodb.exceptions import PutError
 
 __all__ = [
     "THROTTLE_ERROR_CODES",
@@ -44,6 +45,8 @@ THROTTLE_ERROR_CODES = frozenset(
 UNPROCESSED_ITEMS = "UnprocessedItems"
 
 _TRANSACTION_CANCELED = "TransactionCanceledException"
+# What PynamoDB's BatchWrite.commit raises, with no cause, when items stay unprocessed.
+_BATCH_WRITE_GAVE_UP = "Failed to batch write items"
 # Codes of a TransactionCanceledException's CancellationReasons that mean "throttled".
 _THROTTLED_CANCELLATION_CODES = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 _KEY_RANGE_SUFFIX = "KeyRangeThroughputExceeded"
@@ -249,6 +252,11 @@ def classify(error: BaseException) -> Throttle:
     Args:
         error: Any exception; one that wraps no DynamoDB response is not a throttle.
 
+    The ``PutError`` PynamoDB's ``batch_write`` raises when items are still unprocessed after
+    ``Meta.max_retry_attempts`` resends carries no cause: it is recognised by its message and
+    classified like :func:`unprocessed_items_throttle` (``BatchWrite.failed_operations`` holds
+    the items).
+
     Returns:
         The most informative classification found in the chain: one with reasons first, else
         the first throttle, else :attr:`ThrottleKind.NOT_THROTTLED` with the first error code.
@@ -276,6 +284,8 @@ def classify(error: BaseException) -> Throttle:
             first_operation = throttle.operation
     if first_throttle is not None:
         return first_throttle
+    if first_code is None and isinstance(error, PutError) and str(error.msg).startswith(_BATCH_WRITE_GAVE_UP):
+        return Throttle(ThrottleKind.KEY_RANGE, UNPROCESSED_ITEMS, operation="BatchWriteItem")
     if first_code is not None:
         return Throttle(ThrottleKind.NOT_THROTTLED, first_code, operation=first_operation)
     return Throttle(ThrottleKind.NOT_THROTTLED)
@@ -305,7 +315,5 @@ def unprocessed_items_throttle(response: Mapping[str, Any], *, operation: str | 
         ):
             tables = response.get(field)
             if isinstance(tables, Mapping) and any(bool(entries) for entries in tables.values()):
-                return Throttle(
-                    ThrottleKind.KEY_RANGE, UNPROCESSED_ITEMS, operation=operation or batch_operation
-                )
+                return Throttle(ThrottleKind.KEY_RANGE, UNPROCESSED_ITEMS, operation=operation or batch_operation)
     return Throttle(ThrottleKind.NOT_THROTTLED, operation=operation)

@@ -1,0 +1,119 @@
+"""Add a fixed round-trip latency to a model's DynamoDB requests, and count them.
+
+DynamoDB Local answers in about a millisecond on the same machine, so the benefit of querying
+shards in parallel stays invisible against it. :func:`inject_latency` makes every request of
+a model's botocore client wait ``seconds`` before it is sent (a ``before-send`` handler that
+sleeps and lets the request proceed), the way a network round trip to DynamoDB would, and
+counts the requests sent per operation for the benchmarks' "requests sent" column.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any
+
+from pynamodb.models import Model
+
+from pynamodb_sharding.testing.binding import with_companions
+
+__all__ = ["LatencyInjector", "inject_latency"]
+
+_instances = itertools.count(1)
+
+
+class LatencyInjector:
+    """The state of one :func:`inject_latency` block: the delay and the requests counted.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, seconds: float, operations: Collection[str] | None, sleep: Callable[[float], None]) -> None:
+        self.seconds = seconds
+        self.operations = frozenset(operations) if operations is not None else None
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._requests: Counter[str] = Counter()
+        self.unique_id = f"pynamodb_sharding.latency.{next(_instances)}"
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Requests sent per operation (every attempt, retries included), delayed or not."""
+        with self._lock:
+            return dict(self._requests)
+
+    @property
+    def total_requests(self) -> int:
+        """All requests sent while the injector was active."""
+        with self._lock:
+            return sum(self._requests.values())
+
+    def _on_before_send(self, event_name: str, **_: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        with self._lock:
+            self._requests[operation] += 1
+        if self.seconds > 0 and (self.operations is None or operation in self.operations):
+            # Sleeping outside the lock: concurrent requests wait side by side, as they would
+            # on concurrent connections.
+            self._sleep(self.seconds)
+
+
+def clients_of(models: Iterable[type[Model]]) -> list[Any]:
+    """The distinct botocore clients of the models and of their companion models."""
+    clients: list[Any] = []
+    for model in with_companions(models):
+        client = model._get_connection().connection.client
+        if not any(client is known for known in clients):
+            clients.append(client)
+    return clients
+
+
+@contextlib.contextmanager
+def inject_latency(
+    model: type[Model],
+    seconds: float,
+    *,
+    operations: Collection[str] | None = None,
+    extra_models: Iterable[type[Model]] = (),
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[LatencyInjector]:
+    """Delay every request of ``model``'s client by ``seconds`` and count requests.
+
+    Hooks the botocore client of ``model``, of its companion models and of ``extra_models``;
+    leaves every client as it was on exit. Enter it after the models are bound to their server.
+
+    Args:
+        model: The model whose requests are delayed.
+        seconds: The delay added before each request is sent.
+        operations: Only delay these operations (``"Query"``, ``"PutItem"``...); all by default.
+            Every request is counted either way.
+        extra_models: More models whose clients get the same delay and counter.
+        sleep: How to wait; inject one to observe delays without waiting.
+
+    Yields:
+        The :class:`LatencyInjector`, whose ``requests`` counts the requests sent.
+
+    Raises:
+        ValueError: ``seconds`` is negative.
+
+    .. versionadded:: 0.1.0
+    """
+    if not seconds >= 0:
+        msg = f"inject_latency: a delay of {seconds!r} seconds is not possible; pass 0 or more"
+        raise ValueError(msg)
+    injector = LatencyInjector(seconds, operations, sleep)
+    hooked: list[Any] = []
+    try:
+        for client in clients_of([model, *extra_models]):
+            hooked.append(client)
+            client.meta.events.register("before-send.dynamodb", injector._on_before_send, unique_id=injector.unique_id)
+        yield injector
+    finally:
+        for client in hooked:
+            client.meta.events.unregister("before-send.dynamodb", unique_id=injector.unique_id)

@@ -1,0 +1,728 @@
+"""Make a model's botocore client throttle per physical partition key, the way DynamoDB does.
+
+DynamoDB Local never throttles. :func:`simulate_partition_limits` hooks the botocore client of
+a model (and of its companion models) through botocore's own events, so a request over a
+partition's limit gets the response DynamoDB would send: a ``400`` with a
+``ProvisionedThroughputExceededException`` body and its ``ThrottlingReasons``, which botocore
+parses and retries exactly as it would a real one, and which PynamoDB then raises as
+``PutError``/``UpdateError``/... after botocore's retries.
+
+How requests are charged (one token bucket per table and physical partition key value, in
+capacity units per second, starting full with one second of burst):
+
+* writes (``PutItem``, ``UpdateItem``, ``DeleteItem``, each entry of ``BatchWriteItem``): one
+  write unit per started KB of the item, sized from the request (the item for a put, the key
+  plus the update's values for an update, the key for a delete: DynamoDB charges the larger of
+  the old and new item, which the request does not show). ``TransactWriteItems`` entries cost
+  twice that, and a transaction is admitted or refused as a whole;
+* reads (``GetItem``, ``Query`` on the table, each key of ``BatchGetItem``): a read must find
+  at least its minimum (one unit, half for an eventually consistent read) in the bucket and
+  takes it before it is sent; after the response, the rest of its real cost (one unit per
+  started 4 KB of the items returned, halved when eventually consistent) is taken from the
+  bucket, which may go into debt, as DynamoDB lets one read overdraw and throttles the next;
+* not charged: ``Scan``, queries of an index, ``TransactGetItems``, tables of other models.
+
+Over the limit:
+
+* a single-item request gets the ``ProvisionedThroughputExceededException`` response;
+* ``BatchWriteItem``/``BatchGetItem`` forward the admitted entries (the request body is
+  rewritten in ``before-sign``, so the request is signed as sent) and return the refused ones
+  in ``UnprocessedItems``/``UnprocessedKeys`` of the real success response; when every entry
+  is refused the whole request gets the error response, as DynamoDB does;
+* ``TransactWriteItems`` gets a ``TransactionCanceledException`` whose cancellation reason is
+  ``ThrottlingError`` for each refused entry (``None`` for the others). botocore does not retry it.
+
+Time: botocore's standard retry mode (what PynamoDB configures: ``Meta.max_retry_attempts``
+retries) sleeps ``rand(0, 1) * 2**i`` seconds before retry ``i`` of a throttled request, so a
+write refused on every attempt takes on average 0.5 s with one retry, 1.5 s with two and 3.5 s
+with PynamoDB's default of three (at most 1, 3 and 7 s). Tests set ``max_retry_attempts`` low.
+botocore also keeps a per-client retry quota (500 tokens, 5 per throttled retry, refunded by
+successes): past about 100 throttled retries without a success, it stops retrying at all.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import math
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+from botocore.awsrequest import AWSResponse
+from pynamodb.models import Model
+
+from pynamodb_sharding.testing.binding import with_companions
+from pynamodb_sharding.testing.latency import clients_of
+from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason
+
+__all__ = [
+    "PartitionId",
+    "PartitionLimitSimulator",
+    "item_size",
+    "read_units",
+    "simulate_partition_limits",
+    "write_units",
+]
+
+#: A physical partition: the table name and the partition key value as sent on the wire
+#: (the string of an ``S`` or ``N`` value, the base64 text of a ``B`` value).
+PartitionId = tuple[str, str]
+
+_WRITE_KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
+_READ_KEY_RANGE = "TableReadKeyRangeThroughputExceeded"
+_WRITE_TABLE = "TableWriteProvisionedThroughputExceeded"
+_READ_TABLE = "TableReadProvisionedThroughputExceeded"
+_PTEE_TYPE = "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"
+_TRANSACTION_CANCELED_TYPE = "com.amazonaws.dynamodb.v20120810#TransactionCanceledException"
+_PTEE_MESSAGE = (
+    "The level of configured provisioned throughput for the table was exceeded. "
+    "Consider increasing your provisioning level with the UpdateTable API."
+)
+_THROTTLING_ERROR_MESSAGE = (
+    "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically "
+    "scaling your table or index so please try again shortly."
+)
+_UNSET: Any = object()
+_instances = itertools.count(1)
+
+
+# -- sizes --------------------------------------------------------------------------------------
+
+
+def _number_size(text: str) -> int:
+    digits = text.lstrip("+-").split("e")[0].split("E")[0].replace(".", "").strip("0")
+    return (len(digits) + 1) // 2 + 1
+
+
+def _binary_size(text: Any) -> int:
+    if isinstance(text, bytes | bytearray):
+        return len(text)
+    try:
+        return len(base64.b64decode(str(text)))
+    except ValueError:
+        return len(str(text))
+
+
+def _value_size(value: Any) -> int:
+    """Approximate size of one wire ``AttributeValue``, as DynamoDB sizes items."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return 0
+    ((kind, content),) = value.items()
+    if kind == "S":
+        return len(str(content).encode())
+    if kind == "N":
+        return _number_size(str(content))
+    if kind == "B":
+        return _binary_size(content)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS", "NS", "BS") and isinstance(content, list):
+        member = {"SS": "S", "NS": "N", "BS": "B"}[kind]
+        return sum(_value_size({member: element}) for element in content)
+    if kind == "L" and isinstance(content, list):
+        return 3 + sum(1 + _value_size(element) for element in content)
+    if kind == "M" and isinstance(content, Mapping):
+        return 3 + sum(1 + item_size({name: element}) for name, element in content.items())
+    return 0
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """Approximate size in bytes of a wire-format item: UTF-8 names plus value sizes.
+
+    Strings count their UTF-8 bytes, numbers one byte per two significant digits plus one,
+    binaries their decoded bytes, booleans and nulls one byte, lists and maps three bytes plus
+    one per element, as DynamoDB documents item sizes.
+    """
+    untrusted: object = item  # request bodies may hold anything
+    if not isinstance(untrusted, Mapping):
+        return 0
+    return sum(len(str(name).encode()) + _value_size(value) for name, value in item.items())
+
+
+def write_units(size: int) -> int:
+    """Write units of an item of ``size`` bytes: one per started KB, at least one."""
+    return max(1, math.ceil(size / 1024))
+
+
+def read_units(size: int, *, consistent: bool) -> float:
+    """Read units of ``size`` bytes read: one per started 4 KB, half when eventually consistent."""
+    units = max(1, math.ceil(size / 4096))
+    return float(units) if consistent else units / 2
+
+
+# -- decisions ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Charge:
+    """Units one request (or one batch entry) asks of one partition and its table."""
+
+    table: str
+    key: str | None  # None when the partition cannot be told from the request
+    units: float
+    write: bool
+
+
+@attrs.frozen
+class _Refusal:
+    """A bucket that could not cover a request: its reason, table and key (``None``: table-level)."""
+
+    reason: str
+    table: str
+    key: str | None
+
+
+@attrs.define
+class _Bucket:
+    tokens: float
+    updated: float
+
+    def refill(self, now: float, rate: float) -> None:
+        self.tokens = min(rate, self.tokens + max(0.0, now - self.updated) * rate)
+        self.updated = now
+
+
+@attrs.frozen
+class _Read:
+    """A read admitted on its minimum, charged the rest once its response is seen."""
+
+    table: str
+    key: str | None
+    consistent: bool
+    item_key: Mapping[str, Any] | None = None  # the full key of one BatchGetItem key
+
+
+@attrs.define
+class _Verdict:
+    """What ``before-sign`` decided for one attempt, read by ``before-send`` and ``after-call``."""
+
+    error_body: dict[str, Any] | None = None
+    unprocessed_field: str | None = None
+    unprocessed: dict[str, Any] = attrs.Factory(dict)
+    reads: list[_Read] = attrs.Factory(list)
+
+
+class _RawBody:
+    """The ``raw`` of an :class:`AWSResponse` made here: botocore only streams it."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+def _key_text(value: Any) -> str | None:
+    if isinstance(value, Mapping) and len(value) == 1:
+        (content,) = value.values()
+        if isinstance(content, str | int | float):
+            return str(content)
+    return None
+
+
+_EQUALITY = re.compile(r"(#?[\w.-]+)\s*=\s*(:[\w-]+)")
+
+
+class PartitionLimitSimulator:
+    """The state of one :func:`simulate_partition_limits` block: buckets, limits, counters.
+
+    All counters count attempts as botocore sends them, retries included.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        hash_keys: Mapping[str, str],
+        *,
+        write_units: float | None,
+        read_units: float | None,
+        table_write_units: float | None,
+        table_read_units: float | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self._hash_keys = dict(hash_keys)  # table name -> hash key attribute name
+        self._limits: dict[tuple[bool, bool], float | None] = {}
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[tuple[bool, bool, str, str | None], _Bucket] = {}
+        self._requests: Counter[str] = Counter()
+        self._throttles: Counter[ThrottleKind] = Counter()
+        self._throttles_by_reason: Counter[str] = Counter()
+        self._write_units: dict[PartitionId, float] = {}
+        self._read_units: dict[PartitionId, float] = {}
+        self._context_key = f"pynamodb_sharding.simulator.{next(_instances)}"
+        self.set_limits(
+            write_units=write_units,
+            read_units=read_units,
+            table_write_units=table_write_units,
+            table_read_units=table_read_units,
+        )
+
+    # -- public surface -------------------------------------------------------------------
+
+    def set_limits(
+        self,
+        *,
+        write_units: float | None = _UNSET,
+        read_units: float | None = _UNSET,
+        table_write_units: float | None = _UNSET,
+        table_read_units: float | None = _UNSET,
+    ) -> None:
+        """Change limits (units per second; ``None`` lifts one) while the simulator runs.
+
+        Buckets keep their tokens, capped at the new one-second burst on their next use.
+        """
+        changes = {
+            (False, True): write_units,
+            (False, False): read_units,
+            (True, True): table_write_units,
+            (True, False): table_read_units,
+        }
+        for limit, value in changes.items():
+            if value is _UNSET:
+                continue
+            if value is not None and not value > 0:
+                msg = f"simulate_partition_limits: a limit of {value!r} units/s is not positive; pass None to lift it"
+                raise ValueError(msg)
+            with self._lock:
+                self._limits[limit] = value
+
+    @property
+    def tables(self) -> dict[str, str]:
+        """The simulated tables and their hash key attribute names."""
+        return dict(self._hash_keys)
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Requests seen per operation (every attempt, throttled or not, simulated or not)."""
+        with self._lock:
+            return dict(self._requests)
+
+    @property
+    def throttles(self) -> dict[ThrottleKind, int]:
+        """Refusals per kind: one per refused request, one per refused batch entry."""
+        with self._lock:
+            return dict(self._throttles)
+
+    @property
+    def throttles_by_reason(self) -> dict[str, int]:
+        """Refusals per throttling reason (``TableWriteKeyRangeThroughputExceeded``...)."""
+        with self._lock:
+            return dict(self._throttles_by_reason)
+
+    @property
+    def write_units(self) -> dict[PartitionId, float]:
+        """Write units accepted per physical partition."""
+        with self._lock:
+            return dict(self._write_units)
+
+    @property
+    def read_units(self) -> dict[PartitionId, float]:
+        """Read units charged per physical partition (minimum before, the rest after)."""
+        with self._lock:
+            return dict(self._read_units)
+
+    # -- bucket arithmetic ----------------------------------------------------------------
+
+    def _admit(self, charges: Sequence[_Charge]) -> list[_Refusal]:
+        """Take every charge, or none: return the refusals, empty if admitted."""
+        demand: dict[tuple[bool, bool, str, str | None], float] = {}
+        for charge in charges:
+            if charge.key is not None:
+                partition = (False, charge.write, charge.table, charge.key)
+                demand[partition] = demand.get(partition, 0.0) + charge.units
+            table = (True, charge.write, charge.table, None)
+            demand[table] = demand.get(table, 0.0) + charge.units
+        refusals: list[_Refusal] = []
+        with self._lock:
+            now = self._clock()
+            for bucket_id, units in demand.items():
+                rate = self._limits[bucket_id[:2]]
+                if rate is None:
+                    continue
+                bucket = self._buckets.get(bucket_id)
+                if bucket is None:
+                    bucket = self._buckets.setdefault(bucket_id, _Bucket(rate, now))
+                bucket.refill(now, rate)
+                # A request bigger than a full bucket passes on a full bucket and leaves debt.
+                if bucket.tokens + 1e-9 < min(units, rate):
+                    reason = _reason(table_level=bucket_id[0], write=bucket_id[1])
+                    refusals.append(_Refusal(reason, bucket_id[2], bucket_id[3]))
+            if refusals:
+                for refusal in refusals:
+                    self._throttles_by_reason[refusal.reason] += 1
+                    self._throttles[_kind(refusal.reason)] += 1
+                return refusals
+            for bucket_id, units in demand.items():
+                if self._limits[bucket_id[:2]] is not None:
+                    self._buckets[bucket_id].tokens -= units
+            for charge in charges:
+                if charge.key is not None:
+                    counter = self._write_units if charge.write else self._read_units
+                    accepted = (charge.table, charge.key)
+                    counter[accepted] = counter.get(accepted, 0.0) + charge.units
+        return []
+
+    def _charge_after(self, table: str, key: str | None, units: float) -> None:
+        """Take units a read turned out to cost, into debt if need be."""
+        if units <= 0:
+            return
+        with self._lock:
+            now = self._clock()
+            for bucket_id in ((False, False, table, key), (True, False, table, None)):
+                rate = self._limits[bucket_id[:2]]
+                if rate is None or (bucket_id[3] is None and not bucket_id[0]):
+                    continue
+                bucket = self._buckets.setdefault(bucket_id, _Bucket(rate, now))
+                bucket.refill(now, rate)
+                bucket.tokens -= units
+            if key is not None:
+                self._read_units[(table, key)] = self._read_units.get((table, key), 0.0) + units
+
+    # -- request analysis -----------------------------------------------------------------
+
+    def _key_of(self, table: str, item: Any) -> str | None:
+        attribute = self._hash_keys.get(table)
+        if attribute is None or not isinstance(item, Mapping):
+            return None
+        return _key_text(item.get(attribute))
+
+    def _write_charge(self, table: Any, item: Any, *, factor: int = 1) -> _Charge | None:
+        if not isinstance(table, str) or table not in self._hash_keys or not isinstance(item, Mapping):
+            return None
+        return _Charge(table, self._key_of(table, item), float(factor * write_units(item_size(item))), True)
+
+    def _read_charge(self, table: Any, key: str | None, *, consistent: bool) -> _Charge | None:
+        if not isinstance(table, str) or table not in self._hash_keys:
+            return None
+        return _Charge(table, key, read_units(0, consistent=consistent), False)
+
+    def _query_key(self, table: str, body: Mapping[str, Any]) -> str | None:
+        attribute = self._hash_keys[table]
+        conditions = body.get("KeyConditions")
+        if isinstance(conditions, Mapping):
+            condition = conditions.get(attribute)
+            if isinstance(condition, Mapping) and isinstance(condition.get("AttributeValueList"), list):
+                values = condition["AttributeValueList"]
+                return _key_text(values[0]) if values else None
+        expression = body.get("KeyConditionExpression")
+        names = body.get("ExpressionAttributeNames") or {}
+        values = body.get("ExpressionAttributeValues") or {}
+        if not isinstance(expression, str) or not isinstance(names, Mapping) or not isinstance(values, Mapping):
+            return None
+        for name, placeholder in _EQUALITY.findall(expression):
+            if names.get(name, name) == attribute:
+                return _key_text(values.get(placeholder))
+        return None
+
+    def _single(self, operation: str, body: Mapping[str, Any]) -> tuple[_Charge | None, _Verdict]:
+        table = body.get("TableName")
+        verdict = _Verdict()
+        if operation == "PutItem":
+            return self._write_charge(table, body.get("Item")), verdict
+        if operation == "DeleteItem":
+            return self._write_charge(table, body.get("Key")), verdict
+        if operation == "UpdateItem":
+            key = body.get("Key")
+            values = body.get("ExpressionAttributeValues")
+            item = {**(key if isinstance(key, Mapping) else {}), **(values if isinstance(values, Mapping) else {})}
+            charge = self._write_charge(table, item)
+            if charge is not None and isinstance(key, Mapping):
+                charge = attrs.evolve(charge, key=self._key_of(charge.table, key))
+            return charge, verdict
+        if not isinstance(table, str) or table not in self._hash_keys:
+            return None, verdict
+        consistent = body.get("ConsistentRead") is True
+        if operation == "GetItem":
+            key = self._key_of(table, body.get("Key"))
+        elif operation == "Query" and "IndexName" not in body:
+            key = self._query_key(table, body)
+        else:
+            return None, verdict
+        verdict.reads.append(_Read(table, key, consistent))
+        return self._read_charge(table, key, consistent=consistent), verdict
+
+    # -- event handlers -------------------------------------------------------------------
+
+    def _on_before_sign(self, request: Any, operation_name: str, region_name: str | None = None, **_: Any) -> None:
+        context = request.context
+        if isinstance(context, dict):
+            context.pop(self._context_key, None)
+        with self._lock:
+            self._requests[operation_name] += 1
+        try:
+            body = json.loads(request.data or b"{}")
+        except (TypeError, ValueError):
+            return
+        if not isinstance(body, dict) or not isinstance(context, dict):
+            return
+        region = region_name or "us-east-1"
+        if operation_name == "BatchWriteItem":
+            verdict = self._batch_write(request, body, region)
+        elif operation_name == "BatchGetItem":
+            verdict = self._batch_get(request, body, region)
+        elif operation_name == "TransactWriteItems":
+            verdict = self._transact_write(body)
+        else:
+            charge, verdict = self._single(operation_name, body)
+            if charge is not None:
+                refusals = self._admit([charge])
+                if refusals:
+                    verdict = _Verdict(error_body=_throttle_body(refusals, region))
+        if verdict is not None:
+            context[self._context_key] = verdict
+
+    def _batch_write(self, request: Any, body: dict[str, Any], region: str) -> _Verdict | None:
+        tables = body.get("RequestItems")
+        if not isinstance(tables, dict):
+            return None
+        verdict = _Verdict(unprocessed_field="UnprocessedItems")
+        admitted: dict[str, list[Any]] = {}
+        all_refusals: list[_Refusal] = []
+        for table, entries in tables.items():
+            if not isinstance(entries, list):
+                return None
+            for entry in entries:
+                item = None
+                if isinstance(entry, Mapping):
+                    put, delete = entry.get("PutRequest"), entry.get("DeleteRequest")
+                    item = put.get("Item") if isinstance(put, Mapping) else None
+                    if item is None and isinstance(delete, Mapping):
+                        item = delete.get("Key")
+                charge = self._write_charge(table, item)
+                refusals = self._admit([charge]) if charge is not None else []
+                if refusals:
+                    all_refusals.extend(refusals)
+                    verdict.unprocessed.setdefault(table, []).append(entry)
+                else:
+                    admitted.setdefault(table, []).append(entry)
+        if not verdict.unprocessed:
+            return None
+        if not admitted:
+            return _Verdict(error_body=_throttle_body(all_refusals, region))
+        _rewrite_body(request, {**body, "RequestItems": admitted})
+        return verdict
+
+    def _batch_get(self, request: Any, body: dict[str, Any], region: str) -> _Verdict | None:
+        tables = body.get("RequestItems")
+        if not isinstance(tables, dict):
+            return None
+        verdict = _Verdict(unprocessed_field="UnprocessedKeys")
+        admitted: dict[str, Any] = {}
+        all_refusals: list[_Refusal] = []
+        for table, request_of_table in tables.items():
+            if not isinstance(request_of_table, Mapping) or not isinstance(request_of_table.get("Keys"), list):
+                return None
+            consistent = request_of_table.get("ConsistentRead") is True
+            for key in request_of_table["Keys"]:
+                key_text = self._key_of(table, key)
+                charge = self._read_charge(table, key_text, consistent=consistent)
+                refusals = self._admit([charge]) if charge is not None else []
+                if refusals:
+                    all_refusals.extend(refusals)
+                    verdict.unprocessed.setdefault(table, {**request_of_table, "Keys": []})["Keys"].append(key)
+                else:
+                    admitted.setdefault(table, {**request_of_table, "Keys": []})["Keys"].append(key)
+                    if charge is not None:
+                        verdict.reads.append(_Read(table, key_text, consistent, key))
+        if not verdict.unprocessed:
+            return verdict if verdict.reads else None
+        if not admitted:
+            return _Verdict(error_body=_throttle_body(all_refusals, region))
+        _rewrite_body(request, {**body, "RequestItems": admitted})
+        return verdict
+
+    def _transact_write(self, body: dict[str, Any]) -> _Verdict | None:
+        entries = body.get("TransactItems")
+        if not isinstance(entries, list):
+            return None
+        charges: list[_Charge | None] = []
+        for entry in entries:
+            charge = None
+            if isinstance(entry, Mapping) and len(entry) == 1:
+                ((action, details),) = entry.items()
+                if isinstance(details, Mapping):
+                    item: Any = details.get("Item") if action == "Put" else details.get("Key")
+                    if action == "Update" and isinstance(item, Mapping):
+                        values = details.get("ExpressionAttributeValues")
+                        sized = {**item, **(values if isinstance(values, Mapping) else {})}
+                        charge = self._write_charge(details.get("TableName"), sized, factor=2)
+                        if charge is not None:
+                            charge = attrs.evolve(charge, key=self._key_of(charge.table, item))
+                    else:
+                        charge = self._write_charge(details.get("TableName"), item, factor=2)
+            charges.append(charge)
+        admitted = [charge for charge in charges if charge is not None]
+        refusals = self._admit(admitted) if admitted else []
+        if not refusals:
+            return None
+        # Name the entries whose partition or table is short, as DynamoDB's reasons do.
+        short = [
+            charge is not None and any(r.table == charge.table and r.key in (None, charge.key) for r in refusals)
+            for charge in charges
+        ]
+        reasons = [
+            {"Code": "ThrottlingError", "Message": _THROTTLING_ERROR_MESSAGE} if is_short else {"Code": "None"}
+            for is_short in short
+        ]
+        codes = ", ".join(reason["Code"] for reason in reasons)
+        return _Verdict(
+            error_body={
+                "__type": _TRANSACTION_CANCELED_TYPE,
+                "Message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+                "CancellationReasons": reasons,
+            }
+        )
+
+    def _on_before_send(self, request: Any, **_: Any) -> AWSResponse | None:
+        context = request.context
+        verdict = context.get(self._context_key) if isinstance(context, dict) else None
+        if not isinstance(verdict, _Verdict) or verdict.error_body is None:
+            return None
+        headers = {
+            "x-amzn-requestid": f"simulated-{next(_instances)}",
+            "content-type": "application/x-amz-json-1.0",
+        }
+        return AWSResponse(request.url, 400, headers, _RawBody(json.dumps(verdict.error_body).encode()))
+
+    def _on_after_call(self, parsed: Any, context: Any, **_: Any) -> None:
+        verdict = context.get(self._context_key) if isinstance(context, dict) else None
+        if not isinstance(verdict, _Verdict) or not isinstance(parsed, dict):
+            return
+        if verdict.unprocessed_field is not None and verdict.unprocessed:
+            merged = parsed.setdefault(verdict.unprocessed_field, {})
+            for table, entries in verdict.unprocessed.items():
+                if verdict.unprocessed_field == "UnprocessedItems":
+                    merged.setdefault(table, []).extend(entries)
+                else:
+                    merged.setdefault(table, {**entries, "Keys": []})["Keys"].extend(entries["Keys"])
+        for read in verdict.reads:
+            items = list(_returned_items(parsed, read))
+            if read.item_key is None:  # a query is charged on the sum of its items
+                units = read_units(sum(item_size(item) for item in items), consistent=read.consistent)
+            else:
+                units = sum(read_units(item_size(item), consistent=read.consistent) for item in items)
+            self._charge_after(read.table, read.key, units - read_units(0, consistent=read.consistent))
+
+
+def _returned_items(parsed: Mapping[str, Any], read: _Read) -> Iterable[Any]:
+    if read.item_key is not None:
+        responses = parsed.get("Responses")
+        items = responses.get(read.table) if isinstance(responses, Mapping) else None
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, Mapping) and all(item.get(k) == v for k, v in read.item_key.items()):
+                yield item
+                return
+    elif isinstance(parsed.get("Item"), Mapping):
+        yield parsed["Item"]
+    elif isinstance(parsed.get("Items"), list):
+        yield from parsed["Items"]
+
+
+def _reason(*, table_level: bool, write: bool) -> str:
+    if table_level:
+        return _WRITE_TABLE if write else _READ_TABLE
+    return _WRITE_KEY_RANGE if write else _READ_KEY_RANGE
+
+
+def _kind(reason: str) -> ThrottleKind:
+    return ThrottleReason(reason).kind
+
+
+def _throttle_body(refusals: Iterable[_Refusal], region: str) -> dict[str, Any]:
+    reasons = []
+    for reason, table in dict.fromkeys((refusal.reason, refusal.table) for refusal in refusals):
+        reasons.append({"reason": reason, "resource": f"arn:aws:dynamodb:{region}:000000000000:table/{table}"})
+    return {"__type": _PTEE_TYPE, "message": _PTEE_MESSAGE, "ThrottlingReasons": reasons}
+
+
+def _rewrite_body(request: Any, body: Mapping[str, Any]) -> None:
+    """Replace the body of a request that is not signed yet."""
+    data = json.dumps(body).encode()
+    request.data = data
+    if "Content-Length" in request.headers:
+        request.headers["Content-Length"] = str(len(data))
+
+
+def _hash_key_name(model: type[Model]) -> str:
+    """The hash key's attribute name in DynamoDB (which ``attr_name`` may differ from in Python)."""
+    for attribute in model.get_attributes().values():
+        if attribute.is_hash_key:
+            return attribute.attr_name
+    msg = f"{model.__name__} has no hash key attribute: give it one with hash_key=True"
+    raise ValueError(msg)
+
+
+@contextlib.contextmanager
+def simulate_partition_limits(
+    model: type[Model],
+    write_units: float | None = 1000,
+    read_units: float | None = 3000,
+    *,
+    table_write_units: float | None = None,
+    table_read_units: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    extra_models: Iterable[type[Model]] = (),
+) -> Iterator[PartitionLimitSimulator]:
+    """Throttle ``model``'s requests per physical partition key, as DynamoDB would.
+
+    Hooks the botocore client of ``model``, of its companion models
+    (``model.companion_models()``, e.g. a ``DynamicShards`` metadata model) and of
+    ``extra_models``; leaves every client exactly as it was on exit. Enter it after the models
+    are bound to their server (the ``dynamodb_models`` fixture), as it takes their table names
+    and clients at entry.
+
+    Args:
+        model: The model whose table is limited.
+        write_units: Write units per second per physical partition (``None``: unlimited).
+        read_units: Read units per second per physical partition (``None``: unlimited).
+        table_write_units: Write units per second for each table as a whole, refused with the
+            ``TableWriteProvisionedThroughputExceeded`` reason (``None``: unlimited).
+        table_read_units: The same for reads (``TableReadProvisionedThroughputExceeded``).
+        clock: Seconds, monotonic; inject one so tests refill buckets without sleeping.
+        extra_models: More models to limit with the same buckets and counters.
+
+    Yields:
+        The :class:`PartitionLimitSimulator`: counters, and ``set_limits`` to change limits.
+
+    Raises:
+        ValueError: A limit is zero or negative.
+
+    .. versionadded:: 0.1.0
+    """
+    models = with_companions([model, *extra_models])
+    hash_keys = {m.Meta.table_name: _hash_key_name(m) for m in models}
+    simulator = PartitionLimitSimulator(
+        hash_keys,
+        write_units=write_units,
+        read_units=read_units,
+        table_write_units=table_write_units,
+        table_read_units=table_read_units,
+        clock=clock,
+    )
+    registrations = (
+        ("before-sign.dynamodb", simulator._on_before_sign, "sign"),
+        ("before-send.dynamodb", simulator._on_before_send, "send"),
+        ("after-call.dynamodb", simulator._on_after_call, "after-call"),
+    )
+    hooked: list[Any] = []
+    try:
+        for client in clients_of(models):
+            hooked.append(client)
+            for event, handler, name in registrations:
+                client.meta.events.register_first(event, handler, unique_id=f"{simulator._context_key}.{name}")
+        yield simulator
+    finally:
+        for client in hooked:
+            for event, _, name in registrations:
+                client.meta.events.unregister(event, unique_id=f"{simulator._context_key}.{name}")

@@ -74,11 +74,7 @@ def _answer(status: int, body: Mapping[str, Any]) -> Callable[..., AWSResponse]:
 def _error_body(
     code: str, reasons_field: str | None = None, reasons: list[dict[str, str]] | None = None
 ) -> dict[str, Any]:
-    prefix = (
-        "com.amazon.coral.availability"
-        if code == "ThrottlingException"
-        else "com.amazonaws.dynamodb.v20120810"
-    )
+    prefix = "com.amazon.coral.availability" if code == "ThrottlingException" else "com.amazonaws.dynamodb.v20120810"
     body: dict[str, Any] = {"__type": f"{prefix}#{code}", "message": "throttled"}
     if reasons_field is not None:
         body[reasons_field] = reasons or []
@@ -152,10 +148,7 @@ class TestReasons:
         throttle = classify(
             _client_error(_error_body(PTEE, "ThrottlingReasons", [{"reason": reason, "resource": TABLE_ARN}]))
         )
-        assert (
-            Throttle(ThrottleKind.KEY_RANGE, PTEE, (ThrottleReason(reason, TABLE_ARN),), None, "PutItem")
-            == throttle
-        )
+        assert Throttle(ThrottleKind.KEY_RANGE, PTEE, (ThrottleReason(reason, TABLE_ARN),), None, "PutItem") == throttle
         assert throttle.grows_shards
 
     @pytest.mark.parametrize("reason", CAPACITY_REASONS)
@@ -180,10 +173,7 @@ class TestReasons:
 
     def test_table_key_range_reason_on_an_index_arn_is_the_index(self) -> None:
         reasons = [{"reason": "TableWriteKeyRangeThroughputExceeded", "resource": INDEX_ARN}]
-        assert (
-            classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind
-            == ThrottleKind.INDEX
-        )
+        assert classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind == ThrottleKind.INDEX
 
     def test_lower_camel_throttling_reasons_of_throttling_exception(self) -> None:
         reasons = [{"reason": "TableWriteKeyRangeThroughputExceeded", "resource": TABLE_ARN}]
@@ -202,10 +192,7 @@ class TestReasons:
             {"reason": "TableWriteKeyRangeThroughputExceeded", "resource": TABLE_ARN},
             {"reason": "TableWriteProvisionedThroughputExceeded", "resource": TABLE_ARN},
         ]
-        assert (
-            classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind
-            == ThrottleKind.TABLE
-        )
+        assert classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind == ThrottleKind.TABLE
 
     def test_an_index_key_range_beside_a_table_key_range_is_the_index(self) -> None:
         reasons = [
@@ -225,10 +212,7 @@ class TestReasons:
 
     def test_an_unknown_future_reason_does_not_grow_shards(self) -> None:
         reasons = [{"reason": "TableWriteSomethingNewExceeded", "resource": TABLE_ARN}]
-        assert (
-            classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind
-            == ThrottleKind.TABLE
-        )
+        assert classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind == ThrottleKind.TABLE
 
 
 class TestWithoutReasons:
@@ -244,10 +228,7 @@ class TestWithoutReasons:
 
     def test_condition_failure_is_not_throttled(self) -> None:
         throttle = classify(_client_error(_error_body("ConditionalCheckFailedException")))
-        assert (
-            Throttle(ThrottleKind.NOT_THROTTLED, "ConditionalCheckFailedException", (), None, "PutItem")
-            == throttle
-        )
+        assert Throttle(ThrottleKind.NOT_THROTTLED, "ConditionalCheckFailedException", (), None, "PutItem") == throttle
         assert not throttle.is_throttle
 
     def test_plain_exception_is_not_throttled(self) -> None:
@@ -289,14 +270,10 @@ class TestPynamoDBChains:
         assert caught.value.cause_response_code == PTEE  # type: ignore[attr-defined]
         assert "ThrottlingReasons" not in caught.value.cause.response  # type: ignore[attr-defined]
         throttle = classify(caught.value)
-        expected = Throttle(
-            ThrottleKind.KEY_RANGE, PTEE, (ThrottleReason(*self.REASONS[0].values()),), None, operation
-        )
+        expected = Throttle(ThrottleKind.KEY_RANGE, PTEE, (ThrottleReason(*self.REASONS[0].values()),), None, operation)
         assert expected == throttle
 
-    def test_wrapped_table_level_throttle_does_not_grow(
-        self, answer_with: Callable[[Mapping[str, Any]], None]
-    ) -> None:
+    def test_wrapped_table_level_throttle_does_not_grow(self, answer_with: Callable[[Mapping[str, Any]], None]) -> None:
         answer_with(
             _error_body(
                 PTEE,
@@ -393,33 +370,30 @@ class TestUnprocessedItems:
             unprocessed_items_throttle(response)
         )
 
-    @pytest.mark.parametrize(
-        "response", [{}, {"UnprocessedItems": {}}, {"UnprocessedItems": {"audit_log": []}}]
-    )
+    def test_pynamodb_batch_write_giving_up_is_unprocessed_items(self) -> None:
+        """PynamoDB raises this PutError, without a cause, once its resends are exhausted."""
+        error = PutError("Failed to batch write items: max_retry_attempts exceeded")
+        expected = Throttle(ThrottleKind.KEY_RANGE, UNPROCESSED_ITEMS, operation="BatchWriteItem")
+        assert expected == classify(error)
+        assert classify(PutError("something else")).kind == ThrottleKind.NOT_THROTTLED
+
+    @pytest.mark.parametrize("response", [{}, {"UnprocessedItems": {}}, {"UnprocessedItems": {"audit_log": []}}])
     def test_nothing_unprocessed(self, response: dict[str, Any]) -> None:
         assert unprocessed_items_throttle(response).kind == ThrottleKind.NOT_THROTTLED
 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=12,
 )
-reason_names = st.sampled_from(KEY_RANGE_REASONS + INDEX_KEY_RANGE_REASONS + CAPACITY_REASONS) | st.text(
-    max_size=30
-)
+reason_names = st.sampled_from(KEY_RANGE_REASONS + INDEX_KEY_RANGE_REASONS + CAPACITY_REASONS) | st.text(max_size=30)
 reason_entries = st.fixed_dictionaries(
     {"reason": reason_names | json_values, "resource": st.sampled_from([TABLE_ARN, INDEX_ARN]) | json_values}
 )
-error_codes = st.sampled_from(
-    [PTEE, "ThrottlingException", "RequestLimitExceeded", "TransactionCanceledException"]
-)
+error_codes = st.sampled_from([PTEE, "ThrottlingException", "RequestLimitExceeded", "TransactionCanceledException"])
 responses = st.dictionaries(
-    st.sampled_from(
-        ["Error", "ThrottlingReasons", "throttlingReasons", "CancellationReasons", "UnprocessedItems"]
-    )
+    st.sampled_from(["Error", "ThrottlingReasons", "throttlingReasons", "CancellationReasons", "UnprocessedItems"])
     | st.text(max_size=12),
     json_values
     | st.fixed_dictionaries({"Code": error_codes | json_values})
@@ -463,7 +437,6 @@ class TestNeverRaises:
             "ThrottlingReasons": [{"reason": r, "resource": a} for r, a in reasons],
         }
         expected = all(
-            r.startswith("Table") and r.endswith("KeyRangeThroughputExceeded") and a == TABLE_ARN
-            for r, a in reasons
+            r.startswith("Table") and r.endswith("KeyRangeThroughputExceeded") and a == TABLE_ARN for r, a in reasons
         )
         assert expected == classify_response(response).grows_shards

@@ -1,0 +1,100 @@
+"""The latency injector delays each request by at least the configured time and counts requests.
+
+Against DynamoDB Local: every request sent while it is active waits ``seconds`` (measured wall
+time, and an injected sleep that records each delay), only the chosen operations are delayed
+when ``operations`` is given, every request is counted per operation, concurrent requests wait
+side by side rather than in turn, and leaving the block removes the delay.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_sharding.testing.latency import inject_latency
+
+BindModels = Callable[..., dict[type[Model], str]]
+DELAY = 0.05
+
+
+class Event(Model):
+    class Meta:
+        table_name = "latency_event"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = NumberAttribute(range_key=True)
+
+
+class Other(Model):
+    class Meta:
+        table_name = "latency_other"
+
+    pk = UnicodeAttribute(hash_key=True)
+
+
+@pytest.fixture
+def bound(dynamodb_models: BindModels) -> None:
+    dynamodb_models(Event, Other)
+
+
+@pytest.mark.usefixtures("bound")
+class TestDelay:
+    """Each request waits at least the delay; leaving the block removes it."""
+
+    def test_each_request_takes_at_least_the_delay(self) -> None:
+        Event("warm", 0).save()  # the first request also opens the connection
+        with inject_latency(Event, DELAY) as injector:
+            started = time.monotonic()
+            for sk in range(4):
+                Event("a", sk).save()
+            assert len(list(Event.query("a"))) == 4
+            elapsed = time.monotonic() - started
+        assert elapsed >= 5 * DELAY
+        assert injector.requests == {"PutItem": 4, "Query": 1}
+        assert injector.total_requests == 5
+
+    def test_exit_removes_the_delay(self) -> None:
+        delays: list[float] = []
+        with inject_latency(Event, DELAY, sleep=delays.append):
+            Event("a", 0).save()
+        Event("a", 1).save()
+        Event.get("a", 1)
+        assert delays == [DELAY]
+
+    def test_only_chosen_operations_are_delayed_but_all_are_counted(self) -> None:
+        delays: list[float] = []
+        with inject_latency(Event, DELAY, operations={"Query"}, sleep=delays.append) as injector:
+            Event("a", 0).save()
+            list(Event.query("a"))
+            Event.get("a", 0)
+        assert delays == [DELAY]
+        assert injector.requests == {"PutItem": 1, "Query": 1, "GetItem": 1}
+
+    def test_extra_models_share_the_injector_and_other_models_are_untouched(self) -> None:
+        delays: list[float] = []
+        with inject_latency(Event, DELAY, extra_models=[Other], sleep=delays.append) as injector:
+            Other("x").save()
+            Event("a", 0).save()
+        assert injector.requests == {"PutItem": 2}
+        with inject_latency(Event, DELAY, sleep=delays.append) as alone:
+            Other("y").save()
+        assert alone.requests == {}
+        assert delays == [DELAY, DELAY]
+
+    def test_concurrent_requests_wait_side_by_side(self) -> None:
+        Event("warm", 0).save()
+        with inject_latency(Event, 0.3) as injector, ThreadPoolExecutor(max_workers=8) as pool:
+            started = time.monotonic()
+            list(pool.map(lambda sk: Event("a", sk).save(), range(8)))
+            elapsed = time.monotonic() - started
+        assert injector.requests == {"PutItem": 8}
+        assert 0.3 <= elapsed < 8 * 0.3 / 2  # serial waits would take 2.4 s
+
+    def test_negative_delay_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="0 or more"), inject_latency(Event, -1):
+            pass

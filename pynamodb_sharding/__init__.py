@@ -11,6 +11,7 @@ from pynamodb_sharding.exceptions import (
 )
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
+from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason, classify, classify_response
 
 __version__ = "0.1.0"
 
@@ -28,5 +29,10 @@ __all__ = [
     "Sharding",
     "ShardingDefinitionError",
     "ShardingError",
+    "Throttle",
+    "ThrottleKind",
+    "ThrottleReason",
     "__version__",
+    "classify",
+    "classify_response",
 ]

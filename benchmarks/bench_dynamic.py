@@ -1,0 +1,253 @@
+"""Benchmark: one hot key, unsharded vs ``DynamicShards``, under the partition-limit simulator.
+
+Prints, per second, the write rate of a plain PynamoDB model and of a ``DynamicShards`` model
+(with its shard count) while ``--writers`` threads write one key whose physical partitions each
+take ``--limit`` write units/s; then the steady rate after the last growth against
+``count x limit``; then the metadata reads a warm key costs per 10,000 writes.
+
+Run (starts its own DynamoDB Local unless ``DYNAMODB_LOCAL_ENDPOINT`` is set)::
+
+    python benchmarks/bench_dynamic.py --duration 12 --writers 64 --limit 20 --markdown out.md
+
+This machine (2 cores) runs both DynamoDB Local and the client and sustains ~250-300 single
+writes/s: keep ``max_shards x limit`` well below that, or the machine is what you measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError
+from pynamodb.models import Model
+
+from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.dynamic import DynamicShards
+from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding.testing.binding import bound_models
+from pynamodb_sharding.testing.local import running_dynamodb_local
+from pynamodb_sharding.testing.simulator import simulate_partition_limits
+
+KEY = "/shared/firetvGen2.txt"
+
+
+class BenchShards(ShardMetadata):
+    class Meta:
+        table_name = "bench_dynamic_shards"
+
+
+class PlainAuditLog(Model):
+    class Meta:
+        table_name = "bench_plain_audit_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+
+
+def dynamic_model(args: argparse.Namespace) -> tuple[type[ShardedModel], DynamicShards]:
+    """The dynamically sharded twin of ``PlainAuditLog``, configured from the command line."""
+    strategy = DynamicShards(
+        BenchShards,
+        max_shards=args.max_shards,
+        cooldown=args.cooldown,
+        backoff=(0.05, 0.2),
+        cache_ttl=args.cache_ttl,
+        max_attempts=1000,
+    )
+
+    class DynamicAuditLog(ShardedModel):
+        class Meta:
+            table_name = "bench_dynamic_audit_log"
+
+        file_path = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        user_id = UnicodeAttribute(null=True)
+        shards = Sharding(strategy)
+
+    return DynamicAuditLog, strategy
+
+
+def hammer(model: type[Model], writers: int, duration: float, key: str) -> tuple[list[float], int]:
+    """``writers`` threads write new items of ``key`` for ``duration`` s; returns ack times, failures."""
+    acks: list[float] = []
+    failures = [0]
+    lock = threading.Lock()
+    stop = time.time() + duration
+
+    def writer(index: int) -> None:
+        seq = 0
+        while time.time() < stop:
+            seq += 1
+            try:
+                model(key, index * 1_000_000 + seq, user_id=f"u{index}").save()
+            except PutError:
+                with lock:
+                    failures[0] += 1
+                continue
+            with lock:
+                acks.append(time.time())
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return acks, failures[0]
+
+
+def per_second(acks: list[float], start: float, seconds: int) -> list[int]:
+    counts = [0] * seconds
+    for at in acks:
+        index = int(at - start)
+        if 0 <= index < seconds:
+            counts[index] += 1
+    return counts
+
+
+def count_at(history: list[HistoryEntry], at: float) -> int:
+    current = history[0].count if history else 1
+    for entry in history:
+        if entry.at <= at:
+            current = entry.count
+    return current
+
+
+def metadata_reads(model: type[ShardedModel], strategy: DynamicShards, writes: int, writers: int) -> dict[str, float]:
+    """Write ``writes`` items of a warm key (no limits) and count the metadata requests sent."""
+    key = "/warm/key"
+    model(key, 0).save()
+    sent: list[str] = []
+    BenchShards._get_connection().connection.client.meta.events.register(
+        "before-send.dynamodb",
+        lambda request, **_: sent.append(request.headers["X-Amz-Target"].decode()),
+    )
+    counter = iter(range(1, writes + 1))
+    lock = threading.Lock()
+
+    def writer() -> None:
+        while True:
+            with lock:
+                n = next(counter, None)
+            if n is None:
+                return
+            model(key, n).save()
+
+    start = time.time()
+    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.time() - start
+    reads = sum(1 for target in sent if target.endswith(".GetItem"))
+    ttl = strategy.store.ttl
+    return {
+        "writes": writes,
+        "seconds": elapsed,
+        "reads": reads,
+        "ttl": ttl,
+        "per_10k": reads * 10_000 / writes,
+        "per_ttl": reads / max(elapsed / ttl, 1e-9),
+        "other_requests": len(sent) - reads,
+    }
+
+
+def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
+    lines: list[str] = []
+
+    def out(line: str = "") -> None:
+        lines.append(line)
+        say(line)
+
+    DynamicAuditLog, strategy = dynamic_model(args)
+    with running_dynamodb_local() as server, bound_models(server, PlainAuditLog, DynamicAuditLog):
+        with simulate_partition_limits(PlainAuditLog, write_units=args.limit):
+            plain_start = time.time()
+            plain_acks, plain_failures = hammer(PlainAuditLog, args.writers, args.duration, KEY)
+        with simulate_partition_limits(DynamicAuditLog, write_units=args.limit):
+            dynamic_start = time.time()
+            dynamic_acks, dynamic_failures = hammer(DynamicAuditLog, args.writers, args.duration, KEY)
+        history = strategy.history(DynamicAuditLog, KEY)
+        stored = DynamicAuditLog.count(KEY)
+        seconds = int(args.duration)
+        plain = per_second(plain_acks, plain_start, seconds)
+        dynamic = per_second(dynamic_acks, dynamic_start, seconds)
+
+        out(f"# One hot key, {args.writers} writers, {args.limit:g} write units/s per partition")
+        out()
+        out(f"DynamicShards(max_shards={args.max_shards}, cooldown={args.cooldown:g} s, backoff=(0.05, 0.2) s)")
+        out()
+        out("| second | unsharded writes/s | dynamic writes/s | dynamic shard count |")
+        out("|---:|---:|---:|---:|")
+        for second in range(seconds):
+            shards = count_at(history, dynamic_start + second + 1)
+            out(f"| {second + 1} | {plain[second]} | {dynamic[second]} | {shards} |")
+        out()
+        final = history[-1]
+        steady_from = final.at + 1.0
+        steady_end = dynamic_start + args.duration
+        steady = [at for at in dynamic_acks if at >= steady_from]
+        window = steady_end - steady_from
+        plain_steady = [at for at in plain_acks if at >= plain_start + 2.0]
+        plain_rate = len(plain_steady) / (args.duration - 2.0)
+        out(
+            f"- unsharded: {plain_rate:.1f} writes/s after the first 2 s "
+            f"({plain_rate / args.limit:.2f} x limit), {plain_failures} writes failed after PynamoDB's retries"
+        )
+        if window > 1.0:
+            rate = len(steady) / window
+            out(
+                f"- dynamic: {final.count} shards from {final.at - dynamic_start:.1f} s; "
+                f"{rate:.1f} writes/s over the last {window:.1f} s = "
+                f"{rate / (final.count * args.limit):.2f} x count x limit; {rate / plain_rate:.1f}x unsharded"
+            )
+        else:
+            out(
+                f"- dynamic: last growth at {final.at - dynamic_start:.1f} s, too late to measure a steady "
+                f"rate; run with a longer --duration"
+            )
+        out(
+            f"- dynamic: history {[(round(e.at - dynamic_start, 2), e.count) for e in history]} "
+            f"(seconds from start, count); {dynamic_failures} writes failed; "
+            f"{stored} items stored for {len(dynamic_acks)} acknowledged writes"
+        )
+
+        figures = metadata_reads(DynamicAuditLog, strategy, args.meta_writes, 16)
+        out()
+        out("## Metadata reads of a warm key")
+        out()
+        out("| writes | seconds | metadata reads | cache TTL (s) | reads per 10k writes | reads per TTL |")
+        out("|---:|---:|---:|---:|---:|---:|")
+        out(
+            f"| {figures['writes']:.0f} | {figures['seconds']:.1f} | {figures['reads']:.0f} | "
+            f"{figures['ttl']:g} | {figures['per_10k']:.1f} | {figures['per_ttl']:.2f} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=12.0, help="seconds per scenario (12)")
+    parser.add_argument("--writers", type=int, default=64, help="writer threads (64)")
+    parser.add_argument("--limit", type=float, default=20.0, help="write units/s per partition (20)")
+    parser.add_argument("--max-shards", type=int, default=8, help="DynamicShards max_shards (8)")
+    parser.add_argument("--cooldown", type=float, default=1.0, help="DynamicShards cooldown, s (1.0)")
+    parser.add_argument("--meta-writes", type=int, default=10_000, help="writes of the metadata-read figure (10000)")
+    parser.add_argument("--cache-ttl", type=float, default=10.0, help="DynamicShards cache_ttl, s (10)")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
+    args = parser.parse_args(argv)
+    lines = run(args, print)
+    if args.markdown is not None:
+        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

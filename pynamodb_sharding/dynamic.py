@@ -334,9 +334,7 @@ class DynamicShards(ShardStrategy):
                 raise ShardingError(msg)
             if to == state.count:
                 return to
-            changed = self.store.change(
-                self._namespace(model), key, state, to, self.clock(), owner=self._owner(model)
-            )
+            changed = self.store.change(self._namespace(model), key, state, to, self.clock(), owner=self._owner(model))
             if changed is not None:
                 shard_count_changed.send(model, key=key, old=state.count, new=to, reason="shrink")
                 return changed.count
@@ -365,19 +363,12 @@ class DynamicShards(ShardStrategy):
         return self.store.get(self._namespace(model), key, owner=self._owner(model))
 
     def _state_for_write(self, model: type[ShardedModel], key: str) -> ShardState:
-        state = self._state(model, key)
-        if state is None:
-            state = self.store.create(
-                self._namespace(model), key, self.initial, self.clock(), owner=self._owner(model)
-            )
-        return state
+        return self.store.get_or_create(self._namespace(model), key, self.initial, self.clock, owner=self._owner(model))
 
     def _fresh_state(self, model: type[ShardedModel], key: str) -> ShardState:
         state = self.store.load(self._namespace(model), key, owner=self._owner(model))
         if state is None:
-            state = self.store.create(
-                self._namespace(model), key, self.initial, self.clock(), owner=self._owner(model)
-            )
+            state = self.store.create(self._namespace(model), key, self.initial, self.clock(), owner=self._owner(model))
         return state
 
     def _next_count(self, model: type[ShardedModel], count: int) -> int:
@@ -414,14 +405,10 @@ class DynamicShards(ShardStrategy):
             return newest
         return self._change(model, key, state, self._next_count(model, state.count), reason="throttle")
 
-    def _change(
-        self, model: type[ShardedModel], key: str, state: ShardState, new: int, reason: str
-    ) -> ShardState:
+    def _change(self, model: type[ShardedModel], key: str, state: ShardState, new: int, reason: str) -> ShardState:
         """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
         namespace, owner = self._namespace(model), self._owner(model)
-        changed = self.store.change(
-            namespace, key, state, new, self.clock(), owner=owner, locked=self._optimistic_lock
-        )
+        changed = self.store.change(namespace, key, state, new, self.clock(), owner=owner, locked=self._optimistic_lock)
         if changed is None:
             return self._fresh_state(model, key)
         shard_count_changed.send(model, key=key, old=state.count, new=changed.count, reason=reason)

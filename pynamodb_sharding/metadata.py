@@ -188,10 +188,7 @@ def state_from_item(item: ShardMetadata, *, owner: str, max_shards: int) -> Shar
             msg = f"{where} has an unparsable shard_history entry ({exc}); expected '<epoch>:<count>'; {fix}."
             raise MetadataError(msg) from exc
         if entry.count > max_shards:
-            msg = (
-                f"{where} records {entry.count} shards in shard_history, over "
-                f"max_shards={max_shards}; {fix}."
-            )
+            msg = f"{where} records {entry.count} shards in shard_history, over max_shards={max_shards}; {fix}."
             raise MetadataError(msg)
         history.append(entry)
     history.sort()
@@ -243,6 +240,7 @@ class ShardCountStore:
         self.consistent_read = consistent_read
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
+        self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
         self._lock = threading.Lock()
 
     # -- reads ---------------------------------------------------------------------------
@@ -261,21 +259,50 @@ class ShardCountStore:
         cache_key = (namespace, key)
         with self._lock:
             state = self._cache.get(cache_key)
-            if state is not None:
-                return state
-            mine: Future[ShardState | None] = Future()
-            loading = self._loading.setdefault(cache_key, mine)
-        if loading is not mine:
-            return loading.result()
+        if state is not None:
+            return state
+        return self._single_flight(self._loading, cache_key, lambda: self._read(namespace, key, owner=owner))
+
+    def get_or_create(
+        self, namespace: str, key: str, count: int, clock: Callable[[], float], *, owner: str
+    ) -> ShardState:
+        """The state of ``key``, inserting its item with ``count`` shards if it has none.
+
+        Like reads, the insert is made once per process however many threads need it.
+        """
+        state = self.get(namespace, key, owner=owner)
+        if state is not None:
+            return state
+
+        def create() -> ShardState:
+            # A thread that starts a new flight just after another one inserted finds it cached.
+            return self.cached(namespace, key) or self.create(namespace, key, count, clock(), owner=owner)
+
+        created = self._single_flight(self._creating, (namespace, key), create)
+        assert created is not None  # create() always returns a state
+        return created
+
+    def _single_flight(
+        self,
+        flights: dict[_CacheKey, Future[ShardState | None]],
+        cache_key: _CacheKey,
+        call: Callable[[], ShardState | None],
+    ) -> ShardState | None:
+        """Run ``call`` once for all the threads asking at the same time; cache its state."""
+        mine: Future[ShardState | None] = Future()
+        with self._lock:
+            flight = flights.setdefault(cache_key, mine)
+        if flight is not mine:
+            return flight.result()
         try:
-            state = self._read(namespace, key, owner=owner)
+            state = call()
         except BaseException as exc:
             with self._lock:
-                self._loading.pop(cache_key, None)
+                flights.pop(cache_key, None)
             mine.set_exception(exc)
             raise
         with self._lock:
-            self._loading.pop(cache_key, None)
+            flights.pop(cache_key, None)
             if state is not None:
                 state = self._remember_locked(cache_key, state)
         mine.set_result(state)

@@ -1,14 +1,15 @@
 """64 writers on one hot key under the partition-limit simulator, in threads and in processes.
 
-The machine sustains ~250-300 single writes/s, so a partition here takes 20 write units/s and a
-key may grow to 8 shards (160 writes/s in all). Proves, against DynamoDB Local: the count grows
+The machine sustains ~250-300 single writes/s, so a partition here takes 12 write units/s and a
+key may grow to 8 shards (96 writes/s in all). Proves, against DynamoDB Local: the count grows
 to ``max_shards``; history entries strictly increase in time and count, at most one growth per
 cooldown window, and every growth a writer reported is in the history (no lost or double
 growth); every acknowledged write is read back exactly once (count and per item) and nothing
 else is stored; the write rate after the last growth is at least 0.9 x count x limit.
 
 The multi-process variant runs 4 spawned processes x 16 threads; the simulator is per process,
-so each process gets a quarter of the partition limit (5 units/s), 20 units/s in all.
+so each process gets a quarter of the partition limit: 2 units/s each, 8 units/s in all (four
+client processes cost this machine more CPU per write than threads do).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from pynamodb_sharding.strategies import HistoryEntry
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
 
 KEY = "/shared/firetvGen2.txt"
-LIMIT = 20.0  # write units per second per physical partition
+# Write units per second per physical partition: 8 shards x 12 = 96 writes/s, well below what
+# this machine sustains even while other test suites share its two cores, so that the rate
+# measured is the library's, not the machine's. benchmarks/bench_dynamic.py measures at 20.
+LIMIT = 12.0
+# Four client processes cost more CPU per write than threads: their variant gets 8 units/s
+# (2 per process), 64 writes/s at 8 shards.
+PROCESS_LIMIT = 8.0
 MAX_SHARDS = 8
 COOLDOWN = 1.0
 MEASURE = 4.0  # seconds of steady state measured after the last growth
@@ -69,7 +76,7 @@ class Run:
 
     def __init__(self) -> None:
         self.acks: list[tuple[int, float]] = []  # (range key, time acknowledged)
-        self.failures = 0
+        self.failures: list[str] = []
         self.growths: list[tuple[int, int]] = []
         self._lock = threading.Lock()
 
@@ -86,8 +93,8 @@ def hammer(threads: int, base: int, stop: threading.Event, run: Run) -> list[thr
             range_key = base + index * 1_000_000 + seq
             try:
                 HotAuditLog(KEY, range_key, user_id=f"u{index}").save()
-            except PutError:
-                run.failures += 1
+            except PutError as error:
+                run.failures.append(f"{error!r} caused by {error.cause!r}")
                 continue
             with run._lock:
                 run.acks.append((range_key, time.time()))
@@ -161,7 +168,7 @@ def check_run(
 def test_64_threads_grow_one_hot_key(dynamodb_models: Callable[..., Any]) -> None:
     dynamodb_models(HotAuditLog)
     run = run_until_grown(64, 0, time.time() + 20.0, LIMIT)
-    assert run.failures == 0
+    assert run.failures == []
     check_run(run.acks, run.growths, LIMIT)
 
 
@@ -174,7 +181,7 @@ def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, star
         model._connection = None
     HotAuditLog.shards.strategy._random = random.Random()
     time.sleep(max(0.0, start_at - time.time()))
-    run = run_until_grown(16, (index + 1) * 1_000_000_000, start_at + 20.0, LIMIT / 4)
+    run = run_until_grown(16, (index + 1) * 1_000_000_000, start_at + 20.0, PROCESS_LIMIT / 4)
     return run.acks, run.growths, run.failures
 
 
@@ -193,7 +200,7 @@ def test_4_processes_x_16_threads_grow_one_hot_key(dynamodb_models: Callable[...
         results = pool.starmap(_process, [(endpoint, tables, i, start_at) for i in range(4)])
     acks = [ack for result in results for ack in result[0]]
     growths = [growth for result in results for growth in result[1]]
-    assert sum(result[2] for result in results) == 0
+    assert [failure for result in results for failure in result[2]] == []
     # Processes stop on their own schedule: measure while all four were still writing.
     end = min(max(at for _, at in result[0]) for result in results)
-    check_run(acks, growths, LIMIT, end)
+    check_run(acks, growths, PROCESS_LIMIT, end)

@@ -124,9 +124,7 @@ def test_change_is_conditional_on_the_lock_value(store: ShardCountStore, timer: 
     assert won == store.load(NS, KEY, owner=OWNER)
 
 
-def test_a_change_updates_this_process_cache_at_once(
-    store: ShardCountStore, requests: RequestCounter
-) -> None:
+def test_a_change_updates_this_process_cache_at_once(store: ShardCountStore, requests: RequestCounter) -> None:
     seen = store.create(NS, KEY, 1, 100.0, owner=OWNER)
     changed = store.change(NS, KEY, seen, 4, 105.0, owner=OWNER)
     reads_before = requests["GetItem"]
@@ -143,9 +141,7 @@ def test_an_older_state_never_replaces_a_newer_one(store: ShardCountStore) -> No
     assert changed == store.cached(NS, KEY)
 
 
-def test_warm_key_is_read_once_per_ttl(
-    store: ShardCountStore, requests: RequestCounter, timer: FakeTimer
-) -> None:
+def test_warm_key_is_read_once_per_ttl(store: ShardCountStore, requests: RequestCounter, timer: FakeTimer) -> None:
     store.create(NS, KEY, 3, 100.0, owner=OWNER)
     store.forget(NS, KEY)
     for _ in range(1000):
@@ -178,9 +174,7 @@ def test_stampede_of_threads_causes_one_read(store: ShardCountStore, requests: R
     assert requests["GetItem"] == 1
 
 
-def test_stampede_shares_the_error_of_a_corrupt_item(
-    store: ShardCountStore, requests: RequestCounter
-) -> None:
+def test_stampede_shares_the_error_of_a_corrupt_item(store: ShardCountStore, requests: RequestCounter) -> None:
     StoreShards(KEY, NS, number_of_shards=0, last_updated=1.0, shard_history={"1:1"}).save()
     threads = 16
     barrier = threading.Barrier(threads)
@@ -230,3 +224,17 @@ def test_namespaces_keep_models_apart(store: ShardCountStore) -> None:
     assert first is not None
     assert second is not None
     assert (first.count, second.count) == (2, 5)
+
+
+def test_many_threads_creating_one_key_insert_once(store: ShardCountStore, requests: RequestCounter) -> None:
+    threads = 32
+    barrier = threading.Barrier(threads)
+
+    def write(_: int) -> ShardState:
+        barrier.wait()
+        return store.get_or_create(NS, KEY, 2, lambda: 100.0, owner=OWNER)
+
+    with ThreadPoolExecutor(threads) as pool:
+        states = set(pool.map(write, range(threads)))
+    assert states == {ShardState(2, 100.0, (HistoryEntry(100.0, 2),))}
+    assert requests["PutItem"] == 1

@@ -45,9 +45,7 @@ def test_seed_000_integer_entries_parse() -> None:
     assert format_history_entry(HistoryEntry(at=1562858912.0, count=2)) == "1562858912:2"
 
 
-@pytest.mark.parametrize(
-    "text", ["", "12", "abc:2", "12:x", "12:0", "12:-1", "-5:2", "nan:2", "inf:1", "1:2.5"]
-)
+@pytest.mark.parametrize("text", ["", "12", "abc:2", "12:x", "12:0", "12:-1", "-5:2", "nan:2", "inf:1", "1:2.5"])
 def test_unparsable_entries_raise(text: str) -> None:
     with pytest.raises(ValueError, match=r"\S"):
         parse_history_entry(text)

@@ -7,10 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 # xdist: one DynamoDB Local per worker; measured faster than one process on this 2-core machine.
 PYTEST_ARGS ?= -n 2
-# Until the `pynamodb-sharding demo` command lands: a real round trip through DynamoDB Local.
-DEMO ?= $(BIN)/python -m pynamodb_sharding.testing roundtrip
+DEMO ?= $(BIN)/pynamodb-sharding demo
 
-.PHONY: demo test lint docs clean
+.PHONY: demo test lint docs bench clean
 
 demo: $(VENV)/.installed-test
 	$(DEMO)
@@ -20,7 +19,10 @@ test: $(VENV)/.installed-test
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict pynamodb_sharding
+	$(BIN)/mypy --strict pynamodb_sharding typing_tests
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build

@@ -1,6 +1,7 @@
 """Write sharding for PynamoDB models."""
 
 from pynamodb_sharding.descriptor import Sharding, ShardManager
+from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     CursorError,
     MetadataError,
@@ -9,6 +10,7 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
     ShardLocationError,
 )
+from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason, classify, classify_response
@@ -17,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CursorError",
+    "DynamicShards",
     "HashedShards",
     "HistoryEntry",
     "MetadataError",
@@ -24,6 +27,7 @@ __all__ = [
     "ShardKeyError",
     "ShardLocationError",
     "ShardManager",
+    "ShardMetadata",
     "ShardStrategy",
     "ShardedModel",
     "Sharding",

@@ -148,8 +148,14 @@ class DynamicShards(ShardStrategy):
             cooldown waits a random time in this range before growing, so that many writers
             throttled together do not all race for the growth. Retries inside the cooldown
             pause a random time up to ``low`` doubled per retry, capped at ``high``.
-        cache_ttl: seconds a key's count stays cached in this process (10.0). A growth by
-            another process is seen within this time (or at this process's next throttle).
+        cache_ttl: seconds a key's count stays cached in this process (10.0) for writers. A
+            growth by another process is seen by writers within this time (or at this
+            process's next throttle).
+        fresh_reads: ``True`` (default): reads (``query``, ``count``, ``get``) read the
+            key's metadata item (one consistent GetItem) before fanning out, so they cover
+            shards another process added a moment ago. ``False``: reads use the cache too,
+            saving that request, and may miss items on shards grown elsewhere within the last
+            ``cache_ttl`` seconds.
         growth: ``"double"`` (default), ``"add_one"``, or a callable ``count -> new count``;
             the result is capped by ``max_shards``.
         max_attempts: attempts of one write before the throttle error is raised (10); the
@@ -175,6 +181,7 @@ class DynamicShards(ShardStrategy):
         cache_ttl: float = 10.0,
         growth: Literal["double", "add_one"] | GrowthPolicy = "double",
         max_attempts: int = 10,
+        fresh_reads: bool = True,
         namespace: str | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -219,6 +226,7 @@ class DynamicShards(ShardStrategy):
         self.cooldown = float(cooldown)
         self.backoff = (float(backoff[0]), float(backoff[1]))
         self.max_attempts = max_attempts
+        self.fresh_reads = fresh_reads
         self.namespace = namespace
         self.clock = clock
         self.sleep = sleep
@@ -256,7 +264,10 @@ class DynamicShards(ShardStrategy):
         return self.initial if state is None else state.count
 
     def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
-        state = self._state(model, key)
+        if self.fresh_reads:
+            state = self.store.load(self._namespace(model), key, owner=self._owner(model))
+        else:
+            state = self._state(model, key)
         return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
 
     def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:

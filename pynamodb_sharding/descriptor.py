@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
@@ -57,6 +59,8 @@ class Sharding:
         self.strategy = strategy
         self.max_workers = max_workers
         self.name = ""
+        # One manager per fully defined owner class: item decoding asks for it per item.
+        self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"Sharding({self.strategy!r}, separator={self.separator!r})"
@@ -80,7 +84,12 @@ class Sharding:
 
     def __get__(self, instance: ShardedModel | None, owner: type[_M]) -> ShardManager[_M] | int | None:
         if instance is None:
-            return ShardManager(owner, self.strategy, self.separator, self.max_workers)
+            manager = self._managers.get(owner)
+            if manager is None:
+                manager = ShardManager(owner, self.strategy, self.separator, self.max_workers)
+                if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
+                    self._managers[owner] = manager
+            return manager
         return instance._physical_shard
 
     def __set__(self, instance: ShardedModel, value: object) -> None:
@@ -111,7 +120,7 @@ class ShardManager(Generic[_M]):
         assert name is not None  # the metaclass refuses sharded models without a hash key
         return name
 
-    @property
+    @functools.cached_property
     def codec(self) -> KeyCodec:
         return KeyCodec(self.model.__name__, self.attribute, self.separator)
 

@@ -75,6 +75,12 @@ SortValue = Decimal | str | bytes
 #: Threads a merged query uses at most when the model does not say (``Sharding(max_workers=)``).
 MAX_DEFAULT_WORKERS = 32
 
+#: Items a merged query holds at most, over all shards, when neither ``page_size`` nor a
+#: smaller ``limit`` is given: each shard's page and its prefetched next page. DynamoDB's own
+#: 1 MB pages parse to several MB of Python objects each, which over 16 shards would be
+#: hundreds of MB; this bound keeps a merged query's memory near a plain query's.
+DEFAULT_BUFFERED_ITEMS = 16_000
+
 #: Version of the cursor layout; a cursor of another version is refused, never misread.
 CURSOR_VERSION = 1
 
@@ -678,6 +684,12 @@ _warned_pools: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
+def default_page_size(shard_count: int, limit: int | None) -> int:
+    """Each shard's ``Limit`` when the caller gives no ``page_size``: bounded by memory."""
+    bound = max(100, DEFAULT_BUFFERED_ITEMS // (2 * max(1, shard_count)))
+    return bound if limit is None else min(limit, bound)
+
+
 def default_workers(model: type[ShardedModel], shard_count: int) -> int:
     """Threads of a merged query: ``Sharding(max_workers=)``, else ``min(32, shard_count)``."""
     configured = getattr(model._shard_manager(), "max_workers", None)
@@ -842,7 +854,9 @@ def merged_query(
             direction: resume right after its last item.
         attributes_to_get: projection; the key attributes are always fetched too (the merge and
             the cursor need them).
-        page_size: each shard request's ``Limit``; default ``limit``.
+        page_size: each shard request's ``Limit``; default ``limit``, capped so that the
+            pages held (one current and one prefetched per shard) stay under
+            :data:`DEFAULT_BUFFERED_ITEMS` items in all (at least 100 per shard).
         rate_limit: capacity units per second for the whole logical query.
         max_workers: threads; default ``model.shards.max_workers`` or ``min(32, shard count)``.
 
@@ -873,7 +887,7 @@ def merged_query(
         "consistent_read": consistent_read,
         "index_name": index_name,
         "scan_index_forward": scan_index_forward,
-        "limit": page_size if page_size is not None else limit,
+        "limit": page_size if page_size is not None else default_page_size(len(plan.hash_values), limit),
         "attributes_to_get": _projection(attributes_to_get, plan.key_names),
         "return_consumed_capacity": TOTAL if limiter else None,
     }

@@ -60,32 +60,44 @@ def encode(logical_key: str, shard: int, separator: str = DEFAULT_SEPARATOR) -> 
     return f"{logical_key}{separator}{shard}"
 
 
+def _split(physical_key: str, separator: str) -> tuple[str, int] | None:
+    logical, sep, suffix = physical_key.rpartition(separator)
+    if sep and logical and suffix.isdecimal() and suffix.isascii() and suffix[0] != "0":
+        return logical, int(suffix)
+    return None
+
+
+def _not_physical(physical_key: str, separator: str) -> str:
+    return (
+        f"{physical_key!r} is not a physical key: it must end with {separator!r} and a shard "
+        f"number >= 1; it was not written through a ShardedModel with this separator."
+    )
+
+
 def decode(physical_key: str, separator: str = DEFAULT_SEPARATOR) -> tuple[str, int]:
     """Split a physical key into ``(logical_key, shard)``.
 
     Raises:
         ShardKeyError: the value has no separator followed by a shard number.
     """
-    logical, sep, suffix = physical_key.rpartition(separator)
-    if not sep or not logical or not suffix.isdecimal() or not suffix.isascii() or suffix[0] == "0":
-        msg = (
-            f"{physical_key!r} is not a physical key: it must end with {separator!r} and a shard "
-            f"number >= 1; it was not written through a ShardedModel with this separator."
-        )
-        raise ShardKeyError(msg)
-    return logical, int(suffix)
+    split = _split(physical_key, separator)
+    if split is None:
+        raise ShardKeyError(_not_physical(physical_key, separator))
+    return split
 
 
 @attrs.frozen
 class KeyCodec:
     """Encodes and decodes the physical keys of one model's hash-key attribute.
 
-    ``model_name`` and ``attribute`` only serve the error messages.
+    ``model_name`` and ``attribute`` (the Python attribute name) serve the error messages;
+    ``attr_name`` is the attribute's name in DynamoDB (``attribute`` unless renamed).
     """
 
     model_name: str
     attribute: str
     separator: str = DEFAULT_SEPARATOR
+    attr_name: str = attrs.field(default=attrs.Factory(lambda self: self.attribute, takes_self=True))
 
     @property
     def where(self) -> str:
@@ -135,8 +147,8 @@ class KeyCodec:
         if not isinstance(physical_key, str):
             msg = f"{self.where}: expected a physical key string, got {type(physical_key).__name__}."
             raise ShardKeyError(msg)
-        try:
-            return decode(physical_key, self.separator)
-        except ShardKeyError as exc:
-            msg = f"{self.where}: {exc.msg}"
-            raise ShardKeyError(msg) from None
+        split = _split(physical_key, self.separator)
+        if split is None:
+            msg = f"{self.where}: {_not_physical(physical_key, self.separator)}"
+            raise ShardKeyError(msg)
+        return split

@@ -17,6 +17,7 @@ from pynamodb.models import MetaModel, Model
 
 from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
+from pynamodb_sharding.keys import KeyCodec
 
 if TYPE_CHECKING:
     from pynamodb_sharding.fanout import MergedResultIterator
@@ -61,6 +62,7 @@ class ShardedMetaModel(MetaModel):
             raise ShardingDefinitionError(msg)
         sharding: Sharding = vars_lookup(cls, declared[0])
         sharding.strategy.validate(cls, declared[0])
+        cls._shard_codec = KeyCodec(name, cls._hash_keyname, sharding.separator, attribute.attr_name)
 
 
 def vars_lookup(cls: type[Any], name: str) -> Any:
@@ -87,17 +89,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     """
 
     _sharding_attr: ClassVar[str | None] = None
-    _physical_shard: int | None
+    #: Encodes this class's physical keys; set when the class is defined.
+    _shard_codec: ClassVar[KeyCodec | None] = None
+    #: The shard this item lives in; ``None`` until it is written or read back.
+    _physical_shard: int | None = None
 
-    def __init__(
-        self,
-        hash_key: Any = None,
-        range_key: Any = None,
-        _user_instantiated: bool = True,
-        **attributes: Any,
-    ) -> None:
-        self._physical_shard = None
-        super().__init__(hash_key, range_key, _user_instantiated=_user_instantiated, **attributes)
 
     # -- the sharding declaration -------------------------------------------------------------
 
@@ -152,13 +148,17 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     @classmethod
     def _decode_raw(cls, values: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
         """Replace the physical hash key of a raw item by its logical key."""
-        attribute = cls._hash_attr()
-        raw = values.get(attribute.attr_name)
+        codec = cls._shard_codec
+        if codec is None:
+            cls._shard_manager()  # raises the error that names the missing declaration
+            raise AssertionError("unreachable")
+        name = codec.attr_name
+        raw = values.get(name)
         if raw is None:
             return values, None
-        logical, shard = cls._shard_manager().decode(raw.get("S"))
+        logical, shard = codec.decode(raw.get("S"))
         decoded = dict(values)
-        decoded[attribute.attr_name] = {"S": logical}
+        decoded[name] = {"S": logical}
         return decoded, shard
 
     @classmethod

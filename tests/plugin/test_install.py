@@ -2,7 +2,8 @@
 
 Two `python -m pynamodb_sharding.testing install` processes race on an empty cache; both
 succeed and print the same directory, which holds the jar, its libraries and the compiled
-loopback launcher, and no temporary directory is left behind.
+loopback launcher, and no temporary directory is left behind (nor one abandoned earlier by
+an install that was killed).
 """
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
 def test_two_concurrent_installs_leave_one_complete_install(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    abandoned = tmp_path / "pynamodb-sharding" / ".installing-killed"  # by an install killed mid-way
+    abandoned.mkdir(parents=True)
+    two_hours_ago = time.time() - 7200
+    os.utime(abandoned, (two_hours_ago, two_hours_ago))
     installers = [
         subprocess.Popen(
             [sys.executable, "-m", "pynamodb_sharding.testing", "install"],

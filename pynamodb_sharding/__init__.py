@@ -10,6 +10,7 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
     ShardLocationError,
 )
+from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
@@ -20,8 +21,10 @@ __version__ = "0.1.0"
 __all__ = [
     "CursorError",
     "DynamicShards",
+    "FanoutPoolWarning",
     "HashedShards",
     "HistoryEntry",
+    "MergedResultIterator",
     "MetadataError",
     "RandomShards",
     "ShardKeyError",

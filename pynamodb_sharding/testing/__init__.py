@@ -1,6 +1,8 @@
-"""Test support: DynamoDB Local (install, serve), model binding, and the pytest plugin."""
+"""Test support: DynamoDB Local (install, serve), model binding, the partition-limit simulator,
+latency injection, and the pytest plugin."""
 
 from pynamodb_sharding.testing.binding import ModelBinding, bound_models
+from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency
 from pynamodb_sharding.testing.local import (
     DynamoDBLocal,
     DynamoDBLocalError,
@@ -10,15 +12,20 @@ from pynamodb_sharding.testing.local import (
     running_dynamodb_local,
     serve,
 )
+from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits
 
 __all__ = [
     "DynamoDBLocal",
     "DynamoDBLocalError",
     "DynamoDBLocalWarning",
+    "LatencyInjector",
     "ModelBinding",
+    "PartitionLimitSimulator",
     "ServerProcess",
     "bound_models",
+    "inject_latency",
     "install",
     "running_dynamodb_local",
     "serve",
+    "simulate_partition_limits",
 ]

@@ -79,7 +79,7 @@ MAX_DEFAULT_WORKERS = 32
 #: smaller ``limit`` is given: each shard's page and its prefetched next page. DynamoDB's own
 #: 1 MB pages parse to several MB of Python objects each, which over 16 shards would be
 #: hundreds of MB; this bound keeps a merged query's memory near a plain query's.
-DEFAULT_BUFFERED_ITEMS = 16_000
+DEFAULT_BUFFERED_ITEMS = 32_000
 
 #: Version of the cursor layout; a cursor of another version is refused, never misread.
 CURSOR_VERSION = 1

@@ -31,6 +31,7 @@ from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HistoryEntry
 from pynamodb_sharding.testing.binding import bound_models
+from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.local import running_dynamodb_local
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
 
@@ -123,11 +124,6 @@ def metadata_reads(model: type[ShardedModel], strategy: DynamicShards, writes: i
     """Write ``writes`` items of a warm key (no limits) and count the metadata requests sent."""
     key = "/warm/key"
     model(key, 0).save()
-    sent: list[str] = []
-    BenchShards._get_connection().connection.client.meta.events.register(
-        "before-send.dynamodb",
-        lambda request, **_: sent.append(request.headers["X-Amz-Target"].decode()),
-    )
     counter = iter(range(1, writes + 1))
     lock = threading.Lock()
 
@@ -139,14 +135,15 @@ def metadata_reads(model: type[ShardedModel], strategy: DynamicShards, writes: i
                 return
             model(key, n).save()
 
-    start = time.time()
-    threads = [threading.Thread(target=writer) for _ in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.time() - start
-    reads = sum(1 for target in sent if target.endswith(".GetItem"))
+    with inject_latency(BenchShards, 0.0) as metadata:  # no delay: it counts the requests
+        start = time.time()
+        threads = [threading.Thread(target=writer) for _ in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.time() - start
+    reads = metadata.requests.get("GetItem", 0)
     ttl = strategy.store.ttl
     return {
         "writes": writes,
@@ -155,7 +152,7 @@ def metadata_reads(model: type[ShardedModel], strategy: DynamicShards, writes: i
         "ttl": ttl,
         "per_10k": reads * 10_000 / writes,
         "per_ttl": reads / max(elapsed / ttl, 1e-9),
-        "other_requests": len(sent) - reads,
+        "other_requests": metadata.total_requests - reads,
     }
 
 

@@ -215,7 +215,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         cls = type(self)
         return self._shard_manager().strategy.point_shards(cls, self.logical_hash_key(), self)
 
-    def _locate(self, consistent_read: bool = True) -> tuple[int | None, dict[str, Any] | None]:
+    def _locate(
+        self,
+        candidates: Sequence[int],
+        *,
+        consistent_read: bool = True,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> tuple[int | None, dict[str, Any] | None]:
         """Find the shard holding this item with one batched read of every candidate key.
 
         Returns ``(shard, raw item)``, or ``(None, None)`` when no candidate holds it.
@@ -224,19 +230,19 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             ShardLocationError: several shards hold the same logical primary key.
         """
         cls = type(self)
-        candidates = self._candidate_shards()
         found = cls._read_physical(
             [(self.logical_hash_key(), shard, self._range_value()) for shard in candidates],
             consistent_read=consistent_read,
-            attributes_to_get=None,
+            attributes_to_get=attributes_to_get,
         )
         if len(found) > 1:
             shards = ", ".join(str(shard) for shard, _ in found)
             msg = (
-                f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} exists in "
-                f"shards {shards}, so it is ambiguous which one to change; read the copies with "
-                f"{cls.__name__}.query and update or delete them one by one (random and dynamic "
-                f"strategies do not keep logical keys unique; HashedShards does)."
+                f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} with range key "
+                f"{self._range_value()!r} exists in shards {shards} (random and dynamic strategies do not "
+                f"keep logical keys unique), so which copy is meant is ambiguous; read the copies with "
+                f"{cls.__name__}.query and delete the extra ones, and use HashedShards where items are "
+                f"overwritten by key."
             )
             raise ShardLocationError(msg)
         if not found:
@@ -254,7 +260,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if len(candidates) == 1:
             self._physical_shard = candidates[0]
             return candidates[0]
-        shard, _ = self._locate()
+        shard, _ = self._locate(candidates)
         if shard is None:
             # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's
             # would (an update creates it, a delete is a no-op, a condition sees no item).
@@ -338,13 +344,17 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     # _get_hash_range_key_serialized_values, which locates the item's shard.
 
     def refresh(self, consistent_read: bool = False) -> None:
-        if self._physical_shard is not None or len(self._candidate_shards()) == 1:
-            return super().refresh(consistent_read=consistent_read)
-        shard, raw = self._locate(consistent_read=True)
-        if raw is None:
-            raise self.DoesNotExist("This item does not exist in the table.")
-        self.deserialize(raw)
-        self._physical_shard = shard
+        if self._physical_shard is None:
+            candidates = self._candidate_shards()
+            if len(candidates) > 1:
+                shard, raw = self._locate(candidates)
+                if raw is None:
+                    raise self.DoesNotExist("This item does not exist in the table.")
+                self.deserialize(raw)
+                self._physical_shard = shard
+                return
+            self._physical_shard = candidates[0]
+        super().refresh(consistent_read=consistent_read)
 
     # -- point reads ---------------------------------------------------------------------------
 
@@ -358,14 +368,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     ) -> _T:
         """Read one item: one GetItem when its shard is computable, else one batched read."""
         probe = cls._key_item(hash_key, range_key)
-        logical = probe.logical_hash_key()
-        candidates = cls._shard_manager().strategy.point_shards(cls, logical, probe)
+        candidates = probe._candidate_shards()
         if len(candidates) == 1:
-            hash_ser = cls._shard_manager().physical_key(logical, candidates[0])
-            range_ser = cls._serialize_range(range_key)
             data = cls._get_connection().get_item(
-                hash_ser,
-                range_key=range_ser,
+                probe._physical_hash_key(candidates[0]),
+                range_key=cls._serialize_range(range_key),
                 consistent_read=consistent_read,
                 attributes_to_get=cls._projection(attributes_to_get),
             )
@@ -373,22 +380,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             if item_data:
                 return cls.from_raw_data(item_data)
             raise cls.DoesNotExist()
-        found = cls._read_physical(
-            [(logical, shard, range_key) for shard in candidates],
-            consistent_read=consistent_read,
-            attributes_to_get=attributes_to_get,
-        )
-        if not found:
+        _, raw = probe._locate(candidates, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
+        if raw is None:
             raise cls.DoesNotExist()
-        if len(found) > 1:
-            shards = ", ".join(str(shard) for shard, _ in found)
-            msg = (
-                f"{cls.__name__}.{cls._hash_keyname}: {logical!r} with range key {range_key!r} exists "
-                f"in shards {shards}; read all copies with {cls.__name__}.query and remove the "
-                f"duplicates (use HashedShards where items are overwritten by key)."
-            )
-            raise ShardLocationError(msg)
-        return cls.from_raw_data(found[0][1])
+        return cls.from_raw_data(raw)
 
     @classmethod
     def batch_get(
@@ -419,9 +414,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             else:
                 hash_key, range_key = item, None
             probe = cls._key_item(hash_key, range_key)
-            logical = probe.logical_hash_key()
-            for shard in cls._shard_manager().strategy.point_shards(cls, logical, probe):
-                keys.append((logical, shard, range_key))
+            keys.extend((probe.logical_hash_key(), shard, range_key) for shard in probe._candidate_shards())
         for _, raw in cls._read_physical(keys, consistent_read=consistent_read,
                                          attributes_to_get=attributes_to_get):
             yield cls.from_raw_data(raw)

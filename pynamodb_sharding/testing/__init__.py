@@ -2,7 +2,7 @@
 latency injection, and the pytest plugin."""
 
 from pynamodb_sharding.testing.binding import ModelBinding, bound_models
-from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency
+from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency, record_requests
 from pynamodb_sharding.testing.local import (
     DynamoDBLocal,
     DynamoDBLocalError,
@@ -25,6 +25,7 @@ __all__ = [
     "bound_models",
     "inject_latency",
     "install",
+    "record_requests",
     "running_dynamodb_local",
     "serve",
     "simulate_partition_limits",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import threading
 import time
 from collections import Counter
@@ -23,7 +24,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding.testing.binding import with_companions
 
-__all__ = ["LatencyInjector", "inject_latency"]
+__all__ = ["LatencyInjector", "inject_latency", "record_requests"]
 
 _instances = itertools.count(1)
 
@@ -34,13 +35,30 @@ class LatencyInjector:
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, seconds: float, operations: Collection[str] | None, sleep: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        operations: Collection[str] | None,
+        sleep: Callable[[float], None],
+        record_bodies: bool = False,
+    ) -> None:
         self.seconds = seconds
         self.operations = frozenset(operations) if operations is not None else None
         self._sleep = sleep
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
+        self._record_bodies = record_bodies
+        self._sent: list[tuple[str, bytes]] = []
         self.unique_id = f"pynamodb_sharding.latency.{next(_instances)}"
+
+    def bodies(self, operation: str | None = None) -> list[dict[str, Any]]:
+        """The JSON bodies of the requests sent (of ``operation`` only, if given), in order.
+
+        Only recorded by :func:`record_requests`.
+        """
+        with self._lock:
+            sent = list(self._sent)
+        return [json.loads(body) for name, body in sent if operation is None or name == operation]
 
     @property
     def requests(self) -> dict[str, int]:
@@ -54,10 +72,12 @@ class LatencyInjector:
         with self._lock:
             return sum(self._requests.values())
 
-    def _on_before_send(self, event_name: str, **_: Any) -> None:
+    def _on_before_send(self, event_name: str, request: Any = None, **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
         with self._lock:
             self._requests[operation] += 1
+            if self._record_bodies and request is not None:
+                self._sent.append((operation, bytes(request.body or b"{}")))
         if self.seconds > 0 and (self.operations is None or operation in self.operations):
             # Sleeping outside the lock: concurrent requests wait side by side, as they would
             # on concurrent connections.
@@ -82,6 +102,7 @@ def inject_latency(
     operations: Collection[str] | None = None,
     extra_models: Iterable[type[Model]] = (),
     sleep: Callable[[float], None] = time.sleep,
+    record_bodies: bool = False,
 ) -> Iterator[LatencyInjector]:
     """Delay every request of ``model``'s client by ``seconds`` and count requests.
 
@@ -95,6 +116,8 @@ def inject_latency(
             Every request is counted either way.
         extra_models: More models whose clients get the same delay and counter.
         sleep: How to wait; inject one to observe delays without waiting.
+        record_bodies: Keep every request's body for :meth:`LatencyInjector.bodies` (tests;
+            a benchmark sending many requests should not).
 
     Yields:
         The :class:`LatencyInjector`, whose ``requests`` counts the requests sent.
@@ -107,7 +130,7 @@ def inject_latency(
     if not seconds >= 0:
         msg = f"inject_latency: a delay of {seconds!r} seconds is not possible; pass 0 or more"
         raise ValueError(msg)
-    injector = LatencyInjector(seconds, operations, sleep)
+    injector = LatencyInjector(seconds, operations, sleep, record_bodies)
     hooked: list[Any] = []
     try:
         for client in clients_of([model, *extra_models]):
@@ -117,3 +140,20 @@ def inject_latency(
     finally:
         for client in hooked:
             client.meta.events.unregister("before-send.dynamodb", unique_id=injector.unique_id)
+
+
+@contextlib.contextmanager
+def record_requests(model: type[Model], *, extra_models: Iterable[type[Model]] = ()) -> Iterator[LatencyInjector]:
+    """Count, and keep the bodies of, the requests ``model``'s client sends; no delay.
+
+    For tests that prove how many requests an operation costs (``get`` of a hashed key is one
+    ``GetItem``) or what it sent. Covers companion models and ``extra_models`` like
+    :func:`inject_latency`.
+
+    Yields:
+        The :class:`LatencyInjector`: ``requests`` per operation, ``bodies(operation)``.
+
+    .. versionadded:: 0.1.0
+    """
+    with inject_latency(model, 0.0, extra_models=extra_models, record_bodies=True) as recorder:
+        yield recorder

@@ -18,6 +18,7 @@ from pynamodb_sharding.descriptor import Sharding
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.testing import record_requests
 
 KEY = "/shared/firetvGen2.txt"
 TTL = 10.0
@@ -60,21 +61,16 @@ class ReadsLog(ShardedModel):
 def test_metadata_reads_per_ttl_of_a_warm_key(dynamodb_models: Callable[..., Any]) -> None:
     dynamodb_models(ReadsLog)
     ReadsLog(KEY, -1).save()  # warm: the insert caches the count
-    metadata_requests: list[str] = []
-    ReadsShards._get_connection().connection.client.meta.events.register(
-        "before-send.dynamodb",
-        lambda request, **_: metadata_requests.append(request.headers["X-Amz-Target"].decode()),
-    )
 
     def write(n: int) -> None:
         ReadsLog(KEY, n).save()
         writes.tick()
 
-    with ThreadPoolExecutor(16) as pool:
+    with record_requests(ReadsShards) as metadata, ThreadPoolExecutor(16) as pool:
         list(pool.map(write, range(WRITES)))
 
-    gets = [r for r in metadata_requests if r.endswith(".GetItem")]
-    assert len(gets) == len(metadata_requests)  # nothing but reads of the count
-    assert 3 <= len(gets) <= WRITES // WRITES_PER_TTL
+    gets = metadata.requests.get("GetItem", 0)
+    assert {"GetItem"} == set(metadata.requests)  # nothing but reads of the count
+    assert 3 <= gets <= WRITES // WRITES_PER_TTL
     assert ReadsLog.count(KEY) == WRITES + 1
-    print(f"\nmetadata reads: {len(gets)} for {WRITES} writes over {WRITES / WRITES_PER_TTL:g} TTLs")
+    print(f"\nmetadata reads: {gets} for {WRITES} writes over {WRITES / WRITES_PER_TTL:g} TTLs")

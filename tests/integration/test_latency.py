@@ -16,7 +16,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_sharding.testing.latency import inject_latency
+from pynamodb_sharding.testing.latency import inject_latency, record_requests
 
 BindModels = Callable[..., dict[type[Model], str]]
 DELAY = 0.05
@@ -98,3 +98,21 @@ class TestDelay:
     def test_negative_delay_is_refused(self) -> None:
         with pytest.raises(ValueError, match="0 or more"), inject_latency(Event, -1):
             pass
+
+
+
+@pytest.mark.usefixtures("bound")
+def test_record_requests_keeps_bodies_without_delay() -> None:
+    """record_requests counts per operation and keeps each request's JSON body, in order."""
+    Event("warm", 0).save()
+    started = time.monotonic()
+    with record_requests(Event) as sent:
+        Event("a", 1).save()
+        Event.get("a", 1)
+    assert time.monotonic() - started < 1.0
+    assert {"PutItem": 1, "GetItem": 1} == sent.requests
+    first, second = sent.bodies()
+    assert "Item" in first  # in the order sent
+    assert "Key" in second
+    assert "a" == sent.bodies("PutItem")[0]["Item"]["pk"]["S"]
+    assert {"pk": {"S": "a"}, "sk": {"N": "1"}} == sent.bodies("GetItem")[0]["Key"]

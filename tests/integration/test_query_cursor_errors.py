@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import CursorError, RandomShards, ShardedModel, Sharding, ShardingError
+from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
 
@@ -42,20 +42,10 @@ class OtherVisit(ShardedModel):
 
 
 @contextmanager
-def no_requests(model: type[Model]) -> Iterator[list[str]]:
-    sent: list[str] = []
-    events = model._get_connection().connection.client.meta.events
-    unique_id = f"cursor-{uuid.uuid4()}"
-
-    def before_send(request: Any, **kwargs: Any) -> None:
-        sent.append(request.headers["X-Amz-Target"].decode())
-
-    events.register("before-send.dynamodb", before_send, unique_id=unique_id)
-    try:
-        yield sent
-    finally:
-        events.unregister("before-send.dynamodb", unique_id=unique_id)
-    assert sent == []
+def no_requests(model: type[Model]) -> Iterator[None]:
+    with record_requests(model) as sent:
+        yield
+    assert sent.requests == {}
 
 
 @pytest.fixture

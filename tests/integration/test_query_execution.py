@@ -9,10 +9,8 @@ a partly read query leaks no thread; too small a connection pool is warned about
 from __future__ import annotations
 
 import gc
-import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +23,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
 
@@ -64,22 +63,11 @@ class Tight(ShardedModel):
 
 @contextmanager
 def sent_queries(model: type[Model]) -> Iterator[list[dict[str, Any]]]:
-    """The bodies of the Query requests the model's client sends."""
+    """The bodies of the Query requests the model's client sends (filled when the block ends)."""
     bodies: list[dict[str, Any]] = []
-    lock = threading.Lock()
-    events = model._get_connection().connection.client.meta.events
-    unique_id = f"exec-{uuid.uuid4()}"
-
-    def before_send(request: Any, **kwargs: Any) -> None:
-        if request.headers["X-Amz-Target"].decode().endswith(".Query"):
-            with lock:
-                bodies.append(json.loads(request.body))
-
-    events.register("before-send.dynamodb", before_send, unique_id=unique_id)
-    try:
+    with record_requests(model) as sent:
         yield bodies
-    finally:
-        events.unregister("before-send.dynamodb", unique_id=unique_id)
+    bodies.extend(sent.bodies("Query"))
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ strongly consistent read of a global index is refused before anything is sent.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, LocalSecondaryIndex
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardingError
+from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
 
@@ -121,18 +121,12 @@ def test_global_index_is_one_plain_query_with_logical_keys(orders: list[Order]) 
 
 
 def test_consistent_read_of_a_global_index_is_refused_before_sending(orders: list[Order]) -> None:
-    sent: list[Any] = []
-    events = Order._get_connection().connection.client.meta.events
-    unique_id = f"gsi-{uuid.uuid4()}"
-    events.register("before-send.dynamodb", lambda request, **kw: sent.append(request), unique_id=unique_id)
-    try:
+    with record_requests(Order) as sent:
         with pytest.raises(ShardingError, match=r"Order\.ByStatus\('by_status'\).*consistent"):
             Order.query("shipped", index_name="by_status", consistent_read=True)
         with pytest.raises(ShardingError, match="consistent"):
             Order.count("shipped", index_name="by_status", consistent_read=True)
-    finally:
-        events.unregister("before-send.dynamodb", unique_id=unique_id)
-    assert sent == []
+    assert sent.requests == {}
 
 
 def test_unknown_index_is_named(orders: list[Order]) -> None:

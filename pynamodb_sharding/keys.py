@@ -90,14 +90,12 @@ def decode(physical_key: str, separator: str = DEFAULT_SEPARATOR) -> tuple[str, 
 class KeyCodec:
     """Encodes and decodes the physical keys of one model's hash-key attribute.
 
-    ``model_name`` and ``attribute`` (the Python attribute name) serve the error messages;
-    ``attr_name`` is the attribute's name in DynamoDB (``attribute`` unless renamed).
+    ``model_name`` and ``attribute`` only serve the error messages.
     """
 
     model_name: str
     attribute: str
     separator: str = DEFAULT_SEPARATOR
-    attr_name: str = attrs.field(default=attrs.Factory(lambda self: self.attribute, takes_self=True))
 
     @property
     def where(self) -> str:

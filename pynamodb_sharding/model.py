@@ -62,7 +62,7 @@ class ShardedMetaModel(MetaModel):
             raise ShardingDefinitionError(msg)
         sharding: Sharding = vars_lookup(cls, declared[0])
         sharding.strategy.validate(cls, declared[0])
-        cls._shard_codec = KeyCodec(name, cls._hash_keyname, sharding.separator, attribute.attr_name)
+        cls._shard_codec = KeyCodec(name, cls._hash_keyname, sharding.separator)
 
 
 def vars_lookup(cls: type[Any], name: str) -> Any:
@@ -145,34 +145,27 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     # -- encoding ------------------------------------------------------------------------------
 
-    @classmethod
-    def _decode_raw(cls, values: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
-        """Replace the physical hash key of a raw item by its logical key."""
-        codec = cls._shard_codec
+    def _adopt_physical_key(self) -> None:
+        """Replace the physical hash key just deserialized by its logical key; keep the shard."""
+        codec = self._shard_codec
         if codec is None:
-            cls._shard_manager()  # raises the error that names the missing declaration
+            self._shard_manager()  # raises the error that names the missing declaration
             raise AssertionError("unreachable")
-        name = codec.attr_name
-        raw = values.get(name)
-        if raw is None:
-            return values, None
-        logical, shard = codec.decode(raw.get("S"))
-        decoded = dict(values)
-        decoded[name] = {"S": logical}
-        return decoded, shard
+        values = self.attribute_values
+        physical = values.get(codec.attribute)
+        if physical is None:  # projected away
+            return
+        values[codec.attribute], self._physical_shard = codec.decode(physical)
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
-        decoded, shard = cls._decode_raw(attribute_values)
-        instance = super()._instantiate(decoded)
-        instance._physical_shard = shard
+        instance = super()._instantiate(attribute_values)
+        instance._adopt_physical_key()
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
-        decoded, shard = self._decode_raw(attribute_values)
-        super().deserialize(decoded)
-        if shard is not None:
-            self._physical_shard = shard
+        super().deserialize(attribute_values)
+        self._adopt_physical_key()
 
     def serialize(self, null_check: bool = True) -> dict[str, dict[str, Any]]:
         """The item as DynamoDB stores it: the hash key is the physical key.

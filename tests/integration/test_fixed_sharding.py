@@ -290,3 +290,30 @@ class TestBadInput:
     def test_raw_logical_key_path_is_refused(self) -> None:
         with pytest.raises(ShardingError, match="without choosing a shard"):
             AuditLog._serialize_keys("/f", 1)
+
+
+class Renamed(ShardedModel):
+    """The hash key is stored under another name in DynamoDB."""
+
+    class Meta:
+        table_name = "renamed"
+
+    file_path = UnicodeAttribute(hash_key=True, attr_name="pk")
+    accessed_at = NumberAttribute(range_key=True, attr_name="sk")
+    note = UnicodeAttribute(null=True, attr_name="n")
+    shards = Sharding(RandomShards(3))
+
+
+class TestRenamedHashKey:
+    """A hash key with its own ``attr_name`` is encoded and decoded under that name."""
+
+    def test_round_trip(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(Renamed)
+        Renamed("/r", 1).save()
+        (raw,) = raw_items(Renamed)
+        assert raw["pk"]["S"].startswith("/r_")
+        loaded = Renamed.get("/r", 1)
+        assert ("/r", int(raw["pk"]["S"].rsplit("_", 1)[1])) == (loaded.file_path, loaded.shards)
+        assert ["/r"] == [item.file_path for item in Renamed.query("/r")]
+        loaded.update(actions=[Renamed.note.set("x")])
+        assert ("/r", "x") == (loaded.file_path, loaded.note)

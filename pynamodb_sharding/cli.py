@@ -23,6 +23,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
 from pynamodb_sharding.exceptions import ShardingError
+from pynamodb_sharding.model import with_companions
 
 __all__ = ["CommandError", "main"]
 
@@ -91,17 +92,8 @@ class ModelRef:
         Companions come first so that creating them before the model never reports a table
         that the model's own ``create_table`` made as already existing.
         """
-        seen: list[type[Model]] = []
-        pending: list[type[Model]] = [self.model]
-        while pending:
-            model = pending.pop(0)
-            if model in seen:
-                continue
-            seen.append(model)
-            find = getattr(model, "companion_models", None)
-            if callable(find):
-                pending.extend(find())
-        return (*seen[1:], seen[0])
+        model, *companions = with_companions([self.model])
+        return (*companions, model)
 
     @property
     def has_companions(self) -> bool:

@@ -7,7 +7,7 @@ so saving, updating, deleting or refreshing it again hits the same physical key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pynamodb.attributes import Attribute, UnicodeAttribute
@@ -22,7 +22,7 @@ from pynamodb_sharding.keys import KeyCodec
 if TYPE_CHECKING:
     from pynamodb_sharding.fanout import MergedResultIterator
 
-__all__ = ["ShardedModel"]
+__all__ = ["ShardedModel", "with_companions"]
 
 _T = TypeVar("_T", bound="ShardedModel")
 
@@ -520,3 +520,26 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             limit=limit,
             rate_limit=rate_limit,
         )
+
+
+def with_companions(models: Iterable[type[Model]]) -> list[type[Model]]:
+    """The models followed by their companion models, recursively, each once, in first-seen order.
+
+    A companion is what ``Model.companion_models()`` returns, when the model has that method
+    (``ShardedModel`` does: the tables its sharding strategy needs beside the model's own).
+    """
+    seen: list[type[Model]] = []
+    pending = list(models)
+    while pending:
+        model = pending.pop(0)
+        candidate: object = model  # callers are not always type-checked
+        if not (isinstance(candidate, type) and issubclass(candidate, Model)):
+            msg = f"{model!r} is not a PynamoDB Model class: pass the model classes themselves"
+            raise TypeError(msg)
+        if model in seen:
+            continue
+        seen.append(model)
+        companions: Callable[[], Iterable[type[Model]]] | None = getattr(model, "companion_models", None)
+        if callable(companions):
+            pending.extend(companions())
+    return seen

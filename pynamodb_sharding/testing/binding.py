@@ -11,44 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import TableDoesNotExist, TableError
 from pynamodb.models import Model
 
+from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
-__all__ = ["ModelBinding", "bound_models", "with_companions"]
+__all__ = ["ModelBinding", "bound_models"]
 
 _ABSENT = object()
 # The Meta attributes a binding rewrites; everything else on Meta is left alone.
 _BOUND_ATTRIBUTES = ("table_name", "host", "region", "aws_access_key_id", "aws_secret_access_key",
                      "aws_session_token")
-
-
-def with_companions(models: Iterable[type[Model]]) -> list[type[Model]]:
-    """The models followed by their companion models, recursively, each once, in first-seen order.
-
-    A companion is what ``Model.companion_models()`` returns, when the model has that method
-    (``ShardedModel`` does: the tables its sharding strategy needs beside the model's own).
-    """
-    seen: list[type[Model]] = []
-    pending = list(models)
-    while pending:
-        model = pending.pop(0)
-        candidate: object = model  # callers are not always type-checked
-        if not (isinstance(candidate, type) and issubclass(candidate, Model)):
-            msg = f"{model!r} is not a PynamoDB Model class: pass the model classes themselves"
-            raise TypeError(msg)
-        if model in seen:
-            continue
-        seen.append(model)
-        companions: Callable[[], Iterable[type[Model]]] | None = getattr(model, "companion_models", None)
-        if callable(companions):
-            pending.extend(companions())
-    return seen
 
 
 class _BoundMeta:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pynamodb.models import Model
 
-from pynamodb_sharding.testing.binding import with_companions
+from pynamodb_sharding.model import with_companions
 
 __all__ = ["LatencyInjector", "inject_latency", "record_requests"]
 

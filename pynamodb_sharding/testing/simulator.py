@@ -60,7 +60,7 @@ import attrs
 from botocore.awsrequest import AWSResponse
 from pynamodb.models import Model
 
-from pynamodb_sharding.testing.binding import with_companions
+from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.testing.latency import clients_of
 from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason
 

@@ -227,30 +227,12 @@ class HashedShards(ShardStrategy):
 
     def _basis(self, model: type[ShardedModel], item: ShardedModel) -> tuple[str, str]:
         """The two strings seed 000's formula concatenates."""
-        logical = item.logical_hash_key()
         if self.attributes is None:
             range_name = model._range_keyname
             if range_name is None:
-                return logical, ""
-            range_value = getattr(item, range_name)
-            if range_value is None:
-                msg = (
-                    f"{model.__name__}.{range_name}: the range key is not set, and HashedShards "
-                    f"derives the shard from it; set it before writing or reading this item."
-                )
-                raise ShardLocationError(msg)
-            return logical, _text(range_value)
-        values = []
-        for name in self.attributes:
-            value = getattr(item, name)
-            if value is None:
-                msg = (
-                    f"{model.__name__}.{name}: HashedShards derives the shard from {name!r}, "
-                    f"which is not set on this item; set it before writing the item."
-                )
-                raise ShardLocationError(msg)
-            values.append(_text(value))
-        return "", "\x1f".join(values)
+                return item.logical_hash_key(), ""
+            return item.logical_hash_key(), _required_text(model, item, range_name)
+        return "", "\x1f".join(_required_text(model, item, name) for name in self.attributes)
 
     def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
         first, second = self._basis(model, item)
@@ -264,8 +246,19 @@ class HashedShards(ShardStrategy):
         return tuple(sorted(shards))
 
 
-def _text(value: object) -> str:
-    """``str(value)`` as seed 000 computes it; integral floats/Decimals print like ints."""
+def _required_text(model: type[ShardedModel], item: ShardedModel, name: str) -> str:
+    """``str(value)`` of attribute ``name``, as seed 000 hashes it; integral floats print as ints.
+
+    Raises:
+        ShardLocationError: the attribute is not set, so the shard cannot be computed.
+    """
+    value = getattr(item, name)
+    if value is None:
+        msg = (
+            f"{model.__name__}.{name}: HashedShards derives the shard from {name!r}, which is not "
+            f"set on this item; set it before writing or reading the item."
+        )
+        raise ShardLocationError(msg)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

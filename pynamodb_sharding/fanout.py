@@ -155,14 +155,13 @@ class CursorScope:
 
 @attrs.frozen
 class CursorState:
-    """A decoded cursor: where each shard resumes, and which shards have nothing left.
+    """A decoded cursor: where each shard resumes (right after its start key).
 
-    Shards named in neither are read from their start (e.g. a shard added after the cursor
-    was made).
+    A shard it does not name is read from its start (a shard added after the cursor was
+    made, or one that had returned nothing).
     """
 
     positions: Mapping[int, RawKey] = attrs.field(factory=dict)
-    exhausted: frozenset[int] = frozenset()
 
 
 def _value_to_json(value: Mapping[str, Any]) -> dict[str, str]:
@@ -200,7 +199,6 @@ def encode_cursor(scope: CursorScope, state: CursorState) -> dict[str, Any]:
             {"shard": shard, "start_key": _key_to_json(state.positions[shard])}
             for shard in sorted(state.positions)
         ],
-        "exhausted": sorted(state.exhausted),
     }
     body["checksum"] = _checksum(body)
     return body
@@ -234,7 +232,7 @@ class _CursorReader:
             hint = " (json.loads the stored text first)" if isinstance(cursor, str | bytes) else ""
             raise self.fail(f"is a {type(cursor).__name__}, not the dict a merged query returns{hint}")
         expected_fields = {
-            "version", "model", "table", "key", "index", "forward", "positions", "exhausted", "checksum",
+            "version", "model", "table", "key", "index", "forward", "positions", "checksum",
         }
         if set(cursor) != expected_fields:
             missing = sorted(expected_fields - set(cursor))
@@ -265,25 +263,12 @@ class _CursorReader:
             raise self.fail(
                 "was made by a query in the other direction (scan_index_forward differs)"
             )
-        positions = self._positions(cursor["positions"])
-        exhausted = self._exhausted(cursor["exhausted"])
-        both = sorted(set(positions) & exhausted)
-        if both:
-            raise self.fail(f"names shards {both} both as exhausted and with a start key")
-        return CursorState(positions=positions, exhausted=exhausted)
+        return CursorState(positions=self._positions(cursor["positions"]))
 
     def _shard(self, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise self.fail(f"names shard {value!r}; shards are ints >= 1")
         return value
-
-    def _exhausted(self, value: object) -> frozenset[int]:
-        if not isinstance(value, list):
-            raise self.fail("has no list of exhausted shards")
-        shards = [self._shard(shard) for shard in value]
-        if len(set(shards)) != len(shards):
-            raise self.fail("names an exhausted shard twice")
-        return frozenset(shards)
 
     def _positions(self, value: object) -> dict[int, RawKey]:
         if not isinstance(value, list):
@@ -385,7 +370,7 @@ FetchPage = Callable[[int, "RawKey | None"], Page]
 class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
-    __slots__ = ("exhausted", "index", "items", "loaded", "page_key", "pending", "shard", "start")
+    __slots__ = ("index", "items", "loaded", "page_key", "pending", "shard", "start")
 
     def __init__(self, shard: int, start: RawKey | None) -> None:
         self.shard = shard
@@ -395,7 +380,6 @@ class _ShardStream:
         self.page_key: RawKey | None = None  # DynamoDB's LastEvaluatedKey of the current page
         self.pending: Future[Page] | None = None
         self.loaded = False
-        self.exhausted = False
 
 
 class ShardMerge:
@@ -479,9 +463,7 @@ class ShardMerge:
             heapq.heapreplace(heap, self._entry(stream))
         else:
             heapq.heappop(heap)
-            if stream.page_key is None:
-                stream.exhausted = True
-            else:
+            if stream.page_key is not None:
                 # The next page may need a wait: fetch it on the next call, not before
                 # handing this item over.
                 self._refill = stream
@@ -507,7 +489,6 @@ class ShardMerge:
         while stream.index >= len(stream.items):
             if stream.loaded:
                 if stream.page_key is None:
-                    stream.exhausted = True
                     return
                 stream.start = stream.page_key
             pending = stream.pending
@@ -546,28 +527,31 @@ class ShardMerge:
 
         A shard resumes after the last item returned from it; after DynamoDB's own
         ``LastEvaluatedKey`` once its whole current page was returned (that key may lie past
-        items the filter dropped); from its original start when nothing was returned yet.
+        items the filter dropped); from its original start when nothing was returned yet. A
+        shard read to its end keeps its position too, so items written to it later, ahead of
+        the cursor, are read on resumption like those of any other shard.
         """
         positions: dict[int, RawKey] = {}
-        exhausted: set[int] = set()
         remaining = False
         for stream in self._streams:
             if not stream.loaded:
                 start = stream.start
+                remaining = True
             elif stream.index >= len(stream.items):
                 start = stream.page_key
-                if start is None:
-                    exhausted.add(stream.shard)
-                    continue
-            elif stream.index > 0:
-                item = stream.items[stream.index - 1]
-                start = {name: item[name] for name in self._key_names}
+                if start is None:  # read to its end: resume after its last item
+                    start = self._key_of(stream.items[-1]) if stream.items else stream.start
+                else:
+                    remaining = True
             else:
-                start = stream.start
-            remaining = True
+                start = self._key_of(stream.items[stream.index - 1]) if stream.index > 0 else stream.start
+                remaining = True
             if start is not None:
                 positions[stream.shard] = start
-        return CursorState(positions=positions, exhausted=frozenset(exhausted)), remaining
+        return CursorState(positions=positions), remaining
+
+    def _key_of(self, item: RawItem) -> RawKey:
+        return {name: item[name] for name in self._key_names}
 
     def close(self) -> None:
         """Cancel outstanding requests and release the pool's threads; idempotent."""
@@ -610,14 +594,12 @@ class MergedResultIterator(Iterator[_M]):
         scope: CursorScope,
         *,
         given_cursor: dict[str, Any] | None,
-        exhausted_before: frozenset[int] = frozenset(),
     ) -> None:
         self._model = model
         self._from_raw_data = model.from_raw_data
         self._merge = merge
         self._scope = scope
         self._given_cursor = given_cursor
-        self._exhausted_before = exhausted_before
 
     def __iter__(self) -> MergedResultIterator[_M]:
         return self
@@ -637,7 +619,6 @@ class MergedResultIterator(Iterator[_M]):
         state, remaining = self._merge.state()
         if not remaining:
             return None
-        state = CursorState(positions=state.positions, exhausted=state.exhausted | self._exhausted_before)
         return encode_cursor(self._scope, state)
 
     @property
@@ -875,8 +856,7 @@ def merged_query(
     if last_evaluated_key is not None:
         state = decode_cursor(last_evaluated_key, plan.scope, key_names=plan.key_names,
                               hash_name=plan.hash_name, hash_value=plan.hash_value)
-    starts = {shard: state.positions.get(shard) for shard in plan.hash_values if shard not in state.exhausted}
-    exhausted_before = frozenset(shard for shard in state.exhausted if shard in plan.hash_values)
+    starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
     connection = model._get_connection()
     limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
@@ -914,8 +894,7 @@ def merged_query(
         connection.connection.client  # noqa: B018  # botocore creates its client unsafely under threads
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers)
-    return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
-                                exhausted_before=exhausted_before)
+    return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key)
 
 
 def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:

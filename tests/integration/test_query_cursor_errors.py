@@ -77,7 +77,7 @@ def set_sort_key(cursor: dict[str, Any]) -> None:
 
 
 def truncate_fields(cursor: dict[str, Any]) -> Any:
-    return {name: value for name, value in cursor.items() if name not in ("exhausted", "checksum")}
+    return {name: value for name, value in cursor.items() if name != "checksum"}
 
 
 CASES: list[Any] = [

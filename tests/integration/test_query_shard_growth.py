@@ -76,3 +76,44 @@ def test_items_added_to_known_shards_after_the_cursor_are_read(strategy: RandomS
     assert Counter(got)[4] == 1
     assert set(range(5, 20)) <= set(got)
     assert len(got) == len(set(got))
+
+
+class Chooser:
+    """A random source whose next shard the test sets."""
+
+    shard = 1
+
+    def randint(self, low: int, high: int) -> int:
+        return self.shard
+
+
+CHOOSER = Chooser()
+
+
+class Pinned(ShardedModel):
+    class Meta:
+        table_name = "fanout_pinned"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2, random=CHOOSER))
+
+
+def test_a_shard_read_to_its_end_still_sees_later_items_ahead(dynamodb_models: BindModels) -> None:
+    """Shard 1 is read to its end on the first page; an item written to it later, ahead of the
+    cursor, comes back on resumption (the cursor keeps shard 1's position, not 'done')."""
+    dynamodb_models(Pinned)
+    CHOOSER.shard = 1
+    Pinned("k", 1).save()
+    CHOOSER.shard = 2
+    for at in range(2, 7):
+        Pinned("k", at).save()
+    first = Pinned.query("k", limit=3)
+    assert [1, 2, 3] == [int(item.at) for item in first]
+    cursor = json.loads(json.dumps(first.last_evaluated_key))
+
+    CHOOSER.shard = 1
+    Pinned("k", 7).save()
+    rest = Pinned.query("k", last_evaluated_key=cursor)
+    assert [(4, 2), (5, 2), (6, 2), (7, 1)] == [(int(item.at), item.shards) for item in rest]
+    assert rest.last_evaluated_key is None

@@ -36,7 +36,7 @@ def decode(cursor: object, scope: CursorScope = SCOPE, key_names: tuple[str, ...
 
 
 def a_cursor() -> dict[str, Any]:
-    state = CursorState(positions={1: start_key(1), 3: start_key(3, "-2.5")}, exhausted=frozenset({2}))
+    state = CursorState(positions={1: start_key(1), 3: start_key(3, "-2.5")})
     return encode_cursor(SCOPE, state)
 
 
@@ -44,7 +44,7 @@ class TestRoundTrip:
     """What ``encode_cursor`` makes, ``decode_cursor`` reads back after ``json`` round trips."""
 
     def test_round_trip(self) -> None:
-        state = CursorState(positions={1: start_key(1), 3: start_key(3, "-2.5")}, exhausted=frozenset({2}))
+        state = CursorState(positions={1: start_key(1), 3: start_key(3, "-2.5")})
         cursor = json.loads(json.dumps(encode_cursor(SCOPE, state)))
         assert state == decode(cursor)
 
@@ -65,16 +65,15 @@ class TestRoundTrip:
             ),
             max_size=8,
         ),
-        st.frozensets(st.integers(65, 90), max_size=5),
         st.booleans(),
         st.one_of(st.none(), st.just("by_user")),
     )
     def test_any_state_survives_json(
-        self, sort_keys: dict[int, dict[str, Any]], exhausted: frozenset[int], forward: bool, index: str | None
+        self, sort_keys: dict[int, dict[str, Any]], forward: bool, index: str | None
     ) -> None:
         scope = CursorScope("AuditLog", "audit_log", {"S": "/shared/a.txt"}, index, forward)
         positions = {shard: {"file_path": {"S": physical(shard)}, "sk": value} for shard, value in sort_keys.items()}
-        state = CursorState(positions=positions, exhausted=exhausted)
+        state = CursorState(positions=positions)
         text = json.dumps(encode_cursor(scope, state))
         decoded = decode_cursor(json.loads(text), scope, key_names=("file_path", "sk"), hash_name="file_path",
                                 hash_value=physical)
@@ -115,7 +114,7 @@ class TestTampering:
         [
             pytest.param(edited(("positions", 0, "start_key", "accessed_at", "N"), "18"), "checksum",
                          id="edited-sort-key"),
-            pytest.param(edited(("exhausted",), []), "checksum", id="edited-exhausted"),
+            pytest.param(edited(("positions", 0, "shard"), 2), "checksum", id="edited-shard"),
             pytest.param(edited(("checksum",), "0" * 16), "checksum", id="bad-checksum"),
             pytest.param({k: v for k, v in a_cursor().items() if k != "positions"}, "truncated", id="missing-field"),
             pytest.param(edited(("positions",), a_cursor()["positions"][:1]), "checksum", id="truncated-positions"),
@@ -147,9 +146,6 @@ class TestTampering:
             pytest.param(("positions", 0, "shard"), True, "shards are ints >= 1", id="shard-bool"),
             pytest.param(("positions", 0, "shard"), "1", "shards are ints >= 1", id="shard-str"),
             pytest.param(("positions",), [a_cursor()["positions"][0]] * 2, "twice", id="duplicate-shard"),
-            pytest.param(("exhausted",), [2, 2], "twice", id="duplicate-exhausted"),
-            pytest.param(("exhausted",), [1, 2], "both", id="exhausted-and-positioned"),
-            pytest.param(("exhausted",), [-1], "shards are ints >= 1", id="negative-exhausted"),
             pytest.param(("positions", 0, "start_key", "file_path", "S"), physical(2), "not that shard's key",
                          id="other-shards-physical-key"),
             pytest.param(("positions", 0, "start_key", "file_path", "S"), "/shared/b.txt_1",

@@ -695,6 +695,27 @@ def _check_pool(model: type[ShardedModel], workers: int) -> None:
     warnings.warn(msg, FanoutPoolWarning, stacklevel=4)
 
 
+class _ShardQuery:
+    """Sends one page request of one shard, paced by the logical query's shared rate limiter."""
+
+    def __init__(self, model: type[ShardedModel], rate_limit: float | None, **query_kwargs: Any) -> None:
+        self._connection = model._get_connection()
+        # botocore creates a connection's client lazily and not thread-safely: create it now,
+        # before the shards' threads share it.
+        self._connection.connection.client  # noqa: B018
+        self._limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
+        self._kwargs = {**query_kwargs, "return_consumed_capacity": TOTAL if self._limiter else None}
+
+    def __call__(self, hash_value: Any, start: RawKey | None) -> dict[str, Any]:
+        limiter = self._limiter
+        if limiter is not None:
+            limiter.acquire()
+        data: dict[str, Any] = self._connection.query(hash_value, exclusive_start_key=start, **self._kwargs)
+        if limiter is not None:
+            limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
+        return data
+
+
 class _SharedRateLimiter:
     """One ``RateLimiter`` for all shards of a logical query (``RateLimiter`` is not thread-safe).
 
@@ -730,11 +751,15 @@ class _QueryPlan:
 def _plan(
     model: type[ShardedModel],
     hash_key: Any,
-    shards: Sequence[int],
+    shards: Sequence[int] | None,
     index_name: str | None,
     consistent_read: bool,
     forward: bool,
 ) -> _QueryPlan:
+    """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index."""
+    if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
+        shards = model._shard_manager().read_shards(hash_key)
+    shards = shards or ()
     meta = model._get_connection().get_meta_table()
     table_hash = meta.hash_keyname
     table = model.Meta.table_name
@@ -849,35 +874,28 @@ def merged_query(
         ShardingError: no such index, or ``consistent_read`` on a global secondary index.
     """
     forward = scan_index_forward is not False
-    if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
-        shards = model._shard_manager().read_shards(hash_key)
-    plan = _plan(model, hash_key, shards or (), index_name, consistent_read, forward)
+    plan = _plan(model, hash_key, shards, index_name, consistent_read, forward)
     state = CursorState()
     if last_evaluated_key is not None:
         state = decode_cursor(last_evaluated_key, plan.scope, key_names=plan.key_names,
                               hash_name=plan.hash_name, hash_value=plan.hash_value)
     starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
-    connection = model._get_connection()
-    limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
     hash_values = dict(plan.hash_values)
-    query_kwargs: dict[str, Any] = {
-        "range_key_condition": range_key_condition,
-        "filter_condition": _with_class_filter(model, filter_condition),
-        "consistent_read": consistent_read,
-        "index_name": index_name,
-        "scan_index_forward": scan_index_forward,
-        "limit": page_size if page_size is not None else default_page_size(len(plan.hash_values), limit),
-        "attributes_to_get": _projection(attributes_to_get, plan.key_names),
-        "return_consumed_capacity": TOTAL if limiter else None,
-    }
+    send = _ShardQuery(
+        model,
+        rate_limit,
+        range_key_condition=range_key_condition,
+        filter_condition=_with_class_filter(model, filter_condition),
+        consistent_read=consistent_read,
+        index_name=index_name,
+        scan_index_forward=scan_index_forward,
+        limit=page_size if page_size is not None else default_page_size(len(hash_values), limit),
+        attributes_to_get=_projection(attributes_to_get, plan.key_names),
+    )
 
     def fetch_page(shard: int, start: RawKey | None) -> Page:
-        if limiter is not None:
-            limiter.acquire()
-        data = connection.query(hash_values[shard], exclusive_start_key=start, **query_kwargs)
-        if limiter is not None:
-            limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
+        data = send(hash_values[shard], start)
         return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT])
 
     sort_name = plan.sort_name
@@ -891,7 +909,6 @@ def merged_query(
     workers = max_workers if max_workers is not None else default_workers(model, len(starts) or 1)
     if starts:
         _check_pool(model, min(workers, len(starts)))
-        connection.connection.client  # noqa: B018  # botocore creates its client unsafely under threads
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key)
@@ -926,20 +943,17 @@ def merged_count(
     Raises:
         ShardingError: no such index, or ``consistent_read`` on a global secondary index.
     """
-    if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
-        shards = model._shard_manager().read_shards(hash_key)
-    plan = _plan(model, hash_key, shards or (), index_name, consistent_read, True)
-    connection = model._get_connection()
-    limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
-    query_kwargs: dict[str, Any] = {
-        "range_key_condition": range_key_condition,
-        "filter_condition": _with_class_filter(model, filter_condition),
-        "consistent_read": consistent_read,
-        "index_name": index_name,
-        "limit": limit,
-        "select": "COUNT",
-        "return_consumed_capacity": TOTAL if limiter else None,
-    }
+    plan = _plan(model, hash_key, shards, index_name, consistent_read, True)
+    send = _ShardQuery(
+        model,
+        rate_limit,
+        range_key_condition=range_key_condition,
+        filter_condition=_with_class_filter(model, filter_condition),
+        consistent_read=consistent_read,
+        index_name=index_name,
+        limit=limit,
+        select="COUNT",
+    )
     total = 0
     lock = threading.Lock()
     done = threading.Event()
@@ -948,11 +962,7 @@ def merged_count(
         nonlocal total
         start: RawKey | None = None
         while not done.is_set():
-            if limiter is not None:
-                limiter.acquire()
-            data = connection.query(value, exclusive_start_key=start, **query_kwargs)
-            if limiter is not None:
-                limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
+            data = send(value, start)
             with lock:
                 total += data[CAMEL_COUNT]
                 if limit is not None and total >= limit:
@@ -966,7 +976,6 @@ def merged_count(
         return 0
     workers = max_workers if max_workers is not None else default_workers(model, len(values))
     _check_pool(model, workers)
-    connection.connection.client  # noqa: B018  # botocore creates its client unsafely under threads
     with ThreadPoolExecutor(workers, thread_name_prefix="pynamodb-sharding-count") as executor:
         futures = [executor.submit(count_shard, value) for value in values]
         try:

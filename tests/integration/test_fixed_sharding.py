@@ -8,9 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-import boto3
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
@@ -20,6 +18,7 @@ from pynamodb.transactions import TransactGet, TransactWrite
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding, ShardingError, ShardKeyError
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.raw import raw_items
 
 
 class AuditLog(ShardedModel):
@@ -51,22 +50,6 @@ class Account(Model):
 
     account_id = UnicodeAttribute(hash_key=True)
     balance = NumberAttribute(default=0)
-
-
-def raw_items(model: type[Model]) -> list[dict[str, Any]]:
-    """Every item of the model's table, read with plain boto3 (no PynamoDB, no decoding)."""
-    meta = model.Meta
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=meta.host,
-        region_name=meta.region,
-        aws_access_key_id=meta.aws_access_key_id,
-        aws_secret_access_key=meta.aws_secret_access_key,
-    )
-    items: list[dict[str, Any]] = []
-    for page in client.get_paginator("scan").paginate(TableName=meta.table_name, ConsistentRead=True):
-        items.extend(page["Items"])
-    return items
 
 
 class TestRandomSpread:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import Any
 
-import boto3
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.raw import put_raw
 
 BLOB = 100_000  # bytes of payload per item: 32 items make 3.2 MB in one shard
 
@@ -29,18 +28,6 @@ class Upload(ShardedModel):
     shards = Sharding(RandomShards(4))
 
 
-def put_raw(model: type[ShardedModel], items: list[dict[str, Any]]) -> None:
-    meta = model.Meta
-    client = boto3.client("dynamodb", endpoint_url=meta.host, region_name=meta.region,
-                          aws_access_key_id=meta.aws_access_key_id,
-                          aws_secret_access_key=meta.aws_secret_access_key)
-    for begin in range(0, len(items), 10):
-        pending: dict[str, Any] = {meta.table_name: [{"PutRequest": {"Item": item}}
-                                                     for item in items[begin:begin + 10]]}
-        while pending:
-            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-
-
 def test_three_megabyte_shard_is_read_whole(dynamodb_models: BindModels) -> None:
     dynamodb_models(Upload)
     key = f"bucket-{uuid.uuid4().hex[:6]}"
@@ -48,7 +35,7 @@ def test_three_megabyte_shard_is_read_whole(dynamodb_models: BindModels) -> None
            for part in range(0, 64, 2)]
     small = [{"bucket": {"S": f"{key}_{shard}"}, "part": {"N": str(part)}, "payload": {"S": "y"}}
              for shard, part in ((1, 1), (3, 3), (4, 63), (1, 99))]
-    put_raw(Upload, big + small)
+    put_raw(Upload, big + small, batch=10)
     assert len(big) * BLOB > 3_000_000
 
     results = Upload.query(key)

@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +22,7 @@ from pynamodb.expressions.condition import Condition
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.raw import put_raw
 
 
 class Event(ShardedModel):
@@ -33,19 +33,6 @@ class Event(ShardedModel):
     at = NumberAttribute(range_key=True)
     kind = UnicodeAttribute()
     shards = Sharding(RandomShards(8))
-
-
-def put_raw(model: type[ShardedModel], items: list[dict[str, Any]]) -> None:
-    """Write raw items (physical keys already in them) with boto3, bypassing the model."""
-    meta = model.Meta
-    client = boto3.client("dynamodb", endpoint_url=meta.host, region_name=meta.region,
-                          aws_access_key_id=meta.aws_access_key_id,
-                          aws_secret_access_key=meta.aws_secret_access_key)
-    for begin in range(0, len(items), 25):
-        requests = [{"PutRequest": {"Item": item}} for item in items[begin:begin + 25]]
-        pending: dict[str, Any] = {meta.table_name: requests}
-        while pending:
-            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
 
 @pytest.fixture

@@ -1,0 +1,40 @@
+"""Plain boto3 access to a bound model's table: what is really stored, without PynamoDB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from pynamodb.models import Model
+
+
+def raw_client(model: type[Model]) -> Any:
+    """A boto3 DynamoDB client for the server and credentials the model is bound to."""
+    meta = model.Meta
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=meta.host,
+        region_name=meta.region,
+        aws_access_key_id=meta.aws_access_key_id,
+        aws_secret_access_key=meta.aws_secret_access_key,
+    )
+
+
+def raw_items(model: type[Model]) -> list[dict[str, Any]]:
+    """Every item of the model's table, read with a consistent scan (no decoding)."""
+    items: list[dict[str, Any]] = []
+    paginator = raw_client(model).get_paginator("scan")
+    for page in paginator.paginate(TableName=model.Meta.table_name, ConsistentRead=True):
+        items.extend(page["Items"])
+    return items
+
+
+def put_raw(model: type[Model], items: list[dict[str, Any]], batch: int = 25) -> None:
+    """Write raw items (physical keys already in them), ``batch`` per BatchWriteItem."""
+    client = raw_client(model)
+    for begin in range(0, len(items), batch):
+        pending: dict[str, Any] = {
+            model.Meta.table_name: [{"PutRequest": {"Item": item}} for item in items[begin:begin + batch]]
+        }
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}

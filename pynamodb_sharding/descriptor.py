@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError
+from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import HistoryEntry, ShardStrategy
 
@@ -90,7 +90,7 @@ class Sharding:
                 if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                     self._managers[owner] = manager
             return manager
-        return instance._physical_shard
+        return instance._known_shard()
 
     def __set__(self, instance: ShardedModel, value: object) -> None:
         msg = (
@@ -132,8 +132,50 @@ class ShardManager(Generic[_M]):
         return self.strategy.shard_count(self.model, self._key(key))
 
     def read_shards(self, key: str) -> tuple[int, ...]:
-        """Every shard a read of ``key`` covers, ascending."""
-        return self.strategy.read_shards(self.model, self._key(key))
+        """Every shard a read of ``key`` covers, ascending.
+
+        Shards whose physical key would exceed DynamoDB's 2,048-byte limit cannot hold items
+        and are left out.
+
+        Raises:
+            ShardKeyError: even shard 1 of ``key`` would exceed the limit.
+        """
+        key = self._key(key)
+        return self._possible(key, self.strategy.read_shards(self.model, key))
+
+    def point_shards(self, item: _M) -> tuple[int, ...]:
+        """The shards that may hold ``item`` (its primary key, and any attribute its shard is
+        derived from, set), ascending; one shard when the strategy computes it."""
+        key = item.logical_hash_key()
+        return self._possible(key, self.strategy.point_shards(self.model, key, item))
+
+    def _possible(self, key: str, shards: tuple[int, ...]) -> tuple[int, ...]:
+        possible = tuple(shard for shard in shards if self.codec.fits(key, shard))
+        if not possible and shards:
+            self.codec.encode(key, shards[0])  # raises the error that names the limit
+        return possible
+
+    def check_writable(self, key: object) -> str:
+        """Return ``key`` if every shard the strategy may ever write it to can hold it.
+
+        Raises:
+            ShardKeyError: the key is not a non-empty str, or its physical key in the
+                strategy's highest shard (``max_shards``) would exceed DynamoDB's 2,048-byte
+                limit, so some writes of it would fail and others could never be read back.
+        """
+        logical = self._key(key)
+        highest = self.strategy.max_shards
+        if not self.codec.fits(logical, highest):
+            size = len(self.codec.encode_unchecked(logical, highest).encode("utf-8"))
+            budget = self.codec.max_logical_bytes(highest)
+            msg = (
+                f"{self.codec.where}: the key is {len(logical.encode('utf-8'))} bytes, and its "
+                f"physical key in shard {highest} (the most shards {self.strategy!r} can use) would "
+                f"be {size} bytes, over DynamoDB's 2,048-byte partition-key limit; keep logical keys "
+                f"at most {budget} bytes (UTF-8) for this model. Nothing was written."
+            )
+            raise ShardKeyError(msg)
+        return logical
 
     def physical_key(self, key: str, shard: int) -> str:
         """The value stored in the table for ``key`` in ``shard``.

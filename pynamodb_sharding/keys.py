@@ -136,6 +136,18 @@ class KeyCodec:
             raise ShardKeyError(msg)
         return physical
 
+    def encode_unchecked(self, logical_key: str, shard: int) -> str:
+        """The physical key, without checking type, range or length."""
+        return encode(logical_key, shard, self.separator)
+
+    def fits(self, logical_key: str, shard: int) -> bool:
+        """Whether the physical key of ``logical_key`` in ``shard`` is within DynamoDB's limit."""
+        return len(logical_key.encode("utf-8")) <= self.max_logical_bytes(shard)
+
+    def max_logical_bytes(self, shard: int) -> int:
+        """The longest logical key (UTF-8 bytes) whose physical key in ``shard`` fits the limit."""
+        return MAX_PARTITION_KEY_BYTES - len(f"{self.separator}{shard}".encode())
+
     def decode(self, physical_key: object) -> tuple[str, int]:
         """Return ``(logical_key, shard)`` of a physical key read from the table.
 

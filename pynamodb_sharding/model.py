@@ -7,12 +7,16 @@ so saving, updating, deleting or refreshing it again hits the same physical key.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute
 from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.exceptions import PutError, TransactWriteError
 from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 
 from pynamodb_sharding.descriptor import Sharding, ShardManager
@@ -91,8 +95,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     _sharding_attr: ClassVar[str | None] = None
     #: Encodes this class's physical keys; set when the class is defined.
     _shard_codec: ClassVar[KeyCodec | None] = None
-    #: The shard this item lives in; ``None`` until it is written or read back.
+    #: The shard this item was last written to or read from; ``None`` until then.
     _physical_shard: int | None = None
+    #: What the shard depended on when ``_physical_shard`` was set (see :meth:`_shard_basis`):
+    #: the shard is this item's only while that is unchanged.
+    _pinned_basis: tuple[Any, ...] | None = None
 
 
     # -- the sharding declaration -------------------------------------------------------------
@@ -143,6 +150,58 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def _range_attr(cls) -> Attribute[Any] | None:
         return cls.get_attributes()[cls._range_keyname] if cls._range_keyname else None
 
+    # -- the shard an item lives in ------------------------------------------------------------
+
+    def _shard_basis(self) -> tuple[Any, ...]:
+        """The stored values an item's shard depends on: hash key, range key, derived attributes.
+
+        The first two entries are the primary key: while they are unchanged, the item is the
+        same item (a change of a derived attribute moves it); a changed primary key makes a new
+        item.
+        """
+        attributes = self.get_attributes()
+        names = [self._hash_keyname, self._range_keyname]
+        names.extend(self._shard_manager().strategy.derived_attributes())
+        basis: list[Any] = []
+        for name in names:
+            value = getattr(self, name) if name else None
+            basis.append(None if value is None or name is None else attributes[name].serialize(value))
+        return tuple(basis)
+
+    def _pin_shard(self, shard: int) -> int:
+        """Record that this item, as it is now, lives in ``shard``."""
+        self._physical_shard = shard
+        self._pinned_basis = self._shard_basis()
+        return shard
+
+    def _forget_shard(self) -> None:
+        self._physical_shard = None
+        self._pinned_basis = None
+
+    def _known_shard(self) -> int | None:
+        """The shard this item lives in, or ``None`` when unknown or no longer valid.
+
+        A shard read back or written is valid only while every attribute it depends on is
+        unchanged: an item whose key was changed is a new item and goes where its strategy
+        says, never to the shard the old key was read from.
+        """
+        shard = self._physical_shard
+        if shard is None or self._pinned_basis is None:
+            return None
+        return shard if self._pinned_basis == self._shard_basis() else None
+
+    def _moved_from(self) -> int | None:
+        """The shard of the stored copy when only attributes the shard is derived from changed.
+
+        The primary key is unchanged, so this is the same item, stored in a shard its new
+        values no longer select: saving it moves it.
+        """
+        shard, pinned = self._physical_shard, self._pinned_basis
+        if shard is None or pinned is None:
+            return None
+        current = self._shard_basis()
+        return shard if pinned[:2] == current[:2] and pinned != current else None
+
     # -- encoding ------------------------------------------------------------------------------
 
     def _adopt_physical_key(self) -> None:
@@ -155,7 +214,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         physical = values.get(codec.attribute)
         if physical is None:  # projected away
             return
-        values[codec.attribute], self._physical_shard = codec.decode(physical)
+        values[codec.attribute], shard = codec.decode(physical)
+        self._pin_shard(shard)
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
@@ -174,9 +234,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         transactional writes of new items use.
         """
         data = super().serialize(null_check=null_check)
-        shard = self._physical_shard
+        shard = self._known_shard()
         if shard is None:
-            shard = self._physical_shard = self._shard_manager().strategy.write_shard(type(self), self)
+            if self._moved_from() is not None:
+                raise self._move_refused("written in a batch or a transaction")
+            self._shard_manager().check_writable(getattr(self, self._hash_keyname or ""))
+            shard = self._pin_shard(self._shard_manager().strategy.write_shard(type(self), self))
         attribute = self._hash_attr()
         data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
         return data
@@ -205,8 +268,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     # -- locating an item whose shard is unknown -----------------------------------------------
 
     def _candidate_shards(self) -> tuple[int, ...]:
-        cls = type(self)
-        return self._shard_manager().strategy.point_shards(cls, self.logical_hash_key(), self)
+        return self._shard_manager().point_shards(self)
 
     def _locate(
         self,
@@ -230,12 +292,23 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         )
         if len(found) > 1:
             shards = ", ".join(str(shard) for shard, _ in found)
+            strategy = self._shard_manager().strategy
+            if strategy.keeps_keys_unique:
+                why = (
+                    f"(it was written under two layouts of {strategy!r}, e.g. before this version "
+                    f"replaced the old copy on save), so which copy is meant is ambiguous; read the "
+                    f"copies with {cls.__name__}.query, keep the one in shard "
+                    f"{strategy.write_shard(cls, self)} and delete the others."
+                )
+            else:
+                why = (
+                    f"(random and dynamic strategies do not keep logical keys unique), so which copy "
+                    f"is meant is ambiguous; read the copies with {cls.__name__}.query and delete the "
+                    f"extra ones, and use HashedShards where items are overwritten by key."
+                )
             msg = (
                 f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} with range key "
-                f"{self._range_value()!r} exists in shards {shards} (random and dynamic strategies do not "
-                f"keep logical keys unique), so which copy is meant is ambiguous; read the copies with "
-                f"{cls.__name__}.query and delete the extra ones, and use HashedShards where items are "
-                f"overwritten by key."
+                f"{self._range_value()!r} exists in shards {shards} {why}"
             )
             raise ShardLocationError(msg)
         if not found:
@@ -247,19 +320,31 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     def _locate_for_write(self) -> int:
         """The shard an update/delete/refresh of this item addresses."""
-        if self._physical_shard is not None:
-            return self._physical_shard
+        known = self._known_shard()
+        if known is not None:
+            return known
+        if self._moved_from() is not None:
+            raise self._move_refused("updated, deleted or refreshed")
         candidates = self._candidate_shards()
         if len(candidates) == 1:
-            self._physical_shard = candidates[0]
-            return candidates[0]
+            return self._pin_shard(candidates[0])
         shard, _ = self._locate(candidates)
         if shard is None:
             # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's
             # would (an update creates it, a delete is a no-op, a condition sees no item).
+            self._shard_manager().check_writable(self.logical_hash_key())
             shard = self._shard_manager().strategy.write_shard(type(self), self)
-        self._physical_shard = shard
-        return shard
+        return self._pin_shard(shard)
+
+    def _move_refused(self, action: str) -> ShardingError:
+        cls = type(self)
+        derived = ", ".join(self._shard_manager().strategy.derived_attributes())
+        msg = (
+            f"{cls.__name__}.{cls._hash_keyname}: this item was read from shard {self._physical_shard}, "
+            f"but its {derived} changed since, which selects another shard; it cannot be {action} "
+            f"in place. Call save() on it, which moves it to its new shard in one transaction."
+        )
+        return ShardingError(msg)
 
     @classmethod
     def _read_physical(
@@ -317,37 +402,182 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def save(
         self, condition: Condition | None = None, *, add_version_condition: bool = True,
     ) -> dict[str, Any]:
-        """Save this item: a new item goes where its strategy says, a known one stays put."""
-        if self._physical_shard is not None:
+        """Save this item: a new item goes where its strategy says, a known one stays put.
+
+        An item whose primary key changed since it was read is a new item (the stored one
+        stays, as in PynamoDB). An item whose shard is derived from attributes that changed
+        since it was read, or one that :class:`HashedShards` finds stored under an older
+        layout (``previous_counts``), is moved: the new copy is put and the old one deleted in
+        one transaction, so the key is never stored twice.
+        """
+        known = self._known_shard()
+        if known is not None:
             return super().save(condition, add_version_condition=add_version_condition)
-        self.logical_hash_key()  # refuse a bad key before the strategy does any I/O
+        manager = self._shard_manager()
+        manager.check_writable(getattr(self, self._hash_keyname or ""))  # before any I/O
+        cls = type(self)
+        strategy = manager.strategy
+        stored = self._moved_from()
+        if stored is None and strategy.keeps_keys_unique:
+            self._forget_shard()
+            candidates = self._candidate_shards()
+            if len(candidates) > 1:
+                stored, _ = self._locate(candidates)
+        if stored is not None:
+            target = strategy.write_shard(cls, self)
+            if target != stored:
+                return self._save_moving(stored, target, condition, add_version_condition)
+            self._pin_shard(stored)
+            return super().save(condition, add_version_condition=add_version_condition)
+        self._forget_shard()
 
         def send(shard: int) -> dict[str, Any]:
-            self._physical_shard = shard
+            self._pin_shard(shard)
             try:
                 return Model.save(self, condition, add_version_condition=add_version_condition)
             except BaseException:
-                self._physical_shard = None
+                self._forget_shard()
                 raise
 
+        return strategy.write(cls, self, send)
+
+    def _save_moving(
+        self, stored: int, target: int, condition: Condition | None, add_version_condition: bool,
+    ) -> dict[str, Any]:
+        """Put this item in ``target`` and delete its copy in ``stored``, in one transaction.
+
+        ``condition`` and the version check apply to the stored copy, as they would on an
+        unsharded table; the delete also requires that copy to still exist, so a concurrent
+        move or delete makes the transaction fail instead of leaving two copies.
+        """
         cls = type(self)
-        return self._shard_manager().strategy.write(cls, self, send)
+        connection = self._get_connection()
+        hash_attr = self._hash_attr()
+        range_value = self._range_value()
+        range_ser = self._serialize_range(range_value)
+        version_condition = self._handle_version_attribute() if add_version_condition else None
+        delete_condition: Condition = hash_attr.exists()
+        for extra in (condition, version_condition):
+            if extra is not None:
+                delete_condition &= extra
+        before = (self._physical_shard, self._pinned_basis)
+        old_physical = self._shard_manager().codec.encode(self.logical_hash_key(), stored)
+        self._pin_shard(target)
+        _, kwargs = self._get_save_args(condition=None, add_version_condition=False)
+        put = connection.get_operation_kwargs(
+            self._physical_hash_key(target), range_key=kwargs.get("range_key"), key=ITEM,
+            attributes=kwargs["attributes"],
+        )
+        delete = connection.get_operation_kwargs(old_physical, range_key=range_ser, condition=delete_condition)
+        try:
+            data: dict[str, Any] = connection.connection.transact_write_items(
+                condition_check_items=[], delete_items=[delete], put_items=[put], update_items=[],
+                client_request_token=str(uuid.uuid4()),
+            )
+        except TransactWriteError as exc:
+            self._physical_shard, self._pinned_basis = before  # nothing moved
+            reasons = exc.cancellation_reasons
+            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+                msg = (
+                    f"Failed to put item: {cls.__name__} {self.logical_hash_key()!r}: the condition "
+                    f"(or version check) failed on the stored copy in shard {stored}, or it was "
+                    f"deleted or moved meanwhile; nothing was written."
+                )
+                cause = ClientError(
+                    {"Error": {"Code": "ConditionalCheckFailedException", "Message": msg}},
+                    "TransactWriteItems",
+                )
+                raise PutError(msg, cause) from exc
+            raise PutError(f"Failed to move item to shard {target}: {exc}", exc.cause) from exc
+        self._pin_shard(target)
+        self.update_local_version_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+        return data
 
     # update, delete, refresh and the transaction kwargs go through
     # _get_hash_range_key_serialized_values, which locates the item's shard.
 
+    def update(
+        self, actions: list[Action], condition: Condition | None = None, *, add_version_condition: bool = True,
+    ) -> Any:
+        """PynamoDB's ``update``; refuses actions on attributes the item's shard is derived from.
+
+        Raises:
+            ShardingError: an action sets or removes such an attribute: the item would stay in
+                a shard its new value does not select (set the attribute and call ``save()``).
+        """
+        self._check_actions(actions)
+        return super().update(actions, condition, add_version_condition=add_version_condition)
+
+    def _check_actions(self, actions: Any) -> None:
+        derived = set(self._shard_manager().strategy.derived_attributes())
+        if not derived or not isinstance(actions, list):
+            return
+        attributes = self.get_attributes()
+        names = {attributes[name].attr_name: name for name in derived}
+        for action in actions:
+            path = action.values[0] if getattr(action, "values", None) else None
+            top = getattr(path, "path", [None])[0]
+            if top in names:
+                cls = type(self)
+                msg = (
+                    f"{cls.__name__}.{names[top]}: {cls.__name__}'s shard is derived from {names[top]!r}, "
+                    f"so an update of it would leave the item in a shard its new value does not select; "
+                    f"set item.{names[top]} and call item.save(), which moves the item in one transaction."
+                )
+                raise ShardingError(msg)
+
+    def get_update_kwargs_from_instance(
+        self,
+        actions: list[Action],
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+        *,
+        add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        self._check_actions(actions)
+        kwargs: dict[str, Any] = super().get_update_kwargs_from_instance(
+            actions, condition, return_values_on_condition_failure, add_version_condition=add_version_condition,
+        )
+        return kwargs
+
     def refresh(self, consistent_read: bool = False) -> None:
-        if self._physical_shard is None:
+        if self._known_shard() is None:
+            if self._moved_from() is not None:
+                raise self._move_refused("refreshed")
             candidates = self._candidate_shards()
             if len(candidates) > 1:
-                shard, raw = self._locate(candidates)
+                _, raw = self._locate(candidates)
                 if raw is None:
                     raise self.DoesNotExist("This item does not exist in the table.")
                 self.deserialize(raw)
-                self._physical_shard = shard
                 return
-            self._physical_shard = candidates[0]
+            self._pin_shard(candidates[0])
         super().refresh(consistent_read=consistent_read)
+
+    # -- outside DynamoDB ----------------------------------------------------------------------
+
+    def to_dynamodb_dict(self) -> dict[str, dict[str, Any]]:
+        """The item as DynamoDB stores it, with its physical key, in DynamoDB JSON.
+
+        :meth:`from_dynamodb_dict` and :meth:`from_raw_data` read it back as the same item, in
+        the same shard, so items cached outside DynamoDB (Redis, a queue message) are saved,
+        updated and deleted where they are stored. An item not written yet is assigned its
+        write shard here, as :meth:`serialize` does.
+        """
+        data = super().to_dynamodb_dict()
+        shard = self._known_shard()
+        if shard is None:
+            if self._moved_from() is not None:
+                raise self._move_refused("serialized")
+            self._shard_manager().check_writable(getattr(self, self._hash_keyname or ""))
+            shard = self._pin_shard(self._shard_manager().strategy.write_shard(type(self), self))
+        data[self._hash_attr().attr_name] = {"S": self._physical_hash_key(shard)}
+        return data
+
+    def from_dynamodb_dict(self, d: dict[str, dict[str, Any]]) -> None:
+        """Set attributes from :meth:`to_dynamodb_dict`'s output; the item keeps its shard."""
+        super().from_dynamodb_dict(d)
+        self._adopt_physical_key()
 
     # -- point reads ---------------------------------------------------------------------------
 
@@ -390,7 +620,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         Yields each stored item found (a logical key stored in two shards yields both copies).
         """
         keys: list[tuple[str, int, Any]] = []
-        for item in set(items):
+        seen: set[tuple[Any, Any]] = set()
+        for item in items:
             if cls._range_keyname is not None:
                 if isinstance(item, str):
                     raise ValueError(
@@ -407,7 +638,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             else:
                 hash_key, range_key = item, None
             probe = cls._key_item(hash_key, range_key)
-            keys.extend((probe.logical_hash_key(), shard, range_key) for shard in probe._candidate_shards())
+            # Any key sequence PynamoDB accepts (tuples, lists): one request per distinct key.
+            identity = (probe.logical_hash_key(), cls._serialize_range(range_key))
+            if identity in seen:
+                continue
+            seen.add(identity)
+            keys.extend((identity[0], shard, range_key) for shard in probe._candidate_shards())
         for _, raw in cls._read_physical(keys, consistent_read=consistent_read,
                                          attributes_to_get=attributes_to_get):
             yield cls.from_raw_data(raw)

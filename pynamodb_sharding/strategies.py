@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import random as _random
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
@@ -27,6 +28,9 @@ __all__ = [
     "RandomShards",
     "RandomSource",
     "ShardStrategy",
+    "canonical_number",
+    "md5_shard",
+    "stored_bytes",
 ]
 
 _R = TypeVar("_R")
@@ -63,6 +67,9 @@ class ShardStrategy:
 
     #: The most shards this strategy will ever use for one key.
     max_shards: int = 1
+    #: Whether one logical primary key always maps to one shard (so saving a new instance
+    #: with the key of a stored item replaces it, as on an unsharded table).
+    keeps_keys_unique: bool = False
 
     def validate(self, model: type[ShardedModel], attribute: str) -> None:
         """Check, when the model class is defined, that this strategy fits the model.
@@ -86,6 +93,10 @@ class ShardStrategy:
     def point_shards(self, model: type[ShardedModel], key: str, item: ShardedModel) -> tuple[int, ...]:
         """The shards that may hold this exact item (its hash and range key are set)."""
         return self.read_shards(model, key)
+
+    def derived_attributes(self) -> tuple[str, ...]:
+        """Attributes other than the primary key that an item's shard is computed from."""
+        return ()
 
     def write(self, model: type[ShardedModel], item: ShardedModel, send: Callable[[int], _R]) -> _R:
         """Write a new item: ``send(shard)`` performs the request on that shard's physical key."""
@@ -151,10 +162,19 @@ class RandomShards(ShardStrategy):
         return self._random.randint(1, self.count)
 
 
-def seed_000_shard(logical_key: str, range_key: str, count: int) -> int:
-    """Seed 000's calculated shard: ``int(md5(pk + sk).hexdigest(), 16) % count + 1``."""
-    digest = hashlib.md5((logical_key + range_key).encode("utf-8"), usedforsecurity=False).hexdigest()
+def md5_shard(data: bytes, count: int) -> int:
+    """The calculated shard of ``data``: ``int(md5(data).hexdigest(), 16) % count + 1``.
+
+    For a string hash key ``pk`` and a string or integer range key ``sk`` the data is
+    ``(pk + str(sk)).encode("utf-8")``, the layout of AWS's write-sharding example.
+    """
+    digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
     return int(digest, 16) % count + 1
+
+
+def seed_000_shard(logical_key: str, range_key: str, count: int) -> int:
+    """``md5_shard((logical_key + range_key).encode("utf-8"), count)``; kept for existing callers."""
+    return md5_shard((logical_key + range_key).encode("utf-8"), count)
 
 
 class HashedShards(ShardStrategy):
@@ -172,6 +192,8 @@ class HashedShards(ShardStrategy):
         previous_counts: counts this key space was written with before (after changing
             ``count`` in code): reads cover those layouts too until a migration moves the data.
     """
+
+    keeps_keys_unique = True
 
     def __init__(
         self,
@@ -218,6 +240,16 @@ class HashedShards(ShardStrategy):
                     f"omit attributes= to hash the primary key, or name other attributes."
                 )
                 raise ShardingDefinitionError(msg)
+            if known[name].attr_type not in _HASHABLE_TYPES:
+                msg = (
+                    f"{model.__name__}.{attribute}: HashedShards derives the shard from {name!r}, a "
+                    f"{type(known[name]).__name__} stored as {known[name].attr_type}; derive it from "
+                    f"string, number or binary attributes, whose stored value is a single scalar."
+                )
+                raise ShardingDefinitionError(msg)
+
+    def derived_attributes(self) -> tuple[str, ...]:
+        return self.attributes or ()
 
     def shard_count(self, model: type[ShardedModel], key: str) -> int:
         return self.count
@@ -225,29 +257,52 @@ class HashedShards(ShardStrategy):
     def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
         return tuple(range(1, self.max_shards + 1))
 
-    def _basis(self, model: type[ShardedModel], item: ShardedModel) -> tuple[str, str]:
-        """The two strings seed 000's formula concatenates."""
+    def _basis(self, model: type[ShardedModel], item: ShardedModel) -> bytes:
+        """The bytes the md5 is taken of: the primary key, or the named attributes joined."""
         if self.attributes is None:
+            hash_key = item.logical_hash_key().encode("utf-8")
             range_name = model._range_keyname
             if range_name is None:
-                return item.logical_hash_key(), ""
-            return item.logical_hash_key(), _required_text(model, item, range_name)
-        return "", "\x1f".join(_required_text(model, item, name) for name in self.attributes)
+                return hash_key
+            return hash_key + stored_bytes(model, item, range_name)
+        return b"\x1f".join(stored_bytes(model, item, name) for name in self.attributes)
 
     def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
-        first, second = self._basis(model, item)
-        return seed_000_shard(first, second, self.count)
+        return md5_shard(self._basis(model, item), self.count)
 
     def point_shards(self, model: type[ShardedModel], key: str, item: ShardedModel) -> tuple[int, ...]:
         if self.attributes is not None and any(getattr(item, name) is None for name in self.attributes):
             return self.read_shards(model, key)
-        first, second = self._basis(model, item)
-        shards = {seed_000_shard(first, second, count) for count in (self.count, *self.previous_counts)}
+        basis = self._basis(model, item)
+        shards = {md5_shard(basis, count) for count in (self.count, *self.previous_counts)}
         return tuple(sorted(shards))
 
 
-def _required_text(model: type[ShardedModel], item: ShardedModel, name: str) -> str:
-    """``str(value)`` of attribute ``name``, as seed 000 hashes it; integral floats print as ints.
+#: Attribute types whose stored value is one scalar that can be hashed: string, number, binary.
+_HASHABLE_TYPES = frozenset({"S", "N", "B"})
+
+
+def canonical_number(text: str) -> str:
+    """The number DynamoDB stores for the ``N`` value ``text``, as text.
+
+    DynamoDB keeps numbers normalised (``"5.0"``, ``"5"`` and ``"5E+0"`` are one value), so two
+    values it stores identically must hash identically: integral values print as integers
+    (``"1e+30"`` -> ``"1000000000000000000000000000000"``), others in plain decimal notation
+    without trailing zeros (``"1.50"`` -> ``"1.5"``, ``"1e-07"`` -> ``"0.0000001"``).
+    """
+    number = Decimal(text)
+    if number == number.to_integral_value():
+        return str(int(number))
+    return format(number.normalize(), "f")
+
+
+def stored_bytes(model: type[ShardedModel], item: ShardedModel, name: str) -> bytes:
+    """The value of attribute ``name`` as DynamoDB stores it, as bytes to hash.
+
+    Strings are their UTF-8 bytes, numbers their :func:`canonical_number` text, binary values
+    their bytes: so an integer ``sk`` contributes ``str(sk)``, as the AWS example's formula does,
+    and any two values PynamoDB stores identically (a naive and an aware UTC ``datetime``,
+    ``5`` and ``5.0``, ``bytes`` and ``bytearray``) land in the same shard.
 
     Raises:
         ShardLocationError: the attribute is not set, so the shard cannot be computed.
@@ -259,6 +314,17 @@ def _required_text(model: type[ShardedModel], item: ShardedModel, name: str) -> 
             f"set on this item; set it before writing or reading the item."
         )
         raise ShardLocationError(msg)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    attribute = model.get_attributes()[name]
+    serialized = attribute.serialize(value)
+    kind = attribute.attr_type
+    if kind == "N":
+        return canonical_number(serialized).encode("ascii")
+    if isinstance(serialized, str):
+        return serialized.encode("utf-8")
+    if isinstance(serialized, bytes | bytearray | memoryview):
+        return bytes(serialized)
+    msg = (
+        f"{model.__name__}.{name}: HashedShards cannot hash the stored form {serialized!r} of "
+        f"{type(attribute).__name__}; derive the shard from string, number or binary attributes."
+    )
+    raise ShardingDefinitionError(msg)

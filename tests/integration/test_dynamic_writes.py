@@ -176,7 +176,7 @@ def test_without_the_early_hook_botocore_would_retry_instead(bound: Any, clock: 
     traffic.log.clear()
     traffic.throttle_next = 1
     item = model(KEY, 2)
-    item._physical_shard = 1  # a known shard: written directly, not through the strategy
+    item._pin_shard(1)  # a known shard: written directly, not through the strategy
     item.save()
     assert traffic.log == ["PutItem throttled", "PutItem"]
     assert model.shards.shard_count(KEY) == 1

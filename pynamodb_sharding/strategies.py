@@ -290,10 +290,10 @@ def canonical_number(text: str) -> str:
     (``"1e+30"`` -> ``"1000000000000000000000000000000"``), others in plain decimal notation
     without trailing zeros (``"1.50"`` -> ``"1.5"``, ``"1e-07"`` -> ``"0.0000001"``).
     """
-    number = Decimal(text)
-    if number == number.to_integral_value():
-        return str(int(number))
-    return format(number.normalize(), "f")
+    plain = format(Decimal(text), "f")  # exact: no rounding to the context's precision
+    if "." in plain:
+        plain = plain.rstrip("0").rstrip(".")
+    return "0" if plain == "-0" else plain
 
 
 def stored_bytes(model: type[ShardedModel], item: ShardedModel, name: str) -> bytes:

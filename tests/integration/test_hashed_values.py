@@ -1,0 +1,63 @@
+"""HashedShards finds an item by any value PynamoDB stores identically to the one it was saved with.
+
+Proves, beside a plain PynamoDB model: an item saved with a naive ``datetime`` range key is
+read and deleted with the aware value read back (the delete really deletes), and one saved
+with ``5.0`` is read with ``5``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.models import Model
+
+from pynamodb_sharding import HashedShards, ShardedModel, Sharding
+from tests.raw import raw_items
+
+
+class Visit(ShardedModel):
+    class Meta:
+        table_name = "visit"
+
+    page = UnicodeAttribute(hash_key=True)
+    at = UTCDateTimeAttribute(range_key=True)
+    shards = Sharding(HashedShards(10))
+
+
+class PlainVisit(Model):
+    class Meta:
+        table_name = "plain_visit"
+
+    page = UnicodeAttribute(hash_key=True)
+    at = UTCDateTimeAttribute(range_key=True)
+
+
+class Score(ShardedModel):
+    class Meta:
+        table_name = "score"
+
+    board = UnicodeAttribute(hash_key=True)
+    points = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(10))
+
+
+def test_naive_datetime_saved_aware_datetime_read_and_deleted(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(Visit, PlainVisit)
+    naive = datetime(2016, 2, 26, 12, 30)
+    aware = naive.replace(tzinfo=timezone.utc)
+    for model in (Visit, PlainVisit):
+        model("/index.html", naive).save()
+        got = model.get("/index.html", aware)
+        assert aware == got.at
+        model("/index.html", aware).delete()
+        assert [] == raw_items(model)
+
+
+def test_float_saved_integer_read(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(Score)
+    Score("daily", 5.0).save()
+    assert 5 == Score.get("daily", 5).points
+    assert [5] == [item.points for item in Score.batch_get([("daily", 5)])]

@@ -8,7 +8,7 @@ with ``5.0`` is read with ``5``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
@@ -47,7 +47,7 @@ class Score(ShardedModel):
 def test_naive_datetime_saved_aware_datetime_read_and_deleted(dynamodb_models: Callable[..., Any]) -> None:
     dynamodb_models(Visit, PlainVisit)
     naive = datetime(2016, 2, 26, 12, 30)
-    aware = naive.replace(tzinfo=timezone.utc)
+    aware = naive.replace(tzinfo=UTC)
     for model in (Visit, PlainVisit):
         model("/index.html", naive).save()
         got = model.get("/index.html", aware)

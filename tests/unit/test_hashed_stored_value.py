@@ -8,7 +8,7 @@ computed once with ``hashlib``); attributes that are not one scalar are refused.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -73,7 +73,7 @@ class TestKnownShards:
         assert 8 == _shard(ByBytes, bytearray(b"\x00\xff"))
 
     def test_naive_and_aware_datetime_agree(self) -> None:
-        aware = datetime(2016, 2, 26, 12, tzinfo=timezone.utc)
+        aware = datetime(2016, 2, 26, 12, tzinfo=UTC)
         assert 4 == _shard(ByTime, aware)  # md5(b"/f2016-02-26T12:00:00.000000+0000")
         assert 4 == _shard(ByTime, aware.replace(tzinfo=None))
 

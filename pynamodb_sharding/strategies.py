@@ -180,15 +180,22 @@ def seed_000_shard(logical_key: str, range_key: str, count: int) -> int:
 class HashedShards(ShardStrategy):
     """The shard is computed from the item, so a point read costs one key.
 
-    By default the shard is seed 000's formula over the hash key and the range key
-    (``md5(logical_pk + str(range_key)) % count + 1``; the hash key alone without a range key),
-    compatible with data written by it. With ``attributes=("user_id",)`` it is computed from those
-    attributes instead (``md5`` of their values joined), which lets a query by the hash key
-    and one of those attributes read a single shard.
+    By default the shard is ``md5(logical_pk + range_key) % count + 1`` over the hash key and
+    the range key as DynamoDB stores it (see :func:`stored_bytes`; for a string or integer
+    range key this is ``md5(pk + str(sk))``, the layout of AWS's write-sharding example); the
+    hash key alone without a range key. With ``attributes=("user_id",)`` it is computed from
+    those attributes instead (their stored values joined), which lets a query by the hash key
+    and one of those attributes read a single shard; a loaded item whose ``user_id`` changes
+    is moved by ``save()``.
+
+    One logical primary key maps to one shard, so saving a new instance with an existing key
+    replaces the stored item, as on an unsharded table (during a layout change, wherever the
+    key was stored).
 
     Args:
         count: the number of shards.
-        attributes: model attribute names the shard is derived from; default the primary key.
+        attributes: string, number or binary attribute names the shard is derived from;
+            default the primary key.
         previous_counts: counts this key space was written with before (after changing
             ``count`` in code): reads cover those layouts too until a migration moves the data.
     """

@@ -4,6 +4,7 @@ from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     CursorError,
+    HostContractError,
     MetadataError,
     ShardingDefinitionError,
     ShardingError,
@@ -24,6 +25,7 @@ __all__ = [
     "FanoutPoolWarning",
     "HashedShards",
     "HistoryEntry",
+    "HostContractError",
     "MergedResultIterator",
     "MetadataError",
     "RandomShards",

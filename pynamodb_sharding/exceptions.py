@@ -10,6 +10,7 @@ from pynamodb.exceptions import PynamoDBException
 
 __all__ = [
     "CursorError",
+    "HostContractError",
     "MetadataError",
     "ShardKeyError",
     "ShardLocationError",
@@ -63,3 +64,13 @@ class MetadataError(ShardingError):
     """A shard-count metadata item is missing fields or holds values out of range."""
 
     code = "metadata"
+
+
+class HostContractError(ShardingError):
+    """The installed PynamoDB stopped routing a request through the hooks this library overrides.
+
+    Raised before sending, so a request that would address a bare logical key is refused
+    rather than written to the wrong key.
+    """
+
+    code = "host"

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute
+from pynamodb.connection.table import TableConnection
 from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
 from pynamodb.exceptions import PutError, TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 
+from pynamodb_sharding._host import bump_local_version, guard_keys, save_arguments, version_condition
 from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
 from pynamodb_sharding.keys import KeyCodec
@@ -149,6 +151,15 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     @classmethod
     def _range_attr(cls) -> Attribute[Any] | None:
         return cls.get_attributes()[cls._range_keyname] if cls._range_keyname else None
+
+    @classmethod
+    def _get_connection(cls) -> TableConnection:
+        # Every request of this model goes through this connection's client: make the client
+        # refuse a key without a shard suffix (see _host: fails closed if PynamoDB changes).
+        connection = super()._get_connection()
+        if cls._shard_codec is not None:
+            guard_keys(cls, connection)
+        return connection
 
     # -- the shard an item lives in ------------------------------------------------------------
 
@@ -455,18 +466,17 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         hash_attr = self._hash_attr()
         range_value = self._range_value()
         range_ser = self._serialize_range(range_value)
-        version_condition = self._handle_version_attribute() if add_version_condition else None
+        version_check = version_condition(self) if add_version_condition else None
         delete_condition: Condition = hash_attr.exists()
-        for extra in (condition, version_condition):
+        for extra in (condition, version_check):
             if extra is not None:
                 delete_condition &= extra
         before = (self._physical_shard, self._pinned_basis)
         old_physical = self._shard_manager().codec.encode(self.logical_hash_key(), stored)
         self._pin_shard(target)
-        _, kwargs = self._get_save_args(condition=None, add_version_condition=False)
+        attributes, range_key = save_arguments(self)
         put = connection.get_operation_kwargs(
-            self._physical_hash_key(target), range_key=kwargs.get("range_key"), key=ITEM,
-            attributes=kwargs["attributes"],
+            self._physical_hash_key(target), range_key=range_key, key=ITEM, attributes=attributes,
         )
         delete = connection.get_operation_kwargs(old_physical, range_key=range_ser, condition=delete_condition)
         try:
@@ -490,7 +500,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 raise PutError(msg, cause) from exc
             raise PutError(f"Failed to move item to shard {target}: {exc}", exc.cause) from exc
         self._pin_shard(target)
-        self.update_local_version_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+        bump_local_version(self)
         return data
 
     # update, delete, refresh and the transaction kwargs go through

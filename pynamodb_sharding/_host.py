@@ -1,0 +1,205 @@
+"""Every PynamoDB and botocore internal pynamodb-sharding relies on, and the guard that fails closed.
+
+PynamoDB gives no public hook for "which key does this request address", so the library
+overrides a few private methods and reads a few private attributes. Each one is listed here
+with why it is needed and the contract test (``tests/contract/``) that fails when a PynamoDB
+or botocore release stops behaving as relied on. Other modules reach these internals through
+the functions below, not directly.
+
+Overridden on :class:`~pynamodb_sharding.ShardedModel` (``OVERRIDDEN_HOOKS``):
+
+* ``Model._get_hash_range_key_serialized_values``: the key ``update``, ``delete``,
+  ``refresh`` and ``TransactWrite.update/delete`` send; returns the physical key.
+  Pinned by ``test_host_hooks.py::test_instance_requests_route_through_the_key_hook``.
+* ``Model._get_serialized_keys``: the key ``BatchWrite.delete`` sends.
+  Pinned by ``test_host_hooks.py::test_batch_delete_routes_through_the_item_key_hook``.
+* ``Model._serialize_keys``: the key class-level paths would build from a bare hash key; it
+  raises, since no shard is known there. Pinned by ``test_host_hooks.py::test_class_key_hook_refuses``.
+* ``Model._instantiate``: builds items from raw data (``from_raw_data``, query, scan,
+  batch_get); decodes the physical key. Pinned by
+  ``test_host_hooks.py::test_items_read_back_route_through_instantiate``.
+
+Read or called (accessors below): ``Model._hash_keyname``/``_range_keyname`` (the key
+attribute names; set by PynamoDB's metaclass), ``Model._get_connection()`` (the table
+connection and its botocore client), ``Model._indexes``, ``Model._get_discriminator_attribute()``,
+``Model._get_save_args``/``_handle_version_attribute``/``update_local_version_attribute``
+(a move of an item builds its put and its version check as ``save`` would),
+``TableConnection.connection`` (``transact_write_items``), and botocore's event names
+``needs-retry.dynamodb.<Operation>`` and ``before-parameter-build.dynamodb`` with
+``register_first`` (documented botocore extension points).
+
+**Failing closed.** If a PynamoDB release stopped calling one of the overridden hooks, a
+request would carry the bare logical key. :func:`guard_keys` registers a botocore
+``before-parameter-build`` handler on each sharded model's client that checks every key and
+item addressed to the model's table before it is sent, and raises
+:class:`~pynamodb_sharding.exceptions.HostContractError` for a hash key without a shard
+suffix: a wrong key is refused, never written. (``TransactWrite`` over a connection of its own
+is not a model's client; the contract tests pin that path.)
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pynamodb.attributes import Attribute
+from pynamodb.connection.table import TableConnection
+from pynamodb.models import Model
+
+from pynamodb_sharding.exceptions import HostContractError
+from pynamodb_sharding.keys import KeyCodec
+
+if TYPE_CHECKING:
+    from pynamodb.expressions.condition import Condition
+
+__all__ = [
+    "OVERRIDDEN_HOOKS",
+    "botocore_client",
+    "bump_local_version",
+    "guard_keys",
+    "hash_keyname",
+    "range_keyname",
+    "save_arguments",
+    "table_connection",
+    "version_condition",
+]
+
+#: The private PynamoDB methods ``ShardedModel`` overrides (see the module docstring).
+OVERRIDDEN_HOOKS = (
+    "_get_hash_range_key_serialized_values",
+    "_get_serialized_keys",
+    "_serialize_keys",
+    "_instantiate",
+)
+
+
+def hash_keyname(model: type[Model]) -> str | None:
+    """The Python name of the model's hash-key attribute (``None`` on an abstract base)."""
+    return model._hash_keyname
+
+
+def range_keyname(model: type[Model]) -> str | None:
+    """The Python name of the model's range-key attribute, if it has one."""
+    return model._range_keyname
+
+
+def table_connection(model: type[Model]) -> TableConnection:
+    """The model's PynamoDB table connection (created on first use)."""
+    return model._get_connection()
+
+
+def botocore_client(model: type[Model]) -> Any:
+    """The botocore DynamoDB client the model's requests go through."""
+    return model._get_connection().connection.client
+
+
+def save_arguments(item: Model) -> tuple[dict[str, Any], Any]:
+    """``(serialized attributes with the next version, serialized range key)`` of a save,
+    without the version condition (``Model._get_save_args``)."""
+    _, kwargs = item._get_save_args(condition=None, add_version_condition=False)
+    attributes: dict[str, Any] = kwargs["attributes"]
+    return attributes, kwargs.get("range_key")
+
+
+def version_condition(item: Model) -> Condition | None:
+    """The ``VersionAttribute`` check a write of ``item`` carries (``None`` without one)."""
+    return item._handle_version_attribute()
+
+
+def bump_local_version(item: Model) -> None:
+    """Advance ``item``'s ``VersionAttribute`` after a successful write, as ``save`` does."""
+    item.update_local_version_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+
+
+# -- the guard ---------------------------------------------------------------------------------
+
+_GUARD_EVENT = "before-parameter-build.dynamodb"
+_GUARD_ID = "pynamodb_sharding.host.guard_keys"
+_guarded: weakref.WeakKeyDictionary[Any, _KeyGuard] = weakref.WeakKeyDictionary()
+_guard_lock = threading.Lock()
+
+
+class _KeyGuard:
+    """Refuses requests that address a sharded table with a hash key lacking a shard suffix."""
+
+    def __init__(self) -> None:
+        # table name -> (model name, hash attribute's stored name, codec); read at request time
+        # so that tables renamed by test bindings are followed.
+        self.models: weakref.WeakSet[type[Model]] = weakref.WeakSet()
+
+    def add(self, model: type[Model]) -> None:
+        self.models.add(model)
+
+    def _tables(self) -> dict[str, tuple[str, str, KeyCodec]]:
+        tables: dict[str, tuple[str, str, KeyCodec]] = {}
+        for model in list(self.models):
+            codec: KeyCodec | None = getattr(model, "_shard_codec", None)
+            name = model._hash_keyname
+            if codec is None or name is None:
+                continue
+            attribute: Attribute[Any] = model.get_attributes()[name]
+            tables[model.Meta.table_name] = (model.__name__, attribute.attr_name, codec)
+        return tables
+
+    def __call__(self, params: Mapping[str, Any] | None = None, model: Any = None, **_: Any) -> None:
+        if not params or model is None:
+            return
+        operation = getattr(model, "name", "")
+        tables = self._tables()
+        for table, key in _addressed_keys(operation, params):
+            target = tables.get(table)
+            if target is None or not isinstance(key, Mapping):
+                continue
+            model_name, attr_name, codec = target
+            value = key.get(attr_name)
+            physical = value.get("S") if isinstance(value, Mapping) else None
+            try:
+                codec.decode(physical)
+            except Exception:
+                msg = (
+                    f"{model_name}.{codec.attribute}: a {operation} request to table {table!r} would "
+                    f"address {physical!r}, which has no shard suffix; the installed PynamoDB no "
+                    f"longer routes this operation through the hooks pynamodb-sharding overrides, "
+                    f"so nothing was sent. Install a PynamoDB version this release supports "
+                    f"(pynamodb>=6.1,<7) and report the version that fails."
+                )
+                raise HostContractError(msg) from None
+
+
+def _addressed_keys(operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``(table, key or item)`` of every item a request addresses by its primary key."""
+    if operation in ("GetItem", "UpdateItem", "DeleteItem"):
+        yield params.get("TableName", ""), params.get("Key")
+    elif operation == "PutItem":
+        yield params.get("TableName", ""), params.get("Item")
+    elif operation == "BatchGetItem":
+        for table, request in (params.get("RequestItems") or {}).items():
+            for key in request.get("Keys", ()):
+                yield table, key
+    elif operation == "BatchWriteItem":
+        for table, requests in (params.get("RequestItems") or {}).items():
+            for request in requests:
+                if "PutRequest" in request:
+                    yield table, request["PutRequest"].get("Item")
+                if "DeleteRequest" in request:
+                    yield table, request["DeleteRequest"].get("Key")
+    elif operation in ("TransactWriteItems", "TransactGetItems"):
+        for entry in params.get("TransactItems", ()):
+            for kind, request in entry.items():
+                yield request.get("TableName", ""), request.get("Item" if kind == "Put" else "Key")
+
+
+def guard_keys(model: type[Model], connection: TableConnection) -> None:
+    """Make ``connection``'s botocore client refuse bare logical keys of ``model``'s table."""
+    client = connection.connection.client
+    guard = _guarded.get(client)
+    if guard is not None and model in guard.models:
+        return
+    with _guard_lock:
+        guard = _guarded.get(client)
+        if guard is None:
+            guard = _guarded[client] = _KeyGuard()
+            client.meta.events.register_first(_GUARD_EVENT, guard, unique_id=_GUARD_ID)
+        guard.add(model)

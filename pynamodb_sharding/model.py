@@ -69,6 +69,10 @@ class ShardedMetaModel(MetaModel):
         sharding: Sharding = vars_lookup(cls, declared[0])
         sharding.strategy.validate(cls, declared[0])
         cls._shard_codec = KeyCodec(name, cls._hash_keyname, sharding.separator)
+        cls._shard_basis_names = (
+            cls._hash_keyname, *([cls._range_keyname] if cls._range_keyname else []),
+            *sharding.strategy.derived_attributes(),
+        )
 
 
 def vars_lookup(cls: type[Any], name: str) -> Any:
@@ -102,6 +106,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     #: What the shard depended on when ``_physical_shard`` was set (see :meth:`_shard_basis`):
     #: the shard is this item's only while that is unchanged.
     _pinned_basis: tuple[Any, ...] | None = None
+    #: The attributes an item's shard depends on: hash key, range key, then those the
+    #: strategy derives the shard from; set when the class is defined.
+    _shard_basis_names: ClassVar[tuple[str, ...]] = ()
 
 
     # -- the sharding declaration -------------------------------------------------------------
@@ -164,20 +171,36 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     # -- the shard an item lives in ------------------------------------------------------------
 
     def _shard_basis(self) -> tuple[Any, ...]:
-        """The stored values an item's shard depends on: hash key, range key, derived attributes.
+        """The values an item's shard depends on: hash key, range key, derived attributes.
 
         The first two entries are the primary key: while they are unchanged, the item is the
         same item (a change of a derived attribute moves it); a changed primary key makes a new
-        item.
+        item. Python values are kept as they are (cheap on every item read back) and compared
+        by what DynamoDB would store when they differ (:meth:`_same_basis`).
         """
+        values = self.attribute_values
+        return tuple(values.get(name) for name in self._shard_basis_names)
+
+    def _same_basis(self, pinned: tuple[Any, ...], current: tuple[Any, ...], *, key_only: bool = False) -> bool:
+        """Whether two bases would be stored identically (only the primary key if ``key_only``)."""
+        names = self._shard_basis_names
+        if key_only:
+            size = 2 if self._range_keyname else 1
+            names, pinned, current = names[:size], pinned[:size], current[:size]
+        if pinned == current:
+            return True
         attributes = self.get_attributes()
-        names = [self._hash_keyname, self._range_keyname]
-        names.extend(self._shard_manager().strategy.derived_attributes())
-        basis: list[Any] = []
-        for name in names:
-            value = getattr(self, name) if name else None
-            basis.append(None if value is None or name is None else attributes[name].serialize(value))
-        return tuple(basis)
+        for name, old, new in zip(names, pinned, current, strict=True):
+            if old is new or old == new:
+                continue
+            if old is None or new is None:
+                return False
+            try:  # e.g. a naive and an aware UTC datetime: different objects, one stored value
+                if attributes[name].serialize(old) != attributes[name].serialize(new):
+                    return False
+            except (TypeError, ValueError, AttributeError):
+                return False
+        return True
 
     def _pin_shard(self, shard: int) -> int:
         """Record that this item, as it is now, lives in ``shard``."""
@@ -196,10 +219,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         unchanged: an item whose key was changed is a new item and goes where its strategy
         says, never to the shard the old key was read from.
         """
-        shard = self._physical_shard
-        if shard is None or self._pinned_basis is None:
+        shard, pinned = self._physical_shard, self._pinned_basis
+        if shard is None or pinned is None:
             return None
-        return shard if self._pinned_basis == self._shard_basis() else None
+        return shard if self._same_basis(pinned, self._shard_basis()) else None
 
     def _moved_from(self) -> int | None:
         """The shard of the stored copy when only attributes the shard is derived from changed.
@@ -211,7 +234,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if shard is None or pinned is None:
             return None
         current = self._shard_basis()
-        return shard if pinned[:2] == current[:2] and pinned != current else None
+        if self._same_basis(pinned, current, key_only=True) and not self._same_basis(pinned, current):
+            return shard
+        return None
 
     # -- encoding ------------------------------------------------------------------------------
 

@@ -285,3 +285,17 @@ class TestLayoutChange:
         message = str(raised.value)
         assert f"keep the one in shard {new}" in message
         assert "use HashedShards" not in message
+
+
+def test_same_key_in_another_python_form_is_not_a_change(dynamodb_models: Bind) -> None:
+    """``7`` -> ``7.0`` (or a naive -> aware UTC datetime) is stored identically: the item stays put."""
+    dynamodb_models(RandomLog)
+    RandomLog("k", 7, body="v1").save()
+    item = RandomLog.get("k", 7)
+    shard = item.shards
+    item.sk = 7.0
+    assert shard == item.shards
+    item.body = "v2"
+    item.save()
+    assert [("k_" + str(shard), "7")] == _stored(RandomLog)
+    assert ["v2"] == [i.body for i in RandomLog.query("k")]

@@ -172,11 +172,6 @@ def md5_shard(data: bytes, count: int) -> int:
     return int(digest, 16) % count + 1
 
 
-def seed_000_shard(logical_key: str, range_key: str, count: int) -> int:
-    """``md5_shard((logical_key + range_key).encode("utf-8"), count)``; kept for existing callers."""
-    return md5_shard((logical_key + range_key).encode("utf-8"), count)
-
-
 class HashedShards(ShardStrategy):
     """The shard is computed from the item, so a point read costs one key.
 

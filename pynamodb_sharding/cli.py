@@ -257,9 +257,10 @@ def demo(duration: float, writers: int, limit: float, max_shards: int, out: Path
     and checks that every acknowledged write came back exactly once and in order. Exits with
     code 1 if that check fails.
     """
-    if importlib.util.find_spec("matplotlib") is None:
-        msg = "the demo draws its chart with matplotlib, which is not installed: pip install 'pynamodb-sharding[demo]'"
-        raise CommandError(msg)
+    for module, use in (("rich", "shows its live display with"), ("matplotlib", "draws its chart with")):
+        if importlib.util.find_spec(module) is None:
+            msg = f"the demo {use} {module}, which is not installed: pip install 'pynamodb-sharding[demo]'"
+            raise CommandError(msg)
     from pynamodb_sharding.demo import DemoConfig, run_demo
 
     config = DemoConfig(duration=duration, writers=writers, limit=limit, max_shards=max_shards, out=out)

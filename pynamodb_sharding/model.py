@@ -238,6 +238,32 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return shard
         return None
 
+    def _stored_shard_of_key(self) -> int | None:
+        """Where a new instance's primary key is already stored, for strategies that keep keys
+        unique but may have stored it under an older layout (``HashedShards(previous_counts=)``).
+
+        ``None`` when the strategy computes one shard for the key (no read is needed), when it
+        does not keep keys unique, or when the key is stored nowhere.
+        """
+        if not self._shard_manager().strategy.keeps_keys_unique:
+            return None
+        candidates = self._candidate_shards()
+        if len(candidates) < 2:
+            return None
+        stored, _ = self._locate(candidates)
+        return stored
+
+    def _new_item_shard(self) -> int:
+        """Pin and return the shard a write of this item, whose shard is unknown, goes to."""
+        if self._moved_from() is not None:
+            raise self._move_refused("batch-written, written in a transaction or serialized")
+        manager = self._shard_manager()
+        manager.check_writable(getattr(self, self._hash_keyname or ""))
+        stored = self._stored_shard_of_key()
+        if stored is not None:
+            return self._pin_shard(stored)
+        return self._pin_shard(manager.strategy.write_shard(type(self), self))
+
     # -- encoding ------------------------------------------------------------------------------
 
     def _adopt_physical_key(self) -> None:
@@ -272,10 +298,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         data = super().serialize(null_check=null_check)
         shard = self._known_shard()
         if shard is None:
-            if self._moved_from() is not None:
-                raise self._move_refused("written in a batch or a transaction")
-            self._shard_manager().check_writable(getattr(self, self._hash_keyname or ""))
-            shard = self._pin_shard(self._shard_manager().strategy.write_shard(type(self), self))
+            shard = self._new_item_shard()
         attribute = self._hash_attr()
         data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
         return data
@@ -377,8 +400,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         derived = ", ".join(self._shard_manager().strategy.derived_attributes())
         msg = (
             f"{cls.__name__}.{cls._hash_keyname}: this item was read from shard {self._physical_shard}, "
-            f"but its {derived} changed since, which selects another shard; it cannot be {action} "
-            f"in place. Call save() on it, which moves it to its new shard in one transaction."
+            f"but its {derived} changed since, which selects another shard, so it cannot be {action} "
+            f"where it is stored; call save() on it, which moves it to its new shard in one transaction."
         )
         return ShardingError(msg)
 
@@ -442,9 +465,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         An item whose primary key changed since it was read is a new item (the stored one
         stays, as in PynamoDB). An item whose shard is derived from attributes that changed
-        since it was read, or one that :class:`HashedShards` finds stored under an older
-        layout (``previous_counts``), is moved: the new copy is put and the old one deleted in
-        one transaction, so the key is never stored twice.
+        since it was read is moved: the new copy is put and the old one deleted in one
+        transaction. A new instance whose key :class:`HashedShards` finds stored under an older
+        layout (``previous_counts``) replaces it where it is stored. A key is never stored twice.
         """
         known = self._known_shard()
         if known is not None:
@@ -453,16 +476,16 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         manager.check_writable(getattr(self, self._hash_keyname or ""))  # before any I/O
         cls = type(self)
         strategy = manager.strategy
-        stored = self._moved_from()
-        if stored is None and strategy.keeps_keys_unique:
-            self._forget_shard()
-            candidates = self._candidate_shards()
-            if len(candidates) > 1:
-                stored, _ = self._locate(candidates)
-        if stored is not None:
+        moved_from = self._moved_from()
+        if moved_from is not None:
             target = strategy.write_shard(cls, self)
-            if target != stored:
-                return self._save_moving(stored, target, condition, add_version_condition)
+            if target != moved_from:
+                return self._save_moving(moved_from, target, condition, add_version_condition)
+            self._pin_shard(moved_from)
+            return super().save(condition, add_version_condition=add_version_condition)
+        self._forget_shard()
+        stored = self._stored_shard_of_key()
+        if stored is not None:  # overwrite by key where the key is stored, never a second copy
             self._pin_shard(stored)
             return super().save(condition, add_version_condition=add_version_condition)
         self._forget_shard()
@@ -602,10 +625,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         data = super().to_dynamodb_dict()
         shard = self._known_shard()
         if shard is None:
-            if self._moved_from() is not None:
-                raise self._move_refused("serialized")
-            self._shard_manager().check_writable(getattr(self, self._hash_keyname or ""))
-            shard = self._pin_shard(self._shard_manager().strategy.write_shard(type(self), self))
+            shard = self._new_item_shard()
         data[self._hash_attr().attr_name] = {"S": self._physical_hash_key(shard)}
         return data
 

@@ -10,6 +10,7 @@ writes of an item whose derived attribute changed, are refused before sending.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding import (
     DynamicShards,
@@ -257,22 +259,41 @@ class TestLayoutChange:
         """Range keys whose shard differs between the two layouts."""
         return [n for n in range(40) if _old_shard(n) != _new_shard(n)]
 
-    def test_save_of_a_new_instance_replaces_the_old_layout_copy(self, dynamodb_models: Bind) -> None:
+    @pytest.mark.parametrize("write", ["save", "batch", "transaction", "cached dict"])
+    def test_new_instance_replaces_the_old_layout_copy(self, dynamodb_models: Bind, write: str) -> None:
         dynamodb_models(LayoutLog)
         put_raw(LayoutLog, [
             {"pk": {"S": f"k_{_old_shard(n)}"}, "sk": {"N": str(n)}, "body": {"S": "old"}} for n in range(40)
         ])
         moved = self._moved_keys()
         assert len(moved) > 20  # most keys change shard between the layouts
-        for n in range(40):
-            LayoutLog("k", n, body="new").save()  # a fresh instance: overwrite by key
-        stored = _stored(LayoutLog)
-        assert 40 == len(stored)
-        assert sorted(("k", str(n)) for n in range(40)) == _logical(LayoutLog, stored)
-        assert sorted((f"k_{_new_shard(n)}", str(n)) for n in range(40)) == stored
+        fresh = [LayoutLog("k", n, body="new") for n in range(40)]  # fresh instances: overwrite by key
+        if write == "save":
+            for item in fresh:
+                item.save()
+        elif write == "batch":
+            with LayoutLog.batch_write() as batch:
+                for item in fresh:
+                    batch.save(item)
+        elif write == "transaction":
+            for begin in range(0, 40, 10):
+                with TransactWrite(connection=LayoutLog._get_connection().connection) as tx:
+                    for item in fresh[begin:begin + 10]:
+                        tx.save(item)
+        else:
+            for item in fresh:
+                LayoutLog.from_raw_data(json.loads(json.dumps(item.to_dynamodb_dict()))).save()
+        # Each key replaced where it was stored: no second copy, every read finds the new value.
+        assert sorted((f"k_{_old_shard(n)}", str(n)) for n in range(40)) == _stored(LayoutLog)
         for n in moved:
             assert "new" == LayoutLog.get("k", n).body  # no ShardLocationError: one copy
         assert ["new"] * 40 == [item.body for item in LayoutLog.query("k")]
+
+    def test_keys_not_stored_yet_go_to_the_current_layout(self, dynamodb_models: Bind) -> None:
+        dynamodb_models(LayoutLog)
+        for n in range(10):
+            LayoutLog("k", n).save()
+        assert sorted((f"k_{_new_shard(n)}", str(n)) for n in range(10)) == _stored(LayoutLog)
 
     def test_duplicate_error_gives_layout_advice(self, dynamodb_models: Bind) -> None:
         """Two copies left by an older version: the error says which copy to keep."""

@@ -10,7 +10,7 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
     ShardLocationError,
 )
-from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
@@ -24,6 +24,7 @@ __all__ = [
     "FanoutPoolWarning",
     "HashedShards",
     "HistoryEntry",
+    "MergedPageIterator",
     "MergedResultIterator",
     "MetadataError",
     "RandomShards",

@@ -166,3 +166,31 @@ def test_a_persistent_error_raises_on_every_next(readings: None, model: type[Mod
         assert results.last_evaluated_key is not None
     assert got == list(range(len(got)))
     assert len(got) >= 4
+
+
+def read_pages_through_errors(model: type[Model], results: Any, max_errors: int = 5) -> tuple[list[int], int]:
+    """Walk ``page_iter`` as a caller that catches ``QueryError`` and carries on would."""
+    got: list[int] = []
+    errors = 0
+    while True:
+        try:
+            page = next(results.page_iter)
+        except StopIteration:
+            return got, errors
+        except QueryError:
+            errors += 1
+            if errors > max_errors:
+                raise
+            continue
+        got.extend(int(model.from_raw_data(raw).at) for raw in page["Items"])
+
+
+@pytest.mark.parametrize("failing", [2, 6, 11])
+def test_page_iteration_resumes_after_a_failed_page(readings: None, failing: int) -> None:
+    """A page being gathered when a request failed keeps its items for the next call."""
+    outcomes = {}
+    for model in (PlainReading, Reading):
+        with failing_queries(model, {failing}) as hook:
+            outcomes[model.__name__] = read_pages_through_errors(model, model.query("s", page_size=4))
+        assert hook.failed == 1, model
+    assert outcomes["PlainReading"] == outcomes["Reading"] == (list(range(ITEMS)), 1)

@@ -703,9 +703,9 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
 
         An error from a shard's request leaves the items gathered so far for the next call.
         """
-        if self._is_last_page:
-            raise StopIteration
         merge = self._merge
+        if self._is_last_page or (merge.closed and merge.started and not self._items):
+            raise StopIteration  # the end, or the query was closed
         size = max(1, self._page_size or self._default_request_limit or DEFAULT_BUFFERED_ITEMS)
         while len(self._items) < size:
             try:

@@ -161,3 +161,10 @@ def test_pages_and_items_share_one_stream(gauges: None) -> None:
         page = next(results.page_iter)
         rest = [int(item.at) for item in results]
         assert [int(model.from_raw_data(raw).at) for raw in page["Items"]] + rest == list(range(ITEMS))
+
+
+def test_no_page_after_close(gauges: None) -> None:
+    results = Gauge.query("g", page_size=10)
+    assert next(results.page_iter)["Count"] == 10
+    results.close()
+    assert list(results.page_iter) == []

@@ -4,7 +4,10 @@ A query of a sharded key is one DynamoDB Query per shard. :func:`merged_query` s
 parallel on a bounded thread pool, merges their pages in sort-key order as they stream in
 (holding at most the current page and one prefetched page per shard), and exposes a single
 JSON-serialisable ``last_evaluated_key`` that resumes every shard exactly where the caller
-stopped. :func:`merged_count` sums the shards' counts in parallel.
+stopped, with PynamoDB's ``page_iter`` over the merged stream. A request that fails is sent
+again by the next ``next()``, and a process forked mid-query sends the requests its parent's
+threads had in flight again, so neither ends a merged query early nor makes it hang.
+:func:`merged_count` sums the shards' counts in parallel.
 
 The data flows top-down: DynamoDB's sort order → the cursor → the merge → the iterator users
 see → the two entry points ``ShardedModel.query`` and ``ShardedModel.count`` call.

@@ -11,7 +11,7 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
     ShardLocationError,
 )
-from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
@@ -26,6 +26,7 @@ __all__ = [
     "HashedShards",
     "HistoryEntry",
     "HostContractError",
+    "MergedPageIterator",
     "MergedResultIterator",
     "MetadataError",
     "RandomShards",

@@ -4,7 +4,10 @@ A query of a sharded key is one DynamoDB Query per shard. :func:`merged_query` s
 parallel on a bounded thread pool, merges their pages in sort-key order as they stream in
 (holding at most the current page and one prefetched page per shard), and exposes a single
 JSON-serialisable ``last_evaluated_key`` that resumes every shard exactly where the caller
-stopped. :func:`merged_count` sums the shards' counts in parallel.
+stopped, with PynamoDB's ``page_iter`` over the merged stream. A request that fails is sent
+again by the next ``next()``, and a process forked mid-query sends the requests its parent's
+threads had in flight again, so neither ends a merged query early nor makes it hang.
+:func:`merged_count` sums the shards' counts in parallel.
 
 The data flows top-down: DynamoDB's sort order → the cursor → the merge → the iterator users
 see → the two entry points ``ShardedModel.query`` and ``ShardedModel.count`` call.
@@ -17,6 +20,7 @@ import binascii
 import hashlib
 import heapq
 import json
+import os
 import threading
 import warnings
 import weakref
@@ -34,6 +38,7 @@ from pynamodb.constants import (
     ITEMS,
     LAST_EVALUATED_KEY,
     SCANNED_COUNT,
+    TABLE_NAME,
     TOTAL,
 )
 from pynamodb.expressions.condition import Condition
@@ -50,6 +55,7 @@ __all__ = [
     "CursorScope",
     "CursorState",
     "FanoutPoolWarning",
+    "MergedPageIterator",
     "MergedResultIterator",
     "Page",
     "ShardMerge",
@@ -62,6 +68,7 @@ __all__ = [
 ]
 
 _M = TypeVar("_M", bound="ShardedModel")
+_T = TypeVar("_T")
 
 #: A DynamoDB attribute value in botocore's shape: ``{"S": "a"}``, ``{"N": "1"}``, ``{"B": b"x"}``.
 RawValue = dict[str, Any]
@@ -355,12 +362,17 @@ def decode_cursor(
 
 @attrs.frozen
 class Page:
-    """One page of a shard's results, as DynamoDB's Query returned it."""
+    """One page of a shard's results, as DynamoDB's Query returned it.
+
+    ``consumed_capacity`` is the page's ``ConsumedCapacity.CapacityUnits`` when the request
+    asked for it (``rate_limit``), else ``None``.
+    """
 
     items: list[RawItem]
     last_evaluated_key: RawKey | None
     count: int
     scanned_count: int
+    consumed_capacity: float | None = None
 
 
 #: Fetches one page of a shard: ``fetch_page(shard, exclusive_start_key)``.
@@ -381,6 +393,10 @@ class _ShardStream:
         self.pending: Future[Page] | None = None
         self.loaded = False
 
+    def next_start(self) -> RawKey | None:
+        """The exclusive start key of the request that follows the current page."""
+        return self.page_key if self.loaded else self.start
+
 
 class ShardMerge:
     """A streaming k-way merge of per-shard result pages, fetched in parallel.
@@ -390,6 +406,12 @@ class ShardMerge:
     requested as soon as its current page arrives, unless ``limit`` proves it will not be needed.
     Items come out in ``(sort value, shard)`` order, ascending or descending, so that ties on
     equal sort keys in different shards are broken the same way in every run.
+
+    A failed page request raises from ``next()`` and leaves the merge as it was: the next
+    ``next()`` sends the same request again (same exclusive start key) and carries on, so an
+    error never ends the merge early nor repeats an item. Only exhaustion, ``limit`` and
+    :meth:`close` end it. In a child process forked while pages were in flight, the requests
+    the parent's threads were sending are sent again from a pool of the child's own.
 
     Args:
         fetch_page: sends one request; runs on the pool's threads.
@@ -420,14 +442,18 @@ class ShardMerge:
         self._limit = limit
         self._max_workers = max(1, min(max_workers, len(self._streams)))
         self._heap: list[tuple[Any, int, _ShardStream]] = []
-        self._refill: _ShardStream | None = None
+        # Streams to load before the next item can be chosen: every stream at the start, then
+        # each stream whose page ran out. One stays here until its page has arrived.
+        self._loading: list[_ShardStream] = []
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid = 0
         self._finalizer: weakref.finalize[Any, ShardMerge] | None = None
         self.started = False
         self.closed = False
         self.returned = 0
         self.total_count = 0
         self.total_scanned_count = 0
+        self.total_consumed_capacity: float | None = None
         self.requests = 0
 
     # -- iteration ---------------------------------------------------------------------------
@@ -437,74 +463,101 @@ class ShardMerge:
 
     def __next__(self) -> tuple[int, RawItem]:
         """Return ``(shard, raw item)`` of the next item in merged order."""
+        return self.next_as(_shard_and_item)
+
+    def next_as(self, convert: Callable[[int, RawItem], _T]) -> _T:
+        """Return ``convert(shard, raw item)`` of the next item, taking the item only if it returns.
+
+        An exception from a page request or from ``convert`` leaves the item to be returned by
+        the next call.
+
+        Raises:
+            StopIteration: every shard is exhausted, ``limit`` items were returned, or closed.
+        """
+        shard, item = self._peek()
+        value = convert(shard, item)
+        self._take()
+        return value
+
+    def _peek(self) -> tuple[int, RawItem]:
         if self.closed:
             raise StopIteration
         if self._limit is not None and self.returned >= self._limit:
             self.close()  # the prefetched pages will not be needed
             raise StopIteration
-        try:
-            if not self.started:
-                self._start()
-            if self._refill is not None:
-                stream, self._refill = self._refill, None
-                self._advance(stream)
-        except BaseException:
-            self.close()
-            raise
-        heap = self._heap
-        if not heap:
+        for stream in self._leave_parents_threads():
+            stream.pending = self._submit(stream.shard, stream.next_start())
+        if not self.started:
+            self.started = True
+            self._loading = list(self._streams)
+            for stream in self._streams:
+                stream.pending = self._submit(stream.shard, stream.start)
+        loading = self._loading
+        while loading:
+            # Raises with the stream still first in line: the next call loads it again.
+            self._load(loading[0])
+            del loading[0]
+        if not self._heap:
             self.close()
             raise StopIteration
+        stream = self._heap[0][2]
+        return stream.shard, stream.items[stream.index]
+
+    def _take(self) -> None:
+        """Consume the item :meth:`_peek` returned."""
+        heap = self._heap
         stream = heap[0][2]
-        item = stream.items[stream.index]
-        stream.index += 1
-        self.returned += 1
-        if stream.index < len(stream.items):
-            heapq.heapreplace(heap, self._entry(stream))
+        if stream.index + 1 < len(stream.items):
+            entry = self._entry(stream, stream.index + 1)
+            stream.index += 1
+            heapq.heapreplace(heap, entry)
         else:
+            stream.index += 1
             heapq.heappop(heap)
             if stream.page_key is not None:
-                # The next page may need a wait: fetch it on the next call, not before
-                # handing this item over.
-                self._refill = stream
+                # The next page may need a wait: load it on the next call, not before handing
+                # this item over.
+                self._loading.append(stream)
+        self.returned += 1
         if self._limit is not None and self.returned >= self._limit:
             self.close()  # the prefetched pages will not be needed
-        return stream.shard, item
 
-    def _entry(self, stream: _ShardStream) -> tuple[Any, int, _ShardStream]:
-        value = self._sort_key(stream.items[stream.index])
+    def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
+        value = self._sort_key(stream.items[index])
         if self._forward:
             return (value, stream.shard, stream)
         return (_Descending((value, stream.shard)), 0, stream)
 
-    def _start(self) -> None:
-        self.started = True
-        for stream in self._streams:
-            stream.pending = self._submit(stream.shard, stream.start)
-        for stream in self._streams:
-            self._advance(stream)
-
-    def _advance(self, stream: _ShardStream) -> None:
-        """Load pages of ``stream`` until it has an item to offer or is exhausted."""
+    def _load(self, stream: _ShardStream) -> None:
+        """Load pages of ``stream`` until it has an item to offer (on the heap) or is exhausted."""
         while stream.index >= len(stream.items):
-            if stream.loaded:
-                if stream.page_key is None:
-                    return
-                stream.start = stream.page_key
+            if stream.loaded and stream.page_key is None:
+                return
             pending = stream.pending
             if pending is None:
-                pending = self._submit(stream.shard, stream.start)
+                pending = stream.pending = self._submit(stream.shard, stream.next_start())
+            try:
+                page = pending.result()
+            except BaseException:
+                # A failed request is sent again by the next call; a wait that was interrupted
+                # (KeyboardInterrupt) goes on waiting for the same request.
+                if pending.done():
+                    stream.pending = None
+                raise
             stream.pending = None
-            page = pending.result()
+            if stream.loaded:
+                stream.start = stream.page_key
             stream.items = page.items
             stream.index = 0
             stream.page_key = page.last_evaluated_key
             stream.loaded = True
             self.total_count += page.count
             self.total_scanned_count += page.scanned_count
+            if page.consumed_capacity is not None:
+                self.total_consumed_capacity = (self.total_consumed_capacity or 0.0) + page.consumed_capacity
             if page.last_evaluated_key is not None and self._may_need_more(len(page.items)):
                 stream.pending = self._submit(stream.shard, page.last_evaluated_key)
-        heapq.heappush(self._heap, self._entry(stream))
+        heapq.heappush(self._heap, self._entry(stream, stream.index))
 
     def _may_need_more(self, available: int) -> bool:
         # A page holding as many items as the limit still allows covers the rest of the query
@@ -516,9 +569,28 @@ class ShardMerge:
             self._executor = ThreadPoolExecutor(
                 self._max_workers, thread_name_prefix="pynamodb-sharding-fanout"
             )
-            self._finalizer = weakref.finalize(self, _shutdown, self._executor, self._streams)
+            self._executor_pid = os.getpid()
+            self._finalizer = weakref.finalize(self, _shutdown, self._executor, self._streams, self._executor_pid)
         self.requests += 1
         return self._executor.submit(self._fetch_page, shard, start)
+
+    def _leave_parents_threads(self) -> list[_ShardStream]:
+        """In a forked child, forget the parent's pool; return the streams whose request was lost.
+
+        The pool's threads do not exist in the child, so its futures would never complete, and
+        the locks of the pool and of those futures may have been held by a thread at the fork:
+        the child touches none of them, it only drops its references.
+        """
+        if self._executor is None or self._executor_pid == os.getpid():
+            return []
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self._executor = None
+        lost = [stream for stream in self._streams if stream.pending is not None]
+        for stream in lost:
+            stream.pending = None
+        return lost
 
     # -- state -------------------------------------------------------------------------------
 
@@ -557,12 +629,19 @@ class ShardMerge:
         """Cancel outstanding requests and release the pool's threads; idempotent."""
         self.closed = True
         self._heap = []
-        self._refill = None
+        self._loading = []
+        self._leave_parents_threads()
         if self._finalizer is not None:
             self._finalizer()
 
 
-def _shutdown(executor: ThreadPoolExecutor, streams: Sequence[_ShardStream]) -> None:
+def _shard_and_item(shard: int, item: RawItem) -> tuple[int, RawItem]:
+    return shard, item
+
+
+def _shutdown(executor: ThreadPoolExecutor, streams: Sequence[_ShardStream], pid: int) -> None:
+    if os.getpid() != pid:
+        return  # a forked child: the pool and its futures belong to the parent's threads
     for stream in streams:
         if stream.pending is not None:
             stream.pending.cancel()
@@ -574,17 +653,145 @@ def _shutdown(executor: ThreadPoolExecutor, streams: Sequence[_ShardStream]) -> 
 # --------------------------------------------------------------------------------------------
 
 
+class MergedPageIterator(Iterator[dict[str, Any]]):
+    """The pages of a merged query: PynamoDB's ``PageIterator`` surface over the merged stream.
+
+    ``MergedResultIterator.page_iter`` is one, as ``ResultIterator.page_iter`` is a
+    ``PageIterator``, with the same attributes: ``last_evaluated_key``,
+    ``total_scanned_count``, ``key_names``, ``page_size`` (settable: the ``Limit`` of the
+    shard requests sent from then on), and iteration over raw pages. A page is a dict in
+    Query's response shape: ``Items`` (raw items, in merged order, as DynamoDB returned them:
+    ``Model.from_raw_data`` reads them), ``Count``, ``ScannedCount`` (of the shard pages taken
+    into the merge meanwhile), ``ConsumedCapacity`` when the requests asked for it
+    (``rate_limit``), and ``LastEvaluatedKey`` except on the last page. A page holds at most
+    ``page_size`` items and is made of the items the merge returns next, so a page is not one
+    DynamoDB response. The pages and the items of the ``MergedResultIterator`` come from the
+    one merged stream: what one of them returns, the other does not return again.
+
+    The one intended difference from PynamoDB: ``last_evaluated_key`` (and a page's
+    ``LastEvaluatedKey``) is the merged query's cursor, a dict of JSON types that resumes every
+    shard right after the last item returned, not a DynamoDB key. It is the same value as the
+    result iterator's ``last_evaluated_key``.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        merge: ShardMerge,
+        scope: CursorScope,
+        *,
+        given_cursor: dict[str, Any] | None,
+        key_names: Sequence[str],
+        page_size: int | None,
+        shard_query: _ShardQuery | None = None,
+    ) -> None:
+        self._merge = merge
+        self._scope = scope
+        self._given_cursor = given_cursor
+        self._key_names = tuple(key_names)
+        self._page_size = page_size
+        self._shard_query = shard_query
+        self._default_request_limit = shard_query.page_size if shard_query is not None else None
+        self._is_last_page = False
+        self._items: list[RawItem] = []  # a page being filled when a request failed
+        self._scanned_reported = 0
+        self._consumed_reported = 0.0
+
+    def __iter__(self) -> MergedPageIterator:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        """The next page, in the shape of a DynamoDB Query response.
+
+        An error from a shard's request leaves the items gathered so far for the next call.
+        """
+        merge = self._merge
+        if self._is_last_page or (merge.closed and merge.started and not self._items):
+            raise StopIteration  # the end, or the query was closed
+        size = max(1, self._page_size or self._default_request_limit or DEFAULT_BUFFERED_ITEMS)
+        while len(self._items) < size:
+            try:
+                self._items.append(merge.next_as(_item_only))
+            except StopIteration:
+                break
+        items, self._items = self._items, []
+        page: dict[str, Any] = {
+            ITEMS: items,
+            CAMEL_COUNT: len(items),
+            SCANNED_COUNT: merge.total_scanned_count - self._scanned_reported,
+        }
+        self._scanned_reported = merge.total_scanned_count
+        consumed = merge.total_consumed_capacity
+        if consumed is not None:
+            page[CONSUMED_CAPACITY] = {
+                CAPACITY_UNITS: consumed - self._consumed_reported,
+                TABLE_NAME: self._scope.table,
+            }
+            self._consumed_reported = consumed
+        cursor = self.last_evaluated_key
+        if cursor is not None:
+            page[LAST_EVALUATED_KEY] = cursor
+        self._is_last_page = cursor is None or merge.closed
+        return page
+
+    def next(self) -> dict[str, Any]:
+        return self.__next__()
+
+    @property
+    def key_names(self) -> Iterable[str]:
+        """The attributes of an item's key: the table's, plus the index's for an index query."""
+        return self._key_names
+
+    @property
+    def page_size(self) -> int | None:
+        """The ``page_size`` given to the query (else its ``limit``), as in PynamoDB."""
+        return self._page_size
+
+    @page_size.setter
+    def page_size(self, page_size: int | None) -> None:
+        self._page_size = page_size
+        if self._shard_query is not None:
+            limit = page_size if page_size is not None else self._default_request_limit
+            self._shard_query.page_size = limit
+
+    @property
+    def last_evaluated_key(self) -> dict[str, Any] | None:
+        """The merged cursor: resumes right after the last item returned; ``None`` at the end."""
+        merge = self._merge
+        if not merge.started:
+            return self._given_cursor
+        state, remaining = merge.state()
+        if not remaining:
+            return None
+        return encode_cursor(self._scope, state)
+
+    @property
+    def total_scanned_count(self) -> int:
+        """The ``ScannedCount`` of every shard page taken into the merge."""
+        return self._merge.total_scanned_count
+
+
+def _item_only(shard: int, item: RawItem) -> RawItem:
+    return item
+
+
 class MergedResultIterator(Iterator[_M]):
     """The result of a merged query: model instances with logical keys, in sort-key order.
 
-    It has the surface of PynamoDB's ``ResultIterator`` that iteration needs:
-    ``last_evaluated_key``, ``total_count`` and ``total_scanned_count``. Nothing is sent
+    It has the surface of PynamoDB's ``ResultIterator``: ``last_evaluated_key``,
+    ``total_count``, and ``page_iter`` (a :class:`MergedPageIterator`, with
+    ``total_scanned_count``, ``key_names``, ``page_size`` and the raw pages). Nothing is sent
     before the first item is asked for. Close it (or use it as a context manager) to cancel
     the prefetched pages of a query you stop reading early; garbage collection does the same.
 
     ``last_evaluated_key`` follows ``ResultIterator``: before iteration it is the cursor the
     query was given (or ``None``); once every shard is exhausted it is ``None``; otherwise it is
     a cursor (a dict of JSON types) that resumes right after the last item returned.
+
+    A ``next()`` that raised (a shard's request failed, after botocore's retries) can be called
+    again: it sends the failed request again and carries on where it stopped, like
+    ``ResultIterator``; an error never ends the iteration early.
     """
 
     def __init__(
@@ -594,18 +801,25 @@ class MergedResultIterator(Iterator[_M]):
         scope: CursorScope,
         *,
         given_cursor: dict[str, Any] | None,
+        key_names: Sequence[str] = (),
+        page_size: int | None = None,
+        shard_query: _ShardQuery | None = None,
     ) -> None:
         self._model = model
         self._from_raw_data = model.from_raw_data
         self._merge = merge
-        self._scope = scope
-        self._given_cursor = given_cursor
+        self.page_iter = MergedPageIterator(
+            merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
+            shard_query=shard_query,
+        )
 
     def __iter__(self) -> MergedResultIterator[_M]:
         return self
 
     def __next__(self) -> _M:
-        _shard, raw = next(self._merge)
+        return self._merge.next_as(self._instance)
+
+    def _instance(self, shard: int, raw: RawItem) -> _M:
         return self._from_raw_data(raw)
 
     def next(self) -> _M:
@@ -614,12 +828,7 @@ class MergedResultIterator(Iterator[_M]):
     @property
     def last_evaluated_key(self) -> dict[str, Any] | None:
         """The cursor to pass back as ``last_evaluated_key``, ``None`` when nothing is left."""
-        if not self._merge.started:
-            return self._given_cursor
-        state, remaining = self._merge.state()
-        if not remaining:
-            return None
-        return encode_cursor(self._scope, state)
+        return self.page_iter.last_evaluated_key
 
     @property
     def total_count(self) -> int:
@@ -628,7 +837,7 @@ class MergedResultIterator(Iterator[_M]):
 
     @property
     def total_scanned_count(self) -> int:
-        """The ``ScannedCount`` of every page taken into the merge."""
+        """The ``ScannedCount`` of every page taken into the merge (as ``page_iter``'s)."""
         return self._merge.total_scanned_count
 
     @property
@@ -706,6 +915,16 @@ class _ShardQuery:
         self._limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
         self._kwargs = {**query_kwargs, "return_consumed_capacity": TOTAL if self._limiter else None}
 
+    @property
+    def page_size(self) -> int | None:
+        """The ``Limit`` of the requests sent from now on."""
+        limit: int | None = self._kwargs.get("limit")
+        return limit
+
+    @page_size.setter
+    def page_size(self, limit: int | None) -> None:
+        self._kwargs["limit"] = limit
+
     def __call__(self, hash_value: Any, start: RawKey | None) -> dict[str, Any]:
         limiter = self._limiter
         if limiter is not None:
@@ -726,6 +945,7 @@ class _SharedRateLimiter:
     def __init__(self, rate_limit: float) -> None:
         self._limiter = RateLimiter(rate_limit)
         self._lock = threading.Lock()
+        _rate_limiters.add(self)
 
     def acquire(self) -> None:
         with self._lock:
@@ -734,6 +954,21 @@ class _SharedRateLimiter:
     def consume(self, units: float) -> None:
         with self._lock:
             self._limiter.consume(units)  # type: ignore[arg-type]  # PynamoDB types units as int
+
+
+_rate_limiters: weakref.WeakSet[_SharedRateLimiter] = weakref.WeakSet()
+
+
+def _reset_locks_in_child() -> None:
+    """Give a forked child fresh locks: a thread of the parent may have held one at the fork."""
+    global _warned_lock  # replaced, not mutated: the old one may be held forever
+    _warned_lock = threading.Lock()
+    for limiter in list(_rate_limiters):
+        limiter._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_reset_locks_in_child)
 
 
 @attrs.frozen
@@ -896,7 +1131,9 @@ def merged_query(
 
     def fetch_page(shard: int, start: RawKey | None) -> Page:
         data = send(hash_values[shard], start)
-        return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT])
+        consumed = data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS)
+        return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT],
+                    consumed_capacity=float(consumed) if consumed is not None else None)
 
     sort_name = plan.sort_name
     if sort_name is None:
@@ -911,7 +1148,9 @@ def merged_query(
         _check_pool(model, min(workers, len(starts)))
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers)
-    return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key)
+    return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
+                                key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
+                                shard_query=send)
 
 
 def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import assert_type
+from typing import Any, assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardManager
+from pynamodb_sharding import MergedPageIterator, RandomShards, ShardedModel, Sharding, ShardManager
 from pynamodb_sharding.strategies import HistoryEntry
 
 
@@ -34,6 +34,12 @@ def check() -> None:
     assert_type(item.file_path, str)
     for found in AuditLog.query("/f"):
         assert_type(found, AuditLog)
+    pages = AuditLog.query("/f").page_iter
+    assert_type(pages, MergedPageIterator)
+    assert_type(pages.last_evaluated_key, dict[str, Any] | None)
+    assert_type(pages.total_scanned_count, int)
+    for page in pages:
+        assert_type(page, dict[str, Any])
     for got in AuditLog.batch_get([("/f", 1)]):
         assert_type(got, AuditLog)
     assert_type(AuditLog.count("/f"), int)

@@ -2,8 +2,9 @@
 
 ``limit`` sends no page beyond one look-ahead per shard; ``page_size``, ``consistent_read``,
 ``filter_condition`` and ``attributes_to_get`` reach every shard's request; ``rate_limit`` paces
-the logical query as a whole; a shard's error reaches the consumer as PynamoDB's ``QueryError``;
-a partly read query leaks no thread; too small a connection pool is warned about once.
+the logical query as a whole; a shard's error reaches the consumer as PynamoDB's ``QueryError``
+on every ``next()``; a partly read query leaks no thread; too small a connection pool is warned
+about once.
 """
 
 from __future__ import annotations
@@ -160,6 +161,9 @@ def test_a_shards_error_reaches_the_consumer(metrics: None) -> None:
         next(results)
     assert isinstance(caught.value.cause, ClientError)
     assert caught.value.cause_response_code == "ValidationException"
+    with pytest.raises(QueryError):  # raised again, never a silent end
+        list(results)
+    results.close()
     assert list(results) == []
     assert wait_for_threads(before) == before
 

@@ -7,6 +7,7 @@ items counted but not returned), so the merge is checked against ``sorted`` of t
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -18,7 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pynamodb_sharding import fanout
 from pynamodb_sharding.fanout import Page, RawItem, RawKey, ShardMerge, sort_value
+from tests.forked import fork_running
 
 KEY_NAMES = ("pk", "sk")
 
@@ -207,21 +210,29 @@ class TestResumption:
 class TestFailuresAndThreads:
     """A shard's error reaches the consumer; closing releases the pool's threads."""
 
-    def test_error_of_one_shard_propagates(self) -> None:
+    def test_error_of_one_shard_propagates_on_every_call(self) -> None:
         class Boom(Exception):
             pass
 
         good = Paginator({1: list(range(10))}, page_size=2)
+        calls: Counter[int] = Counter()
 
         def fetch(shard: int, start: RawKey | None) -> Page:
+            calls[shard] += 1
             if shard == 2:
                 raise Boom("shard 2 failed")
             return good(shard, start)
 
         merged = ShardMerge(fetch, {1: None, 2: None}, sort_key=sk_of, key_names=KEY_NAMES, max_workers=2)
-        with pytest.raises(Boom, match="shard 2 failed"):
-            next(merged)
-        assert merged.closed
+        for attempt in range(1, 4):
+            with pytest.raises(Boom, match="shard 2 failed"):
+                next(merged)
+            assert calls[2] == attempt  # the failed request is sent again by each call
+        assert not merged.closed
+        state, remaining = merged.state()
+        assert remaining
+        assert 2 not in state.positions  # shard 2 resumes from its start
+        merged.close()
         assert list(merged) == []
 
     def test_closing_a_partly_read_merge_releases_threads(self) -> None:
@@ -251,6 +262,182 @@ class TestFailuresAndThreads:
         assert started
         del merged
         assert [] == _still_alive(started)
+
+
+class Boom(Exception):
+    """An injected failure of one page request."""
+
+
+class Flaky:
+    """Raises ``Boom`` on the listed calls (1-based, in the order the threads make them)."""
+
+    def __init__(self, paginator: Paginator, failing: Iterable[int]) -> None:
+        self.paginator = paginator
+        self.failing = set(failing)
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, shard: int, start: RawKey | None) -> Page:
+        with self.lock:
+            self.calls += 1
+            call = self.calls
+        if call in self.failing:
+            raise Boom(f"call {call}")
+        return self.paginator(shard, start)
+
+
+def drain_through_errors(merged: ShardMerge, max_errors: int) -> tuple[list[tuple[int, int]], int]:
+    got: list[tuple[int, int]] = []
+    errors = 0
+    while True:
+        try:
+            shard, item = next(merged)
+        except StopIteration:
+            return got, errors
+        except Boom:
+            errors += 1
+            assert errors <= max_errors, "a failure was raised more often than it happened"
+            continue
+        got.append((shard, int(item["sk"]["N"])))
+
+
+class TestErrorsMidway:
+    """After a failed page, the next call re-sends it and the merge goes on: nothing lost or repeated."""
+
+    @settings(max_examples=80, deadline=None)
+    @given(
+        shard_items,
+        st.integers(1, 5),
+        st.booleans(),
+        st.sets(st.integers(1, 25), max_size=6),
+        st.one_of(st.none(), st.integers(0, 40)),
+    )
+    def test_errors_lose_and_repeat_nothing(
+        self, shards: dict[int, list[int]], page_size: int, forward: bool, failing: set[int], limit: int | None
+    ) -> None:
+        paginator = Paginator(shards, page_size=page_size, forward=forward)
+        flaky = Flaky(paginator, failing)
+        merged = ShardMerge(flaky, dict.fromkeys(shards), sort_key=sk_of, key_names=KEY_NAMES,
+                            forward=forward, limit=limit, max_workers=3)
+        got, errors = drain_through_errors(merged, max_errors=len(failing))
+        assert paginator.expected(forward)[:limit] == got
+        assert errors <= len(failing)
+
+    @settings(max_examples=60, deadline=None)
+    @given(shard_items, st.integers(1, 5), st.booleans(), st.integers(1, 20))
+    def test_state_after_an_error_resumes_exactly(
+        self, shards: dict[int, list[int]], page_size: int, forward: bool, failing: int
+    ) -> None:
+        paginator = Paginator(shards, page_size=page_size, forward=forward)
+        merged = ShardMerge(Flaky(paginator, {failing}), dict.fromkeys(shards), sort_key=sk_of,
+                            key_names=KEY_NAMES, forward=forward, max_workers=3)
+        got: list[tuple[int, int]] = []
+        try:
+            got.extend((shard, int(item["sk"]["N"])) for shard, item in merged)
+        except Boom:
+            state, _remaining = merged.state()
+            merged.close()
+            resumed = merge(paginator, {s: state.positions.get(s) for s in shards}, forward=forward)
+            got.extend(drain(resumed))
+        assert paginator.expected(forward) == got
+
+    def test_a_failed_conversion_leaves_the_item_next(self) -> None:
+        merged = merge(Paginator({1: [1, 3], 2: [2]}, page_size=1), {1: None, 2: None})
+        seen: list[int] = []
+
+        def convert(shard: int, item: RawItem) -> int:
+            value = int(item["sk"]["N"])
+            if value == 2 and 2 not in seen:
+                seen.append(value)
+                raise Boom("cannot convert 2")
+            return value
+
+        assert merged.next_as(convert) == 1
+        with pytest.raises(Boom):
+            merged.next_as(convert)
+        assert [merged.next_as(convert), merged.next_as(convert)] == [2, 3]
+        with pytest.raises(StopIteration):
+            merged.next_as(convert)
+
+    def test_an_interrupted_wait_keeps_the_request(self) -> None:
+        """A wait cut short (Ctrl-C) waits for the same request next time: no page is sent twice."""
+        paginator = Paginator({1: [1, 2, 3]}, page_size=2)  # two pages: [1, 2] and [3]
+        gate = threading.Event()
+
+        def fetch(shard: int, start: RawKey | None) -> Page:
+            if start is not None:
+                gate.wait(5)
+            return paginator(shard, start)
+
+        merged = ShardMerge(fetch, {1: None}, sort_key=sk_of, key_names=KEY_NAMES)
+        assert [int(next(merged)[1]["sk"]["N"]) for _ in range(2)] == [1, 2]
+        (pending,) = [stream.pending for stream in merged._streams if stream.pending is not None]
+
+        def interrupted(timeout: float | None = None) -> Page:
+            raise KeyboardInterrupt
+
+        pending.result = interrupted  # type: ignore[method-assign]  # Ctrl-C during the wait
+        with pytest.raises(KeyboardInterrupt):
+            next(merged)
+        del pending.result
+        gate.set()
+        assert [int(item["sk"]["N"]) for _shard, item in merged] == [3]
+        assert paginator.calls[1] == 2
+
+
+class TestFork:
+    """A merge started before ``os.fork()`` goes on in the child, whose pool is its own."""
+
+    def test_pages_in_flight_at_the_fork_are_sent_again_by_the_child(self) -> None:
+        parent = os.getpid()
+        release = threading.Event()
+        paginator = Paginator({s: list(range(s, 60, 3)) for s in (1, 2, 3)}, page_size=2)
+
+        def fetch(shard: int, start: RawKey | None) -> Page:
+            if start is not None and os.getpid() == parent:
+                release.wait(10)  # the parent's next pages are in flight at the fork
+            return paginator(shard, start)
+
+        merged = ShardMerge(fetch, {1: None, 2: None, 3: None}, sort_key=sk_of, key_names=KEY_NAMES, max_workers=3)
+        first = [int(next(merged)[1]["sk"]["N"]) for _ in range(2)]
+        child = fork_running(lambda: [int(item["sk"]["N"]) for _shard, item in merged], timeout=20)
+        release.set()
+        in_parent = [int(item["sk"]["N"]) for _shard, item in merged]
+        assert first == [1, 2]
+        assert in_parent == list(range(3, 60))
+        assert child.result() == list(range(3, 60))
+
+    def test_closing_in_the_child_does_not_wait_for_the_parents_pool(self) -> None:
+        parent = os.getpid()
+        release = threading.Event()
+        paginator = Paginator({1: list(range(10)), 2: list(range(10))}, page_size=2)
+
+        def fetch(shard: int, start: RawKey | None) -> Page:
+            if start is not None and os.getpid() == parent:
+                release.wait(10)
+            return paginator(shard, start)
+
+        merged = ShardMerge(fetch, {1: None, 2: None}, sort_key=sk_of, key_names=KEY_NAMES, max_workers=2)
+        next(merged)
+
+        def close_and_collect() -> bool:
+            merged.close()
+            return merged.closed
+
+        child = fork_running(close_and_collect, timeout=20)
+        release.set()
+        assert child.result() is True
+        merged.close()
+
+    def test_module_locks_are_fresh_in_a_child(self) -> None:
+        """A lock a parent's thread held at the fork is not held forever in the child."""
+        limiter = fanout._SharedRateLimiter(10.0)
+        with fanout._warned_lock, limiter._lock:
+            child = fork_running(
+                lambda: fanout._warned_lock.acquire(timeout=2) and limiter._lock.acquire(timeout=2),
+                timeout=20,
+            )
+        assert child.result() is True
 
 
 def _still_alive(threads: set[threading.Thread], timeout: float = 5.0) -> list[threading.Thread]:

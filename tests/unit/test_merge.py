@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynamodb_sharding import fanout
-from pynamodb_sharding.fanout import Page, RawItem, RawKey, ShardMerge, sort_value
+from pynamodb_sharding.cursor import RawItem, RawKey
+from pynamodb_sharding.merge import Page, ShardMerge, sort_value
 from tests.forked import fork_running
 
 KEY_NAMES = ("pk", "sk")

@@ -1,0 +1,368 @@
+"""The streaming k-way merge of per-shard result pages, in DynamoDB's sort order.
+
+:class:`ShardMerge` takes one page-fetching function and the shards to read; it fetches their
+pages in parallel on a bounded thread pool, holds at most the page being consumed and one
+prefetched page per shard, and yields ``(shard, raw item)`` in sort-key order (either
+direction, ties broken by shard). A failed request is sent again by the next call; a process
+forked mid-merge sends the requests its parent's threads had in flight again. Its
+:meth:`~ShardMerge.state` is what the cursor encodes. Pure: no PynamoDB import, raw items in
+botocore's shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import os
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import attrs
+
+from pynamodb_sharding.cursor import CursorState, RawItem, RawKey
+from pynamodb_sharding.exceptions import ShardingError
+
+__all__ = [
+    "FetchPage",
+    "Page",
+    "ShardMerge",
+    "SortValue",
+    "sort_value",
+]
+
+_T = TypeVar("_T")
+
+#: What a sort key becomes to compare it the way DynamoDB does.
+SortValue = Decimal | str | bytes
+
+
+def sort_value(value: Mapping[str, Any]) -> SortValue:
+    """Turn a raw key attribute value into something that compares the way DynamoDB sorts it.
+
+    DynamoDB orders ``N`` numerically, ``S`` by UTF-8 bytes and ``B`` by bytes. A Python ``str``
+    compares by code point, which is exactly UTF-8 byte order (unlike UTF-16 order, where
+    characters outside the Basic Multilingual Plane sort before U+E000..U+FFFF), so strings are
+    compared as they are, without the cost of encoding them.
+
+    Raises:
+        ShardingError: the value is not of a key type (``S``, ``N`` or ``B``).
+    """
+    if "S" in value:
+        text: str = value["S"]
+        return text
+    if "N" in value:
+        return Decimal(value["N"])
+    if "B" in value:
+        blob = value["B"]
+        return base64.b64decode(blob) if isinstance(blob, str) else bytes(blob)
+    msg = f"a sort key must be of type S, N or B, got {value!r}; only those types can be DynamoDB keys."
+    raise ShardingError(msg)
+
+
+class _Descending:
+    """Inverts the order of a ``(sort value, shard)`` pair so that ``heapq`` pops the largest."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: tuple[SortValue, int]) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return other.value < self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+@attrs.frozen
+class Page:
+    """One page of a shard's results, as DynamoDB's Query returned it.
+
+    ``consumed_capacity`` is the page's ``ConsumedCapacity.CapacityUnits`` when the request
+    asked for it (``rate_limit``), else ``None``.
+    """
+
+    items: list[RawItem]
+    last_evaluated_key: RawKey | None
+    count: int
+    scanned_count: int
+    consumed_capacity: float | None = None
+
+
+#: Fetches one page of a shard: ``fetch_page(shard, exclusive_start_key)``.
+FetchPage = Callable[[int, "RawKey | None"], Page]
+
+
+class _ShardStream:
+    """One shard's place in the merge: its current page, its prefetch, where it resumes."""
+
+    __slots__ = ("index", "items", "loaded", "page_key", "pending", "shard", "start")
+
+    def __init__(self, shard: int, start: RawKey | None) -> None:
+        self.shard = shard
+        self.start = start  # exclusive start key of the current page's request
+        self.items: list[RawItem] = []
+        self.index = 0
+        self.page_key: RawKey | None = None  # DynamoDB's LastEvaluatedKey of the current page
+        self.pending: Future[Page] | None = None
+        self.loaded = False
+
+    def next_start(self) -> RawKey | None:
+        """The exclusive start key of the request that follows the current page."""
+        return self.page_key if self.loaded else self.start
+
+
+class ShardMerge:
+    """A streaming k-way merge of per-shard result pages, fetched in parallel.
+
+    Every shard's pages come from ``fetch_page`` on a bounded thread pool. The merge holds, per
+    shard, the page being consumed and at most one prefetched page: the next page of a shard is
+    requested as soon as its current page arrives, unless ``limit`` proves it will not be needed.
+    Items come out in ``(sort value, shard)`` order, ascending or descending, so that ties on
+    equal sort keys in different shards are broken the same way in every run.
+
+    A failed page request raises from ``next()`` and leaves the merge as it was: the next
+    ``next()`` sends the same request again (same exclusive start key) and carries on, so an
+    error never ends the merge early nor repeats an item. Only exhaustion, ``limit`` and
+    :meth:`close` end it. In a child process forked while pages were in flight, the requests
+    the parent's threads were sending are sent again from a pool of the child's own.
+
+    Args:
+        fetch_page: sends one request; runs on the pool's threads.
+        starts: the shards to read, each with its exclusive start key (``None``: from the start).
+        sort_key: the item's sort value, see :func:`sort_value`.
+        key_names: the attributes of an item's resume key (``ExclusiveStartKey`` shape).
+        forward: ascending when true.
+        limit: stop after that many items.
+        max_workers: threads of the pool.
+    """
+
+    def __init__(
+        self,
+        fetch_page: FetchPage,
+        starts: Mapping[int, RawKey | None],
+        *,
+        sort_key: Callable[[RawItem], SortValue],
+        key_names: Sequence[str],
+        forward: bool = True,
+        limit: int | None = None,
+        max_workers: int = 1,
+    ) -> None:
+        self._fetch_page = fetch_page
+        self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
+        self._sort_key = sort_key
+        self._key_names = tuple(key_names)
+        self._forward = forward
+        self._limit = limit
+        self._max_workers = max(1, min(max_workers, len(self._streams)))
+        self._heap: list[tuple[Any, int, _ShardStream]] = []
+        # Streams to load before the next item can be chosen: every stream at the start, then
+        # each stream whose page ran out. One stays here until its page has arrived.
+        self._loading: list[_ShardStream] = []
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid = 0
+        self._finalizer: weakref.finalize[Any, ShardMerge] | None = None
+        self.started = False
+        self.closed = False
+        self.returned = 0
+        self.total_count = 0
+        self.total_scanned_count = 0
+        self.total_consumed_capacity: float | None = None
+        self.requests = 0
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[tuple[int, RawItem]]:
+        return self
+
+    def __next__(self) -> tuple[int, RawItem]:
+        """Return ``(shard, raw item)`` of the next item in merged order."""
+        return self.next_as(_shard_and_item)
+
+    def next_as(self, convert: Callable[[int, RawItem], _T]) -> _T:
+        """Return ``convert(shard, raw item)`` of the next item, taking the item only if it returns.
+
+        An exception from a page request or from ``convert`` leaves the item to be returned by
+        the next call.
+
+        Raises:
+            StopIteration: every shard is exhausted, ``limit`` items were returned, or closed.
+        """
+        shard, item = self._peek()
+        value = convert(shard, item)
+        self._take()
+        return value
+
+    def _peek(self) -> tuple[int, RawItem]:
+        if self.closed:
+            raise StopIteration
+        if self._limit is not None and self.returned >= self._limit:
+            self.close()  # the prefetched pages will not be needed
+            raise StopIteration
+        for stream in self._leave_parents_threads():
+            stream.pending = self._submit(stream.shard, stream.next_start())
+        if not self.started:
+            self.started = True
+            self._loading = list(self._streams)
+            for stream in self._streams:
+                stream.pending = self._submit(stream.shard, stream.start)
+        loading = self._loading
+        while loading:
+            # Raises with the stream still first in line: the next call loads it again.
+            self._load(loading[0])
+            del loading[0]
+        if not self._heap:
+            self.close()
+            raise StopIteration
+        stream = self._heap[0][2]
+        return stream.shard, stream.items[stream.index]
+
+    def _take(self) -> None:
+        """Consume the item :meth:`_peek` returned."""
+        heap = self._heap
+        stream = heap[0][2]
+        if stream.index + 1 < len(stream.items):
+            entry = self._entry(stream, stream.index + 1)
+            stream.index += 1
+            heapq.heapreplace(heap, entry)
+        else:
+            stream.index += 1
+            heapq.heappop(heap)
+            if stream.page_key is not None:
+                # The next page may need a wait: load it on the next call, not before handing
+                # this item over.
+                self._loading.append(stream)
+        self.returned += 1
+        if self._limit is not None and self.returned >= self._limit:
+            self.close()  # the prefetched pages will not be needed
+
+    def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
+        value = self._sort_key(stream.items[index])
+        if self._forward:
+            return (value, stream.shard, stream)
+        return (_Descending((value, stream.shard)), 0, stream)
+
+    def _load(self, stream: _ShardStream) -> None:
+        """Load pages of ``stream`` until it has an item to offer (on the heap) or is exhausted."""
+        while stream.index >= len(stream.items):
+            if stream.loaded and stream.page_key is None:
+                return
+            pending = stream.pending
+            if pending is None:
+                pending = stream.pending = self._submit(stream.shard, stream.next_start())
+            try:
+                page = pending.result()
+            except BaseException:
+                # A failed request is sent again by the next call; a wait that was interrupted
+                # (KeyboardInterrupt) goes on waiting for the same request.
+                if pending.done():
+                    stream.pending = None
+                raise
+            stream.pending = None
+            if stream.loaded:
+                stream.start = stream.page_key
+            stream.items = page.items
+            stream.index = 0
+            stream.page_key = page.last_evaluated_key
+            stream.loaded = True
+            self.total_count += page.count
+            self.total_scanned_count += page.scanned_count
+            if page.consumed_capacity is not None:
+                self.total_consumed_capacity = (self.total_consumed_capacity or 0.0) + page.consumed_capacity
+            if page.last_evaluated_key is not None and self._may_need_more(len(page.items)):
+                stream.pending = self._submit(stream.shard, page.last_evaluated_key)
+        heapq.heappush(self._heap, self._entry(stream, stream.index))
+
+    def _may_need_more(self, available: int) -> bool:
+        # A page holding as many items as the limit still allows covers the rest of the query
+        # on its own: its shard's next page can never be needed.
+        return self._limit is None or available < self._limit - self.returned
+
+    def _submit(self, shard: int, start: RawKey | None) -> Future[Page]:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                self._max_workers, thread_name_prefix="pynamodb-sharding-fanout"
+            )
+            self._executor_pid = os.getpid()
+            self._finalizer = weakref.finalize(self, _shutdown, self._executor, self._streams, self._executor_pid)
+        self.requests += 1
+        return self._executor.submit(self._fetch_page, shard, start)
+
+    def _leave_parents_threads(self) -> list[_ShardStream]:
+        """In a forked child, forget the parent's pool; return the streams whose request was lost.
+
+        The pool's threads do not exist in the child, so its futures would never complete, and
+        the locks of the pool and of those futures may have been held by a thread at the fork:
+        the child touches none of them, it only drops its references.
+        """
+        if self._executor is None or self._executor_pid == os.getpid():
+            return []
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self._executor = None
+        lost = [stream for stream in self._streams if stream.pending is not None]
+        for stream in lost:
+            stream.pending = None
+        return lost
+
+    # -- state -------------------------------------------------------------------------------
+
+    def state(self) -> tuple[CursorState, bool]:
+        """The resume point of every shard, and whether any shard has items left.
+
+        A shard resumes after the last item returned from it; after DynamoDB's own
+        ``LastEvaluatedKey`` once its whole current page was returned (that key may lie past
+        items the filter dropped); from its original start when nothing was returned yet. A
+        shard read to its end keeps its position too, so items written to it later, ahead of
+        the cursor, are read on resumption like those of any other shard.
+        """
+        positions: dict[int, RawKey] = {}
+        remaining = False
+        for stream in self._streams:
+            if not stream.loaded:
+                start = stream.start
+                remaining = True
+            elif stream.index >= len(stream.items):
+                start = stream.page_key
+                if start is None:  # read to its end: resume after its last item
+                    start = self._key_of(stream.items[-1]) if stream.items else stream.start
+                else:
+                    remaining = True
+            else:
+                start = self._key_of(stream.items[stream.index - 1]) if stream.index > 0 else stream.start
+                remaining = True
+            if start is not None:
+                positions[stream.shard] = start
+        return CursorState(positions=positions), remaining
+
+    def _key_of(self, item: RawItem) -> RawKey:
+        return {name: item[name] for name in self._key_names}
+
+    def close(self) -> None:
+        """Cancel outstanding requests and release the pool's threads; idempotent."""
+        self.closed = True
+        self._heap = []
+        self._loading = []
+        self._leave_parents_threads()
+        if self._finalizer is not None:
+            self._finalizer()
+
+
+def _shard_and_item(shard: int, item: RawItem) -> tuple[int, RawItem]:
+    return shard, item
+
+
+def _shutdown(executor: ThreadPoolExecutor, streams: Sequence[_ShardStream], pid: int) -> None:
+    if os.getpid() != pid:
+        return  # a forked child: the pool and its futures belong to the parent's threads
+    for stream in streams:
+        if stream.pending is not None:
+            stream.pending.cancel()
+    executor.shutdown(wait=False, cancel_futures=True)

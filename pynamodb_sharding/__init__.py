@@ -5,6 +5,7 @@ from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     CursorError,
     MetadataError,
+    ShardConditionError,
     ShardingDefinitionError,
     ShardingError,
     ShardKeyError,
@@ -27,6 +28,7 @@ __all__ = [
     "MergedResultIterator",
     "MetadataError",
     "RandomShards",
+    "ShardConditionError",
     "ShardKeyError",
     "ShardLocationError",
     "ShardManager",

@@ -11,6 +11,7 @@ from pynamodb.exceptions import PynamoDBException
 __all__ = [
     "CursorError",
     "MetadataError",
+    "ShardConditionError",
     "ShardKeyError",
     "ShardLocationError",
     "ShardingDefinitionError",
@@ -45,6 +46,15 @@ class ShardKeyError(ShardingError):
     """A key value cannot be encoded or decoded: wrong type, too long, not a physical key."""
 
     code = "key"
+
+
+class ShardConditionError(ShardingError):
+    """A condition or filter uses the sharded hash key in a way that cannot be rewritten exactly.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "condition"
 
 
 class ShardLocationError(ShardingError):

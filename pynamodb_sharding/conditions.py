@@ -12,7 +12,7 @@ refused before a request is sent, so a condition never silently means something 
 * ``startswith`` passes unchanged where no physical key can begin with the prefix unless its
   logical key does; ``exists()``, ``does_not_exist()`` and ``is_type()`` pass unchanged;
 * key conditions (the range key of an index whose range key is the sharded attribute) cannot
-  use ``IN``: any use of the attribute there is refused.
+  use ``IN``: only ``startswith`` passes there, any other use of the attribute is refused.
 """
 
 from __future__ import annotations
@@ -142,8 +142,10 @@ class _Rewriter:
         if self.usage is Usage.KEY:
             return self.refuse(
                 condition,
-                "put this comparison in filter_condition instead, where ==, !=, is_in and "
-                "startswith on the hash key are rewritten to physical keys.",
+                f"a key condition cannot list every shard's physical key (DynamoDB allows no IN "
+                f"there, nor a filter on an index key); keep only startswith on {self.where} in "
+                f"range_key_condition, or query without it and compare item.{self.manager.attribute} "
+                f"in Python, or scan with this comparison as filter_condition.",
             )
         return self.refuse(
             condition,
@@ -166,9 +168,12 @@ class _Rewriter:
             return condition if new_inner is inner else Not(new_inner)
         if not self.mentions(condition):
             return condition
-        if self.usage is Usage.KEY:
-            raise self.refuse_other(condition)
         values = condition.values
+        if self.usage is Usage.KEY:
+            # A key condition cannot use IN or NOT; only an exact prefix passes as it is.
+            if isinstance(condition, BeginsWith) and self.names_attribute(values[0]) and isinstance(values[1], Value):
+                return self.begins_with(condition, values[1])
+            raise self.refuse_other(condition)
         if isinstance(condition, Exists | NotExists | IsType) and self.names_attribute(values[0]):
             return condition  # existence and type are the same for logical and physical keys
         if isinstance(condition, Comparison) and condition.operator in ("=", "<>"):

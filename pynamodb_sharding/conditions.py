@@ -33,7 +33,7 @@ from pynamodb.expressions.condition import (
     NotExists,
     Or,
 )
-from pynamodb.expressions.operand import Path, Value, _Size
+from pynamodb.expressions.operand import Path, Value
 
 from pynamodb_sharding.exceptions import ShardConditionError
 from pynamodb_sharding.keys import encode
@@ -120,12 +120,17 @@ class _Rewriter:
         return isinstance(operand, Path) and operand.path == [self.attr_name]
 
     def mentions(self, node: object) -> bool:
-        """Whether the condition or operand reads the sharded attribute anywhere."""
+        """Whether the condition or operand reads the sharded attribute anywhere.
+
+        Any operand that wraps others (``size(path)``, and whatever PynamoDB adds later) is
+        searched, so an unknown use of the attribute is refused rather than sent.
+        """
         if self.names_attribute(node):
             return True
-        if isinstance(node, Condition | _Size):
-            return any(self.mentions(value) for value in node.values)
-        return False
+        if isinstance(node, Path | Value):
+            return False
+        inner = getattr(node, "values", None)
+        return isinstance(inner, tuple) and any(self.mentions(value) for value in inner)
 
     # -- refusing ------------------------------------------------------------------------------
 
@@ -143,9 +148,9 @@ class _Rewriter:
             return self.refuse(
                 condition,
                 f"a key condition cannot list every shard's physical key (DynamoDB allows no IN "
-                f"there, nor a filter on an index key); keep only startswith on {self.where} in "
+                f"there, nor a filter on an index key); use only startswith on {self.where} in "
                 f"range_key_condition, or query without it and compare item.{self.manager.attribute} "
-                f"in Python, or scan with this comparison as filter_condition.",
+                f"in Python.",
             )
         return self.refuse(
             condition,
@@ -225,9 +230,9 @@ class _Rewriter:
         if len(result) > MAX_IN_OPERANDS and self.usage is Usage.FILTER:
             raise self.refuse(
                 condition,
-                f"compared with every shard a value may be stored in it becomes IN of "
-                f"{len(result)} physical keys, over DynamoDB's {MAX_IN_OPERANDS}; compare with "
-                f"fewer values at a time, or query each key with {self.model.__name__}.query.",
+                f"listing every shard each value may be stored in makes it IN of {len(result)} "
+                f"physical keys, over DynamoDB's limit of {MAX_IN_OPERANDS}; compare with fewer "
+                f"values at a time, or query each key with {self.model.__name__}.query.",
             )
         return result
 

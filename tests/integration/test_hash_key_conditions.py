@@ -291,6 +291,13 @@ class TestItemConditions:
         assert actual == expected
         assert actual_rows == expected_rows
 
+    def test_dynamic_shards(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(PlainLog, DynamicLog)
+        DynamicLog.shards.grow("/f")
+        DynamicLog.shards.grow("/f")
+        expected = self._outcomes(PlainLog)
+        assert self._outcomes(DynamicLog) == expected
+
     @pytest.mark.parametrize("model", SHARDED)
     def test_transactions(self, dynamodb_models: BindModels, model: Any) -> None:
         dynamodb_models(PlainLog, model)

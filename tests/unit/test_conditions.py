@@ -232,6 +232,6 @@ class TestRefused:
 
     def test_filter_over_in_limit(self) -> None:
         keys = [f"/k{i}" for i in range(MAX_IN_OPERANDS // 12 + 1)]  # 12 shards each: over 100
-        with pytest.raises(ShardConditionError, match=r"IN of 108 physical keys, over DynamoDB's 100"):
+        with pytest.raises(ShardConditionError, match=r"IN of 108 physical keys, over DynamoDB's limit of 100"):
             rewrite_condition(Log, Log.file_path.is_in(*keys), Usage.FILTER)
         rewrite_condition(Log, Log.file_path.is_in(*keys[:-1]), Usage.FILTER)  # 96: fine

@@ -240,6 +240,9 @@ class _Rewriter:
         if self.validate_only or self.logical(value) is None:
             return condition
         physical = self.physical_values(condition, (value,))
+        if not physical:  # no shard may hold the value (a strategy reading none): nothing equals it
+            nothing = NotExists(path)  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+            return nothing if condition.operator == "=" else Not(nothing)
         matches = _comparison("=", path, physical[0]) if len(physical) == 1 else _in(path, physical)
         if condition.operator == "=":
             return matches
@@ -250,7 +253,11 @@ class _Rewriter:
     def is_in(self, condition: Condition, path: Path, values: tuple[Value, ...]) -> Condition:
         if self.validate_only:
             return condition
-        return _in(path, self.physical_values(condition, values))
+        physical = self.physical_values(condition, values)
+        if values and not physical:  # no shard may hold any of the values: nothing is in them
+            nothing: Condition = NotExists(path)  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+            return nothing
+        return _in(path, physical)
 
     def begins_with(self, condition: Condition, prefix: Value) -> Condition:
         text = prefix.value.get("S")

@@ -168,6 +168,15 @@ class TestKnownRewrites:
             "({'S': '/g#1'}, {'S': '/g#2'}, {'S': '/g#3'}, {'S': '/f_1#1'}, {'S': '/f_1#2'}, {'S': '/f_1#3'}))"
         )
 
+    def test_a_value_no_shard_may_hold(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A strategy that reads no shard for a key: nothing equals it, everything differs."""
+        monkeypatch.setattr(RandomShards, "read_shards", lambda self, model, key: ())
+        for condition in (Log.file_path == "/f", Log.file_path != "/f", Log.file_path.is_in("/f", "/g")):
+            rewritten = rewrite_condition(Log, condition, Usage.FILTER)
+            assert rewritten is not None
+            for key, shard in (("/f", 1), ("/g", 2)):
+                assert evaluate(rewritten, {"file_path": encode(key, shard)}) is (condition.operator == "<>")
+
     def test_untouched_conditions_are_the_same_object(self) -> None:
         condition = (Log.user_id == "a") & Log.file_path.exists() & Log.file_path.startswith("/f")
         assert rewrite_condition(Log, condition, Usage.FILTER) is condition

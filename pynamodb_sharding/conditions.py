@@ -95,6 +95,8 @@ def _in(path: Path, values: list[Value]) -> Condition:
 
 
 class _Rewriter:
+    """One walk of a condition tree: refuses, or rebuilds the parts that name the attribute."""
+
     def __init__(
         self,
         model: type[ShardedModel],

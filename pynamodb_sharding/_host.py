@@ -15,6 +15,9 @@ Overridden on :class:`~pynamodb_sharding.ShardedModel` (``OVERRIDDEN_HOOKS``):
   Pinned by ``test_host_hooks.py::test_batch_delete_routes_through_the_item_key_hook``.
 * ``Model._serialize_keys``: the key class-level paths would build from a bare hash key; it
   raises, since no shard is known there. Pinned by ``test_host_hooks.py::test_class_key_hook_refuses``.
+* ``Model._get_save_args``: the put ``save`` and ``TransactWrite.save`` send; the condition
+  is rewritten there for the physical key the put addresses (see ``conditions.py``). Pinned
+  by ``test_host_hooks.py::test_writes_of_new_items_route_through_serialize``.
 * ``Model._instantiate``: builds items from raw data (``from_raw_data``, query, scan,
   batch_get); decodes the physical key. Pinned by
   ``test_host_hooks.py::test_items_read_back_route_through_instantiate``.
@@ -71,6 +74,7 @@ OVERRIDDEN_HOOKS = (
     "_get_hash_range_key_serialized_values",
     "_get_serialized_keys",
     "_serialize_keys",
+    "_get_save_args",
     "_instantiate",
 )
 

@@ -12,6 +12,7 @@ __all__ = [
     "CursorError",
     "HostContractError",
     "MetadataError",
+    "ShardConditionError",
     "ShardKeyError",
     "ShardLocationError",
     "ShardingDefinitionError",
@@ -46,6 +47,15 @@ class ShardKeyError(ShardingError):
     """A key value cannot be encoded or decoded: wrong type, too long, not a physical key."""
 
     code = "key"
+
+
+class ShardConditionError(ShardingError):
+    """A condition or filter uses the sharded hash key in a way that cannot be rewritten exactly.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "condition"
 
 
 class ShardLocationError(ShardingError):

@@ -42,6 +42,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.pagination import RateLimiter
 
+from pynamodb_sharding.conditions import Usage, rewrite_condition
 from pynamodb_sharding.cursor import (
     CURSOR_VERSION,
     CursorScope,
@@ -547,6 +548,8 @@ def merged_query(
         ShardingError: no such index, or ``consistent_read`` on a global secondary index.
     """
     forward = scan_index_forward is not False
+    range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
+    filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, forward)
     state = CursorState()
     if last_evaluated_key is not None:
@@ -620,6 +623,8 @@ def merged_count(
     Raises:
         ShardingError: no such index, or ``consistent_read`` on a global secondary index.
     """
+    range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
+    filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, True)
     send = _ShardQuery(
         model,

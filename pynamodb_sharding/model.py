@@ -19,8 +19,10 @@ from pynamodb.exceptions import PutError, TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
+from pynamodb.pagination import ResultIterator
 
 from pynamodb_sharding._host import bump_local_version, guard_keys, save_arguments, version_condition
+from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
 from pynamodb_sharding.keys import KeyCodec
@@ -469,6 +471,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         transaction. A new instance whose key :class:`HashedShards` finds stored under an older
         layout (``previous_counts``) replaces it where it is stored. A key is never stored twice.
         """
+        check_item_condition(type(self), condition)  # before the strategy reads anything
         known = self._known_shard()
         if known is not None:
             return super().save(condition, add_version_condition=add_version_condition)
@@ -516,7 +519,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         range_ser = self._serialize_range(range_value)
         version_check = version_condition(self) if add_version_condition else None
         delete_condition: Condition = hash_attr.exists()
-        for extra in (condition, version_check):
+        for extra in (rewrite_condition(cls, condition, Usage.ITEM, lambda: stored), version_check):
             if extra is not None:
                 delete_condition &= extra
         before = (self._physical_shard, self._pinned_basis)
@@ -554,6 +557,31 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     # update, delete, refresh and the transaction kwargs go through
     # _get_hash_range_key_serialized_values, which locates the item's shard.
 
+    # -- conditions on the hash key: see conditions.py -----------------------------------------
+
+    def _item_condition(self, condition: Condition | None) -> Condition | None:
+        """``condition`` rewritten for the physical key this item's requests address."""
+        return rewrite_condition(type(self), condition, Usage.ITEM, self._addressed_shard)
+
+    def _addressed_shard(self) -> int:
+        physical, _ = self._get_hash_range_key_serialized_values()
+        return self._shard_manager().codec.decode(physical)[1]
+
+    def _get_save_args(
+        self, condition: Condition | None = None, *, add_version_condition: bool = True,
+    ) -> tuple[Iterable[Any], dict[str, Any]]:
+        # Model.save and TransactWrite.save build their request here; the hash key in args is
+        # the physical key the put addresses, so the condition is rewritten for its shard.
+        cls = type(self)
+        check_item_condition(cls, condition)  # before serialize picks a new item's shard
+        raw_args, kwargs = super()._get_save_args(condition, add_version_condition=add_version_condition)
+        args = tuple(raw_args)
+        physical = args[0]
+        kwargs["condition"] = rewrite_condition(
+            cls, kwargs["condition"], Usage.ITEM, lambda: self._shard_manager().codec.decode(physical)[1],
+        )
+        return args, kwargs
+
     def update(
         self, actions: list[Action], condition: Condition | None = None, *, add_version_condition: bool = True,
     ) -> Any:
@@ -564,7 +592,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 a shard its new value does not select (set the attribute and call ``save()``).
         """
         self._check_actions(actions)
-        return super().update(actions, condition, add_version_condition=add_version_condition)
+        return super().update(actions, self._item_condition(condition), add_version_condition=add_version_condition)
+
+    def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
+        return super().delete(self._item_condition(condition), add_version_condition=add_version_condition)
 
     def _check_actions(self, actions: Any) -> None:
         derived = set(self._shard_manager().strategy.derived_attributes())
@@ -594,9 +625,22 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     ) -> dict[str, Any]:
         self._check_actions(actions)
         kwargs: dict[str, Any] = super().get_update_kwargs_from_instance(
-            actions, condition, return_values_on_condition_failure, add_version_condition=add_version_condition,
+            actions, self._item_condition(condition), return_values_on_condition_failure,
+            add_version_condition=add_version_condition,
         )
         return kwargs
+
+    def get_delete_kwargs_from_instance(
+        self,
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+        *,
+        add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        return super().get_delete_kwargs_from_instance(
+            self._item_condition(condition), return_values_on_condition_failure,
+            add_version_condition=add_version_condition,
+        )
 
     def refresh(self, consistent_read: bool = False) -> None:
         if self._known_shard() is None:
@@ -712,12 +756,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     ) -> dict[str, Any]:
         """Request arguments for one item (``TransactGet.get``, ``TransactWrite.condition_check``)."""
         probe = cls._key_item(hash_key, range_key)
+        check_item_condition(cls, condition)  # before locating the item reads
         shard = probe._locate_for_write()
         range_ser = cls._serialize_range(range_key)
         return cls._get_connection().get_operation_kwargs(
             hash_key=probe._physical_hash_key(shard),
             range_key=range_ser,
-            condition=condition,
+            condition=rewrite_condition(cls, condition, Usage.ITEM, lambda: shard),
         )
 
     # -- table management ----------------------------------------------------------------------
@@ -781,6 +826,34 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             attributes_to_get=attributes_to_get,
             page_size=page_size,
             rate_limit=rate_limit,
+        )
+
+    @classmethod
+    def scan(
+        cls: type[_T],
+        filter_condition: Condition | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, dict[str, Any]] | None = None,
+        page_size: int | None = None,
+        consistent_read: bool | None = None,
+        index_name: str | None = None,
+        rate_limit: float | None = None,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> ResultIterator[_T]:
+        """PynamoDB's scan, with comparisons of the hash key in ``filter_condition`` rewritten."""
+        return super().scan(
+            filter_condition=rewrite_condition(cls, filter_condition, Usage.FILTER),
+            segment=segment,
+            total_segments=total_segments,
+            limit=limit,
+            last_evaluated_key=last_evaluated_key,
+            page_size=page_size,
+            consistent_read=consistent_read,
+            index_name=index_name,
+            rate_limit=rate_limit,
+            attributes_to_get=attributes_to_get,
         )
 
     @classmethod

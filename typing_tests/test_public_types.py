@@ -43,3 +43,7 @@ def check() -> None:
     for got in AuditLog.batch_get([("/f", 1)]):
         assert_type(got, AuditLog)
     assert_type(AuditLog.count("/f"), int)
+    for scanned in AuditLog.scan(AuditLog.file_path == "/f"):
+        assert_type(scanned, AuditLog)
+    for archived in ArchivedAuditLog.scan():
+        assert_type(archived, ArchivedAuditLog)

@@ -120,6 +120,8 @@ def test_writes_of_new_items_route_through_serialize(
         with TransactWrite(connection=_connection()) as tx:
             tx.save(item)
     assert calls["serialize"] >= 1
+    if operation != "batch_save":  # BatchWrite puts serialize() directly, without a condition
+        assert calls["_get_save_args"] >= 1
     assert "acct" == Ledger.get("acct", 10).account
 
 

@@ -4,7 +4,9 @@ from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     CursorError,
+    IndexThrottleError,
     MetadataError,
+    MetadataRequestError,
     ShardingDefinitionError,
     ShardingError,
     ShardKeyError,
@@ -24,8 +26,10 @@ __all__ = [
     "FanoutPoolWarning",
     "HashedShards",
     "HistoryEntry",
+    "IndexThrottleError",
     "MergedResultIterator",
     "MetadataError",
+    "MetadataRequestError",
     "RandomShards",
     "ShardKeyError",
     "ShardLocationError",

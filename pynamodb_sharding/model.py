@@ -15,6 +15,7 @@ from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import MetaModel, Model
 
+from pynamodb_sharding import attempts
 from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
 from pynamodb_sharding.keys import KeyCodec
@@ -317,20 +318,31 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def save(
         self, condition: Condition | None = None, *, add_version_condition: bool = True,
     ) -> dict[str, Any]:
-        """Save this item: a new item goes where its strategy says, a known one stays put."""
+        """Save this item: a new item goes where its strategy says, a known one stays put.
+
+        A failed save of a new item keeps the shard it was sent to when the write may have
+        been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
+        same instance addresses the same physical key.
+        """
         if self._physical_shard is not None:
             return super().save(condition, add_version_condition=add_version_condition)
         self.logical_hash_key()  # refuse a bad key before the strategy does any I/O
 
+        cls = type(self)
+        attempts.watch(cls._get_connection().connection.client)
+
         def send(shard: int) -> dict[str, Any]:
             self._physical_shard = shard
-            try:
-                return Model.save(self, condition, add_version_condition=add_version_condition)
-            except BaseException:
-                self._physical_shard = None
-                raise
+            with attempts.tracking() as sent:
+                try:
+                    return Model.save(self, condition, add_version_condition=add_version_condition)
+                except BaseException:
+                    # Forget the shard only when nothing can have been written; after a lost
+                    # reply a retry must address the same physical key, as PynamoDB's would.
+                    if not sent.may_have_applied:
+                        self._physical_shard = None
+                    raise
 
-        cls = type(self)
         return self._shard_manager().strategy.write(cls, self, send)
 
     # update, delete, refresh and the transaction kwargs go through

@@ -80,6 +80,8 @@ def _record_outcome(response: Any = None, caught_exception: BaseException | None
 
 def watch(client: Any) -> None:
     """Register the attempt recorder once on a botocore DynamoDB client."""
+    if client in _watched:  # every save asks: answer without the lock once registered
+        return
     with _watch_lock:
         if client in _watched:
             return

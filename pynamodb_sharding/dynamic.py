@@ -496,5 +496,6 @@ class DynamicShards(ShardStrategy):
             return self._fresh_state(model, key)
         if changed.last_updated > now + _SKEW_TOLERANCE:
             self._future_changes[(namespace, key, changed.last_updated)] = now
-        shard_count_changed.send(model, key=key, old=state.count, new=changed.count, reason=reason)
+        # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
+        shard_count_changed.send(model, key=key, old=state.count, new=new, reason=reason)
         return changed

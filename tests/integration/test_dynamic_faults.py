@@ -38,6 +38,7 @@ from pynamodb_sharding.exceptions import IndexThrottleError, MetadataRequestErro
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed
+from pynamodb_sharding.strategies import RandomShards
 from tests.faults import Faults
 from tests.raw import raw_items
 
@@ -146,6 +147,24 @@ class TestRetryAfterAmbiguousFailure:
         assert len(physical_keys(plain)) == 3
         assert logical_items(sharded) == [(KEY, 0), (KEY, 1), (KEY, 2)]
         assert len(physical_keys(sharded)) == 3
+
+    def test_random_shards_keep_the_shard_too(self, dynamodb_models: Callable[..., Any]) -> None:
+        random_model = type("RandomLog", (ShardedModel,), {
+            "__module__": __name__,
+            "Meta": type("Meta", (), {"table_name": "fault_random", "max_retry_attempts": 1}),
+            "file_path": UnicodeAttribute(hash_key=True),
+            "accessed_at": NumberAttribute(range_key=True),
+            "shards": Sharding(RandomShards(8)),
+        })
+        dynamodb_models(random_model)
+        faults = Faults(random_model, "PutItem")
+        for n in range(3):
+            item = random_model(KEY, n)
+            faults.plan = ["lost", "lost"]
+            with pytest.raises(PutError):
+                item.save()
+            item.save()
+        assert len(physical_keys(random_model)) == 3
 
     def test_version_attribute_refuses_the_retry_like_pynamodb(
         self, dynamodb_models: Callable[..., Any], clock: Clock

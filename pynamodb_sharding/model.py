@@ -330,16 +330,20 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         cls = type(self)
         attempts.watch(cls._get_connection().connection.client)
+        ambiguous = False  # some attempt of this save may have been applied
 
         def send(shard: int) -> dict[str, Any]:
+            nonlocal ambiguous
             self._physical_shard = shard
             with attempts.tracking() as sent:
                 try:
                     return Model.save(self, condition, add_version_condition=add_version_condition)
                 except BaseException:
                     # Forget the shard only when nothing can have been written; after a lost
-                    # reply a retry must address the same physical key, as PynamoDB's would.
-                    if not sent.may_have_applied:
+                    # reply every retry (the strategy's, then the application's) must address
+                    # the same physical key, as PynamoDB's would.
+                    ambiguous = ambiguous or sent.may_have_applied
+                    if not ambiguous:
                         self._physical_shard = None
                     raise
 

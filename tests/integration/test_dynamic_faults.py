@@ -148,6 +148,23 @@ class TestRetryAfterAmbiguousFailure:
         assert logical_items(sharded) == [(KEY, 0), (KEY, 1), (KEY, 2)]
         assert len(physical_keys(sharded)) == 3
 
+    def test_shard_kept_when_later_attempts_were_refused(
+        self, dynamodb_models: Callable[..., Any], clock: Clock
+    ) -> None:
+        """An ambiguous first attempt pins the shard, even if the last attempt was a plain 4xx."""
+        sharded = sharded_model(clock, max_attempts=2)
+        dynamodb_models(sharded)
+        faults = Faults(sharded, "PutItem")
+        for n in range(3):
+            item = sharded(KEY, n)
+            # attempt 1: applied, reply lost, resend throttled; attempt 2: throttled twice
+            faults.plan = ["lost", "throttle", "throttle", "throttle"]
+            with pytest.raises(PutError):
+                item.save()
+            item.save()
+        assert logical_items(sharded) == [(KEY, 0), (KEY, 1), (KEY, 2)]
+        assert len(physical_keys(sharded)) == 3
+
     def test_random_shards_keep_the_shard_too(self, dynamodb_models: Callable[..., Any]) -> None:
         random_model = type("RandomLog", (ShardedModel,), {
             "__module__": __name__,

@@ -5,8 +5,17 @@ from __future__ import annotations
 from typing import assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardManager
+from pynamodb_sharding import (
+    IndexThrottleError,
+    MetadataRequestError,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardingError,
+    ShardManager,
+)
 from pynamodb_sharding.strategies import HistoryEntry
 
 
@@ -37,3 +46,8 @@ def check() -> None:
     for got in AuditLog.batch_get([("/f", 1)]):
         assert_type(got, AuditLog)
     assert_type(AuditLog.count("/f"), int)
+
+
+def save_errors(error: IndexThrottleError | MetadataRequestError) -> tuple[PutError, ShardingError]:
+    # What save() raises under DynamicShards is caught by `except PutError` and `except ShardingError`.
+    return error, error

@@ -21,6 +21,7 @@ shards fix neither.
 
 from __future__ import annotations
 
+import os
 import random as _random
 import threading
 import time
@@ -29,7 +30,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError
+from pynamodb.exceptions import PynamoDBException
+
+from pynamodb_sharding import attempts
+from pynamodb_sharding.exceptions import (
+    IndexThrottleError,
+    MetadataRequestError,
+    ShardingDefinitionError,
+    ShardingError,
+)
 from pynamodb_sharding.keys import MAX_SHARDS
 from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
@@ -104,12 +113,22 @@ def _react_early(response: Any = None, **kwargs: Any) -> None:
 def _ensure_hook(model: type[Model]) -> None:
     """Register :func:`_react_early` once on the botocore client of ``model``."""
     client = model._get_connection().connection.client
+    attempts.watch(client)  # before _react_early, so a throttled resend is still recorded
     with _hook_lock:
         if client in _hooked_clients:
             return
         # First, so botocore's retry handler never computes (and sleeps) a delay for it.
         client.meta.events.register_first(_HOOK_EVENT, _react_early, unique_id=_HOOK_ID)
         _hooked_clients.add(client)
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock at fork time; it does not exist here.
+    global _hook_lock
+    _hook_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager
@@ -120,6 +139,12 @@ def _reacting_early(enabled: bool) -> Iterator[None]:
         yield
     finally:
         _in_write.active = previous
+
+
+#: A ``last_updated`` at most this many seconds ahead of the local clock is taken as it is.
+_SKEW_TOLERANCE = 1.0
+#: How many future lock values :meth:`DynamicShards._in_cooldown` remembers before starting over.
+_FUTURE_CHANGES_KEPT = 10_000
 
 
 # -- the strategy ---------------------------------------------------------------------------
@@ -232,6 +257,8 @@ class DynamicShards(ShardStrategy):
         self.sleep = sleep
         self.store = ShardCountStore(metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer)
         self._random = random if random is not None else _random.Random()
+        # When this process first saw each lock value that lies in the future (clock skew).
+        self._future_changes: dict[tuple[str, str, float], float] = {}
         # The negative control of the race tests turns the optimistic lock off; never in use.
         self._optimistic_lock = True
 
@@ -277,30 +304,41 @@ class DynamicShards(ShardStrategy):
     def write(self, model: type[ShardedModel], item: ShardedModel, send: Callable[[int], _R]) -> _R:
         """Write a new item (seed 000's writer): retry and grow on key-range throttles.
 
+        Once an attempt may have been applied (its reply was lost, or it got a 5xx), every
+        retry of this write goes to that attempt's shard: the count may still grow, but the
+        item is never written to a second shard.
+
         Raises:
             MetadataError: the key's metadata item is corrupt (nothing is written).
-            ShardingError: a global secondary index throttled the write (base-table shards
-                cannot fix a hot index key).
+            MetadataRequestError: the metadata table could not be read or changed (a
+                ``PutError`` whose ``cause`` is the metadata table's error).
+            IndexThrottleError: a global secondary index throttled the write (a ``PutError``;
+                base-table shards cannot fix a hot index key).
             pynamodb.exceptions.PutError: any other failure, including a table-level throttle
                 after botocore's retries, or a key-range throttle after ``max_attempts``.
         """
         key = item.logical_hash_key()
-        state = self._state_for_write(model, key)
+        with self._metadata_requests(model, key):
+            state = self._state_for_write(model, key)
         _ensure_hook(model)
+        pinned: int | None = None
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
-            shard = self._random.randint(1, state.count)
+            shard = pinned if pinned is not None else self._random.randint(1, state.count)
             error: Exception | None = None
-            try:
-                with _reacting_early(not last):
-                    return send(shard)
-            except _EarlyThrottle as early:
-                throttle = early.throttle
-            except Exception as exc:
-                throttle = classify(exc)
-                if not throttle.is_throttle:
-                    raise
-                error = exc
+            with attempts.tracking() as sent:
+                try:
+                    with _reacting_early(not last):
+                        return send(shard)
+                except _EarlyThrottle as early:
+                    throttle = early.throttle
+                except Exception as exc:
+                    throttle = classify(exc)
+                    if not throttle.is_throttle:
+                        raise
+                    error = exc
+            if sent.may_have_applied:
+                pinned = shard
             throttle_observed.send(model, key=key, throttle=throttle)
             if error is not None:
                 if throttle.kind is ThrottleKind.INDEX:
@@ -310,12 +348,28 @@ class DynamicShards(ShardStrategy):
                         f"own partition key is hot; base-table shards do not fix a GSI hot key: shard "
                         f"the index key too, or lower the write rate."
                     )
-                    raise ShardingError(msg, error) from error
+                    raise IndexThrottleError(msg, error) from error
                 if last or throttle.kind is not ThrottleKind.KEY_RANGE:
                     raise error
-            state = self._after_key_range_throttle(model, key, state, attempt)
+            with self._metadata_requests(model, key):
+                state = self._after_key_range_throttle(model, key, state, attempt)
         msg = f"{self._owner(model)}: no write attempt was made for key {key!r}."  # pragma: no cover
         raise ShardingError(msg)  # pragma: no cover
+
+    @contextmanager
+    def _metadata_requests(self, model: type[ShardedModel], key: str) -> Iterator[None]:
+        """Turn a failed request to the metadata table into the ``PutError`` that ``save()`` promises."""
+        try:
+            yield
+        except ShardingError:
+            raise
+        except PynamoDBException as exc:
+            msg = (
+                f"{self._owner(model)}: the write of key {key!r} needs its shard count, but the "
+                f"metadata table {self.metadata_model.Meta.table_name!r} failed ({exc.msg}); check that "
+                f"table's capacity and permissions, then retry the save."
+            )
+            raise MetadataRequestError(msg, exc) from exc
 
     def grow(self, model: type[ShardedModel], key: str) -> int:
         """Grow the count of ``key`` now by the growth policy, ignoring the cooldown.
@@ -404,7 +458,7 @@ class DynamicShards(ShardStrategy):
         newest = self._newest(model, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
-        if state.count >= self.max_shards or self.clock() - state.last_updated < self.cooldown:
+        if state.count >= self.max_shards or self._in_cooldown(model, key, state):
             low, high = self.backoff
             self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))
             return self._newest(model, key, state)
@@ -416,11 +470,32 @@ class DynamicShards(ShardStrategy):
             return newest
         return self._change(model, key, state, self._next_count(model, state.count), reason="throttle")
 
+    def _in_cooldown(self, model: type[ShardedModel], key: str, state: ShardState) -> bool:
+        """Whether the last change of the count is less than ``cooldown`` ago.
+
+        A ``last_updated`` in the future (written by a host whose clock runs fast, and kept
+        there by the strictly increasing lock values) counts from when this process first saw
+        it, so clock skew delays growth by one cooldown at most.
+        """
+        now = self.clock()
+        changed_at = state.last_updated
+        if changed_at > now + _SKEW_TOLERANCE:
+            seen = (self._namespace(model), key, changed_at)
+            if len(self._future_changes) >= _FUTURE_CHANGES_KEPT:
+                self._future_changes.clear()
+            # setdefault settles racing threads without a lock: the first to see it wins.
+            changed_at = self._future_changes.setdefault(seen, now)
+        return now - changed_at < self.cooldown
+
     def _change(self, model: type[ShardedModel], key: str, state: ShardState, new: int, reason: str) -> ShardState:
         """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
         namespace, owner = self._namespace(model), self._owner(model)
-        changed = self.store.change(namespace, key, state, new, self.clock(), owner=owner, locked=self._optimistic_lock)
+        now = self.clock()
+        changed = self.store.change(namespace, key, state, new, now, owner=owner, locked=self._optimistic_lock)
         if changed is None:
             return self._fresh_state(model, key)
-        shard_count_changed.send(model, key=key, old=state.count, new=changed.count, reason=reason)
+        if changed.last_updated > now + _SKEW_TOLERANCE:
+            self._future_changes[(namespace, key, changed.last_updated)] = now
+        # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
+        shard_count_changed.send(model, key=key, old=state.count, new=new, reason=reason)
         return changed

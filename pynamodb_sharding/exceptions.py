@@ -6,12 +6,14 @@ that maps to a section of ``docs/errors.rst`` so a message can point at its expl
 
 from __future__ import annotations
 
-from pynamodb.exceptions import PynamoDBException
+from pynamodb.exceptions import PutError, PynamoDBException
 
 __all__ = [
     "CursorError",
     "HostContractError",
+    "IndexThrottleError",
     "MetadataError",
+    "MetadataRequestError",
     "ShardConditionError",
     "ShardKeyError",
     "ShardLocationError",
@@ -84,3 +86,27 @@ class HostContractError(ShardingError):
     """
 
     code = "host"
+
+
+class IndexThrottleError(ShardingError, PutError):
+    """A write was throttled by a global secondary index whose own partition key is hot.
+
+    Also a :class:`pynamodb.exceptions.PutError`, which PynamoDB raises for the same throttle,
+    so ``except PutError`` around ``save()`` keeps catching it; ``cause`` is PynamoDB's error.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "index-throttle"
+
+
+class MetadataRequestError(ShardingError, PutError):
+    """A ``save()`` could not read or change the shard-count metadata table.
+
+    Also a :class:`pynamodb.exceptions.PutError`, which is what ``save()`` promises to raise;
+    ``cause`` is the metadata table's own error (``GetError``, ``UpdateError``, ``PutError``).
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "metadata-request"

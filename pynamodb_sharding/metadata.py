@@ -18,8 +18,10 @@ epoch seconds for anyone reading the table. Items written by seed 000's integer 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, ClassVar
@@ -30,6 +32,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.models import Model
 
+from pynamodb_sharding import attempts
 from pynamodb_sharding.exceptions import MetadataError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
 
@@ -197,6 +200,34 @@ def state_from_item(item: ShardMetadata, *, owner: str, max_shards: int) -> Shar
 
 _CacheKey = tuple[str, str]
 
+#: Every store of this process, so that a fork leaves each one usable in the child.
+_stores: weakref.WeakSet[ShardCountStore] = weakref.WeakSet()
+
+
+class _Fork(threading.local):
+    """The stores the forking thread locked in ``before``, released again after the fork."""
+
+    def __init__(self) -> None:
+        self.held: list[ShardCountStore] = []
+
+    def before(self) -> None:
+        # Held across the fork so that no cache is copied half-changed; a store's lock guards
+        # only cache access, never a request, so this waits a moment at most.
+        self.held = list(_stores)
+        for store in self.held:
+            store._before_fork()
+
+    def after(self, *, in_child: bool) -> None:
+        held, self.held = self.held, []
+        for store in held:
+            if in_child:
+                store._after_fork_in_child()
+            else:
+                store._after_fork_in_parent()
+
+
+_fork = _Fork()
+
 
 class ShardCountStore:
     """Reads, caches and changes the metadata items of one metadata model.
@@ -242,6 +273,22 @@ class ShardCountStore:
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
         self._lock = threading.Lock()
+        _stores.add(self)
+
+    # -- fork safety -----------------------------------------------------------------------
+
+    def _before_fork(self) -> None:
+        self._lock.acquire()
+
+    def _after_fork_in_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        # The threads running these flights were not copied into the child: a future left
+        # here would never be settled, and the child's first read of the key would wait forever.
+        self._loading.clear()
+        self._creating.clear()
+        self._lock.release()
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -411,22 +458,50 @@ class ShardCountStore:
         """
         at = next_lock_value(now, seen.last_updated)
         entry = HistoryEntry(at=at, count=count)
+        entries = {format_history_entry(entry)}
+        previous = HistoryEntry(at=seen.last_updated, count=seen.count)
+        if previous not in seen.history:
+            # A count the history does not show (an item from seed 000's writer, or fixed by
+            # hand) is recorded with the change, so reads keep covering its shards.
+            entries.add(format_history_entry(previous))
         meta = self.metadata_model
         item = meta(key, namespace)
         condition = meta.last_updated == seen.last_updated if locked else meta.partition_key.exists()
-        try:
-            item.update(
-                actions=[
-                    meta.number_of_shards.set(count),
-                    meta.last_updated.set(at),
-                    meta.shard_history.add({format_history_entry(entry)}),
-                ],
-                condition=condition,
-            )
-        except UpdateError as exc:
-            if exc.cause_response_code != _CONDITION_FAILED:
-                raise
-            return None
+        attempts.watch(meta._get_connection().connection.client)
+        with attempts.tracking() as sent:
+            try:
+                item.update(
+                    actions=[
+                        meta.number_of_shards.set(count),
+                        meta.last_updated.set(at),
+                        meta.shard_history.add(entries),
+                    ],
+                    condition=condition,
+                )
+            except UpdateError as exc:
+                if exc.cause_response_code != _CONDITION_FAILED:
+                    raise
+                if not sent.may_have_applied:
+                    return None
+                # An earlier attempt may have been applied and its reply lost: botocore's
+                # resend then fails the condition on our own change. What is stored decides.
+                return self._own_change(namespace, key, entry, owner=owner)
         # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         return self.remember(namespace, key, state)
+
+    def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
+        """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""
+        state = self.load(namespace, key, owner=owner)
+        if state is None or entry not in state.history:
+            return None
+        # Entries are only ever added, so a later change by another writer still shows ours;
+        # its newer state is then what the caller should work with.
+        return state
+
+
+os.register_at_fork(
+    before=_fork.before,
+    after_in_parent=lambda: _fork.after(in_child=False),
+    after_in_child=lambda: _fork.after(in_child=True),
+)

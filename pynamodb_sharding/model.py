@@ -21,7 +21,8 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
-from pynamodb_sharding._host import bump_local_version, guard_keys, save_arguments, version_condition
+from pynamodb_sharding import attempts
+from pynamodb_sharding._host import botocore_client, bump_local_version, guard_keys, save_arguments, version_condition
 from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding.descriptor import Sharding, ShardManager
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
@@ -470,6 +471,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         since it was read is moved: the new copy is put and the old one deleted in one
         transaction. A new instance whose key :class:`HashedShards` finds stored under an older
         layout (``previous_counts``) replaces it where it is stored. A key is never stored twice.
+
+        A failed save of a new item keeps the shard it was sent to when the write may have
+        been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
+        same instance addresses the same physical key.
         """
         check_item_condition(type(self), condition)  # before the strategy reads anything
         known = self._known_shard()
@@ -493,13 +498,23 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return super().save(condition, add_version_condition=add_version_condition)
         self._forget_shard()
 
+        attempts.watch(botocore_client(cls))
+        ambiguous = False  # some attempt of this save may have been applied
+
         def send(shard: int) -> dict[str, Any]:
+            nonlocal ambiguous
             self._pin_shard(shard)
-            try:
-                return Model.save(self, condition, add_version_condition=add_version_condition)
-            except BaseException:
-                self._forget_shard()
-                raise
+            with attempts.tracking() as sent:
+                try:
+                    return Model.save(self, condition, add_version_condition=add_version_condition)
+                except BaseException:
+                    # Forget the shard only when nothing can have been written; after a lost
+                    # reply every retry (the strategy's, then the application's) must address
+                    # the same physical key, as PynamoDB's would.
+                    ambiguous = ambiguous or sent.may_have_applied
+                    if not ambiguous:
+                        self._forget_shard()
+                    raise
 
         return strategy.write(cls, self, send)
 

@@ -491,9 +491,18 @@ class DynamicShards(ShardStrategy):
         """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
         namespace, owner = self._namespace(model), self._owner(model)
         now = self.clock()
-        changed = self.store.change(namespace, key, state, new, now, owner=owner, locked=self._optimistic_lock)
-        if changed is None:
-            return self._fresh_state(model, key)
+        try:
+            changed = self.store.change(namespace, key, state, new, now, owner=owner, locked=self._optimistic_lock)
+            if changed is None:
+                return self._fresh_state(model, key)
+        except PynamoDBException as exc:
+            if not classify(exc).is_throttle or reason != "throttle":
+                raise
+            # The metadata item is throttled too (many writers growing it at once, after
+            # botocore's retries): growth is best effort, so the write goes on with the newest
+            # count this process knows and grows at a later throttle.
+            throttle_observed.send(model, key=key, throttle=classify(exc))
+            return self._newest(model, key, state)
         if changed.last_updated > now + _SKEW_TOLERANCE:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).

@@ -96,6 +96,9 @@ def hammer(threads: int, base: int, stop: threading.Event, run: Run) -> list[thr
             except PutError as error:
                 run.failures.append(f"{error!r} caused by {error.cause!r}")
                 continue
+            except Exception as error:  # any other error must fail the test, not end the thread
+                run.failures.append(repr(error))
+                continue
             with run._lock:
                 run.acks.append((range_key, time.time()))
 

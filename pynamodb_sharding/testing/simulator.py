@@ -261,6 +261,7 @@ class PartitionLimitSimulator:
         self._write_units: dict[PartitionId, float] = {}
         self._read_units: dict[PartitionId, float] = {}
         self._context_key = f"pynamodb_sharding.simulator.{next(_instances)}"
+        self._sending = threading.local()
         self.set_limits(
             write_units=write_units,
             read_units=read_units,
@@ -455,6 +456,7 @@ class PartitionLimitSimulator:
     # -- event handlers -------------------------------------------------------------------
 
     def _on_before_sign(self, request: Any, operation_name: str, region_name: str | None = None, **_: Any) -> None:
+        self._sending.verdict = None
         context = request.context
         if isinstance(context, dict):
             context.pop(self._context_key, None)
@@ -481,6 +483,7 @@ class PartitionLimitSimulator:
                     verdict = _Verdict(error_body=_throttle_body(refusals, region))
         if verdict is not None:
             context[self._context_key] = verdict
+        self._sending.verdict = verdict
 
     def _batch_write(self, request: Any, body: dict[str, Any], region: str) -> _Verdict | None:
         tables = body.get("RequestItems")
@@ -585,8 +588,11 @@ class PartitionLimitSimulator:
         )
 
     def _on_before_send(self, request: Any, **_: Any) -> AWSResponse | None:
-        context = request.context
-        verdict = context.get(self._context_key) if isinstance(context, dict) else None
+        # before-sign and before-send of one attempt run back to back on the sending thread;
+        # the prepared request carries no context before botocore 1.43.68, so the verdict
+        # travels in a thread-local.
+        verdict = getattr(self._sending, "verdict", None)
+        self._sending.verdict = None
         if not isinstance(verdict, _Verdict) or verdict.error_body is None:
             return None
         headers = {

@@ -37,6 +37,7 @@ check-lean:
 	rm -rf .venv-lean
 	$(PYTHON) -m venv .venv-lean
 	.venv-lean/bin/python -m pip install --quiet --disable-pip-version-check -c constraints/lowest.txt .
+	rm -rf build  # setuptools' in-tree build directory
 	.venv-lean/bin/python .ci/lean_check.py
 
 lint: $(VENV)/.installed-test

@@ -171,7 +171,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
         with simulate_partition_limits(DynamicAuditLog, write_units=args.limit):
             dynamic_start = time.time()
             dynamic_acks, dynamic_failures = hammer(DynamicAuditLog, args.writers, args.duration, KEY)
-        history = strategy.history(DynamicAuditLog, KEY)
+        history = DynamicAuditLog.shards.history(KEY)
         stored = DynamicAuditLog.count(KEY)
         seconds = int(args.duration)
         plain = per_second(plain_acks, plain_start, seconds)

@@ -41,23 +41,29 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import ShardedModel, Sharding
-from pynamodb_sharding.strategies import ShardStrategy
+from pynamodb_sharding.strategies import ItemKey, ShardKey
 from pynamodb_sharding.testing import bound_models, running_dynamodb_local
 from pynamodb_sharding.testing.latency import inject_latency
 
 PAYLOAD = "x" * 64  # a small item, like an audit-log entry
 
 
-class KeyedShards(ShardStrategy):
+class KeyedShards:
     """The shard count is written in the key: ``"16-..."`` has 16 shards (one table, many counts)."""
 
     max_shards = 64
 
-    def shard_count(self, model: type[ShardedModel], key: str) -> int:
-        return int(key.split("-", 1)[0])
+    def shard_count(self, key: ShardKey) -> int:
+        return int(key.value.split("-", 1)[0])
 
-    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
+        return tuple(range(1, self.shard_count(key) + 1))
+
+    def write_shard(self, item: ItemKey) -> int:
         return 1  # the benchmark writes raw items with their physical keys
+
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        return self.read_shards(item.key)
 
 
 class BenchEvent(ShardedModel):

@@ -1,6 +1,6 @@
 """Write sharding for PynamoDB models."""
 
-from pynamodb_sharding.descriptor import Sharding, ShardManager
+from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     CursorError,
@@ -17,7 +17,16 @@ from pynamodb_sharding.exceptions import (
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
-from pynamodb_sharding.strategies import HashedShards, HistoryEntry, RandomShards, ShardStrategy
+from pynamodb_sharding.strategies import (
+    HashedShards,
+    HistoryEntry,
+    ItemKey,
+    KeySpace,
+    RandomShards,
+    ResizableShardStrategy,
+    ShardKey,
+    ShardStrategy,
+)
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason, classify, classify_response
 
 __version__ = "0.1.0"
@@ -30,12 +39,16 @@ __all__ = [
     "HistoryEntry",
     "HostContractError",
     "IndexThrottleError",
+    "ItemKey",
+    "KeySpace",
     "MergedPageIterator",
     "MergedResultIterator",
     "MetadataError",
     "MetadataRequestError",
     "RandomShards",
+    "ResizableShardStrategy",
     "ShardConditionError",
+    "ShardKey",
     "ShardKeyError",
     "ShardLocationError",
     "ShardManager",
@@ -51,4 +64,5 @@ __all__ = [
     "__version__",
     "classify",
     "classify_response",
+    "shard_manager",
 ]

@@ -1,23 +1,42 @@
-"""The ``Sharding`` descriptor and the ``ShardManager`` it returns on the class."""
+"""The ``Sharding`` descriptor and the ``ShardManager`` it binds to each model class.
+
+:class:`ShardManager` is the one seam between a sharded model and its strategy: it binds the
+model once (its key space, its only :class:`~pynamodb_sharding.keys.KeyCodec`), builds the
+frozen key views strategies see, fills in their optional hooks, and leaves out shards whose
+physical key cannot exist. The model, the merged queries, the conditions and the command line
+all ask it, never the strategy directly. :func:`shard_manager` returns it for a model class.
+"""
 
 from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
+from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardKeyError
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, KeyCodec, validate_separator
-from pynamodb_sharding.strategies import HistoryEntry, ShardStrategy
+from pynamodb_sharding.strategies import (
+    HistoryEntry,
+    ItemKey,
+    KeySpace,
+    ResizableShardStrategy,
+    ShardKey,
+    ShardStrategy,
+    stored_bytes,
+)
 
 if TYPE_CHECKING:
+    from pynamodb.models import Model
+
     from pynamodb_sharding.model import ShardedModel
 
-__all__ = ["ShardManager", "Sharding"]
+__all__ = ["ShardManager", "Sharding", "shard_manager"]
 
 _M = TypeVar("_M", bound="ShardedModel")
+_R = TypeVar("_R")
 
 
 class Sharding:
@@ -45,7 +64,7 @@ class Sharding:
         max_workers: int | None = None,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
-        if not isinstance(given, ShardStrategy):
+        if isinstance(given, type) or not isinstance(given, ShardStrategy):
             msg = (
                 f"Sharding(strategy): expected a shard strategy such as RandomShards(10), got "
                 f"{strategy!r}; pass RandomShards(n), HashedShards(n) or DynamicShards(Metadata)."
@@ -66,10 +85,8 @@ class Sharding:
         return f"Sharding({self.strategy!r}, separator={self.separator!r})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
-        from pynamodb_sharding.model import ShardedModel
-
         self.name = name
-        if not issubclass(owner, ShardedModel):
+        if not getattr(owner, "_is_sharded_model", False):
             msg = (
                 f"{owner.__name__}.{name}: Sharding only works on ShardedModel subclasses; "
                 f"derive {owner.__name__} from pynamodb_sharding.ShardedModel instead of Model."
@@ -84,13 +101,17 @@ class Sharding:
 
     def __get__(self, instance: ShardedModel | None, owner: type[_M]) -> ShardManager[_M] | int | None:
         if instance is None:
-            manager = self._managers.get(owner)
-            if manager is None:
-                manager = ShardManager(owner, self.strategy, self.separator, self.max_workers)
-                if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
-                    self._managers[owner] = manager
-            return manager
+            return self.bind(owner)
         return instance._known_shard()
+
+    def bind(self, owner: type[_M]) -> ShardManager[_M]:
+        """The manager of ``owner``, created once per fully defined class."""
+        manager = self._managers.get(owner)
+        if manager is None:
+            manager = ShardManager(owner, self.strategy, self.separator, self.max_workers)
+            if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
+                self._managers[owner] = manager
+        return manager
 
     def __set__(self, instance: ShardedModel, value: object) -> None:
         msg = (
@@ -104,6 +125,11 @@ class Sharding:
 class ShardManager(Generic[_M]):
     """Manages the shards of one sharded model class (``AuditLog.shards``).
 
+    Every question about shards goes through it: which shard a new item goes to
+    (:meth:`write_shard`), which shards hold an item (:meth:`point_shards`) or a key
+    (:meth:`read_shards`), how a key is encoded (:attr:`codec`), and, for resizable
+    strategies, :meth:`grow`, :meth:`shrink`, :meth:`history` and :meth:`refresh`.
+
     .. versionadded:: 0.1.0
     """
 
@@ -112,24 +138,52 @@ class ShardManager(Generic[_M]):
     separator: str = DEFAULT_SEPARATOR
     #: Threads a merged query uses; ``None``: ``min(32, number of shards)``.
     max_workers: int | None = None
+    #: The model's key space as strategies see it.
+    space: KeySpace = attrs.field(init=False)
+    #: Encodes and decodes this model's physical keys (the only codec of the class).
+    codec: KeyCodec = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        attribute = self.model._hash_keyname or ""
+        table = getattr(getattr(self.model, "Meta", None), "table_name", "")
+        object.__setattr__(self, "space", KeySpace(self.model.__name__, attribute, table, self.model))
+        object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator))
 
     @property
     def attribute(self) -> str:
         """The Python name of the sharded hash-key attribute."""
-        name = self.model._hash_keyname
-        assert name is not None  # the metaclass refuses sharded models without a hash key
-        return name
+        return self.space.attribute
 
-    @functools.cached_property
-    def codec(self) -> KeyCodec:
-        return KeyCodec(self.model.__name__, self.attribute, self.separator)
+    # -- the strategy's answers, through key views ----------------------------------------------
 
-    def _key(self, key: object) -> str:
-        return self.codec.check_logical(key)
+    def key(self, value: object) -> ShardKey:
+        """The view of logical key ``value`` strategies see.
+
+        Raises:
+            ShardKeyError: ``value`` is not a non-empty str.
+        """
+        space = self.space
+        table = self.model.Meta.table_name
+        if space.namespace != table:  # a test binding or an app renamed the table at run time
+            space = attrs.evolve(space, namespace=table)
+        return ShardKey(space, self.codec.check_logical(value))
+
+    def item_key(self, item: _M) -> ItemKey:
+        """The view of ``item`` strategies see: its logical key and stored attribute values."""
+        model = self.model
+        attributes = model.get_attributes()
+
+        def attribute_bytes(name: str) -> bytes | None:
+            value = getattr(item, name)
+            return None if value is None else stored_bytes(attributes[name], value)
+
+        range_name = model._range_keyname
+        range_bytes = attribute_bytes(range_name) if range_name else None
+        return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes)
 
     def shard_count(self, key: str) -> int:
         """The number of shards new writes of ``key`` spread over."""
-        return self.strategy.shard_count(self.model, self._key(key))
+        return self.strategy.shard_count(self.key(key))
 
     def read_shards(self, key: str) -> tuple[int, ...]:
         """Every shard a read of ``key`` covers, ascending.
@@ -140,14 +194,48 @@ class ShardManager(Generic[_M]):
         Raises:
             ShardKeyError: even shard 1 of ``key`` would exceed the limit.
         """
-        key = self._key(key)
-        return self._possible(key, self.strategy.read_shards(self.model, key))
+        view = self.key(key)
+        return self._possible(view.value, self.strategy.read_shards(view))
 
     def point_shards(self, item: _M) -> tuple[int, ...]:
         """The shards that may hold ``item`` (its primary key, and any attribute its shard is
         derived from, set), ascending; one shard when the strategy computes it."""
-        key = item.logical_hash_key()
-        return self._possible(key, self.strategy.point_shards(self.model, key, item))
+        view = self.item_key(item)
+        return self._possible(view.key.value, self.strategy.point_shards(view))
+
+    def write_shard(self, item: _M) -> int:
+        """The shard a new ``item`` goes to (drawn anew by random strategies)."""
+        return self.strategy.write_shard(self.item_key(item))
+
+    def write(self, item: _M, send: Callable[[int], _R]) -> _R:
+        """Write a new ``item``: the strategy picks the shard and may retry ``send(shard)``."""
+        view = self.item_key(item)
+        custom: Callable[[ItemKey, Callable[[int], _R]], _R] | None = getattr(self.strategy, "write", None)
+        if custom is not None:
+            return custom(view, send)
+        return send(self.strategy.write_shard(view))
+
+    @property
+    def keeps_keys_unique(self) -> bool:
+        """Whether one logical primary key always maps to one shard."""
+        return bool(getattr(self.strategy, "keeps_keys_unique", False))
+
+    @functools.cached_property
+    def derived_attributes(self) -> tuple[str, ...]:
+        """Attributes besides the primary key that an item's shard is computed from."""
+        hook: Callable[[], tuple[str, ...]] | None = getattr(self.strategy, "derived_attributes", None)
+        return tuple(hook()) if hook is not None else ()
+
+    def companion_models(self) -> tuple[type[Model], ...]:
+        """Models whose tables must exist beside this model's own."""
+        hook: Callable[[], tuple[type[Model], ...]] | None = getattr(self.strategy, "companion_models", None)
+        return tuple(hook()) if hook is not None else ()
+
+    def validate(self) -> None:
+        """Let the strategy check, at class definition, that the model fits it."""
+        hook: Callable[[KeySpace, type[Model]], None] | None = getattr(self.strategy, "validate", None)
+        if hook is not None:
+            hook(self.space, self.model)
 
     def _possible(self, key: str, shards: tuple[int, ...]) -> tuple[int, ...]:
         possible = tuple(shard for shard in shards if self.codec.fits(key, shard))
@@ -163,7 +251,7 @@ class ShardManager(Generic[_M]):
                 strategy's highest shard (``max_shards``) would exceed DynamoDB's 2,048-byte
                 limit, so some writes of it would fail and others could never be read back.
         """
-        logical = self._key(key)
+        logical = self.codec.check_logical(key)
         highest = self.strategy.max_shards
         if not self.codec.fits(logical, highest):
             size = len(self.codec.encode_unchecked(logical, highest).encode("utf-8"))
@@ -176,6 +264,8 @@ class ShardManager(Generic[_M]):
             )
             raise ShardKeyError(msg)
         return logical
+
+    # -- keys ------------------------------------------------------------------------------
 
     def physical_key(self, key: str, shard: int) -> str:
         """The value stored in the table for ``key`` in ``shard``.
@@ -198,18 +288,80 @@ class ShardManager(Generic[_M]):
         """The logical key of a physical key."""
         return self.codec.decode(physical_key)[0]
 
+    # -- resizing ----------------------------------------------------------------------------
+
+    def _resizable(self, action: str) -> ResizableShardStrategy:
+        strategy = self.strategy
+        if not isinstance(strategy, ResizableShardStrategy):
+            msg = (
+                f"{self.space.name}: {type(strategy).__name__} has a fixed shard count that cannot "
+                f"{action} at run time; change the count in the model's Sharding(...) declaration, "
+                f"or use DynamicShards for counts that change with load."
+            )
+            raise ShardingError(msg)
+        return strategy
+
     def grow(self, key: str) -> int:
-        """Raise the shard count of ``key`` now (dynamic strategies); returns the new count."""
-        return self.strategy.grow(self.model, self._key(key))
+        """Raise the shard count of ``key`` now (resizable strategies); returns the new count.
+
+        Raises:
+            ShardingError: the strategy has a fixed count.
+        """
+        return self._resizable("grow").grow(self.key(key))
 
     def shrink(self, key: str, to: int) -> int:
-        """Lower the write shard count of ``key``; reads keep covering the largest count."""
-        return self.strategy.shrink(self.model, self._key(key), to)
+        """Lower the write shard count of ``key``; reads keep covering every count in effect.
+
+        Raises:
+            ShardingError: the strategy has a fixed count, or ``to`` is out of range.
+        """
+        return self._resizable("shrink").shrink(self.key(key), to)
 
     def history(self, key: str) -> list[HistoryEntry]:
-        """The shard-count changes of ``key``, oldest first."""
-        return self.strategy.history(self.model, self._key(key))
+        """The shard-count changes of ``key``, oldest first (one entry at time 0 for a fixed count)."""
+        view = self.key(key)
+        if isinstance(self.strategy, ResizableShardStrategy):
+            return self.strategy.history(view)
+        return [HistoryEntry(at=0.0, count=self.strategy.shard_count(view))]
+
+    def refresh(self, key: str) -> int:
+        """Forget what this process cached about ``key`` and read its count again.
+
+        A fixed strategy caches nothing: its count is returned.
+        """
+        view = self.key(key)
+        if isinstance(self.strategy, ResizableShardStrategy):
+            return self.strategy.refresh(view)
+        return self.strategy.shard_count(view)
 
     def describe(self) -> str:
         """One line naming the strategy and its read cost."""
-        return self.strategy.describe()
+        hook: Callable[[], str] | None = getattr(self.strategy, "describe", None)
+        return hook() if hook is not None else repr(self.strategy)
+
+
+def shard_manager(model: type[_M]) -> ShardManager[_M]:
+    """The :class:`ShardManager` of a sharded model class, whatever its descriptor is named.
+
+    Raises:
+        ShardingDefinitionError: ``model`` has no ``Sharding`` descriptor.
+
+    .. versionadded:: 0.2.0
+    """
+    name = getattr(model, "_sharding_attr", None)
+    descriptor = _raw_class_attribute(model, name) if name else None
+    if not isinstance(descriptor, Sharding):
+        msg = (
+            f"{getattr(model, '__name__', model)!r} has no Sharding descriptor; pass a ShardedModel "
+            f"subclass that declares e.g. `shards = Sharding(RandomShards(10))`."
+        )
+        raise ShardingDefinitionError(msg)
+    return descriptor.bind(model)
+
+
+def _raw_class_attribute(cls: type[Any], name: str) -> Any:
+    """The class attribute ``name`` from the MRO, without calling its ``__get__``."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None

@@ -42,13 +42,12 @@ from pynamodb_sharding.exceptions import (
 from pynamodb_sharding.keys import MAX_SHARDS
 from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
-from pynamodb_sharding.strategies import HistoryEntry, ShardStrategy
+from pynamodb_sharding.strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
-    from pynamodb_sharding.model import ShardedModel
 
 __all__ = [
     "DynamicShards",
@@ -150,7 +149,7 @@ _FUTURE_CHANGES_KEPT = 10_000
 # -- the strategy ---------------------------------------------------------------------------
 
 
-class DynamicShards(ShardStrategy):
+class DynamicShards:
     """A shard count per logical key, read from a metadata table and grown when DynamoDB
     throttles the key.
 
@@ -273,11 +272,11 @@ class DynamicShards(ShardStrategy):
 
     # -- the ShardStrategy interface ---------------------------------------------------------
 
-    def validate(self, model: type[ShardedModel], attribute: str) -> None:
+    def validate(self, space: KeySpace, model: type[Model]) -> None:
         meta = self.metadata_model
         if (meta._hash_keyname, meta._range_keyname) != ("partition_key", "model"):
             msg = (
-                f"{model.__name__}.{attribute}: the metadata model {meta.__name__} "
+                f"{space.name}: the metadata model {meta.__name__} "
                 f"changed ShardMetadata's key schema; subclass ShardMetadata without redefining "
                 f"partition_key or model."
             )
@@ -286,22 +285,27 @@ class DynamicShards(ShardStrategy):
     def companion_models(self) -> tuple[type[Model], ...]:
         return (self.metadata_model,)
 
-    def shard_count(self, model: type[ShardedModel], key: str) -> int:
-        state = self._state(model, key)
+    def shard_count(self, shard_key: ShardKey) -> int:
+        space, key = shard_key.space, shard_key.value
+        state = self._state(space, key)
         return self.initial if state is None else state.count
 
-    def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
+    def read_shards(self, shard_key: ShardKey) -> tuple[int, ...]:
+        space, key = shard_key.space, shard_key.value
         if self.fresh_reads:
-            state = self.store.load(self._namespace(model), key, owner=self._owner(model))
+            state = self.store.load(self._namespace(space), key, owner=self._owner(space))
         else:
-            state = self._state(model, key)
+            state = self._state(space, key)
         return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
 
-    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
-        state = self._state_for_write(model, item.logical_hash_key())
+    def write_shard(self, item: ItemKey) -> int:
+        state = self._state_for_write(item.key.space, item.key.value)
         return self._random.randint(1, state.count)
 
-    def write(self, model: type[ShardedModel], item: ShardedModel, send: Callable[[int], _R]) -> _R:
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        return self.read_shards(item.key)
+
+    def write(self, item: ItemKey, send: Callable[[int], _R]) -> _R:
         """Write a new item (seed 000's writer): retry and grow on key-range throttles.
 
         Once an attempt may have been applied (its reply was lost, or it got a 5xx), every
@@ -317,10 +321,10 @@ class DynamicShards(ShardStrategy):
             pynamodb.exceptions.PutError: any other failure, including a table-level throttle
                 after botocore's retries, or a key-range throttle after ``max_attempts``.
         """
-        key = item.logical_hash_key()
-        with self._metadata_requests(model, key):
-            state = self._state_for_write(model, key)
-        _ensure_hook(model)
+        space, key = item.key.space, item.key.value
+        with self._metadata_requests(space, key):
+            state = self._state_for_write(space, key)
+        _ensure_hook(space.model)
         pinned: int | None = None
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
@@ -339,25 +343,25 @@ class DynamicShards(ShardStrategy):
                     error = exc
             if sent.may_have_applied:
                 pinned = shard
-            throttle_observed.send(model, key=key, throttle=throttle)
+            throttle_observed.send(space.model, key=key, throttle=throttle)
             if error is not None:
                 if throttle.kind is ThrottleKind.INDEX:
                     index = throttle.index_name or "a global secondary index"
                     msg = (
-                        f"{self._owner(model)}: writes of key {key!r} are throttled by {index}, whose "
+                        f"{self._owner(space)}: writes of key {key!r} are throttled by {index}, whose "
                         f"own partition key is hot; base-table shards do not fix a GSI hot key: shard "
                         f"the index key too, or lower the write rate."
                     )
                     raise IndexThrottleError(msg, error) from error
                 if last or throttle.kind is not ThrottleKind.KEY_RANGE:
                     raise error
-            with self._metadata_requests(model, key):
-                state = self._after_key_range_throttle(model, key, state, attempt)
-        msg = f"{self._owner(model)}: no write attempt was made for key {key!r}."  # pragma: no cover
+            with self._metadata_requests(space, key):
+                state = self._after_key_range_throttle(space, key, state, attempt)
+        msg = f"{self._owner(space)}: no write attempt was made for key {key!r}."  # pragma: no cover
         raise ShardingError(msg)  # pragma: no cover
 
     @contextmanager
-    def _metadata_requests(self, model: type[ShardedModel], key: str) -> Iterator[None]:
+    def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
         """Turn a failed request to the metadata table into the ``PutError`` that ``save()`` promises."""
         try:
             yield
@@ -365,112 +369,116 @@ class DynamicShards(ShardStrategy):
             raise
         except PynamoDBException as exc:
             msg = (
-                f"{self._owner(model)}: the write of key {key!r} needs its shard count, but the "
+                f"{self._owner(space)}: the write of key {key!r} needs its shard count, but the "
                 f"metadata table {self.metadata_model.Meta.table_name!r} failed ({exc.msg}); check that "
                 f"table's capacity and permissions, then retry the save."
             )
             raise MetadataRequestError(msg, exc) from exc
 
-    def grow(self, model: type[ShardedModel], key: str) -> int:
+    def grow(self, shard_key: ShardKey) -> int:
         """Grow the count of ``key`` now by the growth policy, ignoring the cooldown.
 
         If another writer changes the count first, nothing more is grown: the count it set
         is returned. At ``max_shards`` the count stays.
         """
-        state = self._fresh_state(model, key)
-        new = self._next_count(model, state.count)
+        space, key = shard_key.space, shard_key.value
+        state = self._fresh_state(space, key)
+        new = self._next_count(space, state.count)
         if new == state.count:
             return state.count
-        return self._change(model, key, state, new, reason="grow").count
+        return self._change(space, key, state, new, reason="grow").count
 
-    def shrink(self, model: type[ShardedModel], key: str, to: int) -> int:
+    def shrink(self, shard_key: ShardKey, to: int) -> int:
         """Lower the write count of ``key`` to ``to``; reads keep covering the largest count ever.
 
         Raises:
             ShardingError: ``to`` is not in ``1..current count``.
         """
+        space, key = shard_key.space, shard_key.value
         for _ in range(10):
-            state = self._fresh_state(model, key)
+            state = self._fresh_state(space, key)
             if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= state.count:
                 msg = (
-                    f"{model.__name__}.{model._hash_keyname}: cannot shrink key {key!r} to {to!r} shards; "
+                    f"{space.name}: cannot shrink key {key!r} to {to!r} shards; "
                     f"give an int in 1..{state.count} (its current count), or grow it with grow()."
                 )
                 raise ShardingError(msg)
             if to == state.count:
                 return to
-            changed = self.store.change(self._namespace(model), key, state, to, self.clock(), owner=self._owner(model))
+            changed = self.store.change(self._namespace(space), key, state, to, self.clock(), owner=self._owner(space))
             if changed is not None:
-                shard_count_changed.send(model, key=key, old=state.count, new=to, reason="shrink")
+                shard_count_changed.send(space.model, key=key, old=state.count, new=to, reason="shrink")
                 return changed.count
-        msg = f"{model.__name__}: key {key!r} kept changing while shrinking it; try again."
+        msg = f"{space.model_name}: key {key!r} kept changing while shrinking it; try again."
         raise ShardingError(msg)
 
-    def history(self, model: type[ShardedModel], key: str) -> list[HistoryEntry]:
+    def history(self, shard_key: ShardKey) -> list[HistoryEntry]:
         """The recorded count changes of ``key``, oldest first (read from the table)."""
-        state = self.store.load(self._namespace(model), key, owner=self._owner(model))
+        space, key = shard_key.space, shard_key.value
+        state = self.store.load(self._namespace(space), key, owner=self._owner(space))
         return [] if state is None else list(state.history)
 
-    def refresh(self, model: type[ShardedModel], key: str) -> int:
+    def refresh(self, shard_key: ShardKey) -> int:
         """Forget the cached count of ``key`` and read it again; returns the read count."""
-        self.store.forget(self._namespace(model), key)
-        return self.shard_count(model, key)
+        space, key = shard_key.space, shard_key.value
+        self.store.forget(self._namespace(space), key)
+        return self.shard_count(shard_key)
 
     # -- internals ------------------------------------------------------------------------
 
-    def _namespace(self, model: type[Model]) -> str:
-        return self.namespace if self.namespace is not None else model.Meta.table_name
+    def _namespace(self, space: KeySpace) -> str:
+        return self.namespace if self.namespace is not None else space.namespace
 
-    def _owner(self, model: type[Model]) -> str:
-        return f"{model.__name__}.{model._hash_keyname}"
+    def _owner(self, space: KeySpace) -> str:
+        return space.name
 
-    def _state(self, model: type[ShardedModel], key: str) -> ShardState | None:
-        return self.store.get(self._namespace(model), key, owner=self._owner(model))
+    def _state(self, space: KeySpace, key: str) -> ShardState | None:
+        return self.store.get(self._namespace(space), key, owner=self._owner(space))
 
-    def _state_for_write(self, model: type[ShardedModel], key: str) -> ShardState:
-        return self.store.get_or_create(self._namespace(model), key, self.initial, self.clock, owner=self._owner(model))
+    def _state_for_write(self, space: KeySpace, key: str) -> ShardState:
+        return self.store.get_or_create(self._namespace(space), key, self.initial, self.clock, owner=self._owner(space))
 
-    def _fresh_state(self, model: type[ShardedModel], key: str) -> ShardState:
-        state = self.store.load(self._namespace(model), key, owner=self._owner(model))
+    def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
+        state = self.store.load(self._namespace(space), key, owner=self._owner(space))
         if state is None:
-            state = self.store.create(self._namespace(model), key, self.initial, self.clock(), owner=self._owner(model))
+            state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
         return state
 
-    def _next_count(self, model: type[ShardedModel], count: int) -> int:
+    def _next_count(self, space: KeySpace, count: int) -> int:
         new = self.growth(count)
         if isinstance(new, bool) or not isinstance(new, int) or new <= count:
             msg = (
-                f"{model.__name__}: the growth policy {self.growth!r} turned {count} shards into "
+                f"{space.model_name}: the growth policy {self.growth!r} turned {count} shards into "
                 f"{new!r}; it must return a larger int."
             )
             raise ShardingError(msg)
         return min(new, self.max_shards)
 
-    def _newest(self, model: type[ShardedModel], key: str, state: ShardState) -> ShardState:
+    def _newest(self, space: KeySpace, key: str, state: ShardState) -> ShardState:
         """``state``, or what this process cached since if that is newer."""
-        cached = self.store.cached(self._namespace(model), key)
+        cached = self.store.cached(self._namespace(space), key)
         return cached if cached is not None and cached.newer_than(state) else state
 
     def _after_key_range_throttle(
-        self, model: type[ShardedModel], key: str, state: ShardState, throttled: int
+        self, space: KeySpace, key: str, state: ShardState, throttled: int
     ) -> ShardState:
         """Seed 000's reaction to a hot-partition throttle; returns the state to retry with."""
-        newest = self._newest(model, key, state)
+        newest = self._newest(space, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
-        if state.count >= self.max_shards or self._in_cooldown(model, key, state):
+        if state.count >= self.max_shards or self._in_cooldown(space, key, state):
             low, high = self.backoff
             self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))
-            return self._newest(model, key, state)
+            return self._newest(space, key, state)
         # Past the cooldown: a random wait first, so writers throttled together spread out
         # and the first to wake grows while the others see its growth.
         self.sleep(self._random.uniform(*self.backoff))
-        newest = self._newest(model, key, state)
+        newest = self._newest(space, key, state)
         if newest is not state:
             return newest
-        return self._change(model, key, state, self._next_count(model, state.count), reason="throttle")
+        return self._change(space, key, state, self._next_count(space, state.count), reason="throttle")
 
-    def _in_cooldown(self, model: type[ShardedModel], key: str, state: ShardState) -> bool:
+    def _in_cooldown(self, space: KeySpace, key: str, state: ShardState) -> bool:
         """Whether the last change of the count is less than ``cooldown`` ago.
 
         A ``last_updated`` in the future (written by a host whose clock runs fast, and kept
@@ -480,31 +488,31 @@ class DynamicShards(ShardStrategy):
         now = self.clock()
         changed_at = state.last_updated
         if changed_at > now + _SKEW_TOLERANCE:
-            seen = (self._namespace(model), key, changed_at)
+            seen = (self._namespace(space), key, changed_at)
             if len(self._future_changes) >= _FUTURE_CHANGES_KEPT:
                 self._future_changes.clear()
             # setdefault settles racing threads without a lock: the first to see it wins.
             changed_at = self._future_changes.setdefault(seen, now)
         return now - changed_at < self.cooldown
 
-    def _change(self, model: type[ShardedModel], key: str, state: ShardState, new: int, reason: str) -> ShardState:
+    def _change(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState:
         """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
-        namespace, owner = self._namespace(model), self._owner(model)
+        namespace, owner = self._namespace(space), self._owner(space)
         now = self.clock()
         try:
             changed = self.store.change(namespace, key, state, new, now, owner=owner, locked=self._optimistic_lock)
             if changed is None:
-                return self._fresh_state(model, key)
+                return self._fresh_state(space, key)
         except PynamoDBException as exc:
             if not classify(exc).is_throttle or reason != "throttle":
                 raise
             # The metadata item is throttled too (many writers growing it at once, after
             # botocore's retries): growth is best effort, so the write goes on with the newest
             # count this process knows and grows at a later throttle.
-            throttle_observed.send(model, key=key, throttle=classify(exc))
-            return self._newest(model, key, state)
+            throttle_observed.send(space.model, key=key, throttle=classify(exc))
+            return self._newest(space, key, state)
         if changed.last_updated > now + _SKEW_TOLERANCE:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
-        shard_count_changed.send(model, key=key, old=state.count, new=new, reason=reason)
+        shard_count_changed.send(space.model, key=key, old=state.count, new=new, reason=reason)
         return changed

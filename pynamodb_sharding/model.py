@@ -24,7 +24,7 @@ from pynamodb.pagination import ResultIterator
 from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, bump_local_version, guard_keys, save_arguments, version_condition
 from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
-from pynamodb_sharding.descriptor import Sharding, ShardManager
+from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
 from pynamodb_sharding.keys import KeyCodec
 
@@ -69,21 +69,13 @@ class ShardedMetaModel(MetaModel):
                 f"sharding appends a suffix to it; declare it as a UnicodeAttribute (string keys)."
             )
             raise ShardingDefinitionError(msg)
-        sharding: Sharding = vars_lookup(cls, declared[0])
-        sharding.strategy.validate(cls, declared[0])
-        cls._shard_codec = KeyCodec(name, cls._hash_keyname, sharding.separator)
+        manager = shard_manager(cls)  # binds the class: its key space and its one codec
+        manager.validate()
+        cls._shard_codec = manager.codec
         cls._shard_basis_names = (
             cls._hash_keyname, *([cls._range_keyname] if cls._range_keyname else []),
-            *sharding.strategy.derived_attributes(),
+            *manager.derived_attributes,
         )
-
-
-def vars_lookup(cls: type[Any], name: str) -> Any:
-    """The raw class attribute ``name`` from the MRO, without calling its ``__get__``."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            return vars(klass)[name]
-    raise AttributeError(name)
 
 
 class ShardedModel(Model, metaclass=ShardedMetaModel):
@@ -102,7 +94,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     """
 
     _sharding_attr: ClassVar[str | None] = None
-    #: Encodes this class's physical keys; set when the class is defined.
+    #: What ``Sharding.__set_name__`` checks (without importing this module).
+    _is_sharded_model: ClassVar[bool] = True
+    #: The class's ``ShardManager.codec``, kept here for per-item decoding; set when the class is defined.
     _shard_codec: ClassVar[KeyCodec | None] = None
     #: The shard this item was last written to or read from; ``None`` until then.
     _physical_shard: int | None = None
@@ -118,18 +112,14 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _shard_manager(cls: type[_T]) -> ShardManager[_T]:
-        if cls._sharding_attr is None:
-            msg = f"{cls.__name__}: has no Sharding descriptor; add `shards = Sharding(...)`."
-            raise ShardingDefinitionError(msg)
-        manager: ShardManager[_T] = getattr(cls, cls._sharding_attr)
-        return manager
+        return shard_manager(cls)
 
     @classmethod
     def companion_models(cls) -> tuple[type[Model], ...]:
         """Models whose tables must exist beside this one (e.g. the shard-count metadata)."""
         if cls._sharding_attr is None:
             return ()
-        return cls._shard_manager().strategy.companion_models()
+        return shard_manager(cls).companion_models()
 
     def logical_hash_key(self) -> str:
         """The logical hash key of this item, validated."""
@@ -248,7 +238,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         ``None`` when the strategy computes one shard for the key (no read is needed), when it
         does not keep keys unique, or when the key is stored nowhere.
         """
-        if not self._shard_manager().strategy.keeps_keys_unique:
+        if not self._shard_manager().keeps_keys_unique:
             return None
         candidates = self._candidate_shards()
         if len(candidates) < 2:
@@ -265,7 +255,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         stored = self._stored_shard_of_key()
         if stored is not None:
             return self._pin_shard(stored)
-        return self._pin_shard(manager.strategy.write_shard(type(self), self))
+        return self._pin_shard(manager.write_shard(self))
 
     # -- encoding ------------------------------------------------------------------------------
 
@@ -354,13 +344,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         )
         if len(found) > 1:
             shards = ", ".join(str(shard) for shard, _ in found)
-            strategy = self._shard_manager().strategy
-            if strategy.keeps_keys_unique:
+            manager = self._shard_manager()
+            if manager.keeps_keys_unique:
                 why = (
-                    f"(it was written under two layouts of {strategy!r}, e.g. before this version "
+                    f"(it was written under two layouts of {manager.strategy!r}, e.g. before this version "
                     f"replaced the old copy on save), so which copy is meant is ambiguous; read the "
                     f"copies with {cls.__name__}.query, keep the one in shard "
-                    f"{strategy.write_shard(cls, self)} and delete the others."
+                    f"{manager.write_shard(self)} and delete the others."
                 )
             else:
                 why = (
@@ -395,12 +385,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's
             # would (an update creates it, a delete is a no-op, a condition sees no item).
             self._shard_manager().check_writable(self.logical_hash_key())
-            shard = self._shard_manager().strategy.write_shard(type(self), self)
+            shard = self._shard_manager().write_shard(self)
         return self._pin_shard(shard)
 
     def _move_refused(self, action: str) -> ShardingError:
         cls = type(self)
-        derived = ", ".join(self._shard_manager().strategy.derived_attributes())
+        derived = ", ".join(self._shard_manager().derived_attributes)
         msg = (
             f"{cls.__name__}.{cls._hash_keyname}: this item was read from shard {self._physical_shard}, "
             f"but its {derived} changed since, which selects another shard, so it cannot be {action} "
@@ -483,10 +473,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         manager = self._shard_manager()
         manager.check_writable(getattr(self, self._hash_keyname or ""))  # before any I/O
         cls = type(self)
-        strategy = manager.strategy
         moved_from = self._moved_from()
         if moved_from is not None:
-            target = strategy.write_shard(cls, self)
+            target = manager.write_shard(self)
             if target != moved_from:
                 return self._save_moving(moved_from, target, condition, add_version_condition)
             self._pin_shard(moved_from)
@@ -516,7 +505,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                         self._forget_shard()
                     raise
 
-        return strategy.write(cls, self, send)
+        return manager.write(self, send)
 
     def _save_moving(
         self, stored: int, target: int, condition: Condition | None, add_version_condition: bool,
@@ -613,7 +602,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return super().delete(self._item_condition(condition), add_version_condition=add_version_condition)
 
     def _check_actions(self, actions: Any) -> None:
-        derived = set(self._shard_manager().strategy.derived_attributes())
+        derived = set(self._shard_manager().derived_attributes)
         if not derived or not isinstance(actions, list):
             return
         attributes = self.get_attributes()

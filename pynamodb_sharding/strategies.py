@@ -1,7 +1,19 @@
 """Shard strategies: which shard a write goes to and which shards a read must cover.
 
-The fixed strategies do no I/O. :class:`~pynamodb_sharding.dynamic.DynamicShards` keeps its
-count in a metadata table and lives in its own module.
+A strategy answers four questions about a key, through small frozen views instead of a model
+(:class:`ShardKey` for a logical key, :class:`ItemKey` for one item), so that a model, an index
+and a migration ask them the same way through their
+:class:`~pynamodb_sharding.ShardManager`:
+
+* :meth:`ShardStrategy.shard_count`: how many shards new writes of a key spread over;
+* :meth:`ShardStrategy.read_shards`: every shard a read of a key must cover;
+* :meth:`ShardStrategy.write_shard`: the shard a new item goes to;
+* :meth:`ShardStrategy.point_shards`: the shards that may hold one exact item.
+
+A strategy whose count changes at run time also implements :class:`ResizableShardStrategy`
+(``grow``, ``shrink``, ``history``, ``refresh``). The optional hooks listed in
+:class:`ShardStrategy` have defaults. The fixed strategies here do no I/O;
+:class:`~pynamodb_sharding.dynamic.DynamicShards` keeps its count in a metadata table.
 """
 
 from __future__ import annotations
@@ -10,30 +22,30 @@ import hashlib
 import random as _random
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
+from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardLocationError
 from pynamodb_sharding.keys import MAX_SHARDS
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
-    from pynamodb_sharding.model import ShardedModel
-
 __all__ = [
     "HashedShards",
     "HistoryEntry",
+    "ItemKey",
+    "KeySpace",
     "RandomShards",
     "RandomSource",
+    "ResizableShardStrategy",
+    "ShardKey",
     "ShardStrategy",
     "canonical_number",
     "md5_shard",
     "stored_bytes",
 ]
-
-_R = TypeVar("_R")
 
 
 class RandomSource(Protocol):
@@ -50,6 +62,148 @@ class HistoryEntry:
     count: int
 
 
+# -- what a strategy sees ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class KeySpace:
+    """One sharded key space: a model's hash-key attribute, as strategies see it.
+
+    .. versionadded:: 0.2.0
+    """
+
+    #: The model's class name, for messages.
+    model_name: str
+    #: The Python name of the sharded attribute, for messages.
+    attribute: str
+    #: Keeps the keys of several models apart where they share storage (the table name).
+    namespace: str
+    #: The PynamoDB model whose requests use these keys (its connection, the sender of signals).
+    model: type[Model] = attrs.field(eq=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        """``"Model.attribute"``, how messages name the key space."""
+        return f"{self.model_name}.{self.attribute}"
+
+
+@attrs.frozen
+class ShardKey:
+    """One logical key of a key space (``AuditLog.file_path == "/f"``).
+
+    .. versionadded:: 0.2.0
+    """
+
+    space: KeySpace
+    #: The logical key, a non-empty string.
+    value: str
+
+
+@attrs.frozen
+class ItemKey:
+    """A frozen view of one item: its logical key and the stored form of its attributes.
+
+    .. versionadded:: 0.2.0
+    """
+
+    key: ShardKey
+    #: The range key as DynamoDB stores it (see :func:`stored_bytes`), ``None`` when the model
+    #: has no range key or the item does not set it.
+    range_bytes: bytes | None
+    #: The stored form of a named attribute, ``None`` when the item does not set it.
+    attribute_bytes: Callable[[str], bytes | None] = attrs.field(eq=False, repr=False)
+
+    def stored(self, name: str) -> bytes:
+        """The stored form of attribute ``name``.
+
+        Raises:
+            ShardLocationError: the item does not set it, so a shard derived from it is unknown.
+        """
+        value = self.attribute_bytes(name)
+        if value is None:
+            space = self.key.space
+            msg = (
+                f"{space.model_name}.{name}: the shard of {space.model_name} is derived from {name!r}, "
+                f"which is not set on this item; set it before writing or reading the item."
+            )
+            raise ShardLocationError(msg)
+        return value
+
+    def is_set(self, name: str) -> bool:
+        """Whether the item sets attribute ``name``."""
+        return self.attribute_bytes(name) is not None
+
+
+# -- the protocols -------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class ShardStrategy(Protocol):
+    """What every strategy ``Sharding(...)`` accepts answers.
+
+    Optional hooks, looked up with defaults by the :class:`~pynamodb_sharding.ShardManager`:
+
+    * ``keeps_keys_unique: bool`` (``False``): one logical primary key always maps to one
+      shard, so saving a new instance with a stored key replaces it;
+    * ``derived_attributes() -> tuple[str, ...]`` (``()``): attributes besides the primary key
+      the shard is computed from (an item whose value changes is moved by ``save()``);
+    * ``write(item, send)`` (``send(write_shard(item))``): write a new item, where
+      ``send(shard)`` performs the request; a strategy may retry on another shard;
+    * ``companion_models() -> tuple[type[Model], ...]`` (``()``): tables needed beside the
+      model's own;
+    * ``validate(space, model)``: check at class definition that the model fits, raising
+      :class:`~pynamodb_sharding.ShardingDefinitionError`;
+    * ``describe() -> str`` (``repr``): one line for ``pynamodb-sharding status``.
+
+    .. versionchanged:: 0.2.0
+       A protocol over :class:`ShardKey`/:class:`ItemKey` instead of a base class whose
+       methods took the model.
+    """
+
+    #: The most shards this strategy ever uses for one key (sets the longest physical key).
+    max_shards: int
+
+    def shard_count(self, key: ShardKey) -> int:
+        """The number of shards new writes of ``key`` spread over."""
+        ...
+
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
+        """Every shard that may hold items of ``key``, ascending."""
+        ...
+
+    def write_shard(self, item: ItemKey) -> int:
+        """The shard a new item goes to."""
+        ...
+
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        """The shards that may hold this exact item, ascending."""
+        ...
+
+
+@runtime_checkable
+class ResizableShardStrategy(ShardStrategy, Protocol):
+    """A strategy whose shard count per key changes at run time.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def grow(self, key: ShardKey) -> int:
+        """Raise the shard count of ``key`` now; returns the new count."""
+        ...
+
+    def shrink(self, key: ShardKey, to: int) -> int:
+        """Lower the write shard count of ``key``; reads keep covering every count in effect."""
+        ...
+
+    def history(self, key: ShardKey) -> list[HistoryEntry]:
+        """The recorded count changes of ``key``, oldest first."""
+        ...
+
+    def refresh(self, key: ShardKey) -> int:
+        """Forget what this process cached about ``key``; returns the count read again."""
+        ...
+
+
 def _check_count(count: object, where: str, name: str = "shard count") -> int:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SHARDS:
         msg = f"{where}: the {name} must be an int in 1..{MAX_SHARDS}, got {count!r}."
@@ -57,81 +211,7 @@ def _check_count(count: object, where: str, name: str = "shard count") -> int:
     return count
 
 
-class ShardStrategy:
-    """Base class of the strategies ``Sharding(...)`` accepts.
-
-    Every method takes the model class so that one strategy object can serve a model and its
-    subclasses. Subclasses override :meth:`shard_count`, :meth:`read_shards` and
-    :meth:`write_shard`; :meth:`write` is the hook a strategy uses to retry a write elsewhere.
-    """
-
-    #: The most shards this strategy will ever use for one key.
-    max_shards: int = 1
-    #: Whether one logical primary key always maps to one shard (so saving a new instance
-    #: with the key of a stored item replaces it, as on an unsharded table).
-    keeps_keys_unique: bool = False
-
-    def validate(self, model: type[ShardedModel], attribute: str) -> None:
-        """Check, when the model class is defined, that this strategy fits the model.
-
-        Raises:
-            ShardingDefinitionError: the model cannot use this strategy as configured.
-        """
-
-    def shard_count(self, model: type[ShardedModel], key: str) -> int:
-        """The number of shards new writes of ``key`` spread over."""
-        raise NotImplementedError
-
-    def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
-        """Every shard that may hold items of ``key``, ascending."""
-        return tuple(range(1, self.shard_count(model, key) + 1))
-
-    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
-        """The shard a new item goes to."""
-        raise NotImplementedError
-
-    def point_shards(self, model: type[ShardedModel], key: str, item: ShardedModel) -> tuple[int, ...]:
-        """The shards that may hold this exact item (its hash and range key are set)."""
-        return self.read_shards(model, key)
-
-    def derived_attributes(self) -> tuple[str, ...]:
-        """Attributes other than the primary key that an item's shard is computed from."""
-        return ()
-
-    def write(self, model: type[ShardedModel], item: ShardedModel, send: Callable[[int], _R]) -> _R:
-        """Write a new item: ``send(shard)`` performs the request on that shard's physical key."""
-        return send(self.write_shard(model, item))
-
-    def companion_models(self) -> tuple[type[Model], ...]:
-        """Models whose tables must exist beside the sharded model's own."""
-        return ()
-
-    def describe(self) -> str:
-        """A one-line human description (the CLI's ``status`` prints it)."""
-        return repr(self)
-
-    def grow(self, model: type[ShardedModel], key: str) -> int:
-        """Raise the shard count of ``key``; only dynamic strategies can."""
-        raise self._fixed_count_error(model, "grow")
-
-    def shrink(self, model: type[ShardedModel], key: str, to: int) -> int:
-        """Lower the write shard count of ``key``; only dynamic strategies can."""
-        raise self._fixed_count_error(model, "shrink")
-
-    def history(self, model: type[ShardedModel], key: str) -> list[HistoryEntry]:
-        """The shard-count changes of ``key``; a fixed strategy has one entry at time 0."""
-        return [HistoryEntry(at=0.0, count=self.shard_count(model, key))]
-
-    def _fixed_count_error(self, model: type[Any], action: str) -> ShardingError:
-        msg = (
-            f"{model.__name__}: {type(self).__name__} has a fixed shard count that cannot {action} "
-            f"at run time; change the count in the model's Sharding(...) declaration, or use "
-            f"DynamicShards for counts that change with load."
-        )
-        return ShardingError(msg)
-
-
-class RandomShards(ShardStrategy):
+class RandomShards:
     """Each new item goes to a shard drawn uniformly from ``1..count``.
 
     Reads cover every shard. DynamoDB no longer enforces the uniqueness of a logical primary
@@ -155,11 +235,17 @@ class RandomShards(ShardStrategy):
     def describe(self) -> str:
         return f"RandomShards({self.count}): random shard per write, reads fan out over {self.count} keys"
 
-    def shard_count(self, model: type[ShardedModel], key: str) -> int:
+    def shard_count(self, key: ShardKey) -> int:
         return self.count
 
-    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
+        return tuple(range(1, self.count + 1))
+
+    def write_shard(self, item: ItemKey) -> int:
         return self._random.randint(1, self.count)
+
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        return self.read_shards(item.key)
 
 
 def md5_shard(data: bytes, count: int) -> int:
@@ -172,7 +258,7 @@ def md5_shard(data: bytes, count: int) -> int:
     return int(digest, 16) % count + 1
 
 
-class HashedShards(ShardStrategy):
+class HashedShards:
     """The shard is computed from the item, so a point read costs one key.
 
     By default the shard is ``md5(logical_pk + range_key) % count + 1`` over the hash key and
@@ -226,25 +312,25 @@ class HashedShards(ShardStrategy):
         basis = "+".join(self.attributes) if self.attributes else "primary key"
         return f"{self!r}: shard = md5({basis}) % {self.count} + 1, point reads hit 1 key"
 
-    def validate(self, model: type[ShardedModel], attribute: str) -> None:
+    def validate(self, space: KeySpace, model: type[Model]) -> None:
         known = model.get_attributes()
         for name in self.attributes or ():
             if name not in known:
                 msg = (
-                    f"{model.__name__}.{attribute}: HashedShards derives the shard from {name!r}, "
-                    f"which is not an attribute of {model.__name__}; name one of {sorted(known)}."
+                    f"{space.name}: HashedShards derives the shard from {name!r}, which is not an "
+                    f"attribute of {space.model_name}; name one of {sorted(known)}."
                 )
                 raise ShardingDefinitionError(msg)
             if known[name].is_hash_key:
                 msg = (
-                    f"{model.__name__}.{attribute}: HashedShards cannot derive the shard from the "
-                    f"hash key {name!r} alone (every item of a key would share one shard); "
-                    f"omit attributes= to hash the primary key, or name other attributes."
+                    f"{space.name}: HashedShards cannot derive the shard from the hash key {name!r} "
+                    f"alone (every item of a key would share one shard); omit attributes= to hash "
+                    f"the primary key, or name other attributes."
                 )
                 raise ShardingDefinitionError(msg)
             if known[name].attr_type not in _HASHABLE_TYPES:
                 msg = (
-                    f"{model.__name__}.{attribute}: HashedShards derives the shard from {name!r}, a "
+                    f"{space.name}: HashedShards derives the shard from {name!r}, a "
                     f"{type(known[name]).__name__} stored as {known[name].attr_type}; derive it from "
                     f"string, number or binary attributes, whose stored value is a single scalar."
                 )
@@ -253,31 +339,27 @@ class HashedShards(ShardStrategy):
     def derived_attributes(self) -> tuple[str, ...]:
         return self.attributes or ()
 
-    def shard_count(self, model: type[ShardedModel], key: str) -> int:
+    def shard_count(self, key: ShardKey) -> int:
         return self.count
 
-    def read_shards(self, model: type[ShardedModel], key: str) -> tuple[int, ...]:
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
         return tuple(range(1, self.max_shards + 1))
 
-    def _basis(self, model: type[ShardedModel], item: ShardedModel) -> bytes:
+    def _basis(self, item: ItemKey) -> bytes:
         """The bytes the md5 is taken of: the primary key, or the named attributes joined."""
         if self.attributes is None:
-            hash_key = item.logical_hash_key().encode("utf-8")
-            range_name = model._range_keyname
-            if range_name is None:
-                return hash_key
-            return hash_key + stored_bytes(model, item, range_name)
-        return b"\x1f".join(stored_bytes(model, item, name) for name in self.attributes)
+            hash_key = item.key.value.encode("utf-8")
+            return hash_key if item.range_bytes is None else hash_key + item.range_bytes
+        return b"\x1f".join(item.stored(name) for name in self.attributes)
 
-    def write_shard(self, model: type[ShardedModel], item: ShardedModel) -> int:
-        return md5_shard(self._basis(model, item), self.count)
+    def write_shard(self, item: ItemKey) -> int:
+        return md5_shard(self._basis(item), self.count)
 
-    def point_shards(self, model: type[ShardedModel], key: str, item: ShardedModel) -> tuple[int, ...]:
-        if self.attributes is not None and any(getattr(item, name) is None for name in self.attributes):
-            return self.read_shards(model, key)
-        basis = self._basis(model, item)
-        shards = {md5_shard(basis, count) for count in (self.count, *self.previous_counts)}
-        return tuple(sorted(shards))
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        if self.attributes is not None and not all(item.is_set(name) for name in self.attributes):
+            return self.read_shards(item.key)
+        basis = self._basis(item)
+        return tuple(sorted({md5_shard(basis, count) for count in (self.count, *self.previous_counts)}))
 
 
 #: Attribute types whose stored value is one scalar that can be hashed: string, number, binary.
@@ -298,35 +380,26 @@ def canonical_number(text: str) -> str:
     return "0" if plain == "-0" else plain
 
 
-def stored_bytes(model: type[ShardedModel], item: ShardedModel, name: str) -> bytes:
-    """The value of attribute ``name`` as DynamoDB stores it, as bytes to hash.
+def stored_bytes(attribute: Any, value: Any) -> bytes:
+    """``value`` of ``attribute`` (a PynamoDB attribute) as DynamoDB stores it, as bytes to hash.
 
     Strings are their UTF-8 bytes, numbers their :func:`canonical_number` text, binary values
     their bytes: so an integer ``sk`` contributes ``str(sk)``, as the AWS example's formula does,
     and any two values PynamoDB stores identically (a naive and an aware UTC ``datetime``,
-    ``5`` and ``5.0``, ``bytes`` and ``bytearray``) land in the same shard.
+    ``5`` and ``5.0``, ``bytes`` and ``bytearray``) hash identically.
 
     Raises:
-        ShardLocationError: the attribute is not set, so the shard cannot be computed.
+        ShardingDefinitionError: the stored form is not one string, number or binary value.
     """
-    value = getattr(item, name)
-    if value is None:
-        msg = (
-            f"{model.__name__}.{name}: HashedShards derives the shard from {name!r}, which is not "
-            f"set on this item; set it before writing or reading the item."
-        )
-        raise ShardLocationError(msg)
-    attribute = model.get_attributes()[name]
     serialized = attribute.serialize(value)
-    kind = attribute.attr_type
-    if kind == "N":
+    if attribute.attr_type == "N":
         return canonical_number(serialized).encode("ascii")
     if isinstance(serialized, str):
         return serialized.encode("utf-8")
     if isinstance(serialized, bytes | bytearray | memoryview):
         return bytes(serialized)
     msg = (
-        f"{model.__name__}.{name}: HashedShards cannot hash the stored form {serialized!r} of "
-        f"{type(attribute).__name__}; derive the shard from string, number or binary attributes."
+        f"{type(attribute).__name__} {getattr(attribute, 'attr_name', '')!r}: its stored form "
+        f"{serialized!r} cannot be hashed; derive shards from string, number or binary attributes."
     )
     raise ShardingDefinitionError(msg)

@@ -54,8 +54,8 @@ def test_shrink_keeps_every_old_item_readable(dynamodb_models: Callable[..., Any
     assert ShrinkLog.shards.shard_count(KEY) == 1
     assert ShrinkLog.shards.read_shards(KEY) == (1, 2, 3, 4)
     fresh = DynamicShards(ShrinkShards, max_shards=8)  # another process, cold cache
-    assert fresh.read_shards(ShrinkLog, KEY) == (1, 2, 3, 4)
-    assert fresh.shard_count(ShrinkLog, KEY) == 1
+    assert fresh.read_shards(ShrinkLog.shards.key(KEY)) == (1, 2, 3, 4)
+    assert fresh.shard_count(ShrinkLog.shards.key(KEY)) == 1
 
     items = list(ShrinkLog.query(KEY))
     assert sorted(item.accessed_at for item in items) == list(range(80))

@@ -144,7 +144,7 @@ def test_new_item_written_after_key_change_goes_to_the_hashed_shard(dynamodb_mod
     item = HashedLog.get("a", 1)
     item.pk = "b"
     item.save()
-    expected = HashedLog.shards.strategy.write_shard(HashedLog, HashedLog("b", 1))
+    expected = HashedLog.shards.write_shard(HashedLog("b", 1))
     assert ("b_" + str(expected), "1") in _stored(HashedLog)
     assert "b" == HashedLog.get("b", 1).pk
 

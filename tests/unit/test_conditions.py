@@ -170,7 +170,7 @@ class TestKnownRewrites:
 
     def test_a_value_no_shard_may_hold(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A strategy that reads no shard for a key: nothing equals it, everything differs."""
-        monkeypatch.setattr(RandomShards, "read_shards", lambda self, model, key: ())
+        monkeypatch.setattr(RandomShards, "read_shards", lambda self, key: ())
         for condition in (Log.file_path == "/f", Log.file_path != "/f", Log.file_path.is_in("/f", "/g")):
             rewritten = rewrite_condition(Log, condition, Usage.FILTER)
             assert rewritten is not None

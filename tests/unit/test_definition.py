@@ -99,7 +99,7 @@ class TestDefinitionErrors:
         assert "Plain.shards: Sharding only works on ShardedModel subclasses" in str(error)
 
     def test_hashed_on_unknown_attribute(self) -> None:
-        with pytest.raises(ShardingDefinitionError, match=r"Log\.shards: .*'user'.*not an attribute"):
+        with pytest.raises(ShardingDefinitionError, match=r"Log\.key: HashedShards .*'user'.*not an attribute of Log"):
 
             class Log(ShardedModel):
                 class Meta:

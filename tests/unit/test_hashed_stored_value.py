@@ -48,7 +48,7 @@ class ByTime(ShardedModel):
 
 
 def _shard(model: type[ShardedModel], sk: object) -> int:
-    return model.shards.strategy.write_shard(model, model("/f", sk))
+    return model.shards.write_shard(model("/f", sk))
 
 
 class TestKnownShards:
@@ -95,7 +95,7 @@ class TestCanonicalNumber:
 
 
 def test_attribute_that_is_not_a_scalar_is_refused() -> None:
-    with pytest.raises(ShardingDefinitionError, match=r"Tagged\.shards.*'tags'.*string, number or binary"):
+    with pytest.raises(ShardingDefinitionError, match=r"Tagged\.pk: .*'tags'.*string, number or binary"):
         class Tagged(ShardedModel):
             class Meta:
                 table_name = "tagged"

@@ -25,7 +25,7 @@ from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed
-from tests.integration.test_dynamic_hot_key import growth_problems
+from tests.growth import growth_problems
 
 KEY = "/shared/firetvGen2.txt"
 COOLDOWN = 1.0

@@ -220,12 +220,12 @@ def processes_run(
     history = strategy.history(model, PROCESS_KEY)
     stored = model.count(PROCESS_KEY)
     threads = args.writers // args.processes
-    out()
+    out("")
     out(
         f"## One hot key from {args.processes} processes x {threads} threads, "
         f"{args.limit:g} write units/s per partition"
     )
-    out()
+    out("")
     final = history[-1]
     rate = steady_rate(acks, history, end)
     if rate is None:

@@ -3,7 +3,10 @@
 Prints, per second, the write rate of a plain PynamoDB model and of a ``DynamicShards`` model
 (with its shard count) while ``--writers`` threads write one key whose physical partitions each
 take ``--limit`` write units/s; then the steady rate after the last growth against
-``count x limit``; then the metadata reads a warm key costs per 10,000 writes.
+``count x limit``; then the same for ``DynamicShards`` written from ``--processes`` spawned
+processes (each with ``writers / processes`` threads and its own simulator granting
+``limit / processes``, so the partitions take ``--limit`` in all); then the metadata reads a
+warm key costs per 10,000 writes.
 
 Run (starts its own DynamoDB Local unless ``DYNAMODB_LOCAL_ENDPOINT`` is set)::
 
@@ -16,6 +19,7 @@ writes/s: keep ``max_shards x limit`` well below that, or the machine is what yo
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -32,10 +36,11 @@ from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HistoryEntry
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import inject_latency
-from pynamodb_sharding.testing.local import running_dynamodb_local
+from pynamodb_sharding.testing.local import DynamoDBLocal, running_dynamodb_local
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
 
 KEY = "/shared/firetvGen2.txt"
+PROCESS_KEY = "/shared/from-processes.txt"
 
 
 class BenchShards(ShardMetadata):
@@ -75,8 +80,11 @@ def dynamic_model(args: argparse.Namespace) -> tuple[type[ShardedModel], Dynamic
     return DynamicAuditLog, strategy
 
 
-def hammer(model: type[Model], writers: int, duration: float, key: str) -> tuple[list[float], int]:
-    """``writers`` threads write new items of ``key`` for ``duration`` s; returns ack times, failures."""
+def hammer(model: type[Model], writers: int, duration: float, key: str, base: int = 0) -> tuple[list[float], int]:
+    """``writers`` threads write new items of ``key`` for ``duration`` s; returns ack times, failures.
+
+    Range keys start above ``base``, so that processes writing the same key do not collide.
+    """
     acks: list[float] = []
     failures = [0]
     lock = threading.Lock()
@@ -87,7 +95,7 @@ def hammer(model: type[Model], writers: int, duration: float, key: str) -> tuple
         while time.time() < stop:
             seq += 1
             try:
-                model(key, index * 1_000_000 + seq, user_id=f"u{index}").save()
+                model(key, base + index * 1_000_000 + seq, user_id=f"u{index}").save()
             except PutError:
                 with lock:
                     failures[0] += 1
@@ -156,6 +164,87 @@ def metadata_reads(model: type[ShardedModel], strategy: DynamicShards, writes: i
     }
 
 
+def _process_writer(
+    settings: dict[str, str], tables: tuple[str, str], args: argparse.Namespace, index: int, start_at: float
+) -> tuple[list[float], int, float]:
+    """A spawned writer process: bind its own dynamic model by hand, then write ``PROCESS_KEY``.
+
+    Returns its ack times, its failed writes and when it began writing.
+    """
+    model, _ = dynamic_model(args)
+    for bound, table in ((model, tables[0]), (BenchShards, tables[1])):
+        for name, value in settings.items():
+            setattr(bound.Meta, name, value)
+        bound.Meta.table_name = table
+    time.sleep(max(0.0, start_at - time.time()))
+    began = time.time()
+    with simulate_partition_limits(model, write_units=args.limit / args.processes):
+        threads, base = args.writers // args.processes, (index + 1) * 1_000_000_000
+        acks, failures = hammer(model, threads, args.duration, PROCESS_KEY, base)
+    return acks, failures, began
+
+
+def steady_rate(acks: list[float], history: list[HistoryEntry], end: float) -> tuple[float, float] | None:
+    """Writes/s from one second after the last growth (its burst spent) to ``end``, and that window."""
+    steady_from = history[-1].at + 1.0
+    window = end - steady_from
+    if window <= 1.0:
+        return None
+    return sum(1 for at in acks if steady_from <= at <= end) / window, window
+
+
+def processes_run(
+    args: argparse.Namespace, model: type[ShardedModel], strategy: DynamicShards, server: DynamoDBLocal,
+    out: Callable[[str], None],
+) -> None:
+    """``PROCESS_KEY`` written from ``args.processes`` spawned processes; prints its steady rate."""
+    settings = {
+        "host": server.endpoint,
+        "region": server.region,
+        "aws_access_key_id": server.aws_access_key_id,
+        "aws_secret_access_key": server.aws_secret_access_key,
+    }
+    tables = (model.Meta.table_name, BenchShards.Meta.table_name)
+    start_at = time.time() + 5.0  # all processes start writing together, if spawned by then
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.processes) as pool:
+        results = pool.starmap(
+            _process_writer, [(settings, tables, args, index, start_at) for index in range(args.processes)]
+        )
+    acks = [at for result in results for at in result[0]]
+    failures = sum(result[1] for result in results)
+    # A process spawned late starts late: measure only while all of them were writing.
+    start = min(result[2] for result in results)
+    end = start + args.duration
+    late = max(result[2] for result in results) - start
+    history = strategy.history(model, PROCESS_KEY)
+    stored = model.count(PROCESS_KEY)
+    threads = args.writers // args.processes
+    out("")
+    out(
+        f"## One hot key from {args.processes} processes x {threads} threads, "
+        f"{args.limit:g} write units/s per partition"
+    )
+    out("")
+    final = history[-1]
+    rate = steady_rate(acks, history, end)
+    if rate is None:
+        out(
+            f"- last growth at {final.at - start:.1f} s, too late to measure a steady rate; "
+            f"run with a longer --duration"
+        )
+    else:
+        out(
+            f"- {final.count} shards from {final.at - start:.1f} s; {rate[0]:.1f} writes/s over the last "
+            f"{rate[1]:.1f} s = {rate[0] / (final.count * args.limit):.2f} x count x limit"
+        )
+    out(
+        f"- history {[(round(e.at - start, 2), e.count) for e in history]} (seconds from start, count); "
+        f"{failures} writes failed; {stored} items stored for {len(acks)} acknowledged writes; "
+        f"the last process began {late:.1f} s after the first"
+    )
+
+
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
     lines: list[str] = []
 
@@ -216,6 +305,9 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
             f"{stored} items stored for {len(dynamic_acks)} acknowledged writes"
         )
 
+        if args.processes > 0:
+            processes_run(args, DynamicAuditLog, strategy, server, out)
+
         figures = metadata_reads(DynamicAuditLog, strategy, args.meta_writes, 16)
         out()
         out("## Metadata reads of a warm key")
@@ -236,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=20.0, help="write units/s per partition (20)")
     parser.add_argument("--max-shards", type=int, default=8, help="DynamicShards max_shards (8)")
     parser.add_argument("--cooldown", type=float, default=1.0, help="DynamicShards cooldown, s (1.0)")
+    parser.add_argument(
+        "--processes", type=int, default=4, help="spawned processes of the multi-process run, 0 to skip (4)"
+    )
     parser.add_argument("--meta-writes", type=int, default=10_000, help="writes of the metadata-read figure (10000)")
     parser.add_argument("--cache-ttl", type=float, default=10.0, help="DynamicShards cache_ttl, s (10)")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")

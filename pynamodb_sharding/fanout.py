@@ -81,10 +81,11 @@ _T = TypeVar("_T")
 #: Threads a merged query uses at most when the model does not say (``Sharding(max_workers=)``).
 MAX_DEFAULT_WORKERS = 32
 
-#: Items a merged query holds at most, over all shards, when neither ``page_size`` nor a
-#: smaller ``limit`` is given: each shard's page and its prefetched next page. DynamoDB's own
-#: 1 MB pages parse to several MB of Python objects each, which over 16 shards would be
-#: hundreds of MB; this bound keeps a merged query's memory near a plain query's.
+#: Items a merged query of up to 160 shards holds at most, over all shards, when neither
+#: ``page_size`` nor a smaller ``limit`` is given: each shard's page and its prefetched next
+#: page. DynamoDB's own 1 MB pages parse to several MB of Python objects each, which over 16
+#: shards would be hundreds of MB; this bound keeps a merged query's memory near a plain
+#: query's. Above 160 shards the floor of 100 items a page wins (see :func:`default_page_size`).
 DEFAULT_BUFFERED_ITEMS = 32_000
 
 # --------------------------------------------------------------------------------------------
@@ -314,7 +315,21 @@ _warned_lock = threading.Lock()
 
 
 def default_page_size(shard_count: int, limit: int | None) -> int:
-    """Each shard's ``Limit`` when the caller gives no ``page_size``: bounded by memory."""
+    """Each shard's ``Limit`` when the caller gives no ``page_size``: ``limit``, capped for memory.
+
+    The cap keeps the pages a merged query holds, one current and one prefetched per shard,
+    within :data:`DEFAULT_BUFFERED_ITEMS` items in all (16,000 items a page for 1 shard, 1,000
+    for 16, 100 for 160), but never takes a page below 100 items, so that many shards still
+    read efficiently. Above 160 shards that floor wins and the pages held grow with the shard
+    count, 200 items per shard: 32,200 items at 161 shards, 200,000 at 1,000.
+
+    Args:
+        shard_count: the shards the query reads.
+        limit: the caller's ``limit`` (merged items wanted), or ``None``.
+
+    Returns:
+        The ``Limit`` of each shard's request: at least 1, never more than ``limit``.
+    """
     bound = max(100, DEFAULT_BUFFERED_ITEMS // (2 * max(1, shard_count)))
     return bound if limit is None else min(limit, bound)
 

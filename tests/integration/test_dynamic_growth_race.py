@@ -6,8 +6,9 @@ path. With the lock exactly one grows and the others re-read. A second scenario:
 with a stale cache is throttled just after another process grew; with the lock it re-reads and
 does not grow again.
 
-Negative control: with the lock's condition disabled (a private flag), the same checks must
-find lost or double growths, which proves they can fail.
+Negative control: with a metadata store injected from this test whose change writes without
+the lock's condition (the bug the lock prevents), the same checks must find lost or double
+growths, which proves they can fail.
 """
 
 from __future__ import annotations
@@ -22,14 +23,23 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding.descriptor import Sharding
 from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding.metadata import (
+    ShardCountStore,
+    ShardMetadata,
+    ShardState,
+    format_history_entry,
+    next_lock_value,
+    state_from_item,
+)
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed
-from tests.integration.test_dynamic_hot_key import growth_problems
+from pynamodb_sharding.strategies import HistoryEntry
+from tests.growth import growth_problems
 
 KEY = "/shared/firetvGen2.txt"
 COOLDOWN = 1.0
 START = 1_700_000_000.0
+CACHE_TTL = 10.0
 
 
 class RaceShards(ShardMetadata):
@@ -46,12 +56,43 @@ class RaceLog(ShardedModel):
     shards = Sharding(DynamicShards(RaceShards))
 
 
+class UnlockedStore(ShardCountStore):
+    """A store whose change does not check that the item is unchanged since ``seen`` was read.
+
+    Every writer that saw the same state sets its count, as a store without the optimistic lock
+    would: racing growths are lost or doubled. ``**_`` takes the production store's own
+    ``locked`` argument while it exists; it is ignored.
+    """
+
+    def change(
+        self, namespace: str, key: str, seen: ShardState, count: int, now: float, *, owner: str, **_: object
+    ) -> ShardState | None:
+        meta = self.metadata_model
+        at = next_lock_value(now, seen.last_updated)
+        item = meta(key, namespace)
+        item.update(
+            actions=[
+                meta.number_of_shards.set(count),
+                meta.last_updated.set(at),
+                meta.shard_history.add({format_history_entry(HistoryEntry(at=at, count=count))}),
+            ]
+        )
+        return self.remember(namespace, key, state_from_item(item, owner=owner, max_shards=self.max_shards))
+
+
 def process(now: list[float], locked: bool) -> DynamicShards:
-    """A strategy object with its own cache, like another process's."""
+    """A strategy object with its own cache, like another process's; ``locked=False`` injects
+    :class:`UnlockedStore`."""
     strategy = DynamicShards(
-        RaceShards, cooldown=COOLDOWN, backoff=(0.0, 0.0), clock=lambda: now[0], sleep=lambda _: None
+        RaceShards,
+        cooldown=COOLDOWN,
+        backoff=(0.0, 0.0),
+        cache_ttl=CACHE_TTL,
+        clock=lambda: now[0],
+        sleep=lambda _: None,
     )
-    strategy._optimistic_lock = locked
+    if not locked:
+        strategy.store = UnlockedStore(RaceShards, max_shards=strategy.max_shards, ttl=CACHE_TTL)
     return strategy
 
 
@@ -66,8 +107,9 @@ def reported() -> Any:
         yield growths
 
 
-@pytest.mark.parametrize("locked", [True, False], ids=["optimistic-lock", "lock-disabled"])
+@pytest.mark.parametrize("locked", [True, False], ids=["optimistic-lock", "unlocked-store"])
 def test_simultaneous_growths(dynamodb_models: Callable[..., Any], reported: Any, locked: bool) -> None:
+    """Eight processes throttled at once past the cooldown: exactly one grows (unlocked: not)."""
     dynamodb_models(RaceLog)
     now = [START]
     processes = [process(now, locked) for _ in range(8)]
@@ -91,8 +133,9 @@ def test_simultaneous_growths(dynamodb_models: Callable[..., Any], reported: Any
         assert problems != [], "the checks missed the lost growths"
 
 
-@pytest.mark.parametrize("locked", [True, False], ids=["optimistic-lock", "lock-disabled"])
+@pytest.mark.parametrize("locked", [True, False], ids=["optimistic-lock", "unlocked-store"])
 def test_stale_cache_does_not_grow_again(dynamodb_models: Callable[..., Any], reported: Any, locked: bool) -> None:
+    """A process whose cache predates another's growth re-reads, not grows (unlocked: grows again)."""
     dynamodb_models(RaceLog)
     now = [START]
     first, stale = process(now, locked), process(now, locked)

@@ -22,7 +22,7 @@ from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.throttling import ThrottleKind
-from tests.integration.test_dynamic_writes import Traffic
+from tests.traffic import Traffic
 
 KEY = "/shared/firetvGen2.txt"
 

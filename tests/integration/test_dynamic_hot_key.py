@@ -4,8 +4,12 @@ The machine sustains ~250-300 single writes/s, so a partition here takes 12 writ
 key may grow to 8 shards (96 writes/s in all). Proves, against DynamoDB Local: the count grows
 to ``max_shards``; history entries strictly increase in time and count, at most one growth per
 cooldown window, and every growth a writer reported is in the history (no lost or double
-growth); every acknowledged write is read back exactly once (count and per item) and nothing
-else is stored; the write rate after the last growth is at least 0.9 x count x limit.
+growth); no write fails; every acknowledged write is read back exactly once (count and per
+item) and nothing else is stored; writes after the last growth reach every shard.
+
+The write rate after growth (against ``count x limit``) is a wall-clock figure, measured by
+``benchmarks/bench_dynamic.py`` (threads, and ``--processes`` for the multi-process case), not
+asserted here.
 
 The multi-process variant runs 4 spawned processes x 16 threads; the simulator is per process,
 so each process gets a quarter of the partition limit: 2 units/s each, 8 units/s in all (four
@@ -14,7 +18,6 @@ client processes cost this machine more CPU per write than threads do).
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing
 import random
 import threading
@@ -30,20 +33,20 @@ from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed
-from pynamodb_sharding.strategies import HistoryEntry
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from tests.growth import growth_problems
 
 KEY = "/shared/firetvGen2.txt"
 # Write units per second per physical partition: 8 shards x 12 = 96 writes/s, well below what
-# this machine sustains even while other test suites share its two cores, so that the rate
-# measured is the library's, not the machine's. benchmarks/bench_dynamic.py measures at 20.
+# this machine sustains even while other test suites share its two cores, so that the writers
+# keep the partitions throttled until the count reaches max_shards.
 LIMIT = 12.0
 # Four client processes cost more CPU per write than threads: their variant gets 8 units/s
 # (2 per process), 64 writes/s at 8 shards.
 PROCESS_LIMIT = 8.0
 MAX_SHARDS = 8
 COOLDOWN = 1.0
-MEASURE = 4.0  # seconds of steady state measured after the last growth
+AFTER_GROWTH = 2.0  # seconds of writes at max_shards, so that every shard receives some
 
 
 class HotKeyShards(ShardMetadata):
@@ -75,7 +78,7 @@ class Run:
     """What the writers of one process saw: acknowledged writes and the growths they made."""
 
     def __init__(self) -> None:
-        self.acks: list[tuple[int, float]] = []  # (range key, time acknowledged)
+        self.acks: list[int] = []  # range keys of the acknowledged writes
         self.failures: list[str] = []
         self.growths: list[tuple[int, int]] = []
         self._lock = threading.Lock()
@@ -100,7 +103,7 @@ def hammer(threads: int, base: int, stop: threading.Event, run: Run) -> list[thr
                 run.failures.append(repr(error))
                 continue
             with run._lock:
-                run.acks.append((range_key, time.time()))
+                run.acks.append(range_key)
 
     workers = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(threads)]
     for worker in workers:
@@ -109,7 +112,7 @@ def hammer(threads: int, base: int, stop: threading.Event, run: Run) -> list[thr
 
 
 def run_until_grown(threads: int, base: int, deadline: float, limit: float) -> Run:
-    """Write until the count is ``MAX_SHARDS``, then ``MEASURE`` seconds more."""
+    """Write until the count is ``MAX_SHARDS``, then ``AFTER_GROWTH`` seconds more."""
     run = Run()
     stop = threading.Event()
     with (
@@ -123,56 +126,32 @@ def run_until_grown(threads: int, base: int, deadline: float, limit: float) -> R
             if state is not None and state.count == MAX_SHARDS:
                 break
             time.sleep(0.1)
-        time.sleep(1.0 + MEASURE)
+        time.sleep(AFTER_GROWTH)
         stop.set()
         for worker in workers:
             worker.join()
     return run
 
 
-def growth_problems(
-    history: list[HistoryEntry], reported: list[tuple[int, int]], cooldown: float = COOLDOWN
-) -> list[str]:
-    """Everything wrong with a key's growth record; empty when it is sound."""
-    problems = []
-    for before, after in itertools.pairwise(history):
-        if not (after.at > before.at and after.count > before.count):
-            problems.append(f"history not strictly increasing: {before} then {after}")
-        if after.at - before.at < cooldown:
-            problems.append(f"two changes within the cooldown: {before} then {after}")
-    recorded = [(a.count, b.count) for a, b in itertools.pairwise(history)]
-    if sorted(reported) != sorted(recorded):
-        problems.append(f"writers reported growths {sorted(reported)}, history records {recorded}")
-    return problems
-
-
-def check_run(
-    acks: list[tuple[int, float]], reported: list[tuple[int, int]], limit: float, end: float | None = None
-) -> float:
+def check_run(acks: list[int], reported: list[tuple[int, int]]) -> None:
+    """The count reached ``MAX_SHARDS`` soundly and every acknowledged write is stored once."""
     history = HotAuditLog.shards.history(KEY)
-    assert history[-1].count == MAX_SHARDS
-    assert HotAuditLog.shards.shard_count(KEY) == MAX_SHARDS
-    assert growth_problems(history, reported) == []
+    assert MAX_SHARDS == history[-1].count
+    assert MAX_SHARDS == HotAuditLog.shards.shard_count(KEY)
+    assert [] == growth_problems(history, reported, COOLDOWN)
 
     stored = [item.accessed_at for item in HotAuditLog.query(KEY)]
-    assert len(stored) == len(acks)
-    assert sorted(stored) == sorted(key for key, _ in acks)
-    assert {item.shards for item in HotAuditLog.query(KEY)} == set(range(1, MAX_SHARDS + 1))
-
-    start = history[-1].at + 1.0  # one second of burst capacity in the new buckets
-    end = max(at for _, at in acks) if end is None else end
-    rate = sum(1 for _, at in acks if start <= at <= end) / (end - start)
-    assert end - start >= MEASURE - 0.5
-    assert rate >= 0.9 * MAX_SHARDS * limit, f"{rate:.1f} writes/s after growth"
-    print(f"\nwrite rate after growth: {rate:.1f}/s = {rate / (MAX_SHARDS * limit):.2f} x count x limit")
-    return rate
+    assert len(acks) == len(stored)
+    assert sorted(acks) == sorted(stored)
+    assert set(range(1, MAX_SHARDS + 1)) == {item.shards for item in HotAuditLog.query(KEY)}
 
 
 def test_64_threads_grow_one_hot_key(dynamodb_models: Callable[..., Any]) -> None:
+    """64 threads of one process: the key grows soundly to 8 shards and no write is lost."""
     dynamodb_models(HotAuditLog)
     run = run_until_grown(64, 0, time.time() + 20.0, LIMIT)
-    assert run.failures == []
-    check_run(run.acks, run.growths, LIMIT)
+    assert [] == run.failures
+    check_run(run.acks, run.growths)
 
 
 def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, start_at: float) -> Any:
@@ -189,6 +168,7 @@ def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, star
 
 
 def test_4_processes_x_16_threads_grow_one_hot_key(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> None:
+    """4 processes, each with its own cache: growths neither lost nor doubled, no write lost."""
     dynamodb_models(HotAuditLog)
     endpoint = {
         "host": dynamodb_local.endpoint,
@@ -203,7 +183,5 @@ def test_4_processes_x_16_threads_grow_one_hot_key(dynamodb_models: Callable[...
         results = pool.starmap(_process, [(endpoint, tables, i, start_at) for i in range(4)])
     acks = [ack for result in results for ack in result[0]]
     growths = [growth for result in results for growth in result[1]]
-    assert [failure for result in results for failure in result[2]] == []
-    # Processes stop on their own schedule: measure while all four were still writing.
-    end = min(max(at for _, at in result[0]) for result in results)
-    check_run(acks, growths, PROCESS_LIMIT, end)
+    assert [] == [failure for result in results for failure in result[2]]
+    check_run(acks, growths)

@@ -1,13 +1,16 @@
 """The latency injector delays each request by at least the configured time and counts requests.
 
-Against DynamoDB Local: every request sent while it is active waits ``seconds`` (measured wall
-time, and an injected sleep that records each delay), only the chosen operations are delayed
-when ``operations`` is given, every request is counted per operation, concurrent requests wait
-side by side rather than in turn, and leaving the block removes the delay.
+Against DynamoDB Local: every request sent while it is active waits ``seconds`` (at least that
+much wall time, and an injected sleep that records each delay), a delay of 0 sleeps not at all,
+only the chosen operations are delayed when ``operations`` is given, every request is counted
+per operation, concurrent requests wait side by side rather than in turn (all eight are in
+their delay at once), and leaving the block removes the delay. ``record_requests`` delays
+nothing.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +61,14 @@ class TestDelay:
         assert injector.requests == {"PutItem": 4, "Query": 1}
         assert injector.total_requests == 5
 
+    def test_a_delay_of_zero_never_sleeps(self) -> None:
+        delays: list[float] = []
+        with inject_latency(Event, 0, sleep=delays.append) as injector:
+            Event("a", 0).save()
+            Event.get("a", 0)
+        assert [] == delays
+        assert {"PutItem": 1, "GetItem": 1} == injector.requests
+
     def test_exit_removes_the_delay(self) -> None:
         delays: list[float] = []
         with inject_latency(Event, DELAY, sleep=delays.append):
@@ -87,13 +98,24 @@ class TestDelay:
         assert delays == [DELAY, DELAY]
 
     def test_concurrent_requests_wait_side_by_side(self) -> None:
+        """Each delay waits until all eight requests are in theirs: requests delayed in turn would
+        never get there, and the barrier would break after its timeout."""
         Event("warm", 0).save()
-        with inject_latency(Event, 0.3) as injector, ThreadPoolExecutor(max_workers=8) as pool:
-            started = time.monotonic()
+        barrier = threading.Barrier(8, timeout=30)
+        delays: list[float] = []
+
+        def all_at_once(seconds: float) -> None:
+            delays.append(seconds)
+            barrier.wait()
+
+        with (
+            inject_latency(Event, DELAY, sleep=all_at_once) as injector,
+            ThreadPoolExecutor(max_workers=8) as pool,
+        ):
             list(pool.map(lambda sk: Event("a", sk).save(), range(8)))
-            elapsed = time.monotonic() - started
-        assert injector.requests == {"PutItem": 8}
-        assert 0.3 <= elapsed < 8 * 0.3 / 2  # serial waits would take 2.4 s
+        assert {"PutItem": 8} == injector.requests
+        assert [DELAY] * 8 == delays
+        assert not barrier.broken
 
     def test_negative_delay_is_refused(self) -> None:
         with pytest.raises(ValueError, match="0 or more"), inject_latency(Event, -1):
@@ -103,13 +125,15 @@ class TestDelay:
 
 @pytest.mark.usefixtures("bound")
 def test_record_requests_keeps_bodies_without_delay() -> None:
-    """record_requests counts per operation and keeps each request's JSON body, in order."""
+    """record_requests counts per operation and keeps each request's JSON body, in order.
+
+    Its delay is 0, which never sleeps (``TestDelay.test_a_delay_of_zero_never_sleeps``).
+    """
     Event("warm", 0).save()
-    started = time.monotonic()
     with record_requests(Event) as sent:
         Event("a", 1).save()
         Event.get("a", 1)
-    assert time.monotonic() - started < 1.0
+    assert 0 == sent.seconds
     assert {"PutItem": 1, "GetItem": 1} == sent.requests
     first, second = sent.bodies()
     assert "Item" in first  # in the order sent

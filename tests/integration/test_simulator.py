@@ -13,7 +13,6 @@ handlers exactly as they were.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -241,16 +240,13 @@ class TestBotocoreRetries:
         dynamodb_models(Log)
         with simulate_partition_limits(Log, write_units=1, clock=clock) as simulator:
             Log("hot", 0).save()
-            started = time.monotonic()
             with pytest.raises(PutError) as caught:
                 Log("hot", 1).save()
-            elapsed = time.monotonic() - started
         original = caught.value.cause.__cause__  # type: ignore[union-attr]
         metadata = original.response["ResponseMetadata"]
         assert (metadata["RetryAttempts"], metadata["MaxAttemptsReached"]) == (1, True)
         assert simulator.requests == {"PutItem": 3}
         assert simulator.throttles == {ThrottleKind.KEY_RANGE: 2}
-        assert elapsed < 1.5  # one retry sleeps rand(0, 1) s in botocore's standard mode
 
     def test_a_retry_succeeds_when_the_bucket_refilled_meanwhile(
         self, dynamodb_models: BindModels, monkeypatch: pytest.MonkeyPatch

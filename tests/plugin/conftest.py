@@ -8,25 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pynamodb_sharding.testing.local import DIR_ENV, ENDPOINT_ENV, Installation, cache_root, install
-
-# pytester points HOME at a temporary directory; the real cache is found before it does.
-REAL_CACHE_HOME = str(cache_root().parent)
-
-
-def dynamodb_local_pids() -> set[int]:
-    """The process ids of every running DynamoDB Local (any command line naming DynamoDBLocal)."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"DynamoDBLocal" in cmdline and b"java" in cmdline:
-            pids.add(int(entry.name))
-    return pids
+from pynamodb_sharding.testing.local import DIR_ENV, ENDPOINT_ENV, Installation, install
+from tests.plugin.local_servers import REAL_CACHE_HOME
 
 
 @pytest.fixture(scope="session")

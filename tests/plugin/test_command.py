@@ -14,7 +14,7 @@ import sys
 
 from pynamodb_sharding.testing import DynamoDBLocal
 from pynamodb_sharding.testing.local import ENDPOINT_ENV, Installation, _dynamodb_client
-from tests.plugin.conftest import REAL_CACHE_HOME, dynamodb_local_pids
+from tests.plugin.local_servers import REAL_CACHE_HOME, dynamodb_local_pids
 
 
 def test_serve_prints_a_working_endpoint_and_stops_on_ctrl_c(cached_installation: Installation) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugin.conftest import dynamodb_local_pids
+from tests.plugin.local_servers import dynamodb_local_pids
 
 RECORD_THEN = '''
 import os, pathlib, signal, time

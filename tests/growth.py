@@ -1,0 +1,30 @@
+"""What a sound growth record of one key looks like, for the dynamic-sharding tests."""
+
+from __future__ import annotations
+
+import itertools
+
+from pynamodb_sharding.strategies import HistoryEntry
+
+__all__ = ["growth_problems"]
+
+
+def growth_problems(
+    history: list[HistoryEntry], reported: list[tuple[int, int]], cooldown: float
+) -> list[str]:
+    """Everything wrong with a key's growth record; empty when it is sound.
+
+    Sound means: history entries strictly increase in time and count, no two changes lie
+    within one ``cooldown``, and the growths the writers reported (``(old, new)`` from
+    ``shard_count_changed``) are exactly the steps the history records, none lost or doubled.
+    """
+    problems = []
+    for before, after in itertools.pairwise(history):
+        if not (after.at > before.at and after.count > before.count):
+            problems.append(f"history not strictly increasing: {before} then {after}")
+        if after.at - before.at < cooldown:
+            problems.append(f"two changes within the cooldown: {before} then {after}")
+    recorded = [(a.count, b.count) for a, b in itertools.pairwise(history)]
+    if sorted(reported) != sorted(recorded):
+        problems.append(f"writers reported growths {sorted(reported)}, history records {recorded}")
+    return problems

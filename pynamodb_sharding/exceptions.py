@@ -46,6 +46,8 @@ class ShardingError(PynamoDBException):
 
     It is a :class:`pynamodb.exceptions.PynamoDBException`, so ``except PynamoDBException``
     in existing code keeps catching it; ``cause`` keeps the botocore error when there is one.
+    Each subclass has its own ``code``, the anchor of its section of the errors page, whose
+    URL (:attr:`docs_url`) ends the message.
     """
 
     code = "sharding"

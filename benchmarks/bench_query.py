@@ -13,7 +13,7 @@ query as the result grows (tracemalloc: memory must stay flat, it is a stream).
 
 Run::
 
-    python benchmarks/bench_query.py                  # the sizes (1M items takes long)
+    python benchmarks/bench_query.py                  # full sizes (1M items takes long)
     python benchmarks/bench_query.py --quick          # a smoke run for CI
     python benchmarks/bench_query.py --markdown benchmarks/RESULTS-query.md
 

@@ -1,25 +1,44 @@
 """The ``ShardingError`` hierarchy.
 
-Every error names the model, the attribute and the fix. Each class carries a short ``code``
-that maps to a section of ``docs/errors.rst`` so a message can point at its explanation.
+Every error names the model, the attribute and the fix. Each class carries its own short
+``code``, the anchor of its section on the errors page of the documentation, and its message
+ends with that section's URL.
 """
 
 from __future__ import annotations
 
+import os
+
 from pynamodb.exceptions import PutError, PynamoDBException
 
 __all__ = [
+    "DOCS_URL",
+    "ConsistentIndexReadError",
     "CursorError",
+    "DerivedAttributeUpdateError",
+    "FixedShardCountError",
+    "GrowthPolicyError",
     "HostContractError",
     "IndexThrottleError",
+    "LogicalKeyError",
     "MetadataError",
     "MetadataRequestError",
     "ShardConditionError",
+    "ShardCountConflictError",
     "ShardKeyError",
     "ShardLocationError",
+    "ShardMoveError",
     "ShardingDefinitionError",
     "ShardingError",
+    "ShrinkTargetError",
+    "SortKeyTypeError",
+    "UnknownIndexError",
 ]
+
+#: Base URL of the built documentation; an error's message ends with
+#: ``{DOCS_URL}errors.html#{code}``. Set ``PYNAMODB_SHARDING_DOCS_URL`` (read at import) to
+#: point messages at another build, such as a pinned version or an internal mirror.
+DOCS_URL = os.environ.get("PYNAMODB_SHARDING_DOCS_URL") or "https://pynamodb-sharding.readthedocs.io/en/latest/"
 
 
 class ShardingError(PynamoDBException):
@@ -27,6 +46,8 @@ class ShardingError(PynamoDBException):
 
     It is a :class:`pynamodb.exceptions.PynamoDBException`, so ``except PynamoDBException``
     in existing code keeps catching it; ``cause`` keeps the botocore error when there is one.
+    Each subclass has its own ``code``, the anchor of its section of the errors page, whose
+    URL (:attr:`docs_url`) ends the message.
     """
 
     code = "sharding"
@@ -35,8 +56,16 @@ class ShardingError(PynamoDBException):
     def __init__(self, msg: str | None = None, cause: Exception | None = None) -> None:
         super().__init__(msg, cause)
 
+    @property
+    def docs_url(self) -> str:
+        """The URL of this error's section on the errors page of the documentation.
+
+        .. versionadded:: 0.1.0
+        """
+        return f"{DOCS_URL.rstrip('/')}/errors.html#{self.code}"
+
     def __str__(self) -> str:
-        return f"{self.msg} (see docs/errors.rst#{self.code})"
+        return f"{self.msg} (see {self.docs_url})"
 
 
 class ShardingDefinitionError(ShardingError):
@@ -110,3 +139,93 @@ class MetadataRequestError(ShardingError, PutError):
     """
 
     code = "metadata-request"
+
+
+class UnknownIndexError(ShardingError):
+    """A query names an index that the model does not declare.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "unknown-index"
+
+
+class ConsistentIndexReadError(ShardingError):
+    """A query asks a global secondary index for a strongly consistent read, which DynamoDB refuses.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "consistent-index-read"
+
+
+class SortKeyTypeError(ShardingError):
+    """A sort-key value read back from DynamoDB is not of a key type (``S``, ``N`` or ``B``).
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "sort-key-type"
+
+
+class LogicalKeyError(ShardingError):
+    """A request would send a logical key to DynamoDB, where only physical keys are stored.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "logical-key"
+
+
+class ShardMoveError(ShardingError):
+    """An item's shard-deciding attributes changed since it was read; only ``save()`` moves it.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "shard-move"
+
+
+class DerivedAttributeUpdateError(ShardingError):
+    """An ``update()`` sets or removes an attribute the item's shard is computed from.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "derived-attribute-update"
+
+
+class FixedShardCountError(ShardingError):
+    """``grow`` or ``shrink`` was called on a strategy whose shard count is fixed.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "fixed-count"
+
+
+class GrowthPolicyError(ShardingError):
+    """A ``DynamicShards`` growth policy returned something other than a larger shard count.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "growth-policy"
+
+
+class ShrinkTargetError(ShardingError):
+    """``shrink`` was asked for a shard count outside ``1..`` the key's current count.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "shrink-target"
+
+
+class ShardCountConflictError(ShardingError):
+    """A key's shard count kept changing under a ``shrink``, so it gave up; retrying is safe.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "count-conflict"

@@ -52,7 +52,7 @@ from pynamodb_sharding.cursor import (
     decode_cursor,
     encode_cursor,
 )
-from pynamodb_sharding.exceptions import ShardingError, ShardKeyError
+from pynamodb_sharding.exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 
 if TYPE_CHECKING:
@@ -461,14 +461,14 @@ def _plan(
                 f"{model.__name__}.query: the model has no index {index_name!r}; "
                 f"use one of {sorted(model._indexes)} or index_name=None."
             )
-            raise ShardingError(msg)
+            raise UnknownIndexError(msg)
         if consistent_read and isinstance(index, GlobalSecondaryIndex):
             msg = (
                 f"{model.__name__}.{type(index).__name__}({index_name!r}): global secondary indexes "
                 f"do not support strongly consistent reads; pass consistent_read=False, or query "
                 f"the table itself for a consistent read."
             )
-            raise ShardingError(msg)
+            raise ConsistentIndexReadError(msg)
         hash_name = meta.get_index_hash_keyname(index_name)
         sort_name = meta.get_index_range_keyname(index_name)  # type: ignore[no-untyped-call]
     key_names = tuple(meta.get_key_names(index_name))  # type: ignore[no-untyped-call]
@@ -560,7 +560,8 @@ def merged_query(
 
     Raises:
         CursorError: ``last_evaluated_key`` is not a cursor of this query.
-        ShardingError: no such index, or ``consistent_read`` on a global secondary index.
+        UnknownIndexError: the model has no index ``index_name``.
+        ConsistentIndexReadError: ``consistent_read`` on a global secondary index.
     """
     forward = scan_index_forward is not False
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
@@ -636,7 +637,8 @@ def merged_count(
     the count stops asking for pages once it is reached.
 
     Raises:
-        ShardingError: no such index, or ``consistent_read`` on a global secondary index.
+        UnknownIndexError: the model has no index ``index_name``.
+        ConsistentIndexReadError: ``consistent_read`` on a global secondary index.
     """
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import attrs
 
 from pynamodb_sharding.cursor import CursorState, RawItem, RawKey
-from pynamodb_sharding.exceptions import ShardingError
+from pynamodb_sharding.exceptions import SortKeyTypeError
 
 __all__ = [
     "FetchPage",
@@ -48,7 +48,7 @@ def sort_value(value: Mapping[str, Any]) -> SortValue:
     compared as they are, without the cost of encoding them.
 
     Raises:
-        ShardingError: the value is not of a key type (``S``, ``N`` or ``B``).
+        SortKeyTypeError: the value is not of a key type (``S``, ``N`` or ``B``).
     """
     if "S" in value:
         text: str = value["S"]
@@ -59,7 +59,7 @@ def sort_value(value: Mapping[str, Any]) -> SortValue:
         blob = value["B"]
         return base64.b64decode(blob) if isinstance(blob, str) else bytes(blob)
     msg = f"a sort key must be of type S, N or B, got {value!r}; only those types can be DynamoDB keys."
-    raise ShardingError(msg)
+    raise SortKeyTypeError(msg)
 
 
 class _Descending:

@@ -1,4 +1,4 @@
-"""The shard-count metadata table (seed 000) and the cached store that reads and changes it.
+"""The shard-count metadata table and the cached store that reads and changes it.
 
 One metadata item per logical partition key holds the key's current shard count
 (``number_of_shards``), when it last changed (``last_updated``) and every change so far
@@ -11,8 +11,8 @@ Lock values. ``last_updated`` doubles as the optimistic lock of a change (the co
 value even when they happen within one second or under a frozen test clock. It is stored as
 epoch seconds with a millisecond fraction (``1562858912.25``), and every change writes
 ``max(now, previous + 0.001)``: strictly increasing per key, hence distinct, and still plain
-epoch seconds for anyone reading the table. Items written by seed 000's integer form
-(``1562858912``) read fine.
+epoch seconds for anyone reading the table. Items whose ``last_updated`` is whole seconds
+(``1562858912``), as other writers of this schema store it, read fine.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class ShardMetadata(Model):
     """The companion metadata model of :class:`~pynamodb_sharding.DynamicShards`.
 
     Subclass it to name the table (and host, region, credentials like any PynamoDB model);
-    its billing mode defaults to on-demand (``PAY_PER_REQUEST``), as seed 000 recommends::
+    its billing mode defaults to on-demand (``PAY_PER_REQUEST``)::
 
         class AuditLogShards(ShardMetadata):
             class Meta:
@@ -461,8 +461,8 @@ class ShardCountStore:
         entries = {format_history_entry(entry)}
         previous = HistoryEntry(at=seen.last_updated, count=seen.count)
         if previous not in seen.history:
-            # A count the history does not show (an item from seed 000's writer, or fixed by
-            # hand) is recorded with the change, so reads keep covering its shards.
+            # A count the history does not show (an item from another writer of this schema,
+            # or fixed by hand) is recorded with the change, so reads keep covering its shards.
             entries.add(format_history_entry(previous))
         meta = self.metadata_model
         item = meta(key, namespace)

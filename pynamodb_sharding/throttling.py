@@ -191,7 +191,7 @@ def classify_response(parsed: Mapping[str, Any], *, operation: str | None = None
     A ``ProvisionedThroughputExceededException`` without reasons is a :attr:`ThrottleKind.KEY_RANGE`:
     before ``ThrottlingReasons`` existed DynamoDB reported per-partition throttling exactly this
     way, and a table-level shortage of a provisioned table is told apart by comparing consumed
-    with provisioned capacity (seed 000), which is the caller's business. A
+    with provisioned capacity, which is the caller's business. A
     ``TransactionCanceledException`` whose cancellation reasons say ``ThrottlingError`` or
     ``ProvisionedThroughputExceeded`` is classified the same way. A successful response is
     :attr:`ThrottleKind.NOT_THROTTLED`; use :func:`unprocessed_items_throttle` for batches.

@@ -1,4 +1,4 @@
-"""Fixed-count sharding against DynamoDB Local: spread, seed 000 layout, and every PynamoDB operation.
+"""Fixed-count sharding against DynamoDB Local: spread, the md5 layout, and every PynamoDB operation.
 
 Users only ever see the logical key; the physical keys in the table carry the shard suffix.
 """
@@ -77,9 +77,9 @@ class TestRandomSpread:
 
 
 class TestHashedLayout:
-    """HashedShards writes where seed 000's formula says and reads one key with one request."""
+    """HashedShards writes where ``md5(pk + sk) % n + 1`` says and reads one key with one request."""
 
-    def test_physical_key_is_seed_000_and_get_is_one_request(self, dynamodb_models: BindModels) -> None:
+    def test_physical_key_is_the_md5_shard_and_get_is_one_request(self, dynamodb_models: BindModels) -> None:
         dynamodb_models(Document)
         for revision in range(30):
             Document("/docs/readme", revision, body="x").save()

@@ -80,7 +80,7 @@ def test_absent_key_reads_none_and_is_not_cached(store: ShardCountStore, request
     assert requests["GetItem"] == 2
 
 
-def test_create_writes_seed_000_item(store: ShardCountStore) -> None:
+def test_create_writes_count_time_and_history_item(store: ShardCountStore) -> None:
     state = store.create(NS, KEY, 1, 1562858912.0, owner=OWNER)
     assert ShardState(1, 1562858912.0, (HistoryEntry(1562858912.0, 1),)) == state
     item = StoreShards.get(KEY, NS, consistent_read=True)

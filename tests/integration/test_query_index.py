@@ -15,7 +15,14 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, LocalSecondaryIndex
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardingError
+from pynamodb_sharding import (
+    ConsistentIndexReadError,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardingError,
+    UnknownIndexError,
+)
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
@@ -122,13 +129,13 @@ def test_global_index_is_one_plain_query_with_logical_keys(orders: list[Order]) 
 
 def test_consistent_read_of_a_global_index_is_refused_before_sending(orders: list[Order]) -> None:
     with record_requests(Order) as sent:
-        with pytest.raises(ShardingError, match=r"Order\.ByStatus\('by_status'\).*consistent"):
+        with pytest.raises(ConsistentIndexReadError, match=r"Order\.ByStatus\('by_status'\).*consistent"):
             Order.query("shipped", index_name="by_status", consistent_read=True)
-        with pytest.raises(ShardingError, match="consistent"):
+        with pytest.raises(ConsistentIndexReadError, match="consistent"):
             Order.count("shipped", index_name="by_status", consistent_read=True)
     assert sent.requests == {}
 
 
 def test_unknown_index_is_named(orders: list[Order]) -> None:
-    with pytest.raises(ShardingError, match="no index 'by_nothing'"):
+    with pytest.raises(UnknownIndexError, match="no index 'by_nothing'"):
         Order.query("alice", index_name="by_nothing")

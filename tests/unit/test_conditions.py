@@ -227,7 +227,7 @@ class TestRefused:
     )
     @pytest.mark.parametrize("usage", [Usage.ITEM, Usage.FILTER, Usage.KEY])
     def test_refused(self, condition: Condition, usage: Usage) -> None:
-        with pytest.raises(ShardConditionError, match=r"^Log\.file_path: the .*; .*docs/errors.rst#condition"):
+        with pytest.raises(ShardConditionError, match=r"^Log\.file_path: the .*; .*/errors\.html#condition\)$"):
             rewrite_condition(Log, condition, usage, lambda: 1)
 
     @pytest.mark.parametrize("condition", [Log.file_path == "/f", Log.file_path.is_in("/f"), ~(Log.file_path == "/f")])

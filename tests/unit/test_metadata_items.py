@@ -40,7 +40,7 @@ def test_history_entry_round_trips(at: float, count: int) -> None:
     assert entry == parse_history_entry(format_history_entry(entry))
 
 
-def test_seed_000_integer_entries_parse() -> None:
+def test_whole_second_entries_parse() -> None:
     assert HistoryEntry(at=1562858912.0, count=2) == parse_history_entry("1562858912:2")
     assert format_history_entry(HistoryEntry(at=1562858912.0, count=2)) == "1562858912:2"
 

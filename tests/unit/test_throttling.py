@@ -141,7 +141,7 @@ def _save_in_transaction(*items: Entry) -> None:
 
 
 class TestReasons:
-    """Every reason of issue 5 point 3, read from a real parsed response, maps to its kind."""
+    """Every ``ThrottlingReasons`` reason, read from a real parsed response, maps to its kind."""
 
     @pytest.mark.parametrize("reason", KEY_RANGE_REASONS)
     def test_table_key_range_grows_shards(self, reason: str) -> None:

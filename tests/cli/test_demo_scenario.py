@@ -1,6 +1,7 @@
 """The demo's scenario runs without a terminal and without the demo's extras, and checks itself.
 
-In a fresh interpreter where ``rich``, ``matplotlib`` and ``click`` cannot be imported, a short
+In a fresh interpreter where ``rich``, ``matplotlib``, ``click`` and the test tools cannot be
+imported (only the library's own dependencies can), a short
 :func:`~pynamodb_sharding.demo.run_scenario` against the test session's DynamoDB Local must
 read back every acknowledged write exactly once and in order in both phases, and the dynamic
 key must grow past one shard (in the samples and in the metadata table's history) while the
@@ -15,7 +16,8 @@ import subprocess
 import sys
 from typing import Any
 
-BLOCKED = ("rich", "matplotlib", "click")
+#: The extras' and the test tools' modules (as in test_extras.py): none may be needed.
+BLOCKED = ("rich", "matplotlib", "click", "pytest", "hypothesis", "boto3")
 
 SCRIPT = f"""
 import json, sys

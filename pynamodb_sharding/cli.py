@@ -23,6 +23,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
 from pynamodb_sharding.exceptions import ShardingError
+from pynamodb_sharding.fanout import count_by_shard
 from pynamodb_sharding.model import with_companions
 
 __all__ = ["CommandError", "main"]
@@ -347,8 +348,8 @@ def _create_billing_mode(model: type[Model]) -> str | None:
 def status(model_spec: str, key: str, endpoint: str | None, region: str | None) -> None:
     """Show how KEY of MODULE:Model is sharded: strategy, count, history, items per shard.
 
-    Items are counted with one Select=COUNT query per shard (paged like a real query), so the
-    read cost printed is what a full query of KEY sends.
+    Items are counted with the library's per-shard count (Select=COUNT queries with the page
+    size a merged query uses), so the read cost printed is what a full query of KEY sends.
     """
     ref = load_model(model_spec)
     require_sharded(ref)
@@ -427,7 +428,8 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
     manager = ref.model._shard_manager()
     history = tuple((float(entry.at), int(entry.count)) for entry in manager.history(key))
     shards = tuple(
-        _count_shard(ref.model, shard, manager.physical_key(key, shard)) for shard in manager.read_shards(key)
+        ShardCount(shard=shard, physical_key=manager.physical_key(key, shard), items=sum(pages), pages=len(pages))
+        for shard, pages in sorted(count_by_shard(ref.model, key).items())
     )
     return ShardStatus(
         spec=ref.spec,
@@ -439,19 +441,6 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
         shards=shards,
         metadata_reads=1 if ref.has_companions else 0,
     )
-
-
-def _count_shard(model: type[Model], shard: int, physical_key: str) -> ShardCount:
-    connection = model._get_connection()
-    items = pages = 0
-    start: Any = None
-    while True:
-        page = connection.query(physical_key, select="COUNT", exclusive_start_key=start)
-        items += int(page.get("Count", 0))
-        pages += 1
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return ShardCount(shard=shard, physical_key=physical_key, items=items, pages=pages)
 
 
 @cli.group(short_help="Install or run DynamoDB Local.")

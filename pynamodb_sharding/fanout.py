@@ -67,6 +67,7 @@ __all__ = [
     "MergedResultIterator",
     "Page",
     "ShardMerge",
+    "count_by_shard",
     "decode_cursor",
     "default_workers",
     "encode_cursor",
@@ -686,3 +687,62 @@ def merged_count(
                 future.cancel()
             raise
     return min(total, limit) if limit is not None else total
+
+
+def count_by_shard(
+    model: type[ShardedModel],
+    hash_key: Any,
+    *,
+    shards: Sequence[int] | None = None,
+    page_size: int | None = None,
+    consistent_read: bool = False,
+    max_workers: int | None = None,
+) -> dict[int, tuple[int, ...]]:
+    """Count the items of ``hash_key`` shard by shard, page by page, querying the shards in parallel.
+
+    The requests are :func:`merged_count`'s: a shard's item count is the sum of its pages'
+    counts, and the number of its pages is the requests it took. With the default
+    ``page_size`` each request's ``Limit`` is the one :func:`merged_query` sends, so the pages
+    are those a full merged query of the key reads (what ``pynamodb-sharding status`` reports).
+
+    Args:
+        model: the sharded model class.
+        hash_key: the logical hash key.
+        shards: the shards to count; default ``model._shard_manager().read_shards(hash_key)``.
+        page_size: each request's ``Limit``; default a merged query's for that many shards.
+        consistent_read: strongly consistent reads.
+        max_workers: threads; default ``model.shards.max_workers`` or ``min(32, shard count)``.
+
+    Returns:
+        Each shard's ``Count`` of every page, in the order the pages came; a shard has at least
+        one page, an empty shard ``(0,)``.
+
+    .. versionadded:: 0.1.0
+    """
+    plan = _plan(model, hash_key, shards, None, consistent_read, True)
+    if not plan.hash_values:
+        return {}
+    send = _ShardQuery(
+        model,
+        None,
+        filter_condition=_with_class_filter(model, None),
+        consistent_read=consistent_read,
+        limit=page_size if page_size is not None else default_page_size(len(plan.hash_values), None),
+        select="COUNT",
+    )
+
+    def count_shard(value: Any) -> tuple[int, ...]:
+        counts: list[int] = []
+        start: RawKey | None = None
+        while True:
+            data = send(value, start)
+            counts.append(int(data[CAMEL_COUNT]))
+            start = data.get(LAST_EVALUATED_KEY)
+            if start is None:
+                return tuple(counts)
+
+    workers = max_workers if max_workers is not None else default_workers(model, len(plan.hash_values))
+    _check_pool(model, workers)
+    with ThreadPoolExecutor(workers, thread_name_prefix="pynamodb-sharding-count") as executor:
+        futures = {shard: executor.submit(count_shard, value) for shard, value in plan.hash_values.items()}
+        return {shard: future.result() for shard, future in futures.items()}

@@ -1,4 +1,4 @@
-"""The hot-key demo behind ``pynamodb-sharding demo`` (seed 000's story, with real requests).
+"""The hot-key demo's scenario: the load, the samples and the check, with no terminal.
 
 A file's audit log goes viral: every write lands on one partition key. DynamoDB Local never
 throttles, so :func:`~pynamodb_sharding.testing.simulator.simulate_partition_limits` makes it
@@ -11,27 +11,24 @@ answer like DynamoDB at a per-partition ceiling scaled down to ``limit`` units p
 3. *Check*: both keys are read back (the sharded one through the merged fan-out query) and
    every acknowledged write must come back exactly once, in sort-key order.
 
-The result is a live progress display, a summary table and a PNG chart.
+:func:`run_scenario` tells a :class:`ScenarioView` what happens as it happens and returns a
+:class:`DemoResult`; it needs neither rich nor matplotlib (the live display and the chart are
+:mod:`pynamodb_sharding.demo.display` and :mod:`pynamodb_sharding.demo.chart`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
-from rich.text import Text
 
 from pynamodb_sharding.descriptor import Sharding
 from pynamodb_sharding.dynamic import DynamicShards
@@ -41,7 +38,18 @@ from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
 from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits
 
-__all__ = ["DemoConfig", "DemoResult", "PhaseResult", "ReadBackCheck", "check_read_back", "run_demo"]
+__all__ = [
+    "HOT_FILE",
+    "DemoConfig",
+    "DemoResult",
+    "PhaseResult",
+    "ReadBackCheck",
+    "Sample",
+    "ScenarioView",
+    "SilentView",
+    "check_read_back",
+    "run_scenario",
+]
 
 #: The hot key of the story (seed 000).
 HOT_FILE = "/shared/firetvGen2.txt"
@@ -148,6 +156,7 @@ class PhaseResult:
     final_shards: int
     items_per_shard: dict[int, int]
     check: ReadBackCheck
+    errors: tuple[str, ...] = ()  # the first few errors of writes given up, one line each
 
     @property
     def mean_rate(self) -> float:
@@ -177,16 +186,70 @@ class PhaseResult:
 
 @attrs.frozen
 class DemoResult:
-    """Both phases, where the chart went, and whether every check passed."""
+    """Both phases, the dynamic key's shard history, and whether every check passed."""
 
     config: DemoConfig
     endpoint: str
     phases: tuple[PhaseResult, ...]
-    chart: Path
+    #: The dynamic key's shard counts as the metadata table recorded them:
+    #: ``(seconds since the first entry, count)``, oldest first.
+    history: tuple[tuple[float, int], ...] = ()
+
+    @property
+    def chart(self) -> Path:
+        """Where :func:`~pynamodb_sharding.demo.run_demo` saves the chart (``config.out``)."""
+        return self.config.out
 
     @property
     def passed(self) -> bool:
         return all(phase.check.passed for phase in self.phases)
+
+
+# -- who watches ------------------------------------------------------------------------------
+
+
+class ScenarioView(Protocol):
+    """What :func:`run_scenario` tells whoever watches it, in the order it happens."""
+
+    def server_ready(self, endpoint: str, source: str, seconds: float) -> None:
+        """DynamoDB Local answers at ``endpoint``; ``source`` says where it came from."""
+
+    def tables_ready(self, tables: Sequence[str]) -> None:
+        """The demo's tables exist under these names."""
+
+    def load_started(self, phase: str, model: str) -> None:
+        """The writers of ``phase`` start hammering the hot key through ``model``."""
+
+    def sampled(self, phase: str, samples: Sequence[Sample]) -> None:
+        """A new sample (the last of ``samples``, all of the phase so far) was taken."""
+
+    def load_stopped(self, phase: str) -> None:
+        """The writers of ``phase`` stopped (also when the phase ends with an exception)."""
+
+    def phase_checked(self, phase: PhaseResult) -> None:
+        """The hot key of ``phase`` was read back and checked."""
+
+
+class SilentView:
+    """A :class:`ScenarioView` that shows nothing: for tests, benchmarks and scripts."""
+
+    def server_ready(self, endpoint: str, source: str, seconds: float) -> None:
+        pass
+
+    def tables_ready(self, tables: Sequence[str]) -> None:
+        pass
+
+    def load_started(self, phase: str, model: str) -> None:
+        pass
+
+    def sampled(self, phase: str, samples: Sequence[Sample]) -> None:
+        pass
+
+    def load_stopped(self, phase: str) -> None:
+        pass
+
+    def phase_checked(self, phase: PhaseResult) -> None:
+        pass
 
 
 # -- the models -------------------------------------------------------------------------------
@@ -293,7 +356,7 @@ def _run_phase(
     config: DemoConfig,
     sequence: Iterator[int],
     shard_count: Callable[[], int],
-    show: Callable[[str, float, list[Sample]], None],
+    view: ScenarioView,
 ) -> tuple[tuple[Sample, ...], _Load, int]:
     samples: list[Sample] = []
     with simulate_partition_limits(model, write_units=config.limit, read_units=None) as simulator:
@@ -306,62 +369,11 @@ def _run_phase(
                 time.sleep(min(SAMPLE_EVERY, max(0.0, config.phase_seconds - elapsed)))
                 at = time.monotonic() - started
                 samples.append(Sample(at, load.writes, _throttles(simulator), shard_count()))
-                show(name, at, samples)
+                view.sampled(name, samples)
         finally:
             load.stop()
         throttles = _throttles(simulator)
     return tuple(samples), load, throttles
-
-
-# -- display ----------------------------------------------------------------------------------
-
-
-class _Display:
-    """A live panel on a terminal; a line every few seconds when the output is a file or pipe."""
-
-    def __init__(self, console: Console, config: DemoConfig) -> None:
-        self.console = console
-        self.config = config
-        self._live: Live | None = None
-        self._last_line = 0.0
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        if self.console.is_terminal:
-            with Live(console=self.console, refresh_per_second=4, transient=True) as live:
-                self._live = live
-                try:
-                    yield
-                finally:
-                    self._live = None
-        else:
-            yield
-
-    def show(self, phase: str, at: float, samples: list[Sample]) -> None:
-        last = samples[-1]
-        earlier = [s for s in samples if s.at <= at - 1.0] or samples[:1]
-        base = earlier[-1]
-        span = max(at - base.at, 1e-9)
-        rate = (last.writes - base.writes) / span
-        throttle_rate = (last.throttles - base.throttles) / span
-        if self._live is not None:
-            table = Table.grid(padding=(0, 2))
-            table.add_row(Text(phase, style="bold"), f"{at:5.1f} / {self.config.phase_seconds:.0f} s")
-            table.add_row("writes/s", f"{rate:7.1f}")
-            table.add_row("throttles/s", f"{throttle_rate:7.1f}")
-            table.add_row("shard count", str(last.shards))
-            table.add_row("acknowledged", str(last.writes))
-            bar = ProgressBar(total=self.config.phase_seconds, completed=at, width=40)
-            self._live.update(Group(table, bar))
-        elif at - self._last_line >= 2.0 or at >= self.config.phase_seconds:
-            self._last_line = at
-            self.console.print(
-                f"  {phase:<9} t={at:5.1f}s  writes/s={rate:7.1f}  throttles/s={throttle_rate:7.1f}  "
-                f"shards={last.shards}  acknowledged={last.writes}",
-                highlight=False,
-            )
-        if at >= self.config.phase_seconds:
-            self._last_line = 0.0
 
 
 # -- read back --------------------------------------------------------------------------------
@@ -378,86 +390,18 @@ def _read_back(model: type[Model]) -> tuple[list[int], dict[int, int]]:
     return keys, dict(sorted(per_shard.items()))
 
 
-# -- chart ------------------------------------------------------------------------------------
+# -- the scenario -----------------------------------------------------------------------------
 
 
-def _chart(result: DemoResult, path: Path) -> None:
-    import matplotlib
+def run_scenario(config: DemoConfig, view: ScenarioView | None = None) -> DemoResult:
+    """Run both phases on DynamoDB Local and check the read-back; see the module docstring.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Uses the server ``DYNAMODB_LOCAL_ENDPOINT`` names, else starts one for the run; the tables
+    are created for the run and deleted after it.
 
-    figure, (rates, shards) = plt.subplots(2, 1, sharex=True, figsize=(9, 6.5), gridspec_kw={"height_ratios": [3, 1.4]})
-    colours = {"unsharded": "tab:red", "dynamic": "tab:blue"}
-    for phase in result.phases:
-        points = phase.rates()
-        colour = colours.get(phase.name)
-        label = "unsharded PynamoDB model" if phase.name == "unsharded" else "DynamicShards model"
-        rates.plot([p[0] for p in points], [p[1] for p in points], color=colour, linewidth=2, label=label)
-        shards.step(
-            [s.at for s in phase.samples],
-            [s.shards for s in phase.samples],
-            where="post",
-            color=colour,
-            linewidth=2,
-            label=label,
-        )
-    counts = sorted({s.shards for phase in result.phases for s in phase.samples})
-    for n, count in enumerate(counts):
-        rates.axhline(
-            result.config.limit * count,
-            color="grey",
-            linestyle="--",
-            linewidth=1,
-            label="partition limit \N{MULTIPLICATION SIGN} shard count" if n == 0 else None,
-        )
-    top = counts[-1]
-    rates.set_ylabel("acknowledged writes / s")
-    rates.set_title(
-        f"One hot key under a simulated {result.config.limit:g} WCU/s partition limit, {result.config.writers} writers"
-    )
-    rates.legend(loc="upper left")
-    rates.grid(alpha=0.3)
-    rates.set_ylim(bottom=0)
-    shards.set_ylabel("shard count")
-    shards.set_xlabel("seconds since the phase started")
-    shards.set_ylim(0, top + 1)
-    shards.legend(loc="upper left")
-    shards.grid(alpha=0.3)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
-# -- summary ----------------------------------------------------------------------------------
-
-
-def _summary(result: DemoResult) -> Table:
-    table = Table(title="hot-key demo", title_justify="left")
-    table.add_column("")
-    for phase in result.phases:
-        table.add_column(phase.name, justify="right")
-    rows: list[tuple[str, Callable[[PhaseResult], str]]] = [
-        ("acknowledged writes", lambda p: str(p.acknowledged)),
-        ("mean writes/s", lambda p: f"{p.mean_rate:.1f}"),
-        ("writes/s, last third", lambda p: f"{p.rate_over_last(1 / 3):.1f}"),
-        ("throttled attempts", lambda p: str(p.throttles)),
-        ("writes given up", lambda p: str(p.failed)),
-        ("final shard count", lambda p: str(p.final_shards)),
-        ("items per shard", lambda p: ", ".join(f"{k or '-'}:{v}" for k, v in p.items_per_shard.items()) or "-"),
-        ("read back", lambda p: "exactly once, in order" if p.check.passed else "FAILED"),
-    ]
-    for label, value in rows:
-        table.add_row(label, *(value(phase) for phase in result.phases))
-    return table
-
-
-# -- the demo ---------------------------------------------------------------------------------
-
-
-def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
-    """Run the demo, print its progress and summary, save the chart; see the module docstring.
+    Args:
+        config: the load and the simulated limit (``config.out`` is not used here).
+        view: told what happens as it happens; default :class:`SilentView`.
 
     Returns:
         The result; ``result.passed`` is False if any acknowledged write was not read back
@@ -466,72 +410,42 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
     Raises:
         pynamodb_sharding.testing.DynamoDBLocalError: DynamoDB Local cannot be started.
     """
-    if console is None:
-        console = Console(highlight=False)
-        if not console.is_terminal:
-            console = Console(highlight=False, width=120)
-    console.print(
-        f"[bold]pynamodb-sharding demo[/bold]: {config.writers} writers, one hot key ({HOT_FILE}), "
-        f"simulated limit {config.limit:g} write units/s per partition, "
-        f"{config.phase_seconds:g} s per phase"
-    )
+    if view is None:
+        view = SilentView()
     started = time.monotonic()
     source = "DYNAMODB_LOCAL_ENDPOINT" if os.environ.get("DYNAMODB_LOCAL_ENDPOINT") else "started for this demo"
     with running_dynamodb_local() as server:
-        console.print(f"DynamoDB Local at {server.endpoint} ({source}, {time.monotonic() - started:.1f} s)")
+        view.server_ready(server.endpoint, source, time.monotonic() - started)
         plain, sharded = _models(config)
         with bound_models(server, plain, sharded) as tables:
-            console.print("tables: " + ", ".join(sorted(tables.values())))
+            view.tables_ready(sorted(tables.values()))
             sequence = itertools.count(1)
-            display = _Display(console, config)
             phases = []
             runs: list[tuple[str, type[Model], Callable[[], int]]] = [
                 ("unsharded", plain, lambda: 1),
                 ("dynamic", sharded, lambda: sharded._shard_manager().shard_count(HOT_FILE)),
             ]
             for name, model, count in runs:
-                console.print(
-                    f"[bold]{name}[/bold]: {config.writers} writers on {model.__name__} for {config.phase_seconds:g} s"
-                )
-                with display.running():
-                    samples, load, throttles = _run_phase(name, model, config, sequence, count, display.show)
-                if load.errors:
-                    example = " ".join(load.errors[0].split())[:150]
-                    console.print(f"  {load.failed} writes given up, e.g. {example}", highlight=False, markup=False)
+                view.load_started(name, model.__name__)
+                try:
+                    samples, load, throttles = _run_phase(name, model, config, sequence, count, view)
+                finally:
+                    view.load_stopped(name)
                 read, per_shard = _read_back(model)
-                check = check_read_back(load.acknowledged, load.attempted, read)
-                phases.append(
-                    PhaseResult(
-                        name=name,
-                        seconds=samples[-1].at,
-                        samples=samples,
-                        acknowledged=len(load.acknowledged),
-                        failed=load.failed,
-                        throttles=throttles,
-                        final_shards=count(),
-                        items_per_shard=per_shard,
-                        check=check,
-                    )
+                phase = PhaseResult(
+                    name=name,
+                    seconds=samples[-1].at,
+                    samples=samples,
+                    acknowledged=len(load.acknowledged),
+                    failed=load.failed,
+                    throttles=throttles,
+                    final_shards=count(),
+                    items_per_shard=per_shard,
+                    check=check_read_back(load.acknowledged, load.attempted, read),
+                    errors=tuple(load.errors),
                 )
-                console.print(f"  {name} read back: {check.describe()}", highlight=False)
-            result = DemoResult(config=config, endpoint=server.endpoint, phases=tuple(phases), chart=config.out)
-            history = sharded._shard_manager().history(HOT_FILE)
-            changes = ", ".join(f"{entry.count} at +{entry.at - history[0].at:.1f}s" for entry in history)
-            console.print(f"dynamic shard history (metadata table): {changes}", highlight=False)
-    console.print(_summary(result))
-    _chart(result, config.out)
-    console.print(f"chart: {config.out.resolve()}", highlight=False)
-    unsharded, dynamic = result.phases
-    if unsharded.rate_over_last(1 / 3) > 0:
-        console.print(
-            f"steady write rate: {dynamic.rate_over_last(1 / 3):.1f}/s with {dynamic.final_shards} shards vs "
-            f"{unsharded.rate_over_last(1 / 3):.1f}/s unsharded "
-            f"({dynamic.rate_over_last(1 / 3) / unsharded.rate_over_last(1 / 3):.1f}x)",
-            highlight=False,
-        )
-    verdict = "PASSED" if result.passed else "FAILED"
-    console.print(
-        f"check {verdict}: " + "; ".join(f"{p.name}: {p.check.describe()}" for p in result.phases),
-        highlight=False,
-    )
-    return result
+                view.phase_checked(phase)
+                phases.append(phase)
+            entries = sharded._shard_manager().history(HOT_FILE)
+            history = tuple((float(entry.at - entries[0].at), int(entry.count)) for entry in entries)
+    return DemoResult(config=config, endpoint=server.endpoint, phases=tuple(phases), history=history)

@@ -57,14 +57,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,docs]'
 	touch $@
 
 $(BIN_LOWEST)/python:
 	$(PYTHON) -m venv $(VENV_LOWEST)
 
 $(VENV_LOWEST)/.installed-test: setup.cfg pyproject.toml $(LOWEST) | $(BIN_LOWEST)/python
-	$(BIN_LOWEST)/python -m pip install --quiet --disable-pip-version-check -c $(LOWEST) -e '.[test]'
+	$(BIN_LOWEST)/python -m pip install --quiet --disable-pip-version-check -c $(LOWEST) -e '.[test,docs]'
 	touch $@
 
 $(VENV)/.installed-docs: setup.cfg pyproject.toml | $(BIN)/python

@@ -22,6 +22,7 @@ import click
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
+from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardingError
 from pynamodb_sharding.fanout import count_by_shard
 from pynamodb_sharding.model import with_companions
@@ -425,7 +426,7 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
     from pynamodb_sharding.model import ShardedModel
 
     assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
-    manager = ref.model._shard_manager()
+    manager = shard_manager(ref.model)
     history = tuple((float(entry.at), int(entry.count)) for entry in manager.history(key))
     shards = tuple(
         ShardCount(shard=shard, physical_key=manager.physical_key(key, shard), items=sum(pages), pages=len(pages))

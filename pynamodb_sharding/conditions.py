@@ -35,6 +35,7 @@ from pynamodb.expressions.condition import (
 )
 from pynamodb.expressions.operand import Path, Value
 
+from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardConditionError
 from pynamodb_sharding.keys import encode
 
@@ -105,7 +106,7 @@ class _Rewriter:
         *,
         validate_only: bool = False,
     ) -> None:
-        manager = model._shard_manager()
+        manager = shard_manager(model)
         self.model = model
         self.usage = usage
         self.shard = shard

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardKeyError
+from pynamodb_sharding.exceptions import FixedShardCountError, ShardingDefinitionError, ShardKeyError
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import (
     HistoryEntry,
@@ -138,16 +138,25 @@ class ShardManager(Generic[_M]):
     separator: str = DEFAULT_SEPARATOR
     #: Threads a merged query uses; ``None``: ``min(32, number of shards)``.
     max_workers: int | None = None
-    #: The model's key space as strategies see it.
-    space: KeySpace = attrs.field(init=False)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
+    _space: KeySpace = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         attribute = self.model._hash_keyname or ""
         table = getattr(getattr(self.model, "Meta", None), "table_name", "")
-        object.__setattr__(self, "space", KeySpace(self.model.__name__, attribute, table, self.model))
+        object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, table, self.model))
         object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator))
+
+    @property
+    def space(self) -> KeySpace:
+        """The model's key space as strategies see it (its namespace follows ``Meta.table_name``)."""
+        space = self._space
+        table = self.model.Meta.table_name
+        if space.namespace != table:  # a test binding or an app renamed the table at run time
+            space = attrs.evolve(space, namespace=table)
+            object.__setattr__(self, "_space", space)
+        return space
 
     @property
     def attribute(self) -> str:
@@ -162,11 +171,7 @@ class ShardManager(Generic[_M]):
         Raises:
             ShardKeyError: ``value`` is not a non-empty str.
         """
-        space = self.space
-        table = self.model.Meta.table_name
-        if space.namespace != table:  # a test binding or an app renamed the table at run time
-            space = attrs.evolve(space, namespace=table)
-        return ShardKey(space, self.codec.check_logical(value))
+        return ShardKey(self.space, self.codec.check_logical(value))
 
     def item_key(self, item: _M) -> ItemKey:
         """The view of ``item`` strategies see: its logical key and stored attribute values."""
@@ -298,7 +303,7 @@ class ShardManager(Generic[_M]):
                 f"{action} at run time; change the count in the model's Sharding(...) declaration, "
                 f"or use DynamicShards for counts that change with load."
             )
-            raise ShardingError(msg)
+            raise FixedShardCountError(msg)
         return strategy
 
     def grow(self, key: str) -> int:

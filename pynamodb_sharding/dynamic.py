@@ -1,6 +1,6 @@
 """``DynamicShards``: a shard count per key, kept in a metadata table, grown on hot-partition throttles.
 
-Seed 000's writer, made safe under concurrency:
+The writer of AWS's dynamic write-sharding example, made safe under concurrency:
 
 1. read the key's count (cached, :class:`~pynamodb_sharding.metadata.ShardCountStore`); a
    key without an item is inserted with ``initial`` shards, conditionally, so racing writers
@@ -34,10 +34,13 @@ from pynamodb.exceptions import PynamoDBException
 
 from pynamodb_sharding import attempts
 from pynamodb_sharding.exceptions import (
+    GrowthPolicyError,
     IndexThrottleError,
     MetadataRequestError,
+    ShardCountConflictError,
     ShardingDefinitionError,
     ShardingError,
+    ShrinkTargetError,
 )
 from pynamodb_sharding.keys import MAX_SHARDS
 from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState
@@ -164,11 +167,11 @@ class DynamicShards:
     Args:
         metadata_model: the :class:`~pynamodb_sharding.ShardMetadata` subclass.
         initial: the count a new key starts with (1).
-        max_shards: the most shards a key grows to (10, seed 000's example); reads of a key
+        max_shards: the most shards a key grows to (10); reads of a key
             fan out over up to this many keys.
         cooldown: seconds after a change of a key's count during which throttles retry the
             write instead of growing again (30.0).
-        backoff: ``(low, high)`` seconds (``(1.0, 10.0)``, seed 000): a writer past the
+        backoff: ``(low, high)`` seconds (``(1.0, 10.0)``): a writer past the
             cooldown waits a random time in this range before growing, so that many writers
             throttled together do not all race for the growth. Retries inside the cooldown
             pause a random time up to ``low`` doubled per retry, capped at ``high``.
@@ -258,8 +261,6 @@ class DynamicShards:
         self._random = random if random is not None else _random.Random()
         # When this process first saw each lock value that lies in the future (clock skew).
         self._future_changes: dict[tuple[str, str, float], float] = {}
-        # The negative control of the race tests turns the optimistic lock off; never in use.
-        self._optimistic_lock = True
 
     def __repr__(self) -> str:
         return f"DynamicShards({self.metadata_model.__name__}, max_shards={self.max_shards})"
@@ -306,7 +307,7 @@ class DynamicShards:
         return self.read_shards(item.key)
 
     def write(self, item: ItemKey, send: Callable[[int], _R]) -> _R:
-        """Write a new item (seed 000's writer): retry and grow on key-range throttles.
+        """Write a new item: retry and grow on key-range throttles.
 
         Once an attempt may have been applied (its reply was lost, or it got a 5xx), every
         retry of this write goes to that attempt's shard: the count may still grow, but the
@@ -357,8 +358,7 @@ class DynamicShards:
                     raise error
             with self._metadata_requests(space, key):
                 state = self._after_key_range_throttle(space, key, state, attempt)
-        msg = f"{self._owner(space)}: no write attempt was made for key {key!r}."  # pragma: no cover
-        raise ShardingError(msg)  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     @contextmanager
     def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
@@ -402,7 +402,7 @@ class DynamicShards:
                     f"{space.name}: cannot shrink key {key!r} to {to!r} shards; "
                     f"give an int in 1..{state.count} (its current count), or grow it with grow()."
                 )
-                raise ShardingError(msg)
+                raise ShrinkTargetError(msg)
             if to == state.count:
                 return to
             changed = self.store.change(self._namespace(space), key, state, to, self.clock(), owner=self._owner(space))
@@ -410,7 +410,7 @@ class DynamicShards:
                 shard_count_changed.send(space.model, key=key, old=state.count, new=to, reason="shrink")
                 return changed.count
         msg = f"{space.model_name}: key {key!r} kept changing while shrinking it; try again."
-        raise ShardingError(msg)
+        raise ShardCountConflictError(msg)
 
     def history(self, shard_key: ShardKey) -> list[HistoryEntry]:
         """The recorded count changes of ``key``, oldest first (read from the table)."""
@@ -451,7 +451,7 @@ class DynamicShards:
                 f"{space.model_name}: the growth policy {self.growth!r} turned {count} shards into "
                 f"{new!r}; it must return a larger int."
             )
-            raise ShardingError(msg)
+            raise GrowthPolicyError(msg)
         return min(new, self.max_shards)
 
     def _newest(self, space: KeySpace, key: str, state: ShardState) -> ShardState:
@@ -462,7 +462,7 @@ class DynamicShards:
     def _after_key_range_throttle(
         self, space: KeySpace, key: str, state: ShardState, throttled: int
     ) -> ShardState:
-        """Seed 000's reaction to a hot-partition throttle; returns the state to retry with."""
+        """The reaction to a hot-partition throttle; returns the state to retry with."""
         newest = self._newest(space, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
@@ -500,7 +500,7 @@ class DynamicShards:
         namespace, owner = self._namespace(space), self._owner(space)
         now = self.clock()
         try:
-            changed = self.store.change(namespace, key, state, new, now, owner=owner, locked=self._optimistic_lock)
+            changed = self.store.change(namespace, key, state, new, now, owner=owner)
             if changed is None:
                 return self._fresh_state(space, key)
         except PynamoDBException as exc:

@@ -52,6 +52,7 @@ from pynamodb_sharding.cursor import (
     decode_cursor,
     encode_cursor,
 )
+from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 
@@ -337,7 +338,7 @@ def default_page_size(shard_count: int, limit: int | None) -> int:
 
 def default_workers(model: type[ShardedModel], shard_count: int) -> int:
     """Threads of a merged query: ``Sharding(max_workers=)``, else ``min(32, shard_count)``."""
-    configured = getattr(model._shard_manager(), "max_workers", None)
+    configured = shard_manager(model).max_workers
     workers = configured if configured is not None else min(MAX_DEFAULT_WORKERS, shard_count)
     return max(1, min(workers, shard_count))
 
@@ -448,7 +449,7 @@ def _plan(
 ) -> _QueryPlan:
     """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index."""
     if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
-        shards = model._shard_manager().read_shards(hash_key)
+        shards = shard_manager(model).read_shards(hash_key)
     shards = shards or ()
     meta = model._get_connection().get_meta_table()
     table_hash = meta.hash_keyname
@@ -486,7 +487,7 @@ def _plan(
             return value
 
         return _QueryPlan(scope, hash_name, {1: value}, key_names, sort_name, plain_value)
-    manager = model._shard_manager()
+    manager = shard_manager(model)
     hash_values = {shard: manager.physical_key(hash_key, shard) for shard in shards}
     scope = CursorScope(model.__name__, table, {"S": hash_key}, index_name, forward)
     return _QueryPlan(scope, hash_name, hash_values, key_names, sort_name,
@@ -539,7 +540,7 @@ def merged_query(
     Args:
         model: the sharded model class.
         hash_key: the logical hash key (or the index's hash key for an unsharded index).
-        shards: the shards to read; default ``model._shard_manager().read_shards(hash_key)``.
+        shards: the shards to read; default ``shard_manager(model).read_shards(hash_key)``.
         range_key_condition: passed to every shard's query.
         filter_condition: passed to every shard's query.
         consistent_read: strongly consistent reads; refused for a global secondary index.
@@ -550,9 +551,10 @@ def merged_query(
             direction: resume right after its last item.
         attributes_to_get: projection; the key attributes are always fetched too (the merge and
             the cursor need them).
-        page_size: each shard request's ``Limit``; default ``limit``, capped so that the
-            pages held (one current and one prefetched per shard) stay under
-            :data:`DEFAULT_BUFFERED_ITEMS` items in all (at least 100 per shard).
+        page_size: each shard request's ``Limit``; default :func:`default_page_size`:
+            ``limit``, capped so that the pages held (one current and one prefetched per
+            shard) stay within :data:`DEFAULT_BUFFERED_ITEMS` items up to 160 shards, never
+            below 100 items a page.
         rate_limit: capacity units per second for the whole logical query.
         max_workers: threads; default ``model.shards.max_workers`` or ``min(32, shard count)``.
 
@@ -708,7 +710,7 @@ def count_by_shard(
     Args:
         model: the sharded model class.
         hash_key: the logical hash key.
-        shards: the shards to count; default ``model._shard_manager().read_shards(hash_key)``.
+        shards: the shards to count; default ``shard_manager(model).read_shards(hash_key)``.
         page_size: each request's ``Limit``; default a merged query's for that many shards.
         consistent_read: strongly consistent reads.
         max_workers: threads; default ``model.shards.max_workers`` or ``min(32, shard count)``.

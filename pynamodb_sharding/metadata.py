@@ -445,7 +445,6 @@ class ShardCountStore:
         now: float,
         *,
         owner: str,
-        locked: bool = True,
     ) -> ShardState | None:
         """Set the count of ``key`` to ``count`` if nobody changed it since ``seen`` was read.
 
@@ -466,7 +465,7 @@ class ShardCountStore:
             entries.add(format_history_entry(previous))
         meta = self.metadata_model
         item = meta(key, namespace)
-        condition = meta.last_updated == seen.last_updated if locked else meta.partition_key.exists()
+        condition = meta.last_updated == seen.last_updated
         attempts.watch(meta._get_connection().connection.client)
         with attempts.tracking() as sent:
             try:

@@ -25,7 +25,13 @@ from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, bump_local_version, guard_keys, save_arguments, version_condition
 from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardingError, ShardLocationError
+from pynamodb_sharding.exceptions import (
+    DerivedAttributeUpdateError,
+    LogicalKeyError,
+    ShardingDefinitionError,
+    ShardLocationError,
+    ShardMoveError,
+)
 from pynamodb_sharding.keys import KeyCodec
 
 if TYPE_CHECKING:
@@ -303,7 +309,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             f"choosing a shard; use {cls.__name__}'s own get/query/count/batch_get, or "
             f"{cls.__name__}.shards.physical_key(key, shard) for raw requests."
         )
-        raise ShardingError(msg)
+        raise LogicalKeyError(msg)
 
     def _get_serialized_keys(self) -> tuple[Any, Any]:
         return self._get_hash_range_key_serialized_values()
@@ -388,7 +394,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             shard = self._shard_manager().write_shard(self)
         return self._pin_shard(shard)
 
-    def _move_refused(self, action: str) -> ShardingError:
+    def _move_refused(self, action: str) -> ShardMoveError:
         cls = type(self)
         derived = ", ".join(self._shard_manager().derived_attributes)
         msg = (
@@ -396,7 +402,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             f"but its {derived} changed since, which selects another shard, so it cannot be {action} "
             f"where it is stored; call save() on it, which moves it to its new shard in one transaction."
         )
-        return ShardingError(msg)
+        return ShardMoveError(msg)
 
     @classmethod
     def _read_physical(
@@ -617,7 +623,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                     f"so an update of it would leave the item in a shard its new value does not select; "
                     f"set item.{names[top]} and call item.save(), which moves the item in one transaction."
                 )
-                raise ShardingError(msg)
+                raise DerivedAttributeUpdateError(msg)
 
     def get_update_kwargs_from_instance(
         self,

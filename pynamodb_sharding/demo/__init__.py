@@ -1,4 +1,4 @@
-"""The hot-key demo behind ``pynamodb-sharding demo`` (seed 000's story, with real requests).
+"""The hot-key demo behind ``pynamodb-sharding demo`` (a hot audit-log key, with real requests).
 
 Three modules, in the order the demo runs them:
 

@@ -30,7 +30,7 @@ import attrs
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.descriptor import Sharding, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
@@ -51,7 +51,7 @@ __all__ = [
     "run_scenario",
 ]
 
-#: The hot key of the story (seed 000).
+#: The hot key of the story: one shared file whose audit log every access writes to.
 HOT_FILE = "/shared/firetvGen2.txt"
 
 #: Seconds between two samples of the timeline (and two refreshes of the display).
@@ -82,7 +82,7 @@ class DemoConfig:
 
     @property
     def cooldown(self) -> float:
-        """Seed 000 waits 30 s between growths; scaled so that a phase sees every growth."""
+        """The AWS example waits 30 s between growths; scaled so that a phase sees every growth."""
         return max(0.3, self.phase_seconds / 10)
 
 
@@ -423,7 +423,7 @@ def run_scenario(config: DemoConfig, view: ScenarioView | None = None) -> DemoRe
             phases = []
             runs: list[tuple[str, type[Model], Callable[[], int]]] = [
                 ("unsharded", plain, lambda: 1),
-                ("dynamic", sharded, lambda: sharded._shard_manager().shard_count(HOT_FILE)),
+                ("dynamic", sharded, lambda: shard_manager(sharded).shard_count(HOT_FILE)),
             ]
             for name, model, count in runs:
                 view.load_started(name, model.__name__)
@@ -446,6 +446,6 @@ def run_scenario(config: DemoConfig, view: ScenarioView | None = None) -> DemoRe
                 )
                 view.phase_checked(phase)
                 phases.append(phase)
-            entries = sharded._shard_manager().history(HOT_FILE)
+            entries = shard_manager(sharded).history(HOT_FILE)
             history = tuple((float(entry.at - entries[0].at), int(entry.count)) for entry in entries)
     return DemoResult(config=config, endpoint=server.endpoint, phases=tuple(phases), history=history)

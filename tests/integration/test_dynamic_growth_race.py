@@ -60,12 +60,11 @@ class UnlockedStore(ShardCountStore):
     """A store whose change does not check that the item is unchanged since ``seen`` was read.
 
     Every writer that saw the same state sets its count, as a store without the optimistic lock
-    would: racing growths are lost or doubled. ``**_`` takes the production store's own
-    ``locked`` argument while it exists; it is ignored.
+    would: racing growths are lost or doubled.
     """
 
     def change(
-        self, namespace: str, key: str, seen: ShardState, count: int, now: float, *, owner: str, **_: object
+        self, namespace: str, key: str, seen: ShardState, count: int, now: float, *, owner: str
     ) -> ShardState | None:
         meta = self.metadata_model
         at = next_lock_value(now, seen.last_updated)
@@ -113,14 +112,14 @@ def test_simultaneous_growths(dynamodb_models: Callable[..., Any], reported: Any
     dynamodb_models(RaceLog)
     now = [START]
     processes = [process(now, locked) for _ in range(8)]
-    seen = [p._fresh_state(RaceLog, KEY) for p in processes]  # the first inserts, all read it
+    seen = [p._fresh_state(RaceLog.shards.space, KEY) for p in processes]  # the first inserts, all read it
     assert len(set(seen)) == 1
     now[0] += COOLDOWN + 0.5
     barrier = threading.Barrier(len(processes))
 
     def throttled(index: int) -> int:
         barrier.wait()
-        return processes[index]._after_key_range_throttle(RaceLog, KEY, seen[index], 1).count
+        return processes[index]._after_key_range_throttle(RaceLog.shards.space, KEY, seen[index], 1).count
 
     with ThreadPoolExecutor(len(processes)) as pool:
         counts = list(pool.map(throttled, range(len(processes))))
@@ -139,13 +138,13 @@ def test_stale_cache_does_not_grow_again(dynamodb_models: Callable[..., Any], re
     dynamodb_models(RaceLog)
     now = [START]
     first, stale = process(now, locked), process(now, locked)
-    old = first._fresh_state(RaceLog, KEY)
-    assert stale._fresh_state(RaceLog, KEY) == old
+    old = first._fresh_state(RaceLog.shards.space, KEY)
+    assert stale._fresh_state(RaceLog.shards.space, KEY) == old
     now[0] += COOLDOWN + 0.5
-    grown = first._after_key_range_throttle(RaceLog, KEY, old, 1)
+    grown = first._after_key_range_throttle(RaceLog.shards.space, KEY, old, 1)
     assert grown.count == 2
     now[0] += 0.2  # inside the cooldown of that growth, but not by the stale process's cache
-    after = stale._after_key_range_throttle(RaceLog, KEY, old, 1)
+    after = stale._after_key_range_throttle(RaceLog.shards.space, KEY, old, 1)
     problems = growth_problems(RaceLog.shards.history(KEY), reported, COOLDOWN)
     if locked:
         assert problems == []

@@ -8,16 +8,46 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 
 from pynamodb_sharding import (
+    DynamicShards,
+    HashedShards,
     IndexThrottleError,
+    ItemKey,
     MergedPageIterator,
     MetadataRequestError,
     RandomShards,
+    ResizableShardStrategy,
     ShardedModel,
     Sharding,
     ShardingError,
+    ShardKey,
     ShardManager,
+    ShardStrategy,
+    shard_manager,
 )
 from pynamodb_sharding.strategies import HistoryEntry
+
+
+class OneShard:
+    """A custom strategy written against the protocol alone."""
+
+    max_shards = 1
+
+    def shard_count(self, key: ShardKey) -> int:
+        return 1
+
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
+        return (1,)
+
+    def write_shard(self, item: ItemKey) -> int:
+        return 1
+
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        return (1,)
+
+
+def strategies(dynamic: DynamicShards) -> tuple[ShardStrategy, ShardStrategy, ShardStrategy, ResizableShardStrategy]:
+    # The built-in strategies and a custom one satisfy the protocols they claim.
+    return RandomShards(4), HashedShards(4), OneShard(), dynamic
 
 
 class AuditLog(ShardedModel):
@@ -35,6 +65,8 @@ class ArchivedAuditLog(AuditLog):
 
 def check() -> None:
     assert_type(AuditLog.shards, ShardManager[AuditLog])
+    assert_type(shard_manager(AuditLog), ShardManager[AuditLog])
+    assert_type(AuditLog.shards.refresh("/f"), int)
     assert_type(ArchivedAuditLog.shards, ShardManager[ArchivedAuditLog])
     assert_type(AuditLog.shards.read_shards("/f"), tuple[int, ...])
     assert_type(AuditLog.shards.history("/f"), list[HistoryEntry])

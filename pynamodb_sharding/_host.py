@@ -24,7 +24,9 @@ Overridden on :class:`~pynamodb_sharding.ShardedModel` (``OVERRIDDEN_HOOKS``):
 
 Read or called (accessors below): ``Model._hash_keyname``/``_range_keyname`` (the key
 attribute names; set by PynamoDB's metaclass), ``Model._get_connection()`` (the table
-connection and its botocore client), ``Model._indexes``, ``Model._get_discriminator_attribute()``,
+connection and its botocore client) and ``Model._connection`` (reset when ``Meta`` is
+rebound), ``Model._indexes``, ``Index._hash_key_attribute()``,
+``Model._get_discriminator_attribute()``,
 ``Model._get_save_args``/``_handle_version_attribute``/``update_local_version_attribute``
 (a move of an item builds its put and its version check as ``save`` would),
 ``TableConnection.connection`` (``transact_write_items``), and botocore's event names
@@ -58,12 +60,18 @@ if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
 
 __all__ = [
+    "BATCH_WRITE_GAVE_UP",
     "OVERRIDDEN_HOOKS",
     "botocore_client",
     "bump_local_version",
+    "discriminator_attribute",
     "guard_keys",
     "hash_keyname",
+    "index_hash_attribute",
+    "indexes",
     "range_keyname",
+    "reset_connection",
+    "restore_connection",
     "save_arguments",
     "table_connection",
     "version_condition",
@@ -97,6 +105,47 @@ def table_connection(model: type[Model]) -> TableConnection:
 def botocore_client(model: type[Model]) -> Any:
     """The botocore DynamoDB client the model's requests go through."""
     return model._get_connection().connection.client
+
+
+def reset_connection(model: type[Model]) -> Any:
+    """Drop the model's cached connection (``Model._connection``) so the next request builds one
+    from ``Meta`` again; returns what was cached, for :func:`restore_connection`."""
+    previous = model.__dict__.get("_connection")
+    model._connection = None
+    return previous
+
+
+def restore_connection(model: type[Model], previous: Any, *, inherited: bool) -> None:
+    """Put back what :func:`reset_connection` returned (``inherited``: the class had none of its own)."""
+    if inherited:
+        if "_connection" in model.__dict__:
+            del model._connection
+    else:
+        model._connection = previous
+
+
+def indexes(model: type[Model]) -> dict[str, Any]:
+    """The model's indexes by name (``Model._indexes``, set by PynamoDB's metaclass)."""
+    found: dict[str, Any] = model._indexes
+    return found
+
+
+def index_hash_attribute(index: Any) -> Attribute[Any]:
+    """The hash-key attribute of a PynamoDB index (``Index._hash_key_attribute()``)."""
+    attribute: Attribute[Any] = index._hash_key_attribute()
+    return attribute
+
+
+def discriminator_attribute(model: type[Model]) -> Any:
+    """The model's ``DiscriminatorAttribute``, or ``None`` (``Model._get_discriminator_attribute()``)."""
+    return model._get_discriminator_attribute()
+
+
+#: How PynamoDB's ``BatchWrite.commit`` words the ``PutError`` it raises when items are still
+#: unprocessed after ``Meta.max_retry_attempts`` resends. That error has no cause and no
+#: attribute to check, so its text is the only way to recognise it. Pinned by
+#: ``test_host_hooks.py::test_batch_write_gives_up_with_the_known_text``.
+BATCH_WRITE_GAVE_UP = "Failed to batch write items"
 
 
 def save_arguments(item: Model) -> tuple[dict[str, Any], Any]:

@@ -22,6 +22,7 @@ import click
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
+from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardingError
 from pynamodb_sharding.fanout import count_by_shard
@@ -168,7 +169,7 @@ def connect(ref: ModelRef, endpoint: str | None, region: str | None) -> None:
         if region is not None:
             model.Meta.region = region
         # PynamoDB caches the connection on the class; drop it so the new Meta is used.
-        model._connection = None
+        reset_connection(model)
 
 
 def where(model: type[Model]) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
+from pynamodb_sharding._host import hash_keyname, range_keyname
 from pynamodb_sharding.exceptions import FixedShardCountError, ShardingDefinitionError, ShardKeyError
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import (
@@ -143,7 +144,7 @@ class ShardManager(Generic[_M]):
     _space: KeySpace = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        attribute = self.model._hash_keyname or ""
+        attribute = hash_keyname(self.model) or ""
         table = getattr(getattr(self.model, "Meta", None), "table_name", "")
         object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, table, self.model))
         object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator))
@@ -182,7 +183,7 @@ class ShardManager(Generic[_M]):
             value = getattr(item, name)
             return None if value is None else stored_bytes(attributes[name], value)
 
-        range_name = model._range_keyname
+        range_name = range_keyname(model)
         range_bytes = attribute_bytes(range_name) if range_name else None
         return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes)
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pynamodb.exceptions import PynamoDBException
 
 from pynamodb_sharding import attempts
+from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
 from pynamodb_sharding.exceptions import (
     GrowthPolicyError,
     IndexThrottleError,
@@ -114,7 +115,7 @@ def _react_early(response: Any = None, **kwargs: Any) -> None:
 
 def _ensure_hook(model: type[Model]) -> None:
     """Register :func:`_react_early` once on the botocore client of ``model``."""
-    client = model._get_connection().connection.client
+    client = botocore_client(model)
     attempts.watch(client)  # before _react_early, so a throttled resend is still recorded
     with _hook_lock:
         if client in _hooked_clients:
@@ -275,7 +276,7 @@ class DynamicShards:
 
     def validate(self, space: KeySpace, model: type[Model]) -> None:
         meta = self.metadata_model
-        if (meta._hash_keyname, meta._range_keyname) != ("partition_key", "model"):
+        if (hash_keyname(meta), range_keyname(meta)) != ("partition_key", "model"):
             msg = (
                 f"{space.name}: the metadata model {meta.__name__} "
                 f"changed ShardMetadata's key schema; subclass ShardMetadata without redefining "

@@ -42,6 +42,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.pagination import RateLimiter
 
+from pynamodb_sharding._host import discriminator_attribute, index_hash_attribute, indexes, table_connection
 from pynamodb_sharding.conditions import Usage, rewrite_condition
 from pynamodb_sharding.cursor import (
     CURSOR_VERSION,
@@ -364,7 +365,7 @@ class _ShardQuery:
     """Sends one page request of one shard, paced by the logical query's shared rate limiter."""
 
     def __init__(self, model: type[ShardedModel], rate_limit: float | None, **query_kwargs: Any) -> None:
-        self._connection = model._get_connection()
+        self._connection = table_connection(model)
         # botocore creates a connection's client lazily and not thread-safely: create it now,
         # before the shards' threads share it.
         self._connection.connection.client  # noqa: B018
@@ -451,17 +452,17 @@ def _plan(
     if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
         shards = shard_manager(model).read_shards(hash_key)
     shards = shards or ()
-    meta = model._get_connection().get_meta_table()
+    meta = table_connection(model).get_meta_table()
     table_hash = meta.hash_keyname
     table = model.Meta.table_name
     hash_name = table_hash
     sort_name = meta.range_keyname
     if index_name is not None:
-        index = model._indexes.get(index_name)
+        index = indexes(model).get(index_name)
         if index is None:
             msg = (
                 f"{model.__name__}.query: the model has no index {index_name!r}; "
-                f"use one of {sorted(model._indexes)} or index_name=None."
+                f"use one of {sorted(indexes(model))} or index_name=None."
             )
             raise UnknownIndexError(msg)
         if consistent_read and isinstance(index, GlobalSecondaryIndex):
@@ -476,7 +477,7 @@ def _plan(
     key_names = tuple(meta.get_key_names(index_name))  # type: ignore[no-untyped-call]
     if hash_name != table_hash:
         # An index keyed by another attribute is not sharded: one plain query, labelled shard 1.
-        attribute = model._indexes[index_name or ""]._hash_key_attribute()  # type: ignore[no-untyped-call]
+        attribute = index_hash_attribute(indexes(model)[index_name or ""])
         value = attribute.serialize(hash_key)
         scope = CursorScope(model.__name__, table, {attribute.attr_type: value}, index_name, forward)
 
@@ -496,7 +497,7 @@ def _plan(
 
 def _with_class_filter(model: type[ShardedModel], filter_condition: Condition | None) -> Condition | None:
     # As PynamoDB's Model.query: a polymorphic model only reads items of its own classes.
-    discriminator = model._get_discriminator_attribute()
+    discriminator = discriminator_attribute(model)
     if discriminator:
         filter_condition &= discriminator.is_in(*discriminator.get_registered_subclasses(model))
     return filter_condition
@@ -614,10 +615,10 @@ def merged_query(
 
 
 def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:
-    index = model._indexes.get(index_name)
+    index = indexes(model).get(index_name)
     if index is None:
         return True  # _plan reports the unknown index
-    meta = model._get_connection().get_meta_table()
+    meta = table_connection(model).get_meta_table()
     return bool(meta.get_index_hash_keyname(index_name) == meta.hash_keyname)
 
 

@@ -33,6 +33,7 @@ from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.models import Model
 
 from pynamodb_sharding import attempts
+from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.exceptions import MetadataError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
 
@@ -466,7 +467,7 @@ class ShardCountStore:
         meta = self.metadata_model
         item = meta(key, namespace)
         condition = meta.last_updated == seen.last_updated
-        attempts.watch(meta._get_connection().connection.client)
+        attempts.watch(botocore_client(meta))
         with attempts.tracking() as sent:
             try:
                 item.update(

@@ -25,6 +25,8 @@ from typing import Any
 import attrs
 from pynamodb.exceptions import PutError
 
+from pynamodb_sharding._host import BATCH_WRITE_GAVE_UP
+
 __all__ = [
     "THROTTLE_ERROR_CODES",
     "UNPROCESSED_ITEMS",
@@ -46,7 +48,6 @@ UNPROCESSED_ITEMS = "UnprocessedItems"
 
 _TRANSACTION_CANCELED = "TransactionCanceledException"
 # What PynamoDB's BatchWrite.commit raises, with no cause, when items stay unprocessed.
-_BATCH_WRITE_GAVE_UP = "Failed to batch write items"
 # Codes of a TransactionCanceledException's CancellationReasons that mean "throttled".
 _THROTTLED_CANCELLATION_CODES = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 _KEY_RANGE_SUFFIX = "KeyRangeThroughputExceeded"
@@ -284,7 +285,7 @@ def classify(error: BaseException) -> Throttle:
             first_operation = throttle.operation
     if first_throttle is not None:
         return first_throttle
-    if first_code is None and isinstance(error, PutError) and str(error.msg).startswith(_BATCH_WRITE_GAVE_UP):
+    if first_code is None and isinstance(error, PutError) and str(error.msg).startswith(BATCH_WRITE_GAVE_UP):
         return Throttle(ThrottleKind.KEY_RANGE, UNPROCESSED_ITEMS, operation="BatchWriteItem")
     if first_code is not None:
         return Throttle(ThrottleKind.NOT_THROTTLED, first_code, operation=first_operation)

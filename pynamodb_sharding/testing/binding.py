@@ -18,6 +18,7 @@ from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import TableDoesNotExist, TableError
 from pynamodb.models import Model
 
+from pynamodb_sharding._host import reset_connection, restore_connection
 from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
@@ -80,8 +81,9 @@ class ModelBinding:
             if meta is None or not table_name:
                 msg = f"{model.__name__}.Meta.table_name is not set: give the model a Meta with a table_name"
                 raise TypeError(msg)
-            self._connections.append((model, vars(model).get("_connection", _ABSENT)))
-            model._connection = None
+            inherited = "_connection" not in vars(model)
+            previous = reset_connection(model)
+            self._connections.append((model, _ABSENT if inherited else previous))
             if any(meta is entry.meta for entry in self._metas):
                 continue
             entry = _BoundMeta(meta, model)
@@ -113,11 +115,7 @@ class ModelBinding:
         for entry in reversed(self._metas):
             entry.restore()
         for model, connection in reversed(self._connections):
-            if connection is _ABSENT:
-                if "_connection" in vars(model):
-                    del model._connection
-            else:
-                model._connection = connection
+            restore_connection(model, connection, inherited=connection is _ABSENT)
         self._metas.clear()
         self._connections.clear()
         if errors:

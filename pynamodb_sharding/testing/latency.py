@@ -22,6 +22,7 @@ from typing import Any
 
 from pynamodb.models import Model
 
+from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.model import with_companions
 
 __all__ = ["LatencyInjector", "inject_latency", "record_requests"]
@@ -88,7 +89,7 @@ def clients_of(models: Iterable[type[Model]]) -> list[Any]:
     """The distinct botocore clients of the models and of their companion models."""
     clients: list[Any] = []
     for model in with_companions(models):
-        client = model._get_connection().connection.client
+        client = botocore_client(model)
         if not any(client is known for known in clients):
             clients.append(client)
     return clients

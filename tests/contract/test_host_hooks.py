@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import HostContractError, RandomShards, ShardedModel, Sharding, ShardingError
-from pynamodb_sharding._host import OVERRIDDEN_HOOKS
-from pynamodb_sharding.testing import record_requests
+from pynamodb_sharding._host import BATCH_WRITE_GAVE_UP, OVERRIDDEN_HOOKS
+from pynamodb_sharding.testing import record_requests, simulate_partition_limits
+from pynamodb_sharding.throttling import ThrottleKind, classify
 from tests.raw import raw_items
 
 
@@ -183,3 +185,25 @@ class TestGuardFailsClosed:
         with pytest.raises(HostContractError, match=r"Ledger\.account.*PutItem"):
             Ledger("acct", 20).save()
         assert 3 == len(raw_items(Ledger))
+
+
+def test_batch_write_gives_up_with_the_known_text(dynamodb_models: Bind) -> None:
+    """PynamoDB's give-up error of a batch write still has the text throttling.classify knows."""
+    dynamodb_models(Ledger)
+    saved = Ledger.Meta.max_retry_attempts
+    Ledger.Meta.max_retry_attempts = 1
+    try:
+        with (
+            simulate_partition_limits(Ledger, write_units=1),
+            pytest.raises(PutError) as raised,
+            Ledger.batch_write() as batch,
+        ):
+            for n in range(25):
+                item = Ledger("acct", n)
+                item._pin_shard(1)  # one physical key, so the batch is throttled
+                batch.save(item)
+    finally:
+        Ledger.Meta.max_retry_attempts = saved
+    assert str(raised.value.msg).startswith(BATCH_WRITE_GAVE_UP)
+    assert raised.value.cause is None
+    assert ThrottleKind.KEY_RANGE is classify(raised.value).kind

@@ -56,6 +56,7 @@ from pynamodb_sharding.cursor import (
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
+from pynamodb_sharding.point_reads import with_key_attributes
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -503,17 +504,6 @@ def _with_class_filter(model: type[ShardedModel], filter_condition: Condition | 
     return filter_condition
 
 
-def _projection(attributes_to_get: Iterable[Any] | None, key_names: Sequence[str]) -> list[Any] | None:
-    # The merge orders by the sort key and the cursor is built from the keys: always fetch them.
-    if attributes_to_get is None:
-        return None
-    requested = list(attributes_to_get)
-    if not requested:
-        return None
-    names = {getattr(entry, "attr_name", entry) for entry in requested}
-    return requested + [name for name in key_names if name not in names]
-
-
 def merged_query(
     model: type[_M],
     hash_key: Any,
@@ -587,7 +577,7 @@ def merged_query(
         index_name=index_name,
         scan_index_forward=scan_index_forward,
         limit=page_size if page_size is not None else default_page_size(len(hash_values), limit),
-        attributes_to_get=_projection(attributes_to_get, plan.key_names),
+        attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names),
     )
 
     def fetch_page(shard: int, start: RawKey | None) -> Page:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute
 from pynamodb.connection.table import TableConnection
-from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.constants import ITEM
 from pynamodb.exceptions import PutError, TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -29,10 +29,10 @@ from pynamodb_sharding.exceptions import (
     DerivedAttributeUpdateError,
     LogicalKeyError,
     ShardingDefinitionError,
-    ShardLocationError,
     ShardMoveError,
 )
 from pynamodb_sharding.keys import KeyCodec
+from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
 
 if TYPE_CHECKING:
     from pynamodb_sharding.fanout import MergedResultIterator
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["ShardedModel", "with_companions"]
 
 _T = TypeVar("_T", bound="ShardedModel")
-
-#: DynamoDB's limit on keys in one BatchGetItem request.
-_BATCH_GET_LIMIT = 100
 
 
 class ShardedMetaModel(MetaModel):
@@ -153,6 +150,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """The serialized range key value, ``None`` for ``None`` or a model without one."""
         attr = cls._range_attr()
         return attr.serialize(value) if attr is not None and value is not None else None
+
+    @classmethod
+    def _key_names(cls) -> list[str]:
+        """The stored names of the key attributes (what decoding an item needs)."""
+        return [attr.attr_name for attr in (cls._hash_attr(), cls._range_attr()) if attr is not None]
 
     @classmethod
     def _range_attr(cls) -> Attribute[Any] | None:
@@ -335,43 +337,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         consistent_read: bool = True,
         attributes_to_get: Sequence[str] | None = None,
     ) -> tuple[int | None, dict[str, Any] | None]:
-        """Find the shard holding this item with one batched read of every candidate key.
-
-        Returns ``(shard, raw item)``, or ``(None, None)`` when no candidate holds it.
-
-        Raises:
-            ShardLocationError: several shards hold the same logical primary key.
-        """
-        cls = type(self)
-        found = cls._read_physical(
-            [(self.logical_hash_key(), shard, self._range_value()) for shard in candidates],
-            consistent_read=consistent_read,
-            attributes_to_get=attributes_to_get,
-        )
-        if len(found) > 1:
-            shards = ", ".join(str(shard) for shard, _ in found)
-            manager = self._shard_manager()
-            if manager.keeps_keys_unique:
-                why = (
-                    f"(it was written under two layouts of {manager.strategy!r}, e.g. before this version "
-                    f"replaced the old copy on save), so which copy is meant is ambiguous; read the "
-                    f"copies with {cls.__name__}.query, keep the one in shard "
-                    f"{manager.write_shard(self)} and delete the others."
-                )
-            else:
-                why = (
-                    f"(random and dynamic strategies do not keep logical keys unique), so which copy "
-                    f"is meant is ambiguous; read the copies with {cls.__name__}.query and delete the "
-                    f"extra ones, and use HashedShards where items are overwritten by key."
-                )
-            msg = (
-                f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} with range key "
-                f"{self._range_value()!r} exists in shards {shards} {why}"
-            )
-            raise ShardLocationError(msg)
-        if not found:
-            return None, None
-        return found[0]
+        return locate(self, candidates, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
 
     def _range_value(self) -> Any:
         return getattr(self, self._range_keyname) if self._range_keyname else None
@@ -403,57 +369,6 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             f"where it is stored; call save() on it, which moves it to its new shard in one transaction."
         )
         return ShardMoveError(msg)
-
-    @classmethod
-    def _read_physical(
-        cls,
-        keys: Sequence[tuple[str, int, Any]],
-        *,
-        consistent_read: bool | None,
-        attributes_to_get: Sequence[str] | None,
-    ) -> list[tuple[int, dict[str, Any]]]:
-        """BatchGetItem of ``(logical key, shard, range key)`` triples; returns ``(shard, raw)``."""
-        codec = cls._shard_manager().codec
-        hash_attr = cls._hash_attr()
-        range_attr = cls._range_attr()
-        requests: list[dict[str, Any]] = []
-        for logical, shard, range_key in keys:
-            request = {hash_attr.attr_name: {"S": codec.encode(logical, shard)}}
-            if range_attr is not None:
-                if range_key is None:
-                    msg = (
-                        f"{cls.__name__}.{cls._range_keyname}: the range key is required to read "
-                        f"one item of {logical!r}; pass it, or use {cls.__name__}.query."
-                    )
-                    raise ShardLocationError(msg)
-                request[range_attr.attr_name] = {range_attr.attr_type: range_attr.serialize(range_key)}
-            requests.append(request)
-        projection = cls._projection(attributes_to_get)
-        found: list[tuple[int, dict[str, Any]]] = []
-        for start in range(0, len(requests), _BATCH_GET_LIMIT):
-            pending: list[dict[str, Any]] | None = requests[start:start + _BATCH_GET_LIMIT]
-            while pending:
-                data = cls._get_connection().batch_get_item(
-                    pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
-                    consistent_read=consistent_read, attributes_to_get=projection,
-                )
-                for raw in data.get(RESPONSES, {}).get(cls.Meta.table_name, []):
-                    _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
-                    found.append((shard, raw))
-                pending = data.get(UNPROCESSED_KEYS, {}).get(cls.Meta.table_name, {}).get(KEYS)
-        found.sort(key=lambda pair: pair[0])
-        return found
-
-    @classmethod
-    def _projection(cls, attributes_to_get: Sequence[str] | None) -> list[str] | None:
-        """``attributes_to_get`` plus the key attributes, which decoding needs."""
-        if attributes_to_get is None:
-            return None
-        names = list(attributes_to_get)
-        for attr in (cls._hash_attr(), cls._range_attr()):
-            if attr is not None and attr.attr_name not in names:
-                names.append(attr.attr_name)
-        return names
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -706,7 +621,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 probe._physical_hash_key(candidates[0]),
                 range_key=cls._serialize_range(range_key),
                 consistent_read=consistent_read,
-                attributes_to_get=cls._projection(attributes_to_get),
+                attributes_to_get=with_key_attributes(attributes_to_get, cls._key_names()),
             )
             item_data = data.get(ITEM) if data else None
             if item_data:
@@ -753,7 +668,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 continue
             seen.add(identity)
             keys.extend((identity[0], shard, range_key) for shard in probe._candidate_shards())
-        for _, raw in cls._read_physical(keys, consistent_read=consistent_read,
+        for _, raw in read_physical(cls, keys, consistent_read=consistent_read,
                                          attributes_to_get=attributes_to_get):
             yield cls.from_raw_data(raw)
 

@@ -1,0 +1,137 @@
+"""Point reads of items whose shard is unknown: one batched read of every candidate key.
+
+A random or dynamic strategy can put a logical primary key on any of a key's shards, so
+``get``, ``batch_get``, and ``update``/``delete``/``refresh`` of an item built by hand read
+every candidate physical key in one consistent ``BatchGetItem`` (:func:`read_physical`) and
+act on the shard that holds it (:func:`locate`). Two shards holding the same logical key is an
+ambiguity that is refused, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pynamodb.constants import KEYS, RESPONSES, UNPROCESSED_KEYS
+
+from pynamodb_sharding._host import table_connection
+from pynamodb_sharding.descriptor import shard_manager
+from pynamodb_sharding.exceptions import ShardLocationError
+
+if TYPE_CHECKING:
+    from pynamodb_sharding.model import ShardedModel
+
+__all__ = ["BATCH_GET_LIMIT", "locate", "read_physical", "with_key_attributes"]
+
+#: DynamoDB's limit on keys in one BatchGetItem request.
+BATCH_GET_LIMIT = 100
+
+
+def with_key_attributes(attributes_to_get: Iterable[Any] | None, key_names: Sequence[str]) -> list[Any] | None:
+    """A projection that also fetches ``key_names``: decoding an item, merging pages and building
+    a cursor need its keys. ``None`` (or an empty projection) fetches every attribute.
+
+    Entries may be attribute names or PynamoDB attributes/paths (anything with ``attr_name``).
+    """
+    if attributes_to_get is None:
+        return None
+    requested = list(attributes_to_get)
+    if not requested:
+        return None
+    names = {getattr(entry, "attr_name", entry) for entry in requested}
+    return requested + [name for name in key_names if name not in names]
+
+
+def read_physical(
+    model: type[ShardedModel],
+    keys: Sequence[tuple[str, int, Any]],
+    *,
+    consistent_read: bool | None,
+    attributes_to_get: Sequence[str] | None,
+) -> list[tuple[int, dict[str, Any]]]:
+    """BatchGetItem of ``(logical key, shard, range key)`` triples; returns ``(shard, raw item)``
+    of those found, by shard.
+
+    Raises:
+        ShardLocationError: the model has a range key and a triple does not give it.
+    """
+    codec = shard_manager(model).codec
+    hash_attr = model._hash_attr()
+    range_attr = model._range_attr()
+    requests: list[dict[str, Any]] = []
+    for logical, shard, range_key in keys:
+        request = {hash_attr.attr_name: {"S": codec.encode(logical, shard)}}
+        if range_attr is not None:
+            if range_key is None:
+                msg = (
+                    f"{model.__name__}.{range_attr.attr_name}: the range key is required to read "
+                    f"one item of {logical!r}; pass it, or use {model.__name__}.query."
+                )
+                raise ShardLocationError(msg)
+            request[range_attr.attr_name] = {range_attr.attr_type: range_attr.serialize(range_key)}
+        requests.append(request)
+    projection = with_key_attributes(attributes_to_get, model._key_names())
+    table = model.Meta.table_name
+    found: list[tuple[int, dict[str, Any]]] = []
+    for start in range(0, len(requests), BATCH_GET_LIMIT):
+        pending: list[dict[str, Any]] | None = requests[start:start + BATCH_GET_LIMIT]
+        while pending:
+            data = table_connection(model).batch_get_item(
+                pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
+                consistent_read=consistent_read, attributes_to_get=projection,
+            )
+            for raw in data.get(RESPONSES, {}).get(table, []):
+                _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
+                found.append((shard, raw))
+            pending = data.get(UNPROCESSED_KEYS, {}).get(table, {}).get(KEYS)
+    found.sort(key=lambda pair: pair[0])
+    return found
+
+
+def locate(
+    item: ShardedModel,
+    candidates: Sequence[int],
+    *,
+    consistent_read: bool = True,
+    attributes_to_get: Sequence[str] | None = None,
+) -> tuple[int | None, dict[str, Any] | None]:
+    """Find the shard holding ``item`` with one batched read of every candidate key.
+
+    Returns ``(shard, raw item)``, or ``(None, None)`` when no candidate holds it.
+
+    Raises:
+        ShardLocationError: several shards hold the same logical primary key.
+    """
+    model = type(item)
+    logical = item.logical_hash_key()
+    range_value = item._range_value()
+    found = read_physical(
+        model,
+        [(logical, shard, range_value) for shard in candidates],
+        consistent_read=consistent_read,
+        attributes_to_get=attributes_to_get,
+    )
+    if len(found) > 1:
+        shards = ", ".join(str(shard) for shard, _ in found)
+        manager = shard_manager(model)
+        if manager.keeps_keys_unique:
+            why = (
+                f"(it was written under two layouts of {manager.strategy!r}, e.g. before this version "
+                f"replaced the old copy on save), so which copy is meant is ambiguous; read the "
+                f"copies with {model.__name__}.query, keep the one in shard "
+                f"{manager.write_shard(item)} and delete the others."
+            )
+        else:
+            why = (
+                f"(random and dynamic strategies do not keep logical keys unique), so which copy "
+                f"is meant is ambiguous; read the copies with {model.__name__}.query and delete the "
+                f"extra ones, and use HashedShards where items are overwritten by key."
+            )
+        msg = (
+            f"{manager.codec.where}: the item {logical!r} with range key {range_value!r} exists in "
+            f"shards {shards} {why}"
+        )
+        raise ShardLocationError(msg)
+    if not found:
+        return None, None
+    return found[0]

@@ -179,8 +179,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         item. Python values are kept as they are (cheap on every item read back) and compared
         by what DynamoDB would store when they differ (:meth:`_same_basis`).
         """
-        values = self.attribute_values
-        return tuple(values.get(name) for name in self._shard_basis_names)
+        return tuple(map(self.attribute_values.get, self._shard_basis_names))
 
     def _same_basis(self, pinned: tuple[Any, ...], current: tuple[Any, ...], *, key_only: bool = False) -> bool:
         """Whether two bases would be stored identically (only the primary key if ``key_only``)."""
@@ -277,8 +276,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         physical = values.get(codec.attribute)
         if physical is None:  # projected away
             return
-        values[codec.attribute], shard = codec.decode(physical)
-        self._pin_shard(shard)
+        values[codec.attribute], self._physical_shard = codec.decode(physical)
+        # _pin_shard inlined: this runs for every item read back.
+        self._pinned_basis = tuple(map(values.get, self._shard_basis_names))
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:

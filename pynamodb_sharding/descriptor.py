@@ -68,7 +68,9 @@ class Sharding:
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
             msg = (
                 f"Sharding(strategy): expected a shard strategy such as RandomShards(10), got "
-                f"{strategy!r}; pass RandomShards(n), HashedShards(n) or DynamicShards(Metadata)."
+                f"{strategy!r}; pass RandomShards(n), HashedShards(n) or DynamicShards(Metadata), or an "
+                f"object with max_shards, shard_count, read_shards, write_shard and point_shards "
+                f"(the ShardStrategy protocol)."
             )
             raise ShardingDefinitionError(msg)
         self.separator = validate_separator(separator, "Sharding(separator=...)")

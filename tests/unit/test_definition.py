@@ -47,6 +47,22 @@ class TestDefinitionErrors:
         with pytest.raises(ShardingDefinitionError, match="RandomShards"):
             Sharding(10)  # type: ignore[arg-type]
 
+    def test_custom_strategy_missing_a_protocol_method(self) -> None:
+        class NoPointShards:
+            max_shards = 1
+
+            def shard_count(self, key: object) -> int:
+                return 1
+
+            def read_shards(self, key: object) -> tuple[int, ...]:
+                return (1,)
+
+            def write_shard(self, item: object) -> int:
+                return 1
+
+        with pytest.raises(ShardingDefinitionError, match=r"point_shards .*ShardStrategy protocol"):
+            Sharding(NoPointShards())  # type: ignore[arg-type]
+
     def test_two_descriptors(self) -> None:
         with pytest.raises(ShardingDefinitionError, match=r"Twice: has 2 Sharding descriptors \(a, b\)"):
 

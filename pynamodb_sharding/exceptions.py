@@ -23,6 +23,7 @@ __all__ = [
     "LogicalKeyError",
     "MetadataError",
     "MetadataRequestError",
+    "MigrationError",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKeyError",
@@ -229,3 +230,15 @@ class ShardCountConflictError(ShardingError):
     """
 
     code = "count-conflict"
+
+
+class MigrationError(ShardingError):
+    """A migration job cannot run as asked: models whose keys do not match, a model without
+    sharding where the job needs one, or a checkpoint table of the wrong shape.
+
+    Raised before the job writes anything.
+
+    .. versionadded:: 0.3.0
+    """
+
+    code = "migration"

@@ -490,6 +490,30 @@ class ShardCountStore:
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         return self.remember(namespace, key, state)
 
+    def trim_history(self, namespace: str, key: str, seen: ShardState, *, owner: str) -> ShardState | None:
+        """Drop every history entry but the current count's, if nobody changed ``key`` since ``seen``.
+
+        After this, reads cover only ``1..seen.count``: call it only once no shard above the
+        count holds an item (the ``compact`` migration checks that first). The count and
+        ``last_updated`` stay as they are; the update is conditional on ``last_updated``, so a
+        growth that happened after ``seen`` was read makes it return ``None`` and trim nothing.
+
+        .. versionadded:: 0.3.0
+        """
+        meta = self.metadata_model
+        current = format_history_entry(HistoryEntry(at=seen.last_updated, count=seen.count))
+        item = meta(key, namespace)
+        try:
+            item.update(actions=[meta.shard_history.set({current})],
+                        condition=meta.last_updated == seen.last_updated)
+        except UpdateError as exc:
+            if exc.cause_response_code != _CONDITION_FAILED:
+                raise
+            return None
+        state = state_from_item(item, owner=owner, max_shards=self.max_shards)
+        self.forget(namespace, key)  # the trimmed state is not "newer": replace, not merge
+        return self.remember(namespace, key, state)
+
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
         """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""
         state = self.load(namespace, key, owner=owner)

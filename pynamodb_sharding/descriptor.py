@@ -60,7 +60,7 @@ class Sharding:
             Raise ``Meta.max_pool_connections`` to match, or threads wait for connections.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.3.0
+    .. versionchanged:: 0.2.0
        ``first_shard`` and ``legacy_unsharded``.
     """
 
@@ -96,9 +96,6 @@ class Sharding:
         flag: object = legacy_unsharded  # checked at run time
         if not isinstance(flag, bool):
             msg = f"Sharding(legacy_unsharded=...): expected True or False, got {legacy_unsharded!r}."
-            raise ShardingDefinitionError(msg)
-        if legacy_unsharded:  # TEMPORARY until the reads cover legacy keys (next commit)
-            msg = "Sharding(legacy_unsharded=True) is not supported yet."
             raise ShardingDefinitionError(msg)
         self.strategy = strategy
         self.first_shard = first_shard
@@ -256,7 +253,7 @@ class ShardManager(Generic[_M]):
             ShardKeyError: the value is not a physical key of this model (and the model does
                 not read legacy keys).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         logical, shard = self.codec.decode(value)
         return logical, None if shard == LEGACY_SHARD else shard

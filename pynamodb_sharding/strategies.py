@@ -291,7 +291,7 @@ class HashedShards:
             ``(hash key, range key)`` when the model has a range key). ``hash=int`` with
             ``attributes=("item_id",)`` and ``first_shard=0`` is ``int(item_id) % count``.
 
-    .. versionchanged:: 0.3.0
+    .. versionchanged:: 0.2.0
        ``hash``.
     """
 

@@ -3,6 +3,7 @@
 from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
+    AmbiguousLegacyKeyError,
     ConsistentIndexReadError,
     CursorError,
     DerivedAttributeUpdateError,
@@ -10,6 +11,7 @@ from pynamodb_sharding.exceptions import (
     GrowthPolicyError,
     HostContractError,
     IndexThrottleError,
+    LegacyMoveError,
     LogicalKeyError,
     MetadataError,
     MetadataRequestError,
@@ -42,6 +44,7 @@ from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason,
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmbiguousLegacyKeyError",
     "ConsistentIndexReadError",
     "CursorError",
     "DerivedAttributeUpdateError",
@@ -55,6 +58,7 @@ __all__ = [
     "IndexThrottleError",
     "ItemKey",
     "KeySpace",
+    "LegacyMoveError",
     "LogicalKeyError",
     "MergedPageIterator",
     "MergedResultIterator",

@@ -173,8 +173,10 @@ class _CursorReader:
         return CursorState(positions=self._positions(cursor["positions"]))
 
     def _shard(self, value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(f"names shard {value!r}; shards are ints >= 1")
+        # 0 is a shard of Sharding(first_shard=0), -1 the bare key of legacy_unsharded models:
+        # whether this key can have the shard is hash_value's to say.
+        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+            raise self.fail(f"names shard {value!r}; shards are ints >= 0")
         return value
 
     def _positions(self, value: object) -> dict[int, RawKey]:

@@ -18,7 +18,7 @@ import attrs
 
 from pynamodb_sharding._host import hash_keyname, range_keyname
 from pynamodb_sharding.exceptions import FixedShardCountError, ShardingDefinitionError, ShardKeyError
-from pynamodb_sharding.keys import DEFAULT_SEPARATOR, KeyCodec, validate_separator
+from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import (
     HistoryEntry,
     ItemKey,
@@ -51,10 +51,17 @@ class Sharding:
             (:class:`~pynamodb_sharding.RandomShards`, :class:`~pynamodb_sharding.HashedShards`,
             :class:`~pynamodb_sharding.DynamicShards`).
         separator: put between the logical key and the shard number; must not contain digits.
+        first_shard: the number of the first shard, 1 (default: ``key_1`` .. ``key_N``) or 0
+            (``key_0`` .. ``key_N-1``), to declare a table sharded by hand that way.
+        legacy_unsharded: the table still holds unsharded items under bare logical keys (a
+            table adopting sharding in place): writes go to shards, and every read also covers
+            the bare key, returning each item once (see :doc:`adoption`).
         max_workers: threads a merged query uses; default ``min(32, number of shards)``.
             Raise ``Meta.max_pool_connections`` to match, or threads wait for connections.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       ``first_shard`` and ``legacy_unsharded``.
     """
 
     def __init__(
@@ -62,6 +69,8 @@ class Sharding:
         strategy: ShardStrategy,
         separator: str = DEFAULT_SEPARATOR,
         *,
+        first_shard: int = 1,
+        legacy_unsharded: bool = False,
         max_workers: int | None = None,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
@@ -78,14 +87,28 @@ class Sharding:
                                         or max_workers < 1):
             msg = f"Sharding(max_workers=...): expected a positive int or None, got {max_workers!r}."
             raise ShardingDefinitionError(msg)
+        if isinstance(first_shard, bool) or first_shard not in (0, 1):
+            msg = (
+                f"Sharding(first_shard=...): expected 0 (keys numbered key_0 .. key_N-1) or 1 "
+                f"(key_1 .. key_N, the default), got {first_shard!r}."
+            )
+            raise ShardingDefinitionError(msg)
+        flag: object = legacy_unsharded  # checked at run time
+        if not isinstance(flag, bool):
+            msg = f"Sharding(legacy_unsharded=...): expected True or False, got {legacy_unsharded!r}."
+            raise ShardingDefinitionError(msg)
         self.strategy = strategy
+        self.first_shard = first_shard
+        self.legacy_unsharded = legacy_unsharded
         self.max_workers = max_workers
         self.name = ""
         # One manager per fully defined owner class: item decoding asks for it per item.
         self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
-        return f"Sharding({self.strategy!r}, separator={self.separator!r})"
+        extra = f", first_shard={self.first_shard}" if self.first_shard != 1 else ""
+        extra += ", legacy_unsharded=True" if self.legacy_unsharded else ""
+        return f"Sharding({self.strategy!r}, separator={self.separator!r}{extra})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
@@ -105,13 +128,15 @@ class Sharding:
     def __get__(self, instance: ShardedModel | None, owner: type[_M]) -> ShardManager[_M] | int | None:
         if instance is None:
             return self.bind(owner)
-        return instance._known_shard()
+        shard = instance._known_shard()
+        return None if shard == LEGACY_SHARD else shard
 
     def bind(self, owner: type[_M]) -> ShardManager[_M]:
         """The manager of ``owner``, created once per fully defined class."""
         manager = self._managers.get(owner)
         if manager is None:
-            manager = ShardManager(owner, self.strategy, self.separator, self.max_workers)
+            manager = ShardManager(owner, self.strategy, self.separator, self.max_workers,
+                                   first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded)
             if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                 self._managers[owner] = manager
         return manager
@@ -141,6 +166,10 @@ class ShardManager(Generic[_M]):
     separator: str = DEFAULT_SEPARATOR
     #: Threads a merged query uses; ``None``: ``min(32, number of shards)``.
     max_workers: int | None = None
+    #: The number of the first shard (0 or 1); strategies answer 1..N and the manager shifts.
+    first_shard: int = attrs.field(default=1, kw_only=True)
+    #: Whether the table still holds unsharded items under bare logical keys.
+    legacy_unsharded: bool = attrs.field(default=False, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)
@@ -149,7 +178,8 @@ class ShardManager(Generic[_M]):
         attribute = hash_keyname(self.model) or ""
         table = getattr(getattr(self.model, "Meta", None), "table_name", "")
         object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, table, self.model))
-        object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator))
+        object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator,
+                                                   self.first_shard, self.legacy_unsharded))
 
     @property
     def space(self) -> KeySpace:
@@ -187,7 +217,9 @@ class ShardManager(Generic[_M]):
 
         range_name = range_keyname(model)
         range_bytes = attribute_bytes(range_name) if range_name else None
-        return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes)
+        range_value = getattr(item, range_name) if range_name else None
+        return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes,
+                       attribute_value=functools.partial(getattr, item), range_value=range_value)
 
     def shard_count(self, key: str) -> int:
         """The number of shards new writes of ``key`` spread over."""
@@ -203,25 +235,61 @@ class ShardManager(Generic[_M]):
             ShardKeyError: even shard 1 of ``key`` would exceed the limit.
         """
         view = self.key(key)
-        return self._possible(view.value, self.strategy.read_shards(view))
+        return self._possible(view.value, self._shifted(self.strategy.read_shards(view)))
+
+    def read_targets(self, key: str) -> tuple[int, ...]:
+        """:meth:`read_shards`, preceded by :data:`~pynamodb_sharding.keys.LEGACY_SHARD` (the bare
+        legacy key) when the model is declared ``legacy_unsharded``."""
+        shards = self.read_shards(key)
+        return (LEGACY_SHARD, *shards) if self.legacy_unsharded else shards
+
+    def decode_stored(self, value: str) -> tuple[str, int | None]:
+        """Split a hash-key value stored in the table into ``(logical_key, shard)``.
+
+        The shard is ``None`` for a bare legacy key (a ``legacy_unsharded`` model's unsharded
+        item).
+
+        Raises:
+            ShardKeyError: the value is not a physical key of this model (and the model does
+                not read legacy keys).
+
+        .. versionadded:: 0.2.0
+        """
+        logical, shard = self.codec.decode(value)
+        return logical, None if shard == LEGACY_SHARD else shard
 
     def point_shards(self, item: _M) -> tuple[int, ...]:
         """The shards that may hold ``item`` (its primary key, and any attribute its shard is
         derived from, set), ascending; one shard when the strategy computes it."""
         view = self.item_key(item)
-        return self._possible(view.key.value, self.strategy.point_shards(view))
+        return self._possible(view.key.value, self._shifted(self.strategy.point_shards(view)))
+
+    def point_targets(self, item: _M) -> tuple[int, ...]:
+        """:meth:`point_shards`, preceded by the bare legacy key for ``legacy_unsharded`` models."""
+        shards = self.point_shards(item)
+        return (LEGACY_SHARD, *shards) if self.legacy_unsharded else shards
 
     def write_shard(self, item: _M) -> int:
         """The shard a new ``item`` goes to (drawn anew by random strategies)."""
-        return self.strategy.write_shard(self.item_key(item))
+        return self.strategy.write_shard(self.item_key(item)) + self._offset
 
     def write(self, item: _M, send: Callable[[int], _R]) -> _R:
         """Write a new ``item``: the strategy picks the shard and may retry ``send(shard)``."""
         view = self.item_key(item)
+        offset = self._offset
         custom: Callable[[ItemKey, Callable[[int], _R]], _R] | None = getattr(self.strategy, "write", None)
         if custom is not None:
-            return custom(view, send)
-        return send(self.strategy.write_shard(view))
+            return custom(view, send if not offset else lambda shard: send(shard + offset))
+        return send(self.strategy.write_shard(view) + offset)
+
+    @property
+    def _offset(self) -> int:
+        """What turns a strategy's shard (numbered from 1) into a stored shard number."""
+        return self.first_shard - 1
+
+    def _shifted(self, shards: tuple[int, ...]) -> tuple[int, ...]:
+        offset = self._offset
+        return tuple(shard + offset for shard in shards) if offset else shards
 
     @property
     def keeps_keys_unique(self) -> bool:
@@ -260,7 +328,7 @@ class ShardManager(Generic[_M]):
                 limit, so some writes of it would fail and others could never be read back.
         """
         logical = self.codec.check_logical(key)
-        highest = self.strategy.max_shards
+        highest = self.strategy.max_shards + self._offset
         if not self.codec.fits(logical, highest):
             size = len(self.codec.encode_unchecked(logical, highest).encode("utf-8"))
             budget = self.codec.max_logical_bytes(highest)

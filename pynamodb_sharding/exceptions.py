@@ -13,6 +13,7 @@ from pynamodb.exceptions import PutError, PynamoDBException
 
 __all__ = [
     "DOCS_URL",
+    "AmbiguousLegacyKeyError",
     "ConsistentIndexReadError",
     "CursorError",
     "DerivedAttributeUpdateError",
@@ -20,6 +21,7 @@ __all__ = [
     "GrowthPolicyError",
     "HostContractError",
     "IndexThrottleError",
+    "LegacyMoveError",
     "LogicalKeyError",
     "MetadataError",
     "MetadataRequestError",
@@ -242,3 +244,21 @@ class MigrationError(ShardingError):
     """
 
     code = "migration"
+
+
+class AmbiguousLegacyKeyError(ShardingError):
+    """Bare legacy keys of a ``legacy_unsharded`` table also read as physical keys of other keys.
+
+    .. versionadded:: 0.2.0
+    """
+
+    code = "ambiguous-legacy-key"
+
+
+class LegacyMoveError(ShardingError):
+    """``move_legacy_item`` was given something that is not a legacy item of a ``legacy_unsharded`` model.
+
+    .. versionadded:: 0.2.0
+    """
+
+    code = "legacy-move"

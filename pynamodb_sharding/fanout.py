@@ -55,6 +55,7 @@ from pynamodb_sharding.cursor import (
 )
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import with_key_attributes
 
@@ -415,6 +416,7 @@ class _SharedRateLimiter:
 
 
 _rate_limiters: weakref.WeakSet[_SharedRateLimiter] = weakref.WeakSet()
+_legacy_reads: weakref.WeakSet[_LegacyFirst] = weakref.WeakSet()
 
 
 def _reset_locks_in_child() -> None:
@@ -423,6 +425,8 @@ def _reset_locks_in_child() -> None:
     _warned_lock = threading.Lock()
     for limiter in list(_rate_limiters):
         limiter._lock = threading.Lock()
+    for read in list(_legacy_reads):
+        read._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
@@ -451,7 +455,7 @@ def _plan(
 ) -> _QueryPlan:
     """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index."""
     if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
-        shards = shard_manager(model).read_shards(hash_key)
+        shards = shard_manager(model).read_targets(hash_key)  # with the bare legacy key, if any
     shards = shards or ()
     meta = table_connection(model).get_meta_table()
     table_hash = meta.hash_keyname
@@ -568,6 +572,7 @@ def merged_query(
     starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
     hash_values = dict(plan.hash_values)
+    legacy = LEGACY_SHARD if LEGACY_SHARD in hash_values else None
     send = _ShardQuery(
         model,
         rate_limit,
@@ -581,10 +586,17 @@ def merged_query(
     )
 
     def fetch_page(shard: int, start: RawKey | None) -> Page:
+        if legacy is not None:
+            legacy_first.wait()
+            first = legacy_first.take(start) if shard == legacy else None
+            if first is not None:
+                return first
         data = send(hash_values[shard], start)
-        consumed = data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS)
-        return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT],
-                    consumed_capacity=float(consumed) if consumed is not None else None)
+        return _page(data)
+
+    legacy_first = _LegacyFirst(
+        lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,
+    )
 
     sort_name = plan.sort_name
     if sort_name is None:
@@ -597,11 +609,73 @@ def merged_query(
     workers = max_workers if max_workers is not None else default_workers(model, len(starts) or 1)
     if starts:
         _check_pool(model, min(workers, len(starts)))
+    identity: Callable[[RawItem], Any] | None = None
+    table_sort = table_connection(model).get_meta_table().range_keyname
+    if legacy is not None and table_sort != sort_name:  # an index query: one item is one table key
+        def identity(item: RawItem) -> Any:
+            return sort_value(item[table_sort]) if table_sort is not None else b""
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
-                       limit=limit, max_workers=workers)
+                       limit=limit, max_workers=workers, shadowed=legacy, identity=identity)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
                                 shard_query=send)
+
+
+def _page(data: Mapping[str, Any]) -> Page:
+    consumed = data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS)
+    return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT],
+                consumed_capacity=float(consumed) if consumed is not None else None)
+
+
+class _LegacyFirst:
+    """Reads a ``legacy_unsharded`` key's bare legacy items before any shard is queried.
+
+    A migration moves items from the bare key into shards while queries run. A query that read
+    a shard before an item arrived there and the bare key after it left would miss the item;
+    reading the bare key first (to its end, or ``limit`` items) means an item is either seen
+    there or already in its shard when the shards are read, where the merge returns it once
+    (the sharded copy wins). Every page request of the query waits until this read is done.
+    """
+
+    def __init__(self, send: Callable[[RawKey | None], dict[str, Any]], start: RawKey | None,
+                 limit: int | None) -> None:
+        self._send = send
+        self._start = start
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._page: Page | None = None
+        self._handed = False
+        _legacy_reads.add(self)
+
+    def wait(self) -> None:
+        """Return once the bare key has been read (reading it, if no other thread does)."""
+        with self._lock:
+            if self._page is None:
+                self._page = self._read()
+
+    def take(self, start: RawKey | None) -> Page | None:
+        """The page that was read, for the legacy stream's first request (from ``start``)."""
+        with self._lock:
+            if self._handed or self._page is None or start != self._start:
+                return None
+            self._handed = True
+            return self._page
+
+    def _read(self) -> Page:
+        items: list[RawItem] = []
+        count = scanned = 0
+        consumed: float | None = None
+        start = self._start
+        while True:
+            page = _page(self._send(start))
+            items.extend(page.items)
+            count += page.count
+            scanned += page.scanned_count
+            if page.consumed_capacity is not None:
+                consumed = (consumed or 0.0) + page.consumed_capacity
+            start = page.last_evaluated_key
+            if start is None or (self._limit is not None and len(items) >= self._limit):
+                return Page(items, start, count, scanned, consumed_capacity=consumed)
 
 
 def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:
@@ -634,6 +708,15 @@ def merged_count(
         UnknownIndexError: the model has no index ``index_name``.
         ConsistentIndexReadError: ``consistent_read`` on a global secondary index.
     """
+    if shards is None and shard_manager(model).legacy_unsharded:
+        # A legacy item may be moving into a shard meanwhile: count what a merged query
+        # returns, each item once (the same reads: DynamoDB charges what it reads, not sends).
+        merged = merged_query(model, hash_key, range_key_condition=range_key_condition,
+                              filter_condition=filter_condition, consistent_read=consistent_read,
+                              index_name=index_name, limit=limit, rate_limit=rate_limit,
+                              attributes_to_get=model._key_names(), max_workers=max_workers)
+        with merged:
+            return sum(page[CAMEL_COUNT] for page in merged.page_iter)
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, True)

@@ -35,6 +35,12 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: No sort value seen yet.
+_NOTHING: Any = object()
+
+#: The tie-break rank of a shadowed stream: after every real shard.
+_LAST = 1 << 62
+
 #: What a sort key becomes to compare it the way DynamoDB does.
 SortValue = Decimal | str | bytes
 
@@ -141,6 +147,11 @@ class ShardMerge:
         forward: ascending when true.
         limit: stop after that many items.
         max_workers: threads of the pool.
+        shadowed: a stream whose items yield to copies of the same item in the other streams
+            (the bare legacy key of a ``legacy_unsharded`` model): among equal sort values it
+            comes last, and an item of it whose ``identity`` equals that of an item another
+            stream returned at the same sort value is dropped, not returned.
+        identity: what makes two items one item (default: their sort value).
     """
 
     def __init__(
@@ -153,8 +164,17 @@ class ShardMerge:
         forward: bool = True,
         limit: int | None = None,
         max_workers: int = 1,
+        shadowed: int | None = None,
+        identity: Callable[[RawItem], Any] | None = None,
     ) -> None:
         self._fetch_page = fetch_page
+        self._shadowed = shadowed
+        self._identity = identity if identity is not None else sort_key
+        # The sort value of the last item returned from a stream that is not shadowed, and the
+        # identities of the items returned at that value: what a shadowed item yields to.
+        self._tie_value: Any = _NOTHING
+        self._tie_ids: set[Any] = set()
+        self.shadowed_dropped = 0
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
         self._sort_key = sort_key
         self._key_names = tuple(key_names)
@@ -213,20 +233,55 @@ class ShardMerge:
             for stream in self._streams:
                 stream.pending = self._submit(stream.shard, stream.start)
         loading = self._loading
-        while loading:
-            # Raises with the stream still first in line: the next call loads it again.
-            self._load(loading[0])
-            del loading[0]
-        if not self._heap:
-            self.close()
-            raise StopIteration
+        while True:
+            while loading:
+                # Raises with the stream still first in line: the next call loads it again.
+                self._load(loading[0])
+                del loading[0]
+            if not self._heap:
+                self.close()
+                raise StopIteration
+            if not self._drop_shadowed():
+                break
         stream = self._heap[0][2]
         return stream.shard, stream.items[stream.index]
 
+    def _drop_shadowed(self) -> bool:
+        """Drop the items of the shadowed stream first in line that another stream returned;
+        whether any was dropped (its page may then need loading)."""
+        dropped = False
+        heap = self._heap
+        while heap and heap[0][2].shard == self._shadowed:
+            stream = heap[0][2]
+            item = stream.items[stream.index]
+            if self._tie_value is _NOTHING or self._sort_key(item) != self._tie_value:
+                break
+            if self._identity(item) not in self._tie_ids:
+                break
+            self._advance(stream)
+            self.shadowed_dropped += 1
+            dropped = True
+        return dropped
+
     def _take(self) -> None:
         """Consume the item :meth:`_peek` returned."""
+        stream = self._heap[0][2]
+        if self._shadowed is not None and stream.shard != self._shadowed:
+            item = stream.items[stream.index]
+            value = self._sort_key(item)
+            if self._tie_value is _NOTHING or value != self._tie_value:
+                self._tie_value, self._tie_ids = value, set()
+            self._tie_ids.add(self._identity(item))
+        self._advance(stream)
+        self.returned += 1
+        if self._shadowed is not None:
+            self._drop_shadowed()  # so that the cursor resumes past a copy already returned
+        if self._limit is not None and self.returned >= self._limit:
+            self.close()  # the prefetched pages will not be needed
+
+    def _advance(self, stream: _ShardStream) -> None:
+        """Move past the first item of ``stream``, which is first in line."""
         heap = self._heap
-        stream = heap[0][2]
         if stream.index + 1 < len(stream.items):
             entry = self._entry(stream, stream.index + 1)
             stream.index += 1
@@ -238,15 +293,15 @@ class ShardMerge:
                 # The next page may need a wait: load it on the next call, not before handing
                 # this item over.
                 self._loading.append(stream)
-        self.returned += 1
-        if self._limit is not None and self.returned >= self._limit:
-            self.close()  # the prefetched pages will not be needed
 
     def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
         value = self._sort_key(stream.items[index])
+        rank = stream.shard
+        if stream.shard == self._shadowed:  # after every other stream's copy, either direction
+            rank = _LAST if self._forward else -_LAST
         if self._forward:
-            return (value, stream.shard, stream)
-        return (_Descending((value, stream.shard)), 0, stream)
+            return (value, rank, stream)
+        return (_Descending((value, rank)), 0, stream)
 
     def _load(self, stream: _ShardStream) -> None:
         """Load pages of ``stream`` until it has an item to offer (on the heap) or is exhausted."""

@@ -70,6 +70,8 @@ def check() -> None:
     assert_type(ArchivedAuditLog.shards, ShardManager[ArchivedAuditLog])
     assert_type(AuditLog.shards.read_shards("/f"), tuple[int, ...])
     assert_type(AuditLog.shards.history("/f"), list[HistoryEntry])
+    assert_type(AuditLog.shards.decode_stored("/f"), tuple[str, int | None])
+    assert_type(AuditLog.shards.legacy_unsharded, bool)
     item = AuditLog.get("/f", 1)
     assert_type(item, AuditLog)
     assert_type(item.shards, int | None)

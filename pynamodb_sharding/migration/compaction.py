@@ -30,7 +30,8 @@ def _items_above(job: CompactJob, key: str, count: int, read_count: int) -> int:
     assert layout.manager is not None
     client = botocore_client(layout.model)
     found = 0
-    for shard in range(count + 1, read_count + 1):
+    first = layout.manager.first_shard
+    for shard in range(count + first, read_count + first):
         request: dict[str, Any] = {
             "TableName": layout.table,
             "KeyConditionExpression": "#h = :h",

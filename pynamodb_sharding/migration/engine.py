@@ -221,6 +221,8 @@ class _Sender:
         read again and moved as it is now; if it is gone, another worker moved or deleted it.
         A taken target key tries the next candidate shard, and is a conflict when none is left.
         """
+        if move.legacy:
+            return self._move_legacy(move)
         layout = self.job.target
         item, tally = move.item, Tally()
         candidates = list(move.new_hash_keys)
@@ -267,6 +269,30 @@ class _Sender:
             tally.units += _consumed(reply)
             tally.moved += 1
             return tally
+
+    def _move_legacy(self, move: Move) -> Tally:
+        """A bare legacy item goes through :func:`~pynamodb_sharding.legacy.move_legacy_item`
+        (one transaction; it also settles a sharded copy the application wrote meanwhile)."""
+        from pynamodb_sharding.legacy import MoveOutcome, move_legacy_item
+
+        tally = Tally()
+        old_item = {**move.item, self.job.target.hash_name: move.old_key[self.job.target.hash_name]}
+        self.limiter.acquire(4 * item_write_units(old_item))
+        backoff = _Backoff(self.sleep)
+        while True:
+            try:
+                outcome = move_legacy_item(self.job.target.model, old_item)  # type: ignore[arg-type]
+            except ClientError as error:
+                if not _is_throttle(error):
+                    raise
+                backoff.wait(f"a legacy move in {self.table!r}")
+                continue
+            break
+        if outcome is MoveOutcome.MOVED:
+            tally.moved += 1
+        else:  # already moved, deleted, or shadowed by a sharded copy (whose stale legacy copy went)
+            tally.skipped += 1
+        return tally
 
     def _read(self, key: RawItem) -> RawItem | None:
         backoff = _Backoff(self.sleep)

@@ -18,7 +18,7 @@ Exactly once rests on two choices made here:
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 import attrs
@@ -65,6 +65,10 @@ class Move:
     item: RawItem
     logical_key: str
     new_hash_keys: tuple[str, ...]
+    #: A bare legacy item (a ``legacy_unsharded`` model): moved by
+    #: :func:`pynamodb_sharding.legacy.move_legacy_item`, which also settles a copy the
+    #: application already wrote to a shard.
+    legacy: bool = False
 
 
 Action = Put | Move
@@ -114,11 +118,7 @@ class KeyLayout:
         """
         if self.manager is None:
             return stored, None
-        # A model declaring legacy_unsharded items decodes bare keys too (its manager says how).
-        decode_stored: Callable[[str], tuple[str, int | None]] | None = getattr(self.manager, "decode_stored", None)
-        if decode_stored is not None and getattr(self.manager, "legacy_unsharded", False):
-            return decode_stored(stored)
-        return self.manager.decode(stored)
+        return self.manager.decode_stored(stored)
 
     def key_of(self, item: Mapping[str, Any]) -> RawItem:
         key = {self.hash_name: item[self.hash_name]}
@@ -171,9 +171,9 @@ def _target_hash_keys(target: KeyLayout, logical: str, item: Mapping[str, Any], 
     if manager.keeps_keys_unique:
         shard = manager.write_shard(cast(Any, target.item_view(logical, item)))
         return (manager.physical_key(logical, shard),)
-    count = manager.shard_count(logical)
+    count, first = manager.shard_count(logical), manager.first_shard
     start = md5_shard(source_hash.encode("utf-8") + b"\x1f" + source_range, count) - 1
-    return tuple(manager.physical_key(logical, (start + step) % count + 1) for step in range(count))
+    return tuple(manager.physical_key(logical, (start + step) % count + first) for step in range(count))
 
 
 class Job:
@@ -260,7 +260,7 @@ class ReshardJob(Job):
                 wanted = manager.write_shard(cast(Any, layout.item_view(logical, item)))
                 if shard == wanted:
                     return None
-            elif shard <= manager.shard_count(logical):
+            elif shard < manager.first_shard + manager.shard_count(logical):
                 return None
         keys = _target_hash_keys(layout, logical, item, stored, layout.range_bytes(item))
         return Move(
@@ -268,6 +268,7 @@ class ReshardJob(Job):
             item={**item, layout.hash_name: {"S": keys[0]}},
             logical_key=logical,
             new_hash_keys=keys,
+            legacy=shard is None,
         )
 
 

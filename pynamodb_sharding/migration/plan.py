@@ -7,7 +7,7 @@ item what it would do, and the figures are scaled to the table's item count.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -76,16 +76,13 @@ def _sample(job: Job, sample_size: int) -> list[dict[str, Any]]:
 
 
 def _ambiguous_keys(job: Job) -> tuple[str, ...]:
-    """Legacy keys that also decode as another key's shard (from ``pynamodb_sharding.legacy``)."""
+    """Legacy keys of a ``legacy_unsharded`` model that also read as another key's shard."""
     manager = job.target.manager
-    if manager is None or not getattr(manager, "legacy_unsharded", False):
+    if manager is None or not manager.legacy_unsharded:
         return ()
-    try:
-        from pynamodb_sharding import legacy  # type: ignore[attr-defined]  # added with legacy_unsharded
-    except ImportError:
-        return ()
-    finder: Callable[..., Any] | None = getattr(legacy, "ambiguous_keys", None)
-    return tuple(finder(job.target.model)) if finder is not None else ()
+    from pynamodb_sharding.legacy import find_ambiguous_keys
+
+    return tuple(find_ambiguous_keys(job.target.model))  # type: ignore[arg-type]
 
 
 def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000) -> MigrationPlan:

@@ -142,9 +142,11 @@ class TestTampering:
     @pytest.mark.parametrize(
         ("path", "value", "fragment"),
         [
-            pytest.param(("positions", 0, "shard"), 0, "shards are ints >= 1", id="shard-zero"),
-            pytest.param(("positions", 0, "shard"), True, "shards are ints >= 1", id="shard-bool"),
-            pytest.param(("positions", 0, "shard"), "1", "shards are ints >= 1", id="shard-str"),
+            pytest.param(("positions", 0, "shard"), 0, "cannot have", id="shard-zero"),
+            pytest.param(("positions", 0, "shard"), -1, "cannot have", id="shard-legacy-without-legacy"),
+            pytest.param(("positions", 0, "shard"), -2, "shards are ints >= 0", id="shard-negative"),
+            pytest.param(("positions", 0, "shard"), True, "shards are ints >= 0", id="shard-bool"),
+            pytest.param(("positions", 0, "shard"), "1", "shards are ints >= 0", id="shard-str"),
             pytest.param(("positions",), [a_cursor()["positions"][0]] * 2, "twice", id="duplicate-shard"),
             pytest.param(("positions", 0, "start_key", "file_path", "S"), physical(2), "not that shard's key",
                          id="other-shards-physical-key"),

@@ -357,3 +357,57 @@ class TestVerify:
         assert not report.ok
         assert [(d.key, d.source_count, d.target_count) for d in report.differences] == [
             (KEYS[1], 10, 10), (KEYS[3], 10, 9)]
+
+
+class LegacyReadings(ShardedModel):
+    class Meta:
+        table_name = "mig_legacy"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = UnicodeAttribute()
+    shards = Sharding(RandomShards(4), legacy_unsharded=True)
+
+
+class TestLegacyAdoption:
+    """``reshard`` of a ``legacy_unsharded`` table while the application writes and reads it."""
+
+    def test_legacy_items_moved_while_the_application_runs(self, dynamodb_models: Callable[..., Any],
+                                                           options: JobOptions) -> None:
+        import threading
+
+        dynamodb_models(LegacyReadings)
+        _fill(LegacyReadings, 60)  # bare keys: the table before adoption
+        stop, problems, written = threading.Event(), [], []
+
+        def application() -> None:
+            n = 1000
+            while not stop.is_set():
+                LegacyReadings(KEYS[n % 5], n, value=f"{KEYS[n % 5]}/{n}").save()
+                written.append((KEYS[n % 5], n))
+                ats = [item.at for item in LegacyReadings.query(KEYS[0])]
+                if len(ats) != len(set(ats)) or not set(range(60)) <= set(ats):
+                    problems.append(sorted(ats))
+                n += 1
+
+        thread = threading.Thread(target=application)
+        thread.start()
+        try:
+            report = reshard(LegacyReadings, options)
+        finally:
+            stop.set()
+            thread.join()
+        assert problems == []
+        assert report.tally.moved == 300
+        expected = _expected(60) + collections.Counter((key, n, f"{key}/{n}") for key, n in written)
+        assert _decoded(LegacyReadings) == expected  # every stored key has a shard suffix, once each
+
+    def test_dry_run_reports_ambiguous_legacy_keys(self, dynamodb_models: Callable[..., Any],
+                                                   options: JobOptions) -> None:
+        dynamodb_models(LegacyReadings)
+        put_raw(LegacyReadings, [{"sensor": {"S": "sensor_2016_3"}, "at": {"N": "1"}, "value": {"S": "x"}},
+                                 {"sensor": {"S": "plain"}, "at": {"N": "1"}, "value": {"S": "y"}}])
+        the_plan = plan(ReshardJob(LegacyReadings), options)
+        assert the_plan.ambiguous_keys == ("sensor_2016_3",)
+        assert "ambiguous:  'sensor_2016_3'" in "\n".join(the_plan.lines())
+        assert len(raw_items(LegacyReadings)) == 2

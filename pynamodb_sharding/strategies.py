@@ -227,24 +227,36 @@ class RandomShards:
         count: the number of shards, 1..:data:`~pynamodb_sharding.keys.MAX_SHARDS`.
         random: a source of randomness with ``randint(a, b)``; a private
             ``random.Random()`` by default (inject a seeded one in tests).
+        previous_counts: larger counts this key space was written with before (after lowering
+            ``count`` in code): reads cover those shards too, so nothing written there is
+            hidden, until ``pynamodb-sharding migrate reshard`` has moved their items into
+            ``1..count`` and the declaration drops them.
+
+    .. versionchanged:: 0.3.0
+       ``previous_counts``.
     """
 
-    def __init__(self, count: int, *, random: RandomSource | None = None) -> None:
+    def __init__(self, count: int, *, random: RandomSource | None = None,
+                 previous_counts: Sequence[int] = ()) -> None:
         self.count = _check_count(count, "RandomShards")
-        self.max_shards = self.count
+        self.previous_counts = tuple(
+            _check_count(c, "RandomShards", "previous count") for c in previous_counts
+        )
+        self.max_shards = max((self.count, *self.previous_counts))
         self._random: RandomSource = random if random is not None else _random.Random()
 
     def __repr__(self) -> str:
-        return f"RandomShards({self.count})"
+        extra = f", previous_counts={self.previous_counts!r}" if self.previous_counts else ""
+        return f"RandomShards({self.count}{extra})"
 
     def describe(self) -> str:
-        return f"RandomShards({self.count}): random shard per write, reads fan out over {self.count} keys"
+        return f"{self!r}: random shard per write, reads fan out over {self.max_shards} keys"
 
     def shard_count(self, key: ShardKey) -> int:
         return self.count
 
     def read_shards(self, key: ShardKey) -> tuple[int, ...]:
-        return tuple(range(1, self.count + 1))
+        return tuple(range(1, self.max_shards + 1))
 
     def write_shard(self, item: ItemKey) -> int:
         return self._random.randint(1, self.count)

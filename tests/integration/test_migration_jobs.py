@@ -94,6 +94,7 @@ class Hashed4(ShardedModel):
 class Random16(ShardedModel):
     class Meta:
         table_name = "mig_random16"
+        max_pool_connections = 16
 
     sensor = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
@@ -104,6 +105,7 @@ class Random16(ShardedModel):
 class Random4(ShardedModel):
     class Meta:
         table_name = "mig_random4"
+        max_pool_connections = 16
 
     sensor = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)

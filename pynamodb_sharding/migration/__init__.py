@@ -15,7 +15,7 @@ from pynamodb.models import Model
 from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
 from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, run, run_segment
 from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReshardJob
-from pynamodb_sharding.migration.plan import MigrationPlan, plan
+from pynamodb_sharding.migration.planning import MigrationPlan, plan
 from pynamodb_sharding.migration.progress import (
     JsonProgress,
     MigrationReport,
@@ -24,7 +24,7 @@ from pynamodb_sharding.migration.progress import (
     RichProgress,
     Tally,
 )
-from pynamodb_sharding.migration.verify import KeyDifference, Snapshot, VerifyReport, compare, snapshot, verify
+from pynamodb_sharding.migration.verification import KeyDifference, Snapshot, VerifyReport, compare, snapshot, verify
 
 __all__ = [
     "DEFAULT_CHECKPOINT_TABLE",

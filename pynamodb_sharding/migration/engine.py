@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MigrationError, ShardKeyError
 from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
-from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, RawItem
+from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, StoredItem
 from pynamodb_sharding.migration.progress import MigrationReport, NullProgress, ProgressSink, Tally
 from pynamodb_sharding.throttling import classify
 
@@ -55,7 +55,7 @@ class JobOptions:
         page_size: items per scan page (a checkpoint is written after each page).
         threads: requests in flight per process (batches or moves of one page).
         checkpoint_table: the DynamoDB table holding checkpoints (created if missing).
-        dry_run: plan only; see :func:`pynamodb_sharding.migration.plan.plan`.
+        dry_run: plan only; see :func:`pynamodb_sharding.migration.planning.plan`.
     """
 
     total_segments: int = 4
@@ -294,7 +294,7 @@ class _Sender:
             tally.skipped += 1
         return tally
 
-    def _read(self, key: RawItem) -> RawItem | None:
+    def _read(self, key: StoredItem) -> StoredItem | None:
         backoff = _Backoff(self.sleep)
         while True:
             try:
@@ -304,7 +304,7 @@ class _Sender:
                     raise
                 backoff.wait(f"a read of {self.table!r}")
                 continue
-            item: RawItem | None = reply.get("Item")
+            item: StoredItem | None = reply.get("Item")
             return item
 
 
@@ -318,8 +318,8 @@ def _token(old_key: Mapping[str, Any], new_item: Mapping[str, Any]) -> str:
     return digest[:36]
 
 
-def _move_request(table: str, hash_name: str, old_key: RawItem, old_item: RawItem,
-                  new_item: RawItem) -> list[dict[str, Any]]:
+def _move_request(table: str, hash_name: str, old_key: StoredItem, old_item: StoredItem,
+                  new_item: StoredItem) -> list[dict[str, Any]]:
     names = {"#h": hash_name}
     values: dict[str, Any] = {}
     clauses = []
@@ -349,7 +349,7 @@ def _move_request(table: str, hash_name: str, old_key: RawItem, old_item: RawIte
 # -- one segment --------------------------------------------------------------------------------
 
 
-def _scan_page(job: Job, segment: int, total: int, position: RawItem | None, page_size: int,
+def _scan_page(job: Job, segment: int, total: int, position: StoredItem | None, page_size: int,
                sleep: Callable[[float], None]) -> dict[str, Any]:
     client = botocore_client(job.source.model)
     request: dict[str, Any] = {"TableName": job.source.table, "Segment": segment, "TotalSegments": total,
@@ -367,7 +367,7 @@ def _scan_page(job: Job, segment: int, total: int, position: RawItem | None, pag
             backoff.wait(f"a scan of {job.source.table!r}")
 
 
-def _plan_page(job: Job, items: Iterable[RawItem]) -> tuple[list[Put], list[Move], Tally]:
+def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[Move], Tally]:
     puts: list[Put] = []
     moves: list[Move] = []
     tally = Tally()

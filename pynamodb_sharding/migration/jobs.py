@@ -37,19 +37,19 @@ __all__ = [
     "KeyLayout",
     "Move",
     "Put",
-    "RawItem",
     "ReshardJob",
+    "StoredItem",
 ]
 
 #: An item as the DynamoDB client returns it: ``{"name": {"S": "value"}, ...}``.
-RawItem = dict[str, Any]
+StoredItem = dict[str, Any]
 
 
 @attrs.frozen
 class Put:
     """Write ``item`` (physical key already in it) into the target table; re-writing is harmless."""
 
-    item: RawItem
+    item: StoredItem
     logical_key: str
 
 
@@ -61,8 +61,8 @@ class Move:
     if it is unchanged.
     """
 
-    old_key: RawItem
-    item: RawItem
+    old_key: StoredItem
+    item: StoredItem
     logical_key: str
     new_hash_keys: tuple[str, ...]
     #: A bare legacy item (a ``legacy_unsharded`` model): moved by
@@ -120,7 +120,7 @@ class KeyLayout:
             return stored, None
         return self.manager.decode_stored(stored)
 
-    def key_of(self, item: Mapping[str, Any]) -> RawItem:
+    def key_of(self, item: Mapping[str, Any]) -> StoredItem:
         key = {self.hash_name: item[self.hash_name]}
         if self.range_name is not None:
             key[self.range_name] = item[self.range_name]
@@ -194,7 +194,7 @@ class Job:
         """The job's key in the checkpoint table: the same job over the same tables resumes."""
         return f"{self.kind}:{self.source.table}->{self.target.table}/{total_segments}"
 
-    def plan(self, item: RawItem) -> Action | None:  # pragma: no cover - abstract
+    def plan(self, item: StoredItem) -> Action | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -221,7 +221,7 @@ class CopyJob(Job):
             )
             raise MigrationError(msg)
 
-    def plan(self, item: RawItem) -> Put:
+    def plan(self, item: StoredItem) -> Put:
         stored = item[self.source.hash_name]["S"]
         logical, _ = self.source.decode(stored)
         keys = _target_hash_keys(self.target, logical, item, stored, self.source.range_bytes(item))
@@ -249,7 +249,7 @@ class ReshardJob(Job):
             raise MigrationError(msg)
         self.source = self.target = KeyLayout.of(model)
 
-    def plan(self, item: RawItem) -> Move | None:
+    def plan(self, item: StoredItem) -> Move | None:
         layout = self.target
         manager = layout.manager
         assert manager is not None

@@ -23,7 +23,7 @@ from pynamodb_sharding.exceptions import MigrationError
 from pynamodb_sharding.migration import CopyJob, JobOptions, RateLimiter
 from pynamodb_sharding.migration.engine import _batches, item_write_units
 from pynamodb_sharding.migration.jobs import Put
-from pynamodb_sharding.migration.verify import item_checksum
+from pynamodb_sharding.migration.verification import item_checksum
 
 
 class Source(Model):

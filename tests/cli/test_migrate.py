@@ -226,3 +226,30 @@ def test_reshard_of_a_plain_model_is_refused(project: ModelsModule, cli_env: dic
     refused = run_cli("migrate", "reshard", project.spec("Readings"), cwd=project.directory, env=cli_env)
     assert refused.returncode == 2
     assert "is not a sharded model" in refused.stderr
+
+
+def test_segments_run_one_by_one_as_a_scheduler_would(
+    project: ModelsModule, cli_env: dict[str, str], dynamodb: Any, models: ModuleType
+) -> None:
+    """Four ``--segment I --total-segments 4`` runs (a Kubernetes indexed Job) copy everything once;
+    ``--json`` prints progress lines, then the report, whose segments count what the table says."""
+    source_table, target_table = models.Readings.Meta.table_name, models.HashedReadings.Meta.table_name
+    items = [{"sensor": {"S": f"k{n % 3}"}, "at": {"N": str(n)}, "value": {"S": str(n)}} for n in range(300)]
+    for begin in range(0, len(items), 25):
+        dynamodb.batch_write_item(RequestItems={source_table: [{"PutRequest": {"Item": item}}
+                                                               for item in items[begin:begin + 25]]})
+    done = []
+    for segment in range(4):
+        ran = run_cli("migrate", "copy", project.spec("Readings"), project.spec("HashedReadings"),
+                      "--segment", str(segment), "--total-segments", "4", "--page-size", "40", "--json",
+                      "--checkpoint-table", project.table("checkpoints"), cwd=project.directory, env=cli_env)
+        assert ran.returncode == 0, ran.stderr
+        events = [json.loads(line) for line in ran.stdout.splitlines()]
+        assert {event["event"] for event in events[:-1]} == {"progress"}
+        assert events[-1]["event"] == "report"
+        done.append(events[-1]["segments_done"])
+    assert done == [1, 2, 3, 4]
+    assert len(_raw(dynamodb, target_table)) == 300
+    verified = run_cli("migrate", "verify", project.spec("Readings"), project.spec("HashedReadings"),
+                       cwd=project.directory, env=cli_env)
+    assert verified.returncode == 0, verified.stdout

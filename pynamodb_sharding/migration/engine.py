@@ -242,9 +242,6 @@ class _Sender:
                     if _is_throttle(error):
                         backoff.wait(f"a move in {self.table!r}")
                         continue
-                    if code == "IdempotentParameterMismatchException":
-                        backoff.wait(f"a move in {self.table!r}")
-                        continue
                     raise
                 reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
                 put_reason, delete_reason = ([*reasons, None, None])[:2]
@@ -253,10 +250,13 @@ class _Sender:
                     continue
                 if delete_reason == _CONDITION_FAILED:
                     fresh = self._read(move.old_key)
-                    if fresh is None:  # moved or deleted by someone else meanwhile
+                    replanned = None if fresh is None else self.job.plan(fresh)
+                    if not isinstance(replanned, Move):  # moved or deleted by someone else meanwhile
                         tally.skipped += 1
                         return tally
-                    item = {**fresh}
+                    # Changed by the application: move it as it is now (its shard may depend on
+                    # what changed, e.g. an attribute HashedShards derives it from).
+                    item, candidates = replanned.item, list(replanned.new_hash_keys)
                     continue
                 if put_reason == _CONDITION_FAILED:
                     candidates.pop(0)

@@ -26,6 +26,7 @@ from pynamodb_sharding.strategies import (
     ResizableShardStrategy,
     ShardKey,
     ShardStrategy,
+    md5_shard,
     stored_bytes,
 )
 
@@ -263,6 +264,21 @@ class ShardManager(Generic[_M]):
         derived from, set), ascending; one shard when the strategy computes it."""
         view = self.item_key(item)
         return self._possible(view.key.value, self._shifted(self.strategy.point_shards(view)))
+
+    def legacy_target_shard(self, item: _M) -> int:
+        """The shard a legacy item moves to, derived from its primary key alone.
+
+        A strategy that computes shards gives its own; a random or dynamic one
+        ``md5(logical key + range key) % shard_count + first_shard``, so that every move of one
+        item (a migration's, retried or run again, or a write of it) addresses one physical key.
+
+        .. versionadded:: 0.2.0
+        """
+        if self.keeps_keys_unique:
+            return self.write_shard(item)
+        view = self.item_key(item)
+        basis = view.key.value.encode("utf-8") + (view.range_bytes or b"")
+        return md5_shard(basis, self.strategy.shard_count(view.key)) + self._offset
 
     def point_targets(self, item: _M) -> tuple[int, ...]:
         """:meth:`point_shards`, preceded by the bare legacy key for ``legacy_unsharded`` models."""

@@ -22,7 +22,6 @@ from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
-from pynamodb_sharding.strategies import md5_shard
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -84,12 +83,7 @@ def legacy_target_shard(model: type[ShardedModel], item: ShardedModel) -> int:
 
     .. versionadded:: 0.2.0
     """
-    manager = shard_manager(model)
-    if manager.keeps_keys_unique:
-        return manager.write_shard(item)
-    view = manager.item_key(item)
-    basis = view.key.value.encode("utf-8") + (view.range_bytes or b"")
-    return md5_shard(basis, manager.shard_count(view.key.value)) + manager.first_shard - 1
+    return shard_manager(model).legacy_target_shard(item)
 
 
 def move_legacy_item(model: type[ShardedModel], raw_item_or_key: Any, *, max_attempts: int = 5) -> MoveOutcome:

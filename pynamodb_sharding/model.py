@@ -264,6 +264,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         manager = self._shard_manager()
         manager.check_writable(getattr(self, self._hash_keyname or ""))
         stored = self._stored_shard_of_key()
+        if stored == LEGACY_SHARD:  # shadow the bare copy where a move puts it (see serialize)
+            return self._pin_shard(manager.legacy_target_shard(self))
         if stored is not None:
             return self._pin_shard(stored)
         return self._pin_shard(manager.write_shard(self))
@@ -302,7 +304,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """
         data = super().serialize(null_check=null_check)
         shard = self._known_shard()
-        if shard is None:
+        if shard == LEGACY_SHARD:
+            # A batch or transactional put of an item read from its bare key: a migration may
+            # have moved it meanwhile, so put it where a move puts it; the bare copy it shadows
+            # is deleted by the migration.
+            shard = self._pin_shard(self._shard_manager().legacy_target_shard(self))
+        elif shard is None:
             shard = self._new_item_shard()
         attribute = self._hash_attr()
         data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
@@ -443,7 +450,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         When a migration moved it first (the transaction finds the bare key gone), the save
         goes to the shard it was moved to.
         """
-        target = self._shard_manager().write_shard(self)
+        target = self._shard_manager().legacy_target_shard(self)  # where a migration would put it
         try:
             return self._save_moving(LEGACY_SHARD, target, condition, add_version_condition)
         except PutError as exc:
@@ -635,6 +642,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         )
 
     def refresh(self, consistent_read: bool = False) -> None:
+        if self._known_shard() == LEGACY_SHARD:  # a migration may have moved it since: look again
+            self._forget_shard()
         if self._known_shard() is None:
             if self._moved_from() is not None:
                 raise self._move_refused("refreshed")

@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding, shard_manager
+from pynamodb_sharding import (
+    DynamicShards,
+    HashedShards,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardMetadata,
+    shard_manager,
+)
 from tests.raw import put_raw, raw_client, raw_items
 
 SAMPLE_SHARDS = 4
@@ -180,3 +188,36 @@ class TestGuideLayout:
             item["order_id"]["S"] for item in found
         )
         assert len(found) == len(raw_items(GuideOrder))  # nothing outside the 200 keys
+
+
+class ZeroShards(ShardMetadata):
+    class Meta:
+        table_name = "zero_shards"
+
+
+class ZeroDynamic(ShardedModel):
+    """A dynamic count over keys numbered from 0."""
+
+    class Meta:
+        table_name = "zero_dynamic"
+
+    date = UnicodeAttribute(hash_key=True)
+    item_id = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(ZeroShards, initial=3), separator=".", first_shard=0)
+
+
+def test_dynamic_shards_number_from_zero(dynamodb_models: Callable[..., Any]) -> None:
+    """Writes land in 0..count-1 before and after growth; reads cover every one of them."""
+    dynamodb_models(ZeroDynamic)
+    for item_id in range(30):
+        ZeroDynamic("2024-01-15", item_id).save()
+    assert (0, 1, 2) == ZeroDynamic.shards.read_shards("2024-01-15")
+    new_count = ZeroDynamic.shards.grow("2024-01-15")
+    for item_id in range(30, 90):
+        ZeroDynamic("2024-01-15", item_id).save()
+    stored = {raw["date"]["S"] for raw in raw_items(ZeroDynamic)}
+    assert stored <= {f"2024-01-15.{shard}" for shard in range(new_count)}
+    assert "2024-01-15.0" in stored
+    assert f"2024-01-15.{new_count - 1}" in stored
+    assert tuple(range(new_count)) == ZeroDynamic.shards.read_shards("2024-01-15")
+    assert list(range(90)) == [item.item_id for item in ZeroDynamic.query("2024-01-15", consistent_read=True)]

@@ -44,6 +44,7 @@ from tests.raw import put_raw, raw_client, raw_items
 SENSORS = ("s1", "s2", "s3")
 SHARD_S15 = 1  # md5_shard(b"s15", 8)
 SHARD_S25 = 2  # md5_shard(b"s25", 8)
+SHARD_S24 = 6  # md5_shard(b"s24", 8)
 
 
 class LostTransactions:
@@ -220,10 +221,31 @@ class TestWrites:
         assert copies[0] != "s1"
         assert -3 == Reading.get("s1", 3).value
 
+    def test_batch_write_of_a_legacy_item_goes_where_a_move_puts_it(self) -> None:
+        item = Reading.get("s1", 5)
+        item.value = -5
+        with Reading.batch_write() as batch:
+            batch.save(item)
+        assert {("s1", 5), (f"s1_{SHARD_S15}", 5)} <= set(stored_keys())  # the bare copy is shadowed
+        assert [-5] == [r.value for r in Reading.query("s1", Reading.at == 5)]
+        assert -5 == Reading.get("s1", 5).value
+        assert MoveOutcome.SHADOWED == move_legacy_item(Reading, ("s1", 5))
+        assert [(f"s1_{SHARD_S15}", 5)] == [(k, at) for k, at in stored_keys() if at == 5 and k.startswith("s1")]
+
+    def test_batch_write_of_a_new_instance_over_a_legacy_key(self) -> None:
+        with HashedReading.batch_write() as batch:
+            batch.save(HashedReading("s2", 5, value=-5))
+        assert {("s2", 5), (f"s2#{SHARD_S25}", 5)} <= set(stored_keys())  # never the bare key rewritten
+        assert [-5] == [r.value for r in HashedReading.query("s2", HashedReading.at == 5)]
+
     def test_writes_after_a_move_reach_the_moved_copy(self) -> None:
         stale = [Reading.get("s2", at) for at in (1, 2, 3)]
         for at in (1, 2, 3):
             assert MoveOutcome.MOVED == move_legacy_item(Reading, ("s2", at))
+        fresh = Reading.get("s2", 4)
+        move_legacy_item(Reading, ("s2", 4))
+        fresh.refresh()
+        assert (40, fresh.shards) == (fresh.value, SHARD_S24)  # found in its shard, not DoesNotExist
         stale[0].update(actions=[Reading.value.set(-1)])
         stale[1].delete()
         stale[2].value = -3

@@ -202,9 +202,9 @@ class JsonProgress:
 
 
 class RichProgress:
-    """A live bar on stderr: items, items/s, ETA and segments done (needs ``rich``)."""
+    """A live bar on stderr (or ``console``): items, items/s, ETA and segments done (needs ``rich``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -215,7 +215,7 @@ class RichProgress:
             TextColumn("{task.fields[rate]} items/s"),
             TimeRemainingColumn(),
             TextColumn("segments {task.fields[segments]}"),
-            console=Console(stderr=True),
+            console=console if console is not None else Console(stderr=True),
             transient=False,
         )
         self.rates = _Rates(time.monotonic)

@@ -177,3 +177,63 @@ class TestRandomPreviousCounts:
         assert strategy.shard_count(None) == 4  # type: ignore[arg-type]
         assert strategy.max_shards == 16
         assert repr(strategy) == "RandomShards(4, previous_counts=(16,))"
+
+
+class ZeroBased(ShardedModel):
+    class Meta:
+        table_name = "unit_zero_based"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(4), separator=".", first_shard=0)
+
+
+class TestFirstShardZero:
+    def test_a_copy_into_a_zero_based_layout_uses_shards_0_to_3(self) -> None:
+        job = CopyJob(Source, ZeroBased)
+        keys = {job.plan({"sensor": {"S": "2014-07-09"}, "at": {"N": str(n)}}).item["sensor"]["S"]
+                for n in range(100)}
+        assert keys == {f"2014-07-09.{shard}" for shard in range(4)}
+
+
+class TestProgressOutput:
+    def test_json_lines_then_the_report(self) -> None:
+        import io
+        import json
+
+        from pynamodb_sharding.migration import JsonProgress, MigrationReport, Tally
+
+        clock = FakeClock()
+        stream = io.StringIO()
+        sink = JsonProgress(stream, interval=1.0, clock=clock)
+        sink.start(total_segments=2, segments_done=0, estimated_items=200)
+        clock.now = 1.0
+        sink.advance(Tally(read=50))
+        clock.now = 1.5
+        sink.advance(Tally(read=50))  # within the interval: no line
+        sink.segment_done()
+        sink.finish(MigrationReport(job="copy A -> B", tally=Tally(read=100, written=100, units=100.0),
+                                    duration=2.0, segments_done=1, total_segments=2))
+        events = [json.loads(line) for line in stream.getvalue().splitlines()]
+        assert [event["event"] for event in events] == ["progress", "progress", "report"]
+        assert (events[0]["items"], events[0]["items_per_s"], events[0]["eta_s"]) == (50, 50.0, 3.0)
+        assert (events[1]["items"], events[1]["segments_done"], events[1]["total_segments"]) == (100, 1, 2)
+        assert (events[2]["written"], events[2]["units"], events[2]["complete"]) == (100, 100.0, False)
+
+    def test_the_live_bar_shows_items_and_segments(self) -> None:
+        import io
+
+        from rich.console import Console
+
+        from pynamodb_sharding.migration import MigrationReport, RichProgress, Tally
+
+        out = io.StringIO()
+        sink = RichProgress(console=Console(file=out, force_terminal=False, width=120))
+        sink.start(total_segments=4, segments_done=1, estimated_items=1000)
+        sink.advance(Tally(read=250))
+        sink.segment_done()
+        sink.finish(MigrationReport(job="j", tally=Tally(read=250), duration=1.0, segments_done=2,
+                                    total_segments=4))
+        shown = out.getvalue()
+        assert "250/1000" in shown
+        assert "segments 2/4" in shown

@@ -415,3 +415,70 @@ class TestLegacyAdoption:
         assert the_plan.ambiguous_keys == ("sensor_2016_3",)
         assert "ambiguous:  'sensor_2016_3'" in "\n".join(the_plan.lines())
         assert len(raw_items(LegacyReadings)) == 2
+
+
+class _RequestFaults:
+    """Faults for one operation of a model's client whose body names tables inside (batch,
+    transaction): ``"lost"`` sends the request (applied) and drops the reply; ``"throttle"``
+    answers a key-range throttle (nothing applied)."""
+
+    def __init__(self, model: type[Model], operation: str, plan: list[str]) -> None:
+        from botocore.httpsession import URLLib3Session
+
+        from pynamodb_sharding._host import botocore_client
+
+        self.operation, self.plan, self.log = operation, list(plan), []
+        self._http = URLLib3Session()
+        self._client = botocore_client(model)
+        self._client.meta.events.register_first("before-send.dynamodb", self.before_send,
+                                                unique_id=f"migration-faults-{id(self)}")
+
+    def close(self) -> None:
+        self._client.meta.events.unregister("before-send.dynamodb", unique_id=f"migration-faults-{id(self)}")
+
+    def before_send(self, request: Any, **_: Any) -> Any:
+        from botocore.exceptions import ReadTimeoutError
+
+        from tests.faults import KEY_RANGE, _error
+
+        if request.headers["X-Amz-Target"].decode().split(".")[-1] != self.operation or not self.plan:
+            return None
+        fault = self.plan.pop(0)
+        self.log.append(fault)
+        if fault == "lost":
+            self._http.send(request)
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return _error(request.url, 400, "ProvisionedThroughputExceededException", "throttled (injected)",
+                      ThrottlingReasons=[{"reason": KEY_RANGE, "resource": "arn:aws:dynamodb:::table/t"}])
+
+
+class TestFaults:
+    """Lost replies and throttles during a job: every item still stored exactly once."""
+
+    def test_lost_replies_of_moves_and_throttles(self, dynamodb_models: Callable[..., Any], options: JobOptions,
+                                                 shared: Callable[[type[Model], type[Model]], None]) -> None:
+        dynamodb_models(Random16)
+        put_raw(Random16, [{"sensor": {"S": f"{KEYS[0]}_{9 + n % 7}"}, "at": {"N": str(n)},
+                            "value": {"S": f"{KEYS[0]}/{n}"}} for n in range(30)])
+        shared(Random16, Random4)
+        faults = _RequestFaults(Random4, "TransactWriteItems", ["lost", "throttle", "lost", "lost", "throttle"])
+        try:
+            report = reshard(Random4, options)
+        finally:
+            faults.close()
+        assert faults.log == ["lost", "throttle", "lost", "lost", "throttle"]
+        assert report.tally.moved + report.tally.skipped >= 30
+        assert _decoded(Random4) == collections.Counter((KEYS[0], n, f"{KEYS[0]}/{n}") for n in range(30))
+        assert {int(item["sensor"]["S"].rpartition("_")[2]) for item in raw_items(Random4)} <= {1, 2, 3, 4}
+
+    def test_lost_and_throttled_batch_writes(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+        dynamodb_models(Readings, RandomReadings)
+        _fill(Readings, 20)
+        faults = _RequestFaults(RandomReadings, "BatchWriteItem", ["lost"] + ["throttle"] * 12 + ["lost"])
+        try:
+            report = copy(Readings, RandomReadings, options)
+        finally:
+            faults.close()
+        assert faults.plan == []
+        assert report.tally.written == 100
+        assert _decoded(RandomReadings) == _expected(20)

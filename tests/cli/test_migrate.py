@@ -65,6 +65,18 @@ class HashedReadings(ShardedModel):
     shards = Sharding(HashedShards(8))
 
 
+class Hashed16Readings(ShardedModel):  # HashedReadings' table after its count went from 8 to 16
+    class Meta:
+        table_name = "{prefix}_hashed_readings"
+        host = HOST
+        max_pool_connections = 16
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = UnicodeAttribute()
+    shards = Sharding(HashedShards(16, previous_counts=(8,)))
+
+
 class DynamicReadings(ShardedModel):
     class Meta:
         table_name = "{prefix}_dynamic_readings"
@@ -253,3 +265,30 @@ def test_segments_run_one_by_one_as_a_scheduler_would(
     verified = run_cli("migrate", "verify", project.spec("Readings"), project.spec("HashedReadings"),
                        cwd=project.directory, env=cli_env)
     assert verified.returncode == 0, verified.stdout
+
+
+def test_reshard_dry_run_then_run(project: ModelsModule, cli_env: dict[str, str], dynamodb: Any,
+                                  models: ModuleType) -> None:
+    """``reshard`` after 8 -> 16: the dry run plans moves and deletes and writes nothing; the run
+    puts every item on its 16-shard md5 key."""
+    for n in range(200):
+        models.HashedReadings(KEYS[n % 5], n, value=str(n)).save()
+    table = models.HashedReadings.Meta.table_name
+    before = sorted(item["sensor"]["S"] + "/" + item["at"]["N"] for item in _raw(dynamodb, table))
+    common = ("--checkpoint-table", project.table("checkpoints"))
+    planned = run_cli("migrate", "reshard", project.spec("Hashed16Readings"), "--dry-run", *common,
+                      cwd=project.directory, env=cli_env)
+    assert planned.returncode == 0, planned.stderr
+    assert "0 copies" in planned.stdout
+    assert "old copies, each in the transaction that puts its new copy" in planned.stdout
+    assert sorted(item["sensor"]["S"] + "/" + item["at"]["N"] for item in _raw(dynamodb, table)) == before
+    ran = run_cli("migrate", "reshard", project.spec("Hashed16Readings"), "--workers", "2", *common,
+                  cwd=project.directory, env=cli_env)
+    assert ran.returncode == 0, ran.stderr
+    stored = _raw(dynamodb, table)
+    assert len(stored) == 200
+    from pynamodb_sharding.strategies import md5_shard
+
+    for item in stored:
+        logical, _, shard = item["sensor"]["S"].rpartition("_")
+        assert int(shard) == md5_shard(f"{logical}{item['at']['N']}".encode(), 16)

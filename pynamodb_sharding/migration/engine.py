@@ -24,7 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as EndpointUnreachable
 
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MigrationError, ShardKeyError
@@ -169,6 +170,12 @@ class _Backoff:
         self.sleep(random.uniform(0, min(self.cap, self.base * 2 ** min(self.attempt, 20))))
 
 
+#: Requests that timed out or lost their connection after botocore's own retries: every
+#: request of a job can be sent again safely (puts overwrite the same key, a move's token makes
+#: it one transaction, scans and reads change nothing), so they are retried like throttles.
+_NETWORK_ERRORS = (HTTPClientError, EndpointUnreachable)
+
+
 def _is_throttle(error: BaseException) -> bool:
     return classify(error).is_throttle
 
@@ -200,6 +207,9 @@ class _Sender:
             try:
                 reply = self.client.batch_write_item(RequestItems={self.table: pending},
                                                      ReturnConsumedCapacity="TOTAL")
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a batch write to {self.table!r}")
+                continue
             except ClientError as error:
                 if not _is_throttle(error):
                     raise
@@ -233,9 +243,12 @@ class _Sender:
             try:
                 reply = self.client.transact_write_items(
                     TransactItems=_move_request(self.table, layout.hash_name, move.old_key, item, target_item),
-                    ClientRequestToken=_token(move.old_key, target_item),
+                    ClientRequestToken=_token(self.table, move.old_key, target_item),
                     ReturnConsumedCapacity="TOTAL",
                 )
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a move in {self.table!r}")
+                continue
             except ClientError as error:
                 code = error.response.get("Error", {}).get("Code")
                 if code != "TransactionCanceledException":
@@ -282,6 +295,9 @@ class _Sender:
         while True:
             try:
                 outcome = move_legacy_item(self.job.target.model, old_item)  # type: ignore[arg-type]
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a legacy move in {self.table!r}")
+                continue
             except ClientError as error:
                 if not _is_throttle(error):
                     raise
@@ -299,6 +315,9 @@ class _Sender:
         while True:
             try:
                 reply = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a read of {self.table!r}")
+                continue
             except ClientError as error:
                 if not _is_throttle(error):
                     raise
@@ -312,9 +331,13 @@ def _describe_key(key: Mapping[str, Any]) -> str:
     return ", ".join(f"{name}={next(iter(value.values()))!r}" for name, value in key.items())
 
 
-def _token(old_key: Mapping[str, Any], new_item: Mapping[str, Any]) -> str:
-    """The same move sent again (a lost reply, botocore's retry) is the same transaction."""
-    digest = hashlib.sha256(repr((sorted(old_key.items()), sorted(new_item.items()))).encode()).hexdigest()
+def _token(table: str, old_key: Mapping[str, Any], new_item: Mapping[str, Any]) -> str:
+    """The same move sent again (a lost reply, botocore's retry) is the same transaction.
+
+    DynamoDB remembers a token for 10 minutes per account and region: the table is part of it,
+    so the same item moved in another table (a staging copy) is another transaction.
+    """
+    digest = hashlib.sha256(repr((table, sorted(old_key.items()), sorted(new_item.items()))).encode()).hexdigest()
     return digest[:36]
 
 
@@ -361,6 +384,9 @@ def _scan_page(job: Job, segment: int, total: int, position: StoredItem | None, 
         try:
             page: dict[str, Any] = client.scan(**request)
             return page
+        except _NETWORK_ERRORS:
+            backoff.wait(f"a scan of {job.source.table!r}")
+            continue
         except ClientError as error:
             if not _is_throttle(error):
                 raise

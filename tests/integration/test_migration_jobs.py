@@ -474,7 +474,8 @@ class TestFaults:
     def test_lost_and_throttled_batch_writes(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
         dynamodb_models(Readings, RandomReadings)
         _fill(Readings, 20)
-        faults = _RequestFaults(RandomReadings, "BatchWriteItem", ["lost"] + ["throttle"] * 12 + ["lost"])
+        # Six lost replies in a row outlast botocore's own retries: the job retries the batch itself.
+        faults = _RequestFaults(RandomReadings, "BatchWriteItem", ["lost"] * 6 + ["throttle"] * 12 + ["lost"])
         try:
             report = copy(Readings, RandomReadings, options)
         finally:

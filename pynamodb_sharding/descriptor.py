@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import attrs
 
 from pynamodb_sharding._host import hash_keyname, range_keyname
-from pynamodb_sharding.exceptions import FixedShardCountError, ShardingDefinitionError, ShardKeyError
+from pynamodb_sharding.cursor import CursorSecret, secret_keys
+from pynamodb_sharding.exceptions import (
+    CursorError,
+    FixedShardCountError,
+    ShardingDefinitionError,
+    ShardKeyError,
+)
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import (
     HistoryEntry,
@@ -59,10 +65,16 @@ class Sharding:
             the bare key, returning each item once (see :doc:`adoption`).
         max_workers: threads a merged query uses; default ``min(32, number of shards)``.
             Raise ``Meta.max_pool_connections`` to match, or threads wait for connections.
+        cursor_secret: signs the page tokens of merged queries (``next_page_token``) with
+            HMAC-SHA256, so a client cannot forge one: a ``str`` or ``bytes``, a list of them
+            (the first signs, every one is accepted: rotate by putting the new one first), or a
+            callable returning either, read each time a token is made or read (e.g.
+            ``lambda: settings.SECRET_KEY``). With a secret, a query resumes from a token only,
+            never from an unsigned cursor dict.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
-       ``first_shard`` and ``legacy_unsharded``.
+       ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
     """
 
     def __init__(
@@ -73,6 +85,7 @@ class Sharding:
         first_shard: int = 1,
         legacy_unsharded: bool = False,
         max_workers: int | None = None,
+        cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = None,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -102,6 +115,16 @@ class Sharding:
         self.first_shard = first_shard
         self.legacy_unsharded = legacy_unsharded
         self.max_workers = max_workers
+        if cursor_secret is not None and not callable(cursor_secret):
+            try:
+                secret_keys(cursor_secret)
+            except CursorError:
+                msg = (
+                    f"Sharding(cursor_secret=...): expected a non-empty str or bytes, a list of them "
+                    f"or a callable returning one, got {cursor_secret!r}."
+                )
+                raise ShardingDefinitionError(msg) from None
+        self.cursor_secret = cursor_secret
         self.name = ""
         # One manager per fully defined owner class: item decoding asks for it per item.
         self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
@@ -137,7 +160,8 @@ class Sharding:
         manager = self._managers.get(owner)
         if manager is None:
             manager = ShardManager(owner, self.strategy, self.separator, self.max_workers,
-                                   first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded)
+                                   first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
+                                   cursor_secret=self.cursor_secret)
             if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                 self._managers[owner] = manager
         return manager
@@ -171,6 +195,10 @@ class ShardManager(Generic[_M]):
     first_shard: int = attrs.field(default=1, kw_only=True)
     #: Whether the table still holds unsharded items under bare logical keys.
     legacy_unsharded: bool = attrs.field(default=False, kw_only=True)
+    #: Signs page tokens (``Sharding(cursor_secret=...)``); ``None``: tokens are unsigned.
+    cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = attrs.field(
+        default=None, kw_only=True, repr=False
+    )
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)
@@ -191,6 +219,14 @@ class ShardManager(Generic[_M]):
             space = attrs.evolve(space, namespace=table)
             object.__setattr__(self, "_space", space)
         return space
+
+    def cursor_secrets(self) -> tuple[bytes, ...]:
+        """The HMAC keys of this model's page tokens, the signing one first (empty: unsigned).
+
+        Raises:
+            CursorError: a ``cursor_secret`` callable returned no usable secret.
+        """
+        return secret_keys(self.cursor_secret)
 
     @property
     def attribute(self) -> str:

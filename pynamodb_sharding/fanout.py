@@ -50,11 +50,12 @@ from pynamodb_sharding.cursor import (
     CursorState,
     RawItem,
     RawKey,
+    TokenCodec,
     decode_cursor,
     encode_cursor,
 )
 from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import with_key_attributes
@@ -126,14 +127,18 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         merge: ShardMerge,
         scope: CursorScope,
         *,
-        given_cursor: dict[str, Any] | None,
+        given_cursor: dict[str, Any] | str | None,
         key_names: Sequence[str],
         page_size: int | None,
         shard_query: _ShardQuery | None = None,
+        tokens: TokenCodec | None = None,
+        given_state: CursorState | None = None,
     ) -> None:
         self._merge = merge
         self._scope = scope
         self._given_cursor = given_cursor
+        self._tokens = tokens
+        self._given_state = given_state
         self._key_names = tuple(key_names)
         self._page_size = page_size
         self._shard_query = shard_query
@@ -201,15 +206,44 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
             self._shard_query.page_size = limit
 
     @property
-    def last_evaluated_key(self) -> dict[str, Any] | None:
-        """The merged cursor: resumes right after the last item returned; ``None`` at the end."""
+    def last_evaluated_key(self) -> dict[str, Any] | str | None:
+        """The merged cursor: resumes right after the last item returned; ``None`` at the end.
+
+        A dict of JSON types; the page token (a ``str``, see :attr:`next_page_token`) for a
+        model whose tokens are signed (``Sharding(cursor_secret=...)``).
+        """
         merge = self._merge
         if not merge.started:
             return self._given_cursor
         state, remaining = merge.state()
         if not remaining:
             return None
+        if self._tokens is not None and self._tokens.secrets:
+            return self._tokens.encode(state)
         return encode_cursor(self._scope, state)
+
+    @property
+    def next_page_token(self) -> str | None:
+        """The compact, URL-safe form of the cursor; ``None`` when nothing is left.
+
+        Pass it back as ``last_evaluated_key`` to resume right after the last item returned.
+        It holds no table or model name, and is signed when the model has a ``cursor_secret``.
+
+        .. versionadded:: 0.2.0
+        """
+        tokens = self._tokens
+        if tokens is None:
+            msg = f"{self._scope.model}: this query has no page token (it was not built by merged_query)."
+            raise CursorError(msg)
+        merge = self._merge
+        if not merge.started:
+            if isinstance(self._given_cursor, str):
+                return self._given_cursor
+            return None if self._given_state is None else tokens.encode(self._given_state)
+        state, remaining = merge.state()
+        if not remaining:
+            return None
+        return tokens.encode(state)
 
     @property
     def total_scanned_count(self) -> int:
@@ -245,17 +279,19 @@ class MergedResultIterator(Iterator[_M]):
         merge: ShardMerge,
         scope: CursorScope,
         *,
-        given_cursor: dict[str, Any] | None,
+        given_cursor: dict[str, Any] | str | None,
         key_names: Sequence[str] = (),
         page_size: int | None = None,
         shard_query: _ShardQuery | None = None,
+        tokens: TokenCodec | None = None,
+        given_state: CursorState | None = None,
     ) -> None:
         self._model = model
         self._from_raw_data = model.from_raw_data
         self._merge = merge
         self.page_iter = MergedPageIterator(
             merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
-            shard_query=shard_query,
+            shard_query=shard_query, tokens=tokens, given_state=given_state,
         )
 
     def __iter__(self) -> MergedResultIterator[_M]:
@@ -271,9 +307,18 @@ class MergedResultIterator(Iterator[_M]):
         return self.__next__()
 
     @property
-    def last_evaluated_key(self) -> dict[str, Any] | None:
+    def last_evaluated_key(self) -> dict[str, Any] | str | None:
         """The cursor to pass back as ``last_evaluated_key``, ``None`` when nothing is left."""
         return self.page_iter.last_evaluated_key
+
+    @property
+    def next_page_token(self) -> str | None:
+        """The cursor as a compact URL-safe ``str`` (``None`` at the end); see
+        :attr:`MergedPageIterator.next_page_token`.
+
+        .. versionadded:: 0.2.0
+        """
+        return self.page_iter.next_page_token
 
     @property
     def total_count(self) -> int:
@@ -566,9 +611,10 @@ def merged_query(
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, forward)
     state = CursorState()
+    tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets())
     if last_evaluated_key is not None:
         state = decode_cursor(last_evaluated_key, plan.scope, key_names=plan.key_names,
-                              hash_name=plan.hash_name, hash_value=plan.hash_value)
+                              hash_name=plan.hash_name, hash_value=plan.hash_value, secrets=tokens.secrets)
     starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
     hash_values = dict(plan.hash_values)
@@ -618,7 +664,8 @@ def merged_query(
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
-                                shard_query=send)
+                                shard_query=send, tokens=tokens,
+                                given_state=state if last_evaluated_key is not None else None)
 
 
 def _page(data: Mapping[str, Any]) -> Page:

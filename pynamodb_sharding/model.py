@@ -802,7 +802,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         index_name: str | None = None,
         scan_index_forward: bool | None = None,
         limit: int | None = None,
-        last_evaluated_key: dict[str, Any] | None = None,
+        last_evaluated_key: dict[str, Any] | str | None = None,
         attributes_to_get: Iterable[str] | None = None,
         page_size: int | None = None,
         rate_limit: float | None = None,
@@ -810,7 +810,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """Query every shard of ``hash_key`` in parallel and merge in sort-key order.
 
         Same arguments as :meth:`pynamodb.models.Model.query`; ``last_evaluated_key`` of the
-        result is one JSON-serialisable cursor covering every shard.
+        result is one JSON-serialisable cursor covering every shard, and ``next_page_token`` the
+        same cursor as a compact URL-safe ``str``; either is accepted as ``last_evaluated_key``.
         """
         from pynamodb_sharding.fanout import merged_query
 

@@ -80,7 +80,9 @@ def check() -> None:
         assert_type(found, AuditLog)
     pages = AuditLog.query("/f").page_iter
     assert_type(pages, MergedPageIterator)
-    assert_type(pages.last_evaluated_key, dict[str, Any] | None)
+    assert_type(pages.last_evaluated_key, dict[str, Any] | str | None)
+    assert_type(pages.next_page_token, str | None)
+    assert_type(AuditLog.query("/f").next_page_token, str | None)
     assert_type(pages.total_scanned_count, int)
     for page in pages:
         assert_type(page, dict[str, Any])

@@ -126,7 +126,7 @@ class TestTampering:
             pytest.param(edited(("forward",), False, rechecksum=True), "other direction", id="other-direction"),
             pytest.param(edited(("index",), "by_user", rechecksum=True), "index", id="other-index"),
             pytest.param(edited(("version",), 99, rechecksum=True), "version", id="other-version"),
-            pytest.param("not a cursor", "json.loads", id="a-string"),
+            pytest.param("not a cursor", "not a page token", id="a-string"),
             pytest.param(["positions"], "list", id="a-list"),
             pytest.param(42, "int", id="a-number"),
             pytest.param({}, "truncated", id="empty-dict"),

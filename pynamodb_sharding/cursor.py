@@ -303,6 +303,15 @@ def _varint(number: int) -> bytes:
             return bytes(out)
 
 
+def _shared_prefix(first: bytes, second: bytes) -> int:
+    shared = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared
+
+
 class _TokenTruncatedError(Exception):
     """Raised inside the token parser; turned into a CursorError by the reader."""
 
@@ -361,7 +370,8 @@ class TokenCodec:
 
     The token holds, per shard, the shard number and the values of the start key's attributes
     except the queried hash attribute (which the shard number and the query's key rebuild),
-    packed, followed by a 96-bit HMAC-SHA256 tag over the query's scope and the packed body,
+    each stored as the part that differs from the previous shard's value after their common
+    prefix (the sort keys of one page are close), packed, followed by a 96-bit HMAC-SHA256 tag over the query's scope and the packed body,
     all base64url without padding. Neither the table, the model, nor the queried key is in it:
     they are bound through the tag, so a token is accepted only by the query it came from.
     With ``secrets`` the tag is a signature (the first secret signs, each one is accepted);
@@ -397,6 +407,7 @@ class TokenCodec:
         body = bytearray([TOKEN_VERSION])
         body += _varint(len(state.positions))
         names = self._stored_names
+        previous = dict.fromkeys(names, b"")
         for shard in sorted(state.positions):
             body += _varint(shard + 1)  # the bare legacy key is shard -1
             start = state.positions[shard]
@@ -406,9 +417,14 @@ class TokenCodec:
                     raw = inner if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
                 else:
                     raw = str(inner).encode("utf-8")
+                # Sort keys of one page are close (timestamps): store only what differs from
+                # the previous shard's value, after the prefix they share.
+                shared = _shared_prefix(previous[name], raw)
+                previous[name] = raw
                 body.append(_KIND_CODES[kind])
-                body += _varint(len(raw))
-                body += raw
+                body += _varint(shared)
+                body += _varint(len(raw) - shared)
+                body += raw[shared:]
         key = self.secrets[0] if self.secrets else _UNSIGNED_KEY
         packed = bytes(body) + self._tag(key, bytes(body))
         return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
@@ -440,6 +456,7 @@ class TokenCodec:
             raise reader.fail(f"has version {body[0]}, this library reads version {TOKEN_VERSION}")
         data = _Bytes(body[1:])
         positions: dict[int, RawKey] = {}
+        previous = dict.fromkeys(self._stored_names, b"")
         try:
             for _ in range(data.varint()):
                 shard = data.varint() - 1
@@ -451,7 +468,11 @@ class TokenCodec:
                     kind = _CODE_KINDS.get(code)
                     if kind is None:
                         raise reader.fail(f"has an unknown value type for {name} in shard {shard}")
-                    raw = data.take(data.varint())
+                    shared = data.varint()
+                    if shared > len(previous[name]):
+                        raise reader.fail("is malformed")
+                    raw = previous[name][:shared] + data.take(data.varint())
+                    previous[name] = raw
                     start[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
                 start[self.hash_name] = self._hash_json(hash_value, shard, reader)
                 positions[shard] = reader.start_key(shard, _key_to_json(start))

@@ -70,11 +70,16 @@ def test_string_and_binary_sort_keys() -> None:
     assert tokens.decode(tokens.encode(state), physical) == state
 
 
-def test_sixteen_shards_with_ten_digit_timestamps_fit_in_296_characters() -> None:
-    state = CursorState(positions={shard: start(shard, str(1_456_369_200 + shard)) for shard in range(1, 17)})
-    # 1 version byte + 1 count byte + 16 x (1 shard + 1 type + 1 length + 10 digits) + 12 tag bytes
-    # = 222 bytes, 296 base64 characters.
-    assert len(codec().encode(state)) == 296
+def test_sixteen_shards_with_ten_digit_timestamps() -> None:
+    close = CursorState(positions={shard: start(shard, str(1_456_369_200 + shard)) for shard in range(1, 17)})
+    # version + count + shard 1 (shard, type, prefix 0, length 10, 10 digits = 14 bytes) + 14
+    # shards sharing 9 digits (shard, type, prefix, length, 1 digit = 5 bytes) + shard 10
+    # sharing 8 (6 bytes) + 12 tag bytes = 104 bytes: 139 base64 characters.
+    assert len(codec().encode(close)) == 139
+    far = CursorState(positions={shard: start(shard, str(shard * 1_000_000_000 + 123_456_789)[-10:].rjust(10, "9"))
+                                 for shard in range(1, 17)})
+    # Nothing shared: 16 x 14 + 2 + 12 = 238 bytes, 318 characters, still under 400.
+    assert len(codec().encode(far)) == 318
 
 
 class TestRefused:

@@ -29,6 +29,7 @@ from pynamodb_sharding.exceptions import (
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.pool import fanout_threads, set_fanout_threads
 from pynamodb_sharding.strategies import (
     HashedShards,
     HistoryEntry,
@@ -88,5 +89,7 @@ __all__ = [
     "__version__",
     "classify",
     "classify_response",
+    "fanout_threads",
+    "set_fanout_threads",
     "shard_manager",
 ]

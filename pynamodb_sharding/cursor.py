@@ -371,11 +371,12 @@ class TokenCodec:
     The token holds, per shard, the shard number and the values of the start key's attributes
     except the queried hash attribute (which the shard number and the query's key rebuild),
     each stored as the part that differs from the previous shard's value after their common
-    prefix (the sort keys of one page are close), packed, followed by a 96-bit HMAC-SHA256 tag over the query's scope and the packed body,
-    all base64url without padding. Neither the table, the model, nor the queried key is in it:
-    they are bound through the tag, so a token is accepted only by the query it came from.
-    With ``secrets`` the tag is a signature (the first secret signs, each one is accepted);
-    without, it is keyed with a public constant and only detects edits and foreign use.
+    prefix (the sort keys of one page are close). A 96-bit HMAC-SHA256 tag over the query's
+    scope and the packed body follows, all base64url without padding. Neither the table, the
+    model, nor the queried key is in it: they are bound through the tag, so a token is
+    accepted only by the query it came from. With ``secrets`` the tag is a signature (the
+    first secret signs, each one is accepted); without, it is keyed with a public constant and
+    only detects edits and foreign use.
 
     .. versionadded:: 0.2.0
     """
@@ -414,7 +415,7 @@ class TokenCodec:
             for name in names:
                 ((kind, inner),) = start[name].items()
                 if kind == "B":
-                    raw = inner if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
+                    raw = bytes(inner) if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
                 else:
                     raw = str(inner).encode("utf-8")
                 # Sort keys of one page are close (timestamps): store only what differs from

@@ -23,7 +23,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,6 +58,7 @@ from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, 
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import with_key_attributes
+from pynamodb_sharding.pool import BoundedSubmitter, fanout_threads
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -392,20 +392,48 @@ def default_workers(model: type[ShardedModel], shard_count: int) -> int:
 
 
 def _check_pool(model: type[ShardedModel], workers: int) -> None:
+    """Warn once per model when its merged reads may run more requests than it has connections.
+
+    The requests in flight are this read's ``workers`` plus those of the model's other merged
+    queries still open in the process (web servers run many at once), at most the size of the
+    shared fan-out pool.
+    """
     pool = getattr(model.Meta, "max_pool_connections", None)
-    if pool is None or workers <= pool:
+    if pool is None:
+        return
+    others = sum(merge.max_workers for merge in list(_open_merges.get(model, ()))
+                 if merge.started and not merge.closed)
+    concurrent = min(fanout_threads(), workers + others)
+    if concurrent <= pool:
         return
     key = (model.__module__, model.__qualname__)
     with _warned_lock:
         if key in _warned_pools:
             return
         _warned_pools.add(key)
+    if others:
+        what = (f"its merged reads run up to {concurrent} requests at once ({workers} for this one, "
+                f"the rest for the other queries still open)")
+    else:
+        what = f"a merged query runs {concurrent} threads"
     msg = (
-        f"{model.__name__}: a merged query runs {workers} threads but Meta.max_pool_connections "
-        f"is {pool}, so threads wait for a connection; set Meta.max_pool_connections = {workers} "
-        f"or Sharding(..., max_workers={pool})."
+        f"{model.__name__}: {what} but Meta.max_pool_connections is {pool}, so threads wait for a "
+        f"connection; set Meta.max_pool_connections = {concurrent} or lower Sharding(..., "
+        f"max_workers=...) or the shared pool (pynamodb_sharding.set_fanout_threads)."
     )
     warnings.warn(msg, FanoutPoolWarning, stacklevel=4)
+
+
+#: The merged queries of each model that may still send requests (closed or collected: gone).
+_open_merges: weakref.WeakKeyDictionary[type[Any], weakref.WeakSet[ShardMerge]] = weakref.WeakKeyDictionary()
+
+
+def _track(model: type[ShardedModel], merge: ShardMerge) -> None:
+    with _warned_lock:
+        merges = _open_merges.get(model)
+        if merges is None:
+            merges = _open_merges[model] = weakref.WeakSet()
+        merges.add(merge)
 
 
 class _ShardQuery:
@@ -662,6 +690,7 @@ def merged_query(
             return sort_value(item[table_sort]) if table_sort is not None else b""
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity)
+    _track(model, merge)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
                                 shard_query=send, tokens=tokens,
@@ -799,16 +828,17 @@ def merged_count(
         return 0
     workers = max_workers if max_workers is not None else default_workers(model, len(values))
     _check_pool(model, workers)
-    with ThreadPoolExecutor(workers, thread_name_prefix="pynamodb-sharding-count") as executor:
-        futures = [executor.submit(count_shard, value) for value in values]
-        try:
-            for future in futures:
-                future.result()
-        except BaseException:
-            done.set()
-            for future in futures:
-                future.cancel()
-            raise
+    submitter = BoundedSubmitter(workers)
+    futures = [submitter.submit(count_shard, value) for value in values]
+    try:
+        for future in futures:
+            future.result()
+    except BaseException:
+        done.set()
+        submitter.cancel_queued()
+        for future in futures:
+            future.cancel()
+        raise
     return min(total, limit) if limit is not None else total
 
 
@@ -866,6 +896,9 @@ def count_by_shard(
 
     workers = max_workers if max_workers is not None else default_workers(model, len(plan.hash_values))
     _check_pool(model, workers)
-    with ThreadPoolExecutor(workers, thread_name_prefix="pynamodb-sharding-count") as executor:
-        futures = {shard: executor.submit(count_shard, value) for shard, value in plan.hash_values.items()}
+    submitter = BoundedSubmitter(workers)
+    futures = {shard: submitter.submit(count_shard, value) for shard, value in plan.hash_values.items()}
+    try:
         return {shard: future.result() for shard, future in futures.items()}
+    finally:
+        submitter.cancel_queued()

@@ -26,8 +26,9 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
-from pynamodb.transactions import TransactGet
+from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import (
     AmbiguousLegacyKeyError,
@@ -38,6 +39,7 @@ from pynamodb_sharding import (
     Sharding,
     shard_manager,
 )
+from pynamodb_sharding.exceptions import ShardKeyError
 from pynamodb_sharding.legacy import MoveOutcome, check_legacy_keys, find_ambiguous_keys, move_legacy_item
 from tests.raw import put_raw, raw_client, raw_items
 
@@ -170,7 +172,7 @@ class TestReadsCoverLegacyKeys:
         assert 50 == future.get().value
 
     def test_scan_decodes_legacy_keys(self) -> None:
-        with pytest.raises(Exception, match="not a physical key"):
+        with pytest.raises(ShardKeyError, match="not a physical key"):
             list(NotLegacy.scan())  # the trap: a sharded model without the flag
         Reading("s1", 100, value=1).save()
         scanned = sorted(rows(Reading.scan()))
@@ -231,6 +233,14 @@ class TestWrites:
         assert -5 == Reading.get("s1", 5).value
         assert MoveOutcome.SHADOWED == move_legacy_item(Reading, ("s1", 5))
         assert [(f"s1_{SHARD_S15}", 5)] == [(k, at) for k, at in stored_keys() if at == 5 and k.startswith("s1")]
+
+    def test_transaction_on_a_moved_item_fails_instead_of_recreating_it(self) -> None:
+        item = Reading.get("s3", 11)
+        move_legacy_item(Reading, ("s3", 11))
+        with pytest.raises(TransactWriteError), TransactWrite(connection=Reading._get_connection().connection) as tx:
+            tx.update(item, actions=[Reading.value.set(-11)])
+        assert [110] == [r.value for r in Reading.query("s3", Reading.at == 11)]
+        assert ("s3", 11) not in stored_keys()
 
     def test_batch_write_of_a_new_instance_over_a_legacy_key(self) -> None:
         with HashedReading.batch_write() as batch:

@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding, ShardingDefinitionError, shard_manager
 from pynamodb_sharding.exceptions import ShardKeyError, ShardLocationError
-from pynamodb_sharding.keys import KeyCodec
+from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
 
 
 class ZeroBased(ShardedModel):
@@ -78,6 +78,49 @@ class TestCodec:
     def test_round_trip(self, key: str, shard: int, separator: str) -> None:
         codec = KeyCodec("M", "k", separator, 0)
         assert (key, shard) == codec.decode(codec.encode(key, shard))
+
+
+class TestLegacyCodec:
+    """A legacy_unsharded codec reads a value without a shard suffix as a bare legacy key."""
+
+    def test_bare_keys(self) -> None:
+        codec = KeyCodec("M", "k", "_", 1, legacy=True)
+        assert ("sensor", LEGACY_SHARD) == codec.decode("sensor")
+        assert ("sensor_0", LEGACY_SHARD) == codec.decode("sensor_0")  # no shard 0 when numbered from 1
+        assert ("sensor", 3) == codec.decode("sensor_3")
+        assert "sensor" == codec.encode("sensor", LEGACY_SHARD)
+
+    def test_without_legacy_a_bare_key_is_refused(self) -> None:
+        codec = KeyCodec("M", "k")
+        with pytest.raises(ShardKeyError, match="not a physical key"):
+            codec.decode("sensor")
+        with pytest.raises(ShardKeyError, match="out of range"):
+            codec.encode("sensor", LEGACY_SHARD)
+
+    def test_decode_stored(self) -> None:
+        class Legacy(ShardedModel):
+            class Meta:
+                table_name = "legacy"
+
+            date = UnicodeAttribute(hash_key=True)
+            shards = Sharding(RandomShards(3), legacy_unsharded=True)
+
+        manager = shard_manager(Legacy)
+        assert manager.legacy_unsharded
+        assert ("d", None) == manager.decode_stored("d")
+        assert ("d", 2) == manager.decode_stored("d_2")
+        assert (LEGACY_SHARD, 1, 2, 3) == manager.read_targets("d")
+        assert (1, 2, 3) == manager.read_shards("d")
+        assert not shard_manager(RandomZero).legacy_unsharded
+
+    @pytest.mark.parametrize("flag", [1, "yes", None])
+    def test_flag_is_a_bool(self, flag: object) -> None:
+        with pytest.raises(ShardingDefinitionError, match="legacy_unsharded"):
+            Sharding(RandomShards(3), legacy_unsharded=flag)  # type: ignore[arg-type]
+
+    def test_repr(self) -> None:
+        assert "Sharding(RandomShards(3), separator='.', first_shard=0, legacy_unsharded=True)" == repr(
+            Sharding(RandomShards(3), separator=".", first_shard=0, legacy_unsharded=True))
 
 
 class TestManager:

@@ -590,7 +590,12 @@ def serve(port: int | None = None, *, out: TextIO | None = None) -> None:
             endpoint = process.server.endpoint
             print(f"DynamoDB Local is running at {endpoint} (pid {process.server.pid}); "
                   f"Ctrl-C stops it.", file=out)
-            print(f"export {ENDPOINT_ENV}={endpoint}", file=out, flush=True)
+            # Everything an application needs to talk to it, as shell lines to paste.
+            server = process.server
+            print(f"export {ENDPOINT_ENV}={endpoint}", file=out)
+            print(f"export AWS_DEFAULT_REGION={server.region}", file=out)
+            print(f"export AWS_ACCESS_KEY_ID={server.aws_access_key_id}", file=out)
+            print(f"export AWS_SECRET_ACCESS_KEY={server.aws_secret_access_key}", file=out, flush=True)
             while process.running:
                 time.sleep(0.2)
             msg = f"DynamoDB Local at {endpoint} exited by itself: {process.output_tail()}"

@@ -59,10 +59,13 @@ class ShardedMetaModel(MetaModel):
         cls._sharding_attr = declared[0] if declared else None
         if cls._hash_keyname is None:
             return  # an abstract base without a hash key: nothing to shard yet
+        if not declared and not getattr(getattr(cls, "Meta", None), "table_name", None):
+            return  # an abstract base (no table): its concrete subclasses declare the Sharding
         if not declared:
             msg = (
                 f"{name}: a ShardedModel needs a Sharding descriptor; add e.g. "
-                f"`shards = Sharding(RandomShards(10))` to the class, or derive from Model."
+                f"`shards = Sharding(RandomShards(10))` to the class, or derive from Model "
+                f"(a base class shared by sharded models has no Meta.table_name)."
             )
             raise ShardingDefinitionError(msg)
         attribute = cls.get_attributes()[cls._hash_keyname]

@@ -19,7 +19,6 @@ from pynamodb.exceptions import TableDoesNotExist, TableError
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import botocore_client, reset_connection, restore_connection
-from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
@@ -115,9 +114,10 @@ class ModelBinding:
             if entry.table_created:
                 deleted += _delete_every_item(entry.model)
         for model, _ in self._connections:
-            if getattr(model, "_sharding_attr", None) is None:
+            name = getattr(model, "_sharding_attr", None)
+            if name is None:
                 continue  # not a sharded model
-            store = getattr(shard_manager(model).strategy, "store", None)
+            store = getattr(getattr(model, name).strategy, "store", None)  # the class's ShardManager
             if store is not None and hasattr(store, "clear"):
                 store.clear()
         return deleted

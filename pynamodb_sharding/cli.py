@@ -13,6 +13,7 @@ import importlib.util
 import os
 import sys
 import traceback
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,28 @@ class _Group(click.Group):
         except Exception as error:
             if debug:
                 raise
+            hint = _missing_setting(error)
+            if hint is not None:
+                raise CommandError(hint) from error
             raise CommandError(f"{_one_line(error)} (run with --debug for the traceback)") from error
+
+
+def _missing_setting(error: BaseException) -> str | None:
+    """What to set when botocore found no region or no credentials (anywhere in the causes)."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return None
+        name = type(seen).__name__
+        if name == "NoRegionError":
+            return ("no AWS region is set: pass --region (any region for DynamoDB Local, e.g. us-east-1), "
+                    "set AWS_DEFAULT_REGION, or give the model a Meta.region.")
+        if name in ("NoCredentialsError", "PartialCredentialsError"):
+            return ("no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (for "
+                    "DynamoDB Local any values, e.g. those `pynamodb-sharding local serve` prints) or "
+                    "AWS_PROFILE, or give the model Meta.aws_access_key_id and Meta.aws_secret_access_key.")
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    return None
 
 
 def _one_line(error: BaseException) -> str:
@@ -156,18 +178,26 @@ def require_sharded(ref: ModelRef) -> None:
         raise CommandError(msg)
 
 
+#: The region a local endpoint gets when neither --region nor the model's Meta names one.
+LOCAL_REGION = "us-east-1"
+
+
 def connect(ref: ModelRef, endpoint: str | None, region: str | None) -> None:
     """Point the model and its companions at ``endpoint``/``region`` when given.
 
-    Without overrides the models keep what their ``Meta`` and PynamoDB's settings say.
+    Without overrides the models keep what their ``Meta`` and PynamoDB's settings say. A local
+    endpoint (DynamoDB Local) without any region gets :data:`LOCAL_REGION`.
     """
     if endpoint is None and region is None:
         return
+    local = endpoint is not None and urllib.parse.urlsplit(endpoint).hostname in ("127.0.0.1", "localhost", "::1")
     for model in ref.all_models:
         if endpoint is not None:
             model.Meta.host = endpoint
         if region is not None:
             model.Meta.region = region
+        elif local and not getattr(model.Meta, "region", None):
+            model.Meta.region = LOCAL_REGION  # DynamoDB Local ignores it, botocore needs one
         # PynamoDB caches the connection on the class; drop it so the new Meta is used.
         reset_connection(model)
 

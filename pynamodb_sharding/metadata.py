@@ -31,6 +31,7 @@ from cachetools import TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.models import Model
+from pynamodb.settings import get_settings_value
 
 from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, reset_connection
@@ -128,6 +129,9 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
     if getattr(meta, "own_connection", False) is True:
         return
     wanted = {name: getattr(owner.Meta, name) for name in CONNECTION_SETTINGS if hasattr(owner.Meta, name)}
+    # What the owner has beyond PynamoDB's defaults (which the metadata model has too): only
+    # that is copied, so a value set on the metadata model at run time (a test binding) stays.
+    explicit = {name: value for name, value in wanted.items() if value != get_settings_value(name)}
     declared: frozenset[str] = getattr(metadata_model, "declared_connection", frozenset())
     for name in sorted(declared):
         theirs = getattr(meta, name, None)
@@ -142,17 +146,17 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
     earlier = _followed.get(metadata_model)
     if earlier is not None and earlier[0] != owner.__qualname__:
         first, settings = earlier
-        differing = sorted(name for name in CONNECTION_SETTINGS if settings.get(name) != wanted.get(name))
+        differing = sorted(name for name in CONNECTION_SETTINGS if settings.get(name) != explicit.get(name))
         if differing:
             msg = (
                 f"{owner.__name__}: its metadata model {metadata_model.__name__} already follows the "
                 f"connection of {first}, whose Meta.{differing[0]} ({settings.get(differing[0])!r}) differs "
-                f"from {owner.__name__}'s ({wanted.get(differing[0])!r}); give each a metadata model of its "
+                f"from {owner.__name__}'s ({explicit.get(differing[0])!r}); give each a metadata model of its "
                 f"own, or set the connection on {metadata_model.__name__} with Meta.own_connection = True."
             )
             raise ShardingDefinitionError(msg)
-    _followed[metadata_model] = (owner.__qualname__, wanted)
-    for name, value in wanted.items():
+    _followed[metadata_model] = (owner.__qualname__, explicit)
+    for name, value in explicit.items():
         if name not in declared:
             setattr(meta, name, value)
     reset_connection(metadata_model)

@@ -113,3 +113,20 @@ def test_a_shared_metadata_model_needs_equal_settings(dynamodb_local: Any) -> No
             "path": UnicodeAttribute(hash_key=True),
             "shards": Sharding(DynamicShards(metadata_model)),
         })
+
+
+def test_a_runtime_setting_of_the_metadata_model_is_not_undone(dynamodb_local: Any) -> None:
+    """A model defined while a test binding points the metadata model elsewhere does not send
+    it back to PynamoDB's defaults: only the sharded model's own settings are copied."""
+    suffix = uuid.uuid4().hex[:8]
+    metadata_model = type(f"Bound{suffix}", (ShardMetadata,), {
+        "__module__": __name__, "Meta": type("Meta", (), {"table_name": f"companion_bound_{suffix}"}),
+    })
+    metadata_model.Meta.host = dynamodb_local.endpoint  # what a binding does at run time
+    type(f"Plain{suffix}", (ShardedModel,), {
+        "__module__": __name__,
+        "Meta": type("Meta", (), {"table_name": f"companion_plain_{suffix}"}),
+        "path": UnicodeAttribute(hash_key=True),
+        "shards": Sharding(DynamicShards(metadata_model)),
+    })
+    assert metadata_model.Meta.host == dynamodb_local.endpoint

@@ -323,7 +323,7 @@ class ShardManager(Generic[_M]):
 
     def write_shard(self, item: _M) -> int:
         """The shard a new ``item`` goes to (drawn anew by random strategies)."""
-        return self.strategy.write_shard(self.item_key(item)) + self._offset
+        return self._chosen(self.strategy.write_shard(self.item_key(item))) + self._offset
 
     def write(self, item: _M, send: Callable[[int], _R]) -> _R:
         """Write a new ``item``: the strategy picks the shard and may retry ``send(shard)``."""
@@ -331,8 +331,27 @@ class ShardManager(Generic[_M]):
         offset = self._offset
         custom: Callable[[ItemKey, Callable[[int], _R]], _R] | None = getattr(self.strategy, "write", None)
         if custom is not None:
-            return custom(view, send if not offset else lambda shard: send(shard + offset))
-        return send(self.strategy.write_shard(view) + offset)
+            return custom(view, lambda shard: send(self._chosen(shard) + offset))
+        return send(self._chosen(self.strategy.write_shard(view)) + offset)
+
+    def _chosen(self, shard: object) -> int:
+        """``shard``, a strategy's choice for a write, if reads of the key cover it.
+
+        Raises:
+            ShardKeyError: not an int in ``1..max_shards`` of the strategy: an item written
+                there could never be read back; nothing is sent.
+        """
+        highest = self.strategy.max_shards
+        if isinstance(shard, int) and not isinstance(shard, bool) and 1 <= shard <= highest:
+            return shard
+        strategy = type(self.strategy).__name__
+        msg = (
+            f"{self.codec.where}: the strategy {self.strategy!r} chose shard {shard!r} for a write, "
+            f"but its shards are the ints 1..{highest} ({strategy}.max_shards = {highest}), so the "
+            f"item could never be read back; nothing was sent. Fix {strategy}.write_shard (or write) "
+            f"to return an int in 1..max_shards."
+        )
+        raise ShardKeyError(msg)
 
     @property
     def _offset(self) -> int:

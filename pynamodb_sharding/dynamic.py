@@ -153,6 +153,25 @@ _FUTURE_CHANGES_KEPT = 10_000
 # -- the strategy ---------------------------------------------------------------------------
 
 
+def _check_metadata_model(metadata_model: object) -> None:
+    """Refuse, when ``DynamicShards`` is declared, a metadata model that cannot hold counts."""
+    if not (isinstance(metadata_model, type) and issubclass(metadata_model, ShardMetadata)):
+        msg = (
+            f"DynamicShards: the metadata model must be a ShardMetadata subclass "
+            f"(pynamodb_sharding.ShardMetadata), got {metadata_model!r}; declare "
+            f"'class AuditLogShards(ShardMetadata)' with a Meta.table_name and pass that class."
+        )
+        raise ShardingDefinitionError(msg)
+    table_name = getattr(getattr(metadata_model, "Meta", None), "table_name", None)
+    if not isinstance(table_name, str) or not table_name:
+        msg = (
+            f"DynamicShards({metadata_model.__name__}): {metadata_model.__name__} has no "
+            f"Meta.table_name; give it one, e.g. 'class Meta: table_name = \"audit_log_shards\"', "
+            f"the table the shard counts are kept in."
+        )
+        raise ShardingDefinitionError(msg)
+
+
 class DynamicShards:
     """A shard count per logical key, read from a metadata table and grown when DynamoDB
     throttles the key.
@@ -217,6 +236,7 @@ class DynamicShards:
         random: _random.Random | None = None,
     ) -> None:
         where = "DynamicShards"
+        _check_metadata_model(metadata_model)
         for name, value, low, high in (
             ("max_shards", max_shards, 1, MAX_SHARDS),
             ("initial", initial, 1, max_shards),

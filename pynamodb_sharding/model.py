@@ -270,6 +270,19 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if stored == LEGACY_SHARD:  # shadow the bare copy where a move puts it (see serialize)
             return self._pin_shard(manager.legacy_target_shard(self))
         if stored is not None:
+            if self._derives_from_other_attributes():
+                target = manager.write_shard(self)
+                if target != stored:
+                    derived = ", ".join(manager.derived_attributes)
+                    cls = type(self)
+                    msg = (
+                        f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} "
+                        f"with range key {self._range_value()!r} is stored in shard {stored}, but this "
+                        f"instance's {derived} selects shard {target}, so a batch or transactional "
+                        f"write (or serializing it) would leave two copies of one key; nothing was "
+                        f"sent. Call save() on it, which moves the stored item in one transaction."
+                    )
+                    raise ShardMoveError(msg)
             return self._pin_shard(stored)
         return self._pin_shard(manager.write_shard(self))
 
@@ -342,7 +355,27 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     # -- locating an item whose shard is unknown -----------------------------------------------
 
     def _candidate_shards(self) -> tuple[int, ...]:
-        return self._shard_manager().point_targets(self)
+        """The shards that may hold this item's primary key, its shard being unknown.
+
+        Where the shard is derived from attributes outside the primary key
+        (``HashedShards(attributes=("user_id",))``), an instance built by hand may carry another
+        ``user_id`` than the stored item, so every shard of the key is a candidate, as in a
+        ``get`` by key: the key is what names the item, as in PynamoDB.
+        """
+        manager = self._shard_manager()
+        if self._derives_from_other_attributes():
+            return manager.read_targets(self.logical_hash_key())
+        return manager.point_targets(self)
+
+    @classmethod
+    def _derives_from_other_attributes(cls) -> bool:
+        """Whether the strategy computes shards from attributes outside the primary key."""
+        keys = {cls._hash_keyname, cls._range_keyname}
+        return any(name not in keys for name in cls._shard_manager().derived_attributes)
+
+    def _derived_attributes_set(self) -> bool:
+        values = self.attribute_values
+        return all(values.get(name) is not None for name in self._shard_manager().derived_attributes)
 
     def _locate(
         self,
@@ -370,8 +403,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if shard is None:
             # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's
             # would (an update creates it, a delete is a no-op, a condition sees no item).
-            self._shard_manager().check_writable(self.logical_hash_key())
-            shard = self._shard_manager().write_shard(self)
+            manager = self._shard_manager()
+            manager.check_writable(self.logical_hash_key())
+            if self._derived_attributes_set():
+                shard = manager.write_shard(self)
+            else:  # no user_id to compute a shard from: every candidate is equally empty
+                shard = next(candidate for candidate in candidates if candidate != LEGACY_SHARD)
         return self._pin_shard(shard)
 
     def _move_refused(self, action: str) -> ShardMoveError:
@@ -423,6 +460,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             self._pin_shard(stored)
             return self._save_legacy(condition, add_version_condition)
         if stored is not None:  # overwrite by key where the key is stored, never a second copy
+            if self._derives_from_other_attributes():
+                target = manager.write_shard(self)  # where this item's user_id puts it
+                if target != stored:
+                    return self._save_moving(stored, target, condition, add_version_condition)
             self._pin_shard(stored)
             return super().save(condition, add_version_condition=add_version_condition)
         self._forget_shard()
@@ -650,6 +691,14 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if self._known_shard() is None:
             if self._moved_from() is not None:
                 raise self._move_refused("refreshed")
+            if self._derives_from_other_attributes() and self._derived_attributes_set():
+                # One GetItem where this instance's user_id puts the item; the key is stored
+                # once, so a hit is the item. A miss looks in every shard of the key.
+                self._pin_shard(self._shard_manager().write_shard(self))
+                try:
+                    return super().refresh(consistent_read=consistent_read)
+                except self.DoesNotExist:
+                    self._forget_shard()
             candidates = self._candidate_shards()
             if len(candidates) > 1:
                 _, raw = self._locate(candidates)

@@ -138,7 +138,18 @@ def locate(
     if len(found) > 1:
         shards = ", ".join(str(shard) for shard, _ in found)
         manager = shard_manager(model)
-        if manager.keeps_keys_unique:
+        keys = {model._hash_keyname, model._range_keyname}
+        derived = [name for name in manager.derived_attributes if name not in keys]
+        if manager.keeps_keys_unique and derived:
+            names = ", ".join(derived)
+            why = (
+                f"(it was saved with different {names} values by concurrent writers or by a version "
+                f"that did not look for a stored copy first), so which copy is meant is ambiguous; "
+                f"read the copies with {model.__name__}.query, keep the one whose {names} selects "
+                f"the shard it is in ({model.__name__}.shards.write_shard(copy) == copy.shards) and "
+                f"delete the others."
+            )
+        elif manager.keeps_keys_unique:
             why = (
                 f"(it was written under two layouts of {manager.strategy!r}, e.g. before this version "
                 f"replaced the old copy on save), so which copy is meant is ambiguous; read the "

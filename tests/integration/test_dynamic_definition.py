@@ -68,6 +68,24 @@ def test_metadata_model_must_be_a_shard_metadata_subclass() -> None:
         DynamicShards(NotMetadata)  # type: ignore[arg-type]
 
 
+class NoTableName(ShardMetadata):
+    class Meta:
+        region = "us-east-1"
+
+
+class NoMeta(ShardMetadata):
+    pass
+
+
+@pytest.mark.parametrize("metadata_model", [NoTableName, NoMeta], ids=lambda m: m.__name__)
+def test_metadata_model_without_table_name_is_refused(metadata_model: type[ShardMetadata]) -> None:
+    """Not later, at create_table, with PynamoDB's AttributeError."""
+    with pytest.raises(ShardingDefinitionError) as info:
+        DynamicShards(metadata_model)
+    name = metadata_model.__name__
+    assert str(info.value).startswith(f"DynamicShards({name}): {name} has no Meta.table_name; give it one")
+
+
 def test_the_metadata_model_is_a_companion() -> None:
     class Declared(ShardedModel):
         class Meta:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import QueryError
 from pynamodb.models import Model
 
 from pynamodb_sharding import CursorError, RandomShards, ShardedModel, Sharding, ShardingError
@@ -110,3 +111,29 @@ def test_cursor_of_another_model_is_refused(cursor: dict[str, Any]) -> None:
 
 def test_unspoiled_cursor_resumes(cursor: dict[str, Any]) -> None:
     assert [int(v.at) for v in Visit.query("home", last_evaluated_key=cursor)] == list(range(5, 20))
+
+
+class PlainVisit(Model):
+    class Meta:
+        table_name = "fanout_plain_visit"
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+
+
+def test_cursor_under_another_range_condition_behaves_as_pynamodb(dynamodb_models: BindModels) -> None:
+    """Documented in concepts.rst: DynamoDB refuses a start key outside the new range, and
+    resumes after it inside it, for a merged query as for PynamoDB's own."""
+    dynamodb_models(Visit, PlainVisit)
+    outcomes: dict[str, list[Any]] = {}
+    for model in (Visit, PlainVisit):
+        for at in range(20):
+            model("home", at).save()
+        first = model.query("home", limit=5)
+        assert len(list(first)) == 5
+        start = json.loads(json.dumps(first.last_evaluated_key))
+        with pytest.raises(QueryError) as raised:
+            list(model.query("home", model.at > 10, last_evaluated_key=start))
+        inside = [int(v.at) for v in model.query("home", model.at < 8, last_evaluated_key=start)]
+        outcomes[model.__name__] = [raised.value.cause_response_code, inside]
+    assert outcomes["Visit"] == outcomes["PlainVisit"] == ["ValidationException", [5, 6, 7]]

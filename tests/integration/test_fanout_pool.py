@@ -64,6 +64,12 @@ def hits(dynamodb_models: BindModels) -> None:
 def pool_of_8() -> Iterator[None]:
     before = fanout_threads()
     set_fanout_threads(8)
+    # The previous pool's idle threads exit on their own, shortly after (shutdown(wait=False)):
+    # wait for them, so the peak counts only the new pool's threads.
+    deadline = time.monotonic() + 30
+    while pool_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool_threads() == 0, "the previous fan-out pool's idle threads did not exit"
     yield
     set_fanout_threads(before)
 

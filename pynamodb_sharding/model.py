@@ -31,6 +31,7 @@ from pynamodb_sharding.exceptions import (
     ShardingDefinitionError,
     ShardMoveError,
 )
+from pynamodb_sharding.indexes import ShardedIndex, check_index_actions, sharded_indexes
 from pynamodb_sharding.keys import KeyCodec
 from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
 
@@ -79,6 +80,7 @@ class ShardedMetaModel(MetaModel):
             cls._hash_keyname, *([cls._range_keyname] if cls._range_keyname else []),
             *manager.derived_attributes,
         )
+        cls._sharded_indexes = sharded_indexes(cls)
 
 
 class ShardedModel(Model, metaclass=ShardedMetaModel):
@@ -109,6 +111,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     #: The attributes an item's shard depends on: hash key, range key, then those the
     #: strategy derives the shard from; set when the class is defined.
     _shard_basis_names: ClassVar[tuple[str, ...]] = ()
+    #: The model's sharded global secondary indexes by name (see :mod:`pynamodb_sharding.indexes`).
+    _sharded_indexes: ClassVar[dict[str, ShardedIndex]] = {}
+    #: Index name -> (logical value, index shard) this item was read from or written to.
+    _index_pins: dict[str, tuple[str, int]] | None = None
 
 
     # -- the sharding declaration -------------------------------------------------------------
@@ -273,12 +279,37 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             self._shard_manager()  # raises the error that names the missing declaration
             raise AssertionError("unreachable")
         values = self.attribute_values
+        if self._sharded_indexes:
+            self._adopt_index_values()
         physical = values.get(codec.attribute)
         if physical is None:  # projected away
             return
         values[codec.attribute], self._physical_shard = codec.decode(physical)
         # _pin_shard inlined: this runs for every item read back.
         self._pinned_basis = tuple(map(values.get, self._shard_basis_names))
+
+    def _adopt_index_values(self) -> None:
+        """Replace the physical values of sharded index attributes by logical ones; keep the shards."""
+        values = self.attribute_values
+        for index in self._sharded_indexes.values():
+            physical = values.get(index.attribute)
+            if physical is None:  # not in the index, or projected away
+                continue
+            logical, shard = index.manager.codec.decode(physical)
+            values[index.attribute] = logical
+            self._pin_index_shard(index.index_name, logical, shard)
+
+    def _pin_index_shard(self, index_name: str, value: str, shard: int) -> None:
+        if self._index_pins is None:
+            self._index_pins = {}
+        self._index_pins[index_name] = (value, shard)
+
+    def _store_index_values(self, data: dict[str, dict[str, Any]]) -> None:
+        """Put each sharded index's physical value in serialized ``data``."""
+        for index in self._sharded_indexes.values():
+            physical = index.physical_value(self)
+            if physical is not None:
+                data[index.attr_name] = {"S": physical}
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
@@ -302,6 +333,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             shard = self._new_item_shard()
         attribute = self._hash_attr()
         data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
+        if self._sharded_indexes:
+            self._store_index_values(data)
         return data
 
     @classmethod
@@ -523,6 +556,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return super().delete(self._item_condition(condition), add_version_condition=add_version_condition)
 
     def _check_actions(self, actions: Any) -> None:
+        if self._sharded_indexes and isinstance(actions, list):
+            check_index_actions(type(self), actions)
         derived = set(self._shard_manager().derived_attributes)
         if not derived or not isinstance(actions, list):
             return
@@ -596,6 +631,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if shard is None:
             shard = self._new_item_shard()
         data[self._hash_attr().attr_name] = {"S": self._physical_hash_key(shard)}
+        if self._sharded_indexes:
+            self._store_index_values(data)
         return data
 
     def from_dynamodb_dict(self, d: dict[str, dict[str, Any]]) -> None:

@@ -22,7 +22,7 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
-from pynamodb_sharding._host import hash_keyname, indexes
+from pynamodb_sharding._host import hash_keyname, indexes, range_keyname
 from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
 from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, ShardingDefinitionError
 
@@ -158,6 +158,21 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                 f"model's own Sharding already shards; remove the Sharding from the index."
             )
             raise ShardingDefinitionError(msg)
+        if attribute == range_keyname(model):
+            msg = (
+                f"{where}: the index {index_name!r} is keyed on the table's range key, which would "
+                f"then be stored suffixed; key the index on an attribute of its own."
+            )
+            raise ShardingDefinitionError(msg)
+        for other_name, other in indexes(model).items():
+            other_keys = {key.attr_name for key in other.Meta.attributes.values()}
+            if other_name != index_name and model_attribute.attr_name in other_keys:
+                msg = (
+                    f"{where}: the sharded index {index_name!r} stores {attribute!r} suffixed, but the "
+                    f"index {other_name!r} is keyed on it too and would see suffixed values; give "
+                    f"each sharded index a key attribute of its own."
+                )
+                raise ShardingDefinitionError(msg)
         known = model.get_attributes()
         for name in manager.derived_attributes:
             if name not in known:

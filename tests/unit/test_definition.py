@@ -181,3 +181,81 @@ class TestDescriptorAccess:
         with pytest.raises(Exception, match="fixed shard count"):
             AuditLog.shards.grow("/f")
         assert [(entry.at, entry.count) for entry in AuditLog.shards.history("/f")] == [(0.0, 10)]
+
+
+class TestShardedIndexDefinitionErrors:
+    """A sharded global index whose suffixed attribute another key needs, or that a ShardedModel
+    does not carry, fails when the model is defined, naming model, attribute and fix."""
+
+    @staticmethod
+    def index(hash_name: str, index_name: str, attribute: type = UnicodeAttribute) -> type:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        meta = type("Meta", (), {"index_name": index_name, "projection": AllProjection()})
+        return type(f"Index_{index_name}", (GlobalSecondaryIndex,), {
+            "Meta": meta, hash_name: attribute(hash_key=True), "shards": Sharding(HashedShards(4)),
+        })
+
+    def test_index_keyed_on_a_number_attribute(self) -> None:
+        by_size = self.index("size", "by_size", NumberAttribute)
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.size: .*by_size.*UnicodeAttribute"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                size = NumberAttribute()
+                index = by_size()
+                shards = Sharding(RandomShards(2))
+
+    def test_index_keyed_on_the_table_range_key(self) -> None:
+        by_version = self.index("version", "by_version")
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.version: .*range key"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                version = UnicodeAttribute(range_key=True)
+                index = by_version()
+                shards = Sharding(RandomShards(2))
+
+    def test_attribute_shared_with_another_index(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        sharded = self.index("day", "by_day")
+
+        class Plain(GlobalSecondaryIndex):  # type: ignore[type-arg]
+            class Meta:
+                index_name = "plain_by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*'plain_by_day'.*own"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                index = sharded()
+                plain = Plain()
+                shards = Sharding(RandomShards(2))
+
+    def test_sharded_index_on_a_plain_model_is_refused_on_use(self) -> None:
+        by_day = self.index("day", "by_day_plain")
+
+        class Doc(Model):
+            class Meta:
+                table_name = "doc"
+
+            doc_id = UnicodeAttribute(hash_key=True)
+            day = UnicodeAttribute()
+            index = by_day()
+
+        with pytest.raises(ShardingDefinitionError, match="ShardedModel"):
+            Doc.index.shards  # noqa: B018

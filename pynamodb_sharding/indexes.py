@@ -15,23 +15,35 @@ the index is not the count of a table key spelled the same.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from pynamodb.attributes import UnicodeAttribute
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
 from pynamodb_sharding._host import hash_keyname, indexes, range_keyname
 from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
 from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, ShardingDefinitionError
+from pynamodb_sharding.throttling import ThrottleKind, classify
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
     from pynamodb_sharding.model import ShardedModel
 
-__all__ = ["ShardedIndex", "check_index_actions", "index_shard_manager", "sharded_index", "sharded_indexes"]
+__all__ = [
+    "ShardedIndex",
+    "check_index_actions",
+    "index_shard_manager",
+    "sharded_index",
+    "sharded_indexes",
+    "write_growing_indexes",
+]
+
+_R = TypeVar("_R")
 
 
 @attrs.frozen
@@ -119,6 +131,50 @@ def check_index_actions(model: type[ShardedModel], actions: list[Any]) -> None:
                     f"call item.save(). Nothing was sent."
                 )
                 raise DerivedAttributeUpdateError(msg)
+
+
+def _throttled_index(exc: BaseException, table: str, growing: dict[str, ShardedIndex]) -> ShardedIndex | None:
+    """The growing index of ``table`` that a key-range throttle in ``exc`` names, if any."""
+    throttle = classify(exc)
+    if throttle.kind is not ThrottleKind.INDEX:
+        return None
+    for reason in throttle.reasons:
+        resource = reason.resource or ""
+        name = reason.index_name
+        if (reason.kind is ThrottleKind.INDEX and name in growing
+                and resource.split(":", 5)[-1] == f"table/{table}/index/{name}"):
+            return growing[name]
+    return None
+
+
+def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
+    """Send a write of ``item``; when a sharded index whose strategy grows (``DynamicShards``)
+    throttles it with ``IndexWriteKeyRangeThroughputExceeded`` naming that index, grow the
+    index's count for the item's value (waiting as the strategy says) and send again, with a
+    new index shard, up to the strategy's ``max_attempts``.
+
+    Any other error, including a throttle naming the table or another index, is raised as it is.
+    """
+    growing = {name: index for name, index in item._sharded_indexes.items()
+               if callable(getattr(index.manager.strategy, "throttled", None))}
+    if not growing:
+        return send()
+    table = type(item).Meta.table_name
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return send()
+        except PynamoDBException as exc:
+            index = _throttled_index(exc, table, growing)
+            if index is None:
+                raise
+            strategy = index.manager.strategy
+            if attempt >= int(getattr(strategy, "max_attempts", 10)):
+                raise
+            value = item.attribute_values.get(index.attribute)
+            strategy.throttled(index.manager.key(value), attempt)  # type: ignore[attr-defined]
+            item._forget_index_shard(index.index_name)
 
 
 def _index_sharding(index: GlobalSecondaryIndex[Any]) -> Sharding | None:

@@ -31,7 +31,7 @@ from pynamodb_sharding.exceptions import (
     ShardingDefinitionError,
     ShardMoveError,
 )
-from pynamodb_sharding.indexes import ShardedIndex, check_index_actions, sharded_indexes
+from pynamodb_sharding.indexes import ShardedIndex, check_index_actions, sharded_indexes, write_growing_indexes
 from pynamodb_sharding.keys import KeyCodec
 from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
 
@@ -128,7 +128,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """Models whose tables must exist beside this one (e.g. the shard-count metadata)."""
         if cls._sharding_attr is None:
             return ()
-        return shard_manager(cls).companion_models()
+        companions = shard_manager(cls).companion_models()
+        for index in cls._sharded_indexes.values():
+            companions += tuple(model for model in index.manager.companion_models() if model not in companions)
+        return companions
 
     def logical_hash_key(self) -> str:
         """The logical hash key of this item, validated."""
@@ -304,6 +307,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             self._index_pins = {}
         self._index_pins[index_name] = (value, shard)
 
+    def _forget_index_shard(self, index_name: str) -> None:
+        if self._index_pins is not None:
+            self._index_pins.pop(index_name, None)
+
     def _store_index_values(self, data: dict[str, dict[str, Any]]) -> None:
         """Put each sharded index's physical value in serialized ``data``."""
         for index in self._sharded_indexes.values():
@@ -410,6 +417,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     ) -> dict[str, Any]:
         """Save this item: a new item goes where its strategy says, a known one stays put.
 
+        A sharded index whose count grows (``DynamicShards``) and that throttles the save
+        grows for the item's index value, and the save is sent again (see
+        :func:`pynamodb_sharding.indexes.write_growing_indexes`).
+
         An item whose primary key changed since it was read is a new item (the stored one
         stays, as in PynamoDB). An item whose shard is derived from attributes that changed
         since it was read is moved: the new copy is put and the old one deleted in one
@@ -420,6 +431,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
         same instance addresses the same physical key.
         """
+        if self._sharded_indexes:
+            return write_growing_indexes(self, lambda: self._save_item(condition, add_version_condition))
+        return self._save_item(condition, add_version_condition)
+
+    def _save_item(self, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
         check_item_condition(type(self), condition)  # before the strategy reads anything
         known = self._known_shard()
         if known is not None:

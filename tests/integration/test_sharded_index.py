@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
@@ -356,3 +357,49 @@ class TestUpdatesAndConditions:
         with pytest.raises(ShardConditionError, match=r"AuditLog\.day"):
             AuditLog("/x", 1, user_id="u", day="d").save(condition=AuditLog.day < "e")
         assert sent.requests == {}
+
+
+class FlakyByDay(GlobalSecondaryIndex["FlakyLog"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(8))
+
+
+class FlakyLog(ShardedModel):
+    class Meta:
+        table_name = "gsi_flaky_log"
+        max_retry_attempts = 0
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    by_day = FlakyByDay()
+    shards = Sharding(HashedShards(2))
+
+
+class TestLostReply:
+    """A save whose reply was lost (applied, then failed) and is saved again keeps its random
+    index shard: the retry overwrites the stored entry where it is, never moves it."""
+
+    @pytest.mark.parametrize("fault", ["lost", "closed"])
+    def test_retried_save_keeps_the_index_value(self, dynamodb_models: BindModels, fault: str) -> None:
+        from tests.faults import Faults
+
+        dynamodb_models(FlakyLog)
+        puts = Faults(FlakyLog, "PutItem")
+        for n in range(10):
+            item = FlakyLog(f"/l/{n}", n, day="20160226")
+            puts.plan = [fault]
+            with pytest.raises(PutError):
+                item.save()
+            applied = [e["day"]["S"] for e in index_items(FlakyLog, "by_day") if e["accessed_at"]["N"] == str(n)]
+            assert len(applied) == 1  # the lost attempt was applied
+            item.save()
+            stored = [e["day"]["S"] for e in index_items(FlakyLog, "by_day") if e["accessed_at"]["N"] == str(n)]
+            assert stored == applied
+        assert FlakyLog.by_day.count("20160226") == 10
+        assert len(raw_items(FlakyLog)) == 10

@@ -92,6 +92,13 @@ class Sharding:
         self.name = name
         if is_global_index_class(owner):
             return  # bound per model when the model is defined (see pynamodb_sharding.indexes)
+        if _is_local_index_class(owner):
+            msg = (
+                f"{owner.__name__}.{name}: a local secondary index shares the table's partition key, "
+                f"so it is read over the table's shards already; remove this Sharding (shard the "
+                f"model's hash key with Sharding on the model)."
+            )
+            raise ShardingDefinitionError(msg)
         if not getattr(owner, "_is_sharded_model", False):
             msg = (
                 f"{owner.__name__}.{name}: Sharding only works on ShardedModel subclasses; "
@@ -384,6 +391,12 @@ def is_global_index_class(owner: object) -> bool:
     from pynamodb.indexes import GlobalSecondaryIndex
 
     return isinstance(owner, type) and issubclass(owner, GlobalSecondaryIndex)
+
+
+def _is_local_index_class(owner: object) -> bool:
+    from pynamodb.indexes import LocalSecondaryIndex
+
+    return isinstance(owner, type) and issubclass(owner, LocalSecondaryIndex)
 
 
 def index_hash_attribute_name(model: type[Any], index_name: str) -> str:

@@ -259,3 +259,22 @@ class TestShardedIndexDefinitionErrors:
 
         with pytest.raises(ShardingDefinitionError, match="ShardedModel"):
             Doc.index.shards  # noqa: B018
+
+    def test_sharding_on_a_local_index_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, LocalSecondaryIndex
+
+        # Python < 3.12 wraps errors raised by __set_name__ in RuntimeError (see test_on_plain_model).
+        with pytest.raises((ShardingDefinitionError, RuntimeError)) as info:
+
+            class ByTime(LocalSecondaryIndex):  # type: ignore[type-arg]
+                class Meta:
+                    index_name = "by_time"
+                    projection = AllProjection()
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                at = NumberAttribute(range_key=True)
+                shards = Sharding(RandomShards(2))
+
+        error = info.value if isinstance(info.value, ShardingDefinitionError) else info.value.__cause__
+        assert isinstance(error, ShardingDefinitionError)
+        assert "ByTime.shards: a local secondary index shares the table's partition key" in str(error)

@@ -15,6 +15,12 @@ DEMO ?= $(BIN)/pynamodb-sharding demo
 VENV_LOWEST := .venv-lowest
 BIN_LOWEST := $(VENV_LOWEST)/bin
 LOWEST := constraints/lowest.txt
+# What the lowest-versions run tests: everything that exercises the runtime dependencies
+# (the library against DynamoDB Local, the host contract, the dependency floors). The command
+# line, the docs pages, the plugin's server management and Spark run once, in `make test`:
+# their behaviour does not depend on the runtime floors, and CI must stay well under 20 minutes.
+LOWEST_TESTS ?= tests/unit tests/contract tests/integration tests/test_dependency_floors.py \
+	--deselect tests/integration/test_migration_spark.py
 # Printed before the lowest-versions run, so its log shows what it tested.
 FLOORS := pynamodb attrs cachetools botocore click rich boto3
 
@@ -29,7 +35,7 @@ test: $(VENV)/.installed-test
 test-lowest: $(VENV_LOWEST)/.installed-test
 	@$(BIN_LOWEST)/python -c 'import sys; from importlib.metadata import version; \
 		print("lowest versions:", *(f"{name}=={version(name)}" for name in sys.argv[1:]))' $(FLOORS)
-	$(BIN_LOWEST)/python -m pytest $(PYTEST_ARGS)
+	$(BIN_LOWEST)/python -m pytest $(LOWEST_TESTS) $(PYTEST_ARGS)
 
 # The package as `pip install pynamodb-sharding` gives it (no extras) at its lowest versions:
 # the import loads no tooling, and a sharded save/get/query works (.ci/lean_check.py).

@@ -217,7 +217,7 @@ def processes_run(
     start = min(result[2] for result in results)
     end = start + args.duration
     late = max(result[2] for result in results) - start
-    history = strategy.history(model, PROCESS_KEY)
+    history = model.shards.history(PROCESS_KEY)
     stored = model.count(PROCESS_KEY)
     threads = args.writers // args.processes
     out("")

@@ -3,6 +3,7 @@
 from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
+    AmbiguousLegacyKeyError,
     ConsistentIndexReadError,
     CursorError,
     DerivedAttributeUpdateError,
@@ -10,6 +11,7 @@ from pynamodb_sharding.exceptions import (
     GrowthPolicyError,
     HostContractError,
     IndexThrottleError,
+    LegacyMoveError,
     LogicalKeyError,
     MetadataError,
     MetadataRequestError,
@@ -27,6 +29,7 @@ from pynamodb_sharding.exceptions import (
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.pool import fanout_threads, set_fanout_threads
 from pynamodb_sharding.strategies import (
     HashedShards,
     HistoryEntry,
@@ -42,6 +45,7 @@ from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason,
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmbiguousLegacyKeyError",
     "ConsistentIndexReadError",
     "CursorError",
     "DerivedAttributeUpdateError",
@@ -55,6 +59,7 @@ __all__ = [
     "IndexThrottleError",
     "ItemKey",
     "KeySpace",
+    "LegacyMoveError",
     "LogicalKeyError",
     "MergedPageIterator",
     "MergedResultIterator",
@@ -84,5 +89,7 @@ __all__ = [
     "__version__",
     "classify",
     "classify_response",
+    "fanout_threads",
+    "set_fanout_threads",
     "shard_manager",
 ]

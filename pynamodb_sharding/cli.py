@@ -13,6 +13,7 @@ import importlib.util
 import os
 import sys
 import traceback
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,28 @@ class _Group(click.Group):
         except Exception as error:
             if debug:
                 raise
+            hint = _missing_setting(error)
+            if hint is not None:
+                raise CommandError(hint) from error
             raise CommandError(f"{_one_line(error)} (run with --debug for the traceback)") from error
+
+
+def _missing_setting(error: BaseException) -> str | None:
+    """What to set when botocore found no region or no credentials (anywhere in the causes)."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return None
+        name = type(seen).__name__
+        if name == "NoRegionError":
+            return ("no AWS region is set: pass --region (any region for DynamoDB Local, e.g. us-east-1), "
+                    "set AWS_DEFAULT_REGION, or give the model a Meta.region.")
+        if name in ("NoCredentialsError", "PartialCredentialsError"):
+            return ("no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (for "
+                    "DynamoDB Local any values, e.g. those `pynamodb-sharding local serve` prints) or "
+                    "AWS_PROFILE, or give the model Meta.aws_access_key_id and Meta.aws_secret_access_key.")
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    return None
 
 
 def _one_line(error: BaseException) -> str:
@@ -156,18 +178,26 @@ def require_sharded(ref: ModelRef) -> None:
         raise CommandError(msg)
 
 
+#: The region a local endpoint gets when neither --region nor the model's Meta names one.
+LOCAL_REGION = "us-east-1"
+
+
 def connect(ref: ModelRef, endpoint: str | None, region: str | None) -> None:
     """Point the model and its companions at ``endpoint``/``region`` when given.
 
-    Without overrides the models keep what their ``Meta`` and PynamoDB's settings say.
+    Without overrides the models keep what their ``Meta`` and PynamoDB's settings say. A local
+    endpoint (DynamoDB Local) without any region gets :data:`LOCAL_REGION`.
     """
     if endpoint is None and region is None:
         return
+    local = endpoint is not None and urllib.parse.urlsplit(endpoint).hostname in ("127.0.0.1", "localhost", "::1")
     for model in ref.all_models:
         if endpoint is not None:
             model.Meta.host = endpoint
         if region is not None:
             model.Meta.region = region
+        elif local and not getattr(model.Meta, "region", None):
+            model.Meta.region = LOCAL_REGION  # DynamoDB Local ignores it, botocore needs one
         # PynamoDB caches the connection on the class; drop it so the new Meta is used.
         reset_connection(model)
 
@@ -443,6 +473,157 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
         shards=shards,
         metadata_reads=1 if ref.has_companions else 0,
     )
+
+
+@cli.group(short_help="Copy, re-shard, compact or verify tables (resumable).")
+def migrate() -> None:
+    """Copy a table into a sharded model, re-shard or compact one, verify the result.
+
+    Jobs resume after a kill: each parallel-scan segment records its progress in the DynamoDB
+    table 'pynamodb_sharding_migrations' (created on first use in the source model's account
+    and region; --checkpoint-table names another), and a re-run continues from there without
+    copying any item twice.
+    """
+
+
+def _job_options(command: Any) -> Any:
+    options = [
+        click.option("--dry-run", is_flag=True, help="Print the plan (estimated items, write units, deletes) "
+                     "and write nothing."),
+        click.option("--workers", type=click.IntRange(min=1, max=256), default=1, show_default=True, metavar="N",
+                     help="Processes running segments at once on this machine."),
+        click.option("--segment", type=click.IntRange(min=0), default=None, metavar="I",
+                     help="Run only segment I (0-based) of --total-segments, for an external scheduler "
+                     "(e.g. $JOB_COMPLETION_INDEX, $AWS_BATCH_JOB_ARRAY_INDEX)."),
+        click.option("--total-segments", type=click.IntRange(min=1, max=1_000_000), default=None, metavar="N",
+                     help="Parallel-scan segments the table is split into [default: 4, or --workers if larger]; "
+                     "every run of one job must use the same number."),
+        click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None, metavar="UNITS",
+                     help="Write units per second for the whole job (split between --workers)."),
+        click.option("--page-size", type=click.IntRange(min=1, max=10_000), default=500, show_default=True,
+                     metavar="N", help="Items per scan page; a checkpoint is written after each page."),
+        click.option("--checkpoint-table", default="pynamodb_sharding_migrations", show_default=True, metavar="NAME",
+                     help="The DynamoDB table holding checkpoints (created if missing)."),
+        click.option("--json", "json_lines", is_flag=True, help="Print progress and the report as JSON lines."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return _endpoint_options(command)
+
+
+def _run_job(job_factory: Any, refs: Sequence[ModelRef], *, dry_run: bool, workers: int, segment: int | None,
+             total_segments: int | None, rate: float | None, page_size: int, checkpoint_table: str,
+             json_lines: bool) -> None:
+    import json
+
+    from pynamodb_sharding.migration import JobOptions, plan, run
+    from pynamodb_sharding.migration.progress import progress_for
+
+    total = total_segments if total_segments is not None else max(4, workers)
+    if segment is not None and segment >= total:
+        msg = f"--segment {segment} is outside 0..{total - 1} (--total-segments {total})."
+        raise CommandError(msg)
+    for ref in refs:
+        require_tables(ref)
+    job = job_factory()
+    options = JobOptions(total_segments=total, segment=segment, workers=workers, rate=rate, page_size=page_size,
+                         checkpoint_table=checkpoint_table)
+    if dry_run:
+        the_plan = plan(job, options)
+        if json_lines:
+            click.echo(json.dumps(the_plan.as_dict()))
+        else:
+            for line in the_plan.lines():
+                click.echo(line)
+        return
+    report = run(job, options, progress=progress_for(json_lines=json_lines, live=sys.stderr.isatty()))
+    if not json_lines:
+        for line in report.lines():
+            click.echo(line)
+
+
+@migrate.command("copy")
+@click.argument("source_spec", metavar="SOURCE")
+@click.argument("target_spec", metavar="TARGET")
+@_job_options
+def migrate_copy(source_spec: str, target_spec: str, endpoint: str | None, region: str | None,
+                 **options: Any) -> None:
+    """Copy every item of SOURCE's table into TARGET's table, sharded the way TARGET says.
+
+    SOURCE and TARGET are MODULE:Model; SOURCE may be a plain PynamoDB model or sharded in any
+    way. The source is only read. A re-run resumes, and never copies an item twice (also into
+    RandomShards or DynamicShards: a copied item's shard is derived from its source key).
+    """
+    from pynamodb_sharding.migration import CopyJob
+
+    source, target = load_model(source_spec), load_model(target_spec)
+    for ref in (source, target):
+        connect(ref, endpoint, region)
+    _run_job(lambda: CopyJob(source.model, target.model), (source, target), **options)
+
+
+@migrate.command("reshard")
+@click.argument("model_spec", metavar="MODEL")
+@_job_options
+def migrate_reshard(model_spec: str, endpoint: str | None, region: str | None, **options: Any) -> None:
+    """Move the items of MODEL's table that are not where its current layout puts them.
+
+    After a HashedShards count change (drop previous_counts afterwards), a lowered
+    RandomShards/DynamicShards count, or legacy unsharded items. Each move is one transaction.
+    """
+    from pynamodb_sharding.migration import ReshardJob
+
+    ref = load_model(model_spec)
+    require_sharded(ref)
+    connect(ref, endpoint, region)
+    _run_job(lambda: ReshardJob(ref.model), (ref,), **options)
+
+
+@migrate.command("compact")
+@click.argument("model_spec", metavar="MODEL")
+@_job_options
+def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, **options: Any) -> None:
+    """After shrink: move MODEL's items from shards above each key's count, then trim the history.
+
+    Reads of a trimmed key stop covering the shards above its count.
+    """
+    from pynamodb_sharding.migration import CompactJob
+
+    ref = load_model(model_spec)
+    require_sharded(ref)
+    connect(ref, endpoint, region)
+    _run_job(lambda: CompactJob(ref.model), (ref,), **options)
+
+
+@migrate.command("verify")
+@click.argument("source_spec", metavar="SOURCE")
+@click.argument("target_spec", metavar="TARGET")
+@click.option("--total-segments", type=click.IntRange(min=1, max=1024), default=4, show_default=True,
+              metavar="N", help="Parallel scans per table.")
+@click.option("--json", "json_lines", is_flag=True, help="Print the result as one JSON line.")
+@_endpoint_options
+def migrate_verify(source_spec: str, target_spec: str, total_segments: int, json_lines: bool,
+                   endpoint: str | None, region: str | None) -> None:
+    """Compare SOURCE's and TARGET's tables per logical key: item count and checksum.
+
+    Reads consistently. Exits with code 1 and lists the differing keys when they differ.
+    """
+    import json
+
+    from pynamodb_sharding.migration import verify
+
+    source, target = load_model(source_spec), load_model(target_spec)
+    for ref in (source, target):
+        connect(ref, endpoint, region)
+        require_tables(ref)
+    report = verify(source.model, target.model, total_segments=total_segments)
+    if json_lines:
+        click.echo(json.dumps(report.as_dict()))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if not report.ok:
+        raise click.exceptions.Exit(1)
 
 
 @cli.group(short_help="Install or run DynamoDB Local.")

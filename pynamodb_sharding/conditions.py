@@ -37,7 +37,6 @@ from pynamodb.expressions.operand import Path, Value
 
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardConditionError
-from pynamodb_sharding.keys import encode
 
 if TYPE_CHECKING:
     from pynamodb_sharding.indexes import ShardedIndex
@@ -225,10 +224,10 @@ class _Rewriter:
                     self.item_shard = self.shard()
                 shards: tuple[int, ...] = (self.item_shard,)
             else:
-                shards = self.manager.read_shards(key)
+                shards = self.manager.read_targets(key)
             for shard in shards:
                 # Not codec.encode: a key over DynamoDB's length limit is just never stored.
-                physical = encode(key, shard, self.separator)
+                physical = self.manager.codec.encode_unchecked(key, shard)
                 if physical not in seen:
                     seen.add(physical)
                     result.append(Value({"S": physical}))

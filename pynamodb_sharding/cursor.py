@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -23,13 +24,18 @@ from pynamodb_sharding.exceptions import CursorError, ShardKeyError
 
 __all__ = [
     "CURSOR_VERSION",
+    "TOKEN_TAG_BYTES",
+    "TOKEN_VERSION",
     "CursorScope",
+    "CursorSecret",
     "CursorState",
     "RawItem",
     "RawKey",
     "RawValue",
+    "TokenCodec",
     "decode_cursor",
     "encode_cursor",
+    "secret_keys",
 ]
 
 #: A DynamoDB attribute value in botocore's shape: ``{"S": "a"}``, ``{"N": "1"}``, ``{"B": b"x"}``.
@@ -136,7 +142,7 @@ class _CursorReader:
 
     def read(self, cursor: object) -> CursorState:
         if not isinstance(cursor, dict):
-            hint = " (json.loads the stored text first)" if isinstance(cursor, str | bytes) else ""
+            hint = " (json.loads the stored text first)" if isinstance(cursor, bytes) else ""
             raise self.fail(f"is a {type(cursor).__name__}, not the dict a merged query returns{hint}")
         expected_fields = {
             "version", "model", "table", "key", "index", "forward", "positions", "checksum",
@@ -173,8 +179,10 @@ class _CursorReader:
         return CursorState(positions=self._positions(cursor["positions"]))
 
     def _shard(self, value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(f"names shard {value!r}; shards are ints >= 1")
+        # 0 is a shard of Sharding(first_shard=0), -1 the bare key of legacy_unsharded models:
+        # whether this key can have the shard is hash_value's to say.
+        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+            raise self.fail(f"names shard {value!r}; shards are ints >= 0")
         return value
 
     def _positions(self, value: object) -> dict[int, RawKey]:
@@ -187,10 +195,10 @@ class _CursorReader:
             shard = self._shard(entry["shard"])
             if shard in positions:
                 raise self.fail(f"names shard {shard} twice")
-            positions[shard] = self._start_key(shard, entry["start_key"])
+            positions[shard] = self.start_key(shard, entry["start_key"])
         return positions
 
-    def _start_key(self, shard: int, value: object) -> RawKey:
+    def start_key(self, shard: int, value: object) -> RawKey:
         if not isinstance(value, dict) or set(value) != self.key_names:
             raise self.fail(
                 f"has a start key for shard {shard} with attributes "
@@ -237,19 +245,250 @@ def decode_cursor(
     key_names: Sequence[str],
     hash_name: str,
     hash_value: Callable[[int], object],
+    secrets: tuple[bytes, ...] = (),
 ) -> CursorState:
     """Validate a cursor returned by a merged query and decode it for the same query's scope.
 
     Args:
-        cursor: what the caller passed as ``last_evaluated_key`` (after a JSON round trip).
+        cursor: what the caller passed as ``last_evaluated_key``: the cursor dict (after a
+            JSON round trip) or the page token (``next_page_token``, a ``str``).
         scope: the model, table, hash key, index and direction of the resuming query.
         key_names: the attribute names every start key must have (table keys, plus the index's).
         hash_name: the attribute queried by hash key (the table's, or the index's).
         hash_value: the value ``hash_name`` must hold in a shard's start key (its physical key);
             may raise :class:`ShardKeyError` for a shard the key cannot have.
+        secrets: the HMAC keys a page token may be signed with (the model's
+            ``cursor_secret``); empty for unsigned tokens.
 
     Raises:
         CursorError: the cursor is not a dict, is truncated, edited, of another model, table,
             key, index or direction, or names shards or start keys that do not fit.
     """
+    if isinstance(cursor, str):
+        codec = TokenCodec(scope, tuple(key_names), hash_name, secrets)
+        return codec.decode(cursor, hash_value)
+    if secrets:
+        msg = (
+            f"{scope.model}.query(last_evaluated_key=...): this model signs its page tokens "
+            f"(Sharding(cursor_secret=...)), so it resumes from next_page_token only, not from "
+            f"an unsigned cursor dict; pass the query's next_page_token."
+        )
+        raise CursorError(msg)
     return _CursorReader(scope, key_names, hash_name, hash_value).read(cursor)
+
+
+# -- the compact token form ---------------------------------------------------------------------
+
+#: Version byte of the token layout; a token of another version is refused, never misread.
+TOKEN_VERSION = 1
+#: Bytes of HMAC-SHA256 kept as a token's tag (96 bits).
+TOKEN_TAG_BYTES = 12
+# Without a secret the tag is keyed with this public constant: it detects edits, truncation and
+# use with another query, but anyone can compute it (a checksum, not a signature).
+_UNSIGNED_KEY = b"pynamodb-sharding token checksum"
+_KIND_CODES = {"S": 1, "N": 2, "B": 3}
+_CODE_KINDS = {code: kind for kind, code in _KIND_CODES.items()}
+
+#: What a cursor secret may be given as: text, bytes, several (the first signs, every one is
+#: accepted: rotation), or a callable returning one of those (read when a token is made or read).
+CursorSecret = str | bytes | Sequence[str | bytes]
+
+
+def _varint(number: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, number = number & 0x7F, number >> 7
+        out.append(low | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
+
+
+def _shared_prefix(first: bytes, second: bytes) -> int:
+    shared = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared
+
+
+class _TokenTruncatedError(Exception):
+    """Raised inside the token parser; turned into a CursorError by the reader."""
+
+
+class _Bytes:
+    """A cursor over the bytes of a token body."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.offset = 0
+
+    def take(self, count: int) -> bytes:
+        end = self.offset + count
+        if end > len(self.data):
+            raise _TokenTruncatedError
+        chunk, self.offset = self.data[self.offset:end], end
+        return chunk
+
+    def varint(self) -> int:
+        number, shift = 0, 0
+        while True:
+            (byte,) = self.take(1)
+            number |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return number
+            shift += 7
+            if shift > 63:
+                raise _TokenTruncatedError
+
+    @property
+    def done(self) -> bool:
+        return self.offset == len(self.data)
+
+
+def secret_keys(secret: CursorSecret | Callable[[], CursorSecret] | None) -> tuple[bytes, ...]:
+    """The HMAC keys of a cursor secret setting, the signing one first (empty: unsigned)."""
+    value = secret() if callable(secret) else secret
+    if value is None:
+        return ()
+    msg = f"cursor_secret: expected a non-empty str or bytes, or a non-empty list of them, got {value!r}."
+    given: object = value  # checked at run time: a secret read from settings may be anything
+    values = [given] if isinstance(given, str | bytes) else given
+    if not isinstance(values, list | tuple) or not values:
+        raise CursorError(msg)
+    keys: list[bytes] = []
+    for item in values:
+        if not isinstance(item, str | bytes) or not item:
+            raise CursorError(msg)
+        keys.append(item.encode("utf-8") if isinstance(item, str) else item)
+    return tuple(keys)
+
+
+@attrs.frozen
+class TokenCodec:
+    """Turns a merged query's state into its compact ``next_page_token`` and back.
+
+    The token holds, per shard, the shard number and the values of the start key's attributes
+    except the queried hash attribute (which the shard number and the query's key rebuild),
+    each stored as the part that differs from the previous shard's value after their common
+    prefix (the sort keys of one page are close). A 96-bit HMAC-SHA256 tag over the query's
+    scope and the packed body follows, all base64url without padding. Neither the table, the
+    model, nor the queried key is in it: they are bound through the tag, so a token is
+    accepted only by the query it came from. With ``secrets`` the tag is a signature (the
+    first secret signs, each one is accepted); without, it is keyed with a public constant and
+    only detects edits and foreign use.
+
+    .. versionadded:: 0.2.0
+    """
+
+    scope: CursorScope
+    key_names: tuple[str, ...]
+    hash_name: str
+    secrets: tuple[bytes, ...] = ()
+
+    @property
+    def _stored_names(self) -> tuple[str, ...]:
+        return tuple(sorted(name for name in self.key_names if name != self.hash_name))
+
+    def _scope_bytes(self) -> bytes:
+        scope = self.scope
+        described = [
+            TOKEN_VERSION, scope.model, scope.table, _value_to_json(scope.key), scope.index,
+            scope.forward, sorted(self.key_names), self.hash_name,
+        ]
+        return json.dumps(described, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    def _tag(self, key: bytes, body: bytes) -> bytes:
+        mac = hmac.new(key, self._scope_bytes(), hashlib.sha256)
+        mac.update(body)
+        return mac.digest()[:TOKEN_TAG_BYTES]
+
+    def encode(self, state: CursorState) -> str:
+        """The token of ``state``: a URL-safe ``str`` of ``[A-Za-z0-9_-]``."""
+        body = bytearray([TOKEN_VERSION])
+        body += _varint(len(state.positions))
+        names = self._stored_names
+        previous = dict.fromkeys(names, b"")
+        for shard in sorted(state.positions):
+            body += _varint(shard + 1)  # the bare legacy key is shard -1
+            start = state.positions[shard]
+            for name in names:
+                ((kind, inner),) = start[name].items()
+                if kind == "B":
+                    raw = bytes(inner) if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
+                else:
+                    raw = str(inner).encode("utf-8")
+                # Sort keys of one page are close (timestamps): store only what differs from
+                # the previous shard's value, after the prefix they share.
+                shared = _shared_prefix(previous[name], raw)
+                previous[name] = raw
+                body.append(_KIND_CODES[kind])
+                body += _varint(shared)
+                body += _varint(len(raw) - shared)
+                body += raw[shared:]
+        key = self.secrets[0] if self.secrets else _UNSIGNED_KEY
+        packed = bytes(body) + self._tag(key, bytes(body))
+        return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+
+    def decode(self, token: str, hash_value: Callable[[int], object]) -> CursorState:
+        """Validate an untrusted token against this query and decode it (no request is sent).
+
+        Raises:
+            CursorError: the token is malformed, truncated, edited, signed with another secret
+                (or unsigned where a secret is required), or belongs to another query.
+        """
+        reader = _CursorReader(self.scope, self.key_names, self.hash_name, hash_value)
+        if token.lstrip().startswith("{"):
+            raise reader.fail("is JSON text, not a page token (json.loads the stored cursor first)")
+        try:
+            packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        except (binascii.Error, ValueError):
+            raise reader.fail("is not a page token (not base64url text)") from None
+        if len(packed) <= TOKEN_TAG_BYTES:
+            raise reader.fail("is truncated (too short to be a page token)")
+        body, tag = packed[:-TOKEN_TAG_BYTES], packed[-TOKEN_TAG_BYTES:]
+        keys = self.secrets or (_UNSIGNED_KEY,)
+        if not any(hmac.compare_digest(self._tag(key, body), tag) for key in keys):
+            raise reader.fail(
+                "fails its signature: it was edited or truncated, belongs to another query "
+                "(key, index or direction), or was made with another cursor secret"
+            )
+        if body[0] != TOKEN_VERSION:
+            raise reader.fail(f"has version {body[0]}, this library reads version {TOKEN_VERSION}")
+        data = _Bytes(body[1:])
+        positions: dict[int, RawKey] = {}
+        previous = dict.fromkeys(self._stored_names, b"")
+        try:
+            for _ in range(data.varint()):
+                shard = data.varint() - 1
+                if shard in positions:
+                    raise reader.fail(f"names shard {shard} twice")
+                start: dict[str, Any] = {}
+                for name in self._stored_names:
+                    (code,) = data.take(1)
+                    kind = _CODE_KINDS.get(code)
+                    if kind is None:
+                        raise reader.fail(f"has an unknown value type for {name} in shard {shard}")
+                    shared = data.varint()
+                    if shared > len(previous[name]):
+                        raise reader.fail("is malformed")
+                    raw = previous[name][:shared] + data.take(data.varint())
+                    previous[name] = raw
+                    start[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
+                start[self.hash_name] = self._hash_json(hash_value, shard, reader)
+                positions[shard] = reader.start_key(shard, _key_to_json(start))
+            if not data.done:
+                raise reader.fail("has bytes after its last shard position")
+        except (_TokenTruncatedError, UnicodeDecodeError):
+            raise reader.fail("is malformed") from None
+        return CursorState(positions=positions)
+
+    def _hash_json(self, hash_value: Callable[[int], object], shard: int, reader: _CursorReader) -> dict[str, Any]:
+        # The queried attribute's value in the shard: rebuilt, never stored in the token.
+        try:
+            value = hash_value(shard)
+        except ShardKeyError:
+            raise reader.fail(f"names shard {shard}, which this key cannot have") from None
+        (kind,) = self.scope.key
+        return {kind: value}
+

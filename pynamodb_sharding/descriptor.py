@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import attrs
 
 from pynamodb_sharding._host import hash_keyname, index_hash_attribute, indexes, range_keyname
-from pynamodb_sharding.exceptions import FixedShardCountError, ShardingDefinitionError, ShardKeyError
-from pynamodb_sharding.keys import DEFAULT_SEPARATOR, KeyCodec, validate_separator
+from pynamodb_sharding.cursor import CursorSecret, secret_keys
+from pynamodb_sharding.exceptions import (
+    CursorError,
+    FixedShardCountError,
+    ShardingDefinitionError,
+    ShardKeyError,
+)
+from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import (
     HistoryEntry,
     ItemKey,
@@ -26,6 +32,7 @@ from pynamodb_sharding.strategies import (
     ResizableShardStrategy,
     ShardKey,
     ShardStrategy,
+    md5_shard,
     stored_bytes,
 )
 
@@ -52,10 +59,23 @@ class Sharding:
             (:class:`~pynamodb_sharding.RandomShards`, :class:`~pynamodb_sharding.HashedShards`,
             :class:`~pynamodb_sharding.DynamicShards`).
         separator: put between the logical key and the shard number; must not contain digits.
+        first_shard: the number of the first shard, 1 (default: ``key_1`` .. ``key_N``) or 0
+            (``key_0`` .. ``key_N-1``), to declare a table sharded by hand that way.
+        legacy_unsharded: the table still holds unsharded items under bare logical keys (a
+            table adopting sharding in place): writes go to shards, and every read also covers
+            the bare key, returning each item once (see :doc:`adoption`).
         max_workers: threads a merged query uses; default ``min(32, number of shards)``.
             Raise ``Meta.max_pool_connections`` to match, or threads wait for connections.
+        cursor_secret: signs the page tokens of merged queries (``next_page_token``) with
+            HMAC-SHA256, so a client cannot forge one: a ``str`` or ``bytes``, a list of them
+            (the first signs, every one is accepted: rotate by putting the new one first), or a
+            callable returning either, read each time a token is made or read (e.g.
+            ``lambda: settings.SECRET_KEY``). With a secret, a query resumes from a token only,
+            never from an unsigned cursor dict.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
     """
 
     def __init__(
@@ -63,7 +83,10 @@ class Sharding:
         strategy: ShardStrategy,
         separator: str = DEFAULT_SEPARATOR,
         *,
+        first_shard: int = 1,
+        legacy_unsharded: bool = False,
         max_workers: int | None = None,
+        cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = None,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -79,14 +102,38 @@ class Sharding:
                                         or max_workers < 1):
             msg = f"Sharding(max_workers=...): expected a positive int or None, got {max_workers!r}."
             raise ShardingDefinitionError(msg)
+        if isinstance(first_shard, bool) or first_shard not in (0, 1):
+            msg = (
+                f"Sharding(first_shard=...): expected 0 (keys numbered key_0 .. key_N-1) or 1 "
+                f"(key_1 .. key_N, the default), got {first_shard!r}."
+            )
+            raise ShardingDefinitionError(msg)
+        flag: object = legacy_unsharded  # checked at run time
+        if not isinstance(flag, bool):
+            msg = f"Sharding(legacy_unsharded=...): expected True or False, got {legacy_unsharded!r}."
+            raise ShardingDefinitionError(msg)
         self.strategy = strategy
+        self.first_shard = first_shard
+        self.legacy_unsharded = legacy_unsharded
         self.max_workers = max_workers
+        if cursor_secret is not None and not callable(cursor_secret):
+            try:
+                secret_keys(cursor_secret)
+            except CursorError:
+                msg = (
+                    f"Sharding(cursor_secret=...): expected a non-empty str or bytes, a list of them "
+                    f"or a callable returning one, got {cursor_secret!r}."
+                )
+                raise ShardingDefinitionError(msg) from None
+        self.cursor_secret = cursor_secret
         self.name = ""
         # One manager per fully defined owner class: item decoding asks for it per item.
         self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
-        return f"Sharding({self.strategy!r}, separator={self.separator!r})"
+        extra = f", first_shard={self.first_shard}" if self.first_shard != 1 else ""
+        extra += ", legacy_unsharded=True" if self.legacy_unsharded else ""
+        return f"Sharding({self.strategy!r}, separator={self.separator!r}{extra})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
@@ -126,13 +173,16 @@ class Sharding:
             return index_shard_manager(instance)  # type: ignore[arg-type]
         if instance is None:
             return self.bind(owner)
-        return instance._known_shard()  # type: ignore[union-attr]
+        shard = instance._known_shard()  # type: ignore[union-attr]
+        return None if shard == LEGACY_SHARD else shard
 
     def bind(self, owner: type[_M]) -> ShardManager[_M]:
         """The manager of ``owner``, created once per fully defined class."""
         manager = self._managers.get(owner)
         if manager is None:
-            manager = ShardManager(owner, self.strategy, self.separator, self.max_workers)
+            manager = ShardManager(owner, self.strategy, self.separator, self.max_workers,
+                                   first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
+                                   cursor_secret=self.cursor_secret)
             if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                 self._managers[owner] = manager
         return manager
@@ -162,8 +212,16 @@ class ShardManager(Generic[_M]):
     separator: str = DEFAULT_SEPARATOR
     #: Threads a merged query uses; ``None``: ``min(32, number of shards)``.
     max_workers: int | None = None
+    #: The number of the first shard (0 or 1); strategies answer 1..N and the manager shifts.
+    first_shard: int = attrs.field(default=1, kw_only=True)
+    #: Whether the table still holds unsharded items under bare logical keys.
+    legacy_unsharded: bool = attrs.field(default=False, kw_only=True)
+    #: Signs page tokens (``Sharding(cursor_secret=...)``); ``None``: tokens are unsigned.
+    cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = attrs.field(
+        default=None, kw_only=True, repr=False
+    )
     #: The sharded global secondary index this manager shards, ``None`` for the table's hash key.
-    index_name: str | None = None
+    index_name: str | None = attrs.field(default=None, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)
@@ -175,7 +233,8 @@ class ShardManager(Generic[_M]):
             attribute = index_hash_attribute_name(self.model, self.index_name)
         table = getattr(getattr(self.model, "Meta", None), "table_name", "")
         object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, self._namespace(table), self.model))
-        object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator))
+        object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator,
+                                                   self.first_shard, self.legacy_unsharded))
 
     def _namespace(self, table: str) -> str:
         # An index's keys are apart from the table's: a shard count of `day` on the index is
@@ -191,6 +250,14 @@ class ShardManager(Generic[_M]):
             space = attrs.evolve(space, namespace=table)
             object.__setattr__(self, "_space", space)
         return space
+
+    def cursor_secrets(self) -> tuple[bytes, ...]:
+        """The HMAC keys of this model's page tokens, the signing one first (empty: unsigned).
+
+        Raises:
+            CursorError: a ``cursor_secret`` callable returned no usable secret.
+        """
+        return secret_keys(self.cursor_secret)
 
     @property
     def attribute(self) -> str:
@@ -225,7 +292,9 @@ class ShardManager(Generic[_M]):
             return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes)
         range_name = range_keyname(model)
         range_bytes = attribute_bytes(range_name) if range_name else None
-        return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes)
+        range_value = getattr(item, range_name) if range_name else None
+        return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes,
+                       attribute_value=functools.partial(getattr, item), range_value=range_value)
 
     def shard_count(self, key: str) -> int:
         """The number of shards new writes of ``key`` spread over."""
@@ -241,25 +310,76 @@ class ShardManager(Generic[_M]):
             ShardKeyError: even shard 1 of ``key`` would exceed the limit.
         """
         view = self.key(key)
-        return self._possible(view.value, self.strategy.read_shards(view))
+        return self._possible(view.value, self._shifted(self.strategy.read_shards(view)))
+
+    def read_targets(self, key: str) -> tuple[int, ...]:
+        """:meth:`read_shards`, preceded by :data:`~pynamodb_sharding.keys.LEGACY_SHARD` (the bare
+        legacy key) when the model is declared ``legacy_unsharded``."""
+        shards = self.read_shards(key)
+        return (LEGACY_SHARD, *shards) if self.legacy_unsharded else shards
+
+    def decode_stored(self, value: str) -> tuple[str, int | None]:
+        """Split a hash-key value stored in the table into ``(logical_key, shard)``.
+
+        The shard is ``None`` for a bare legacy key (a ``legacy_unsharded`` model's unsharded
+        item).
+
+        Raises:
+            ShardKeyError: the value is not a physical key of this model (and the model does
+                not read legacy keys).
+
+        .. versionadded:: 0.2.0
+        """
+        logical, shard = self.codec.decode(value)
+        return logical, None if shard == LEGACY_SHARD else shard
 
     def point_shards(self, item: _M) -> tuple[int, ...]:
         """The shards that may hold ``item`` (its primary key, and any attribute its shard is
         derived from, set), ascending; one shard when the strategy computes it."""
         view = self.item_key(item)
-        return self._possible(view.key.value, self.strategy.point_shards(view))
+        return self._possible(view.key.value, self._shifted(self.strategy.point_shards(view)))
+
+    def legacy_target_shard(self, item: _M) -> int:
+        """The shard a legacy item moves to, derived from its primary key alone.
+
+        A strategy that computes shards gives its own; a random or dynamic one
+        ``md5(logical key + range key) % shard_count + first_shard``, so that every move of one
+        item (a migration's, retried or run again, or a write of it) addresses one physical key.
+
+        .. versionadded:: 0.2.0
+        """
+        if self.keeps_keys_unique:
+            return self.write_shard(item)
+        view = self.item_key(item)
+        basis = view.key.value.encode("utf-8") + (view.range_bytes or b"")
+        return md5_shard(basis, self.strategy.shard_count(view.key)) + self._offset
+
+    def point_targets(self, item: _M) -> tuple[int, ...]:
+        """:meth:`point_shards`, preceded by the bare legacy key for ``legacy_unsharded`` models."""
+        shards = self.point_shards(item)
+        return (LEGACY_SHARD, *shards) if self.legacy_unsharded else shards
 
     def write_shard(self, item: _M) -> int:
         """The shard a new ``item`` goes to (drawn anew by random strategies)."""
-        return self.strategy.write_shard(self.item_key(item))
+        return self.strategy.write_shard(self.item_key(item)) + self._offset
 
     def write(self, item: _M, send: Callable[[int], _R]) -> _R:
         """Write a new ``item``: the strategy picks the shard and may retry ``send(shard)``."""
         view = self.item_key(item)
+        offset = self._offset
         custom: Callable[[ItemKey, Callable[[int], _R]], _R] | None = getattr(self.strategy, "write", None)
         if custom is not None:
-            return custom(view, send)
-        return send(self.strategy.write_shard(view))
+            return custom(view, send if not offset else lambda shard: send(shard + offset))
+        return send(self.strategy.write_shard(view) + offset)
+
+    @property
+    def _offset(self) -> int:
+        """What turns a strategy's shard (numbered from 1) into a stored shard number."""
+        return self.first_shard - 1
+
+    def _shifted(self, shards: tuple[int, ...]) -> tuple[int, ...]:
+        offset = self._offset
+        return tuple(shard + offset for shard in shards) if offset else shards
 
     @property
     def keeps_keys_unique(self) -> bool:
@@ -298,7 +418,7 @@ class ShardManager(Generic[_M]):
                 limit, so some writes of it would fail and others could never be read back.
         """
         logical = self.codec.check_logical(key)
-        highest = self.strategy.max_shards
+        highest = self.strategy.max_shards + self._offset
         if not self.codec.fits(logical, highest):
             size = len(self.codec.encode_unchecked(logical, highest).encode("utf-8"))
             budget = self.codec.max_logical_bytes(highest)

@@ -44,7 +44,7 @@ from pynamodb_sharding.exceptions import (
     ShrinkTargetError,
 )
 from pynamodb_sharding.keys import MAX_SHARDS
-from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState
+from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
 from pynamodb_sharding.strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
@@ -283,6 +283,7 @@ class DynamicShards:
                 f"partition_key or model."
             )
             raise ShardingDefinitionError(msg)
+        follow_connection(meta, model)
 
     def companion_models(self) -> tuple[type[Model], ...]:
         return (self.metadata_model,)

@@ -13,6 +13,7 @@ from pynamodb.exceptions import PutError, PynamoDBException
 
 __all__ = [
     "DOCS_URL",
+    "AmbiguousLegacyKeyError",
     "ConsistentIndexReadError",
     "CursorError",
     "DerivedAttributeUpdateError",
@@ -20,9 +21,11 @@ __all__ = [
     "GrowthPolicyError",
     "HostContractError",
     "IndexThrottleError",
+    "LegacyMoveError",
     "LogicalKeyError",
     "MetadataError",
     "MetadataRequestError",
+    "MigrationError",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKeyError",
@@ -229,3 +232,33 @@ class ShardCountConflictError(ShardingError):
     """
 
     code = "count-conflict"
+
+
+class MigrationError(ShardingError):
+    """A migration job cannot run as asked: models whose keys do not match, a model without
+    sharding where the job needs one, or a checkpoint table of the wrong shape.
+
+    Raised before the job writes anything.
+
+    .. versionadded:: 0.3.0
+    """
+
+    code = "migration"
+
+
+class AmbiguousLegacyKeyError(ShardingError):
+    """Bare legacy keys of a ``legacy_unsharded`` table also read as physical keys of other keys.
+
+    .. versionadded:: 0.2.0
+    """
+
+    code = "ambiguous-legacy-key"
+
+
+class LegacyMoveError(ShardingError):
+    """``move_legacy_item`` was given something that is not a legacy item of a ``legacy_unsharded`` model.
+
+    .. versionadded:: 0.2.0
+    """
+
+    code = "legacy-move"

@@ -23,7 +23,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,14 +49,17 @@ from pynamodb_sharding.cursor import (
     CursorState,
     RawItem,
     RawKey,
+    TokenCodec,
     decode_cursor,
     encode_cursor,
 )
 from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding.indexes import sharded_index
+from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import with_key_attributes
+from pynamodb_sharding.pool import BoundedSubmitter, fanout_threads
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -126,14 +128,18 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         merge: ShardMerge,
         scope: CursorScope,
         *,
-        given_cursor: dict[str, Any] | None,
+        given_cursor: dict[str, Any] | str | None,
         key_names: Sequence[str],
         page_size: int | None,
         shard_query: _ShardQuery | None = None,
+        tokens: TokenCodec | None = None,
+        given_state: CursorState | None = None,
     ) -> None:
         self._merge = merge
         self._scope = scope
         self._given_cursor = given_cursor
+        self._tokens = tokens
+        self._given_state = given_state
         self._key_names = tuple(key_names)
         self._page_size = page_size
         self._shard_query = shard_query
@@ -201,15 +207,44 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
             self._shard_query.page_size = limit
 
     @property
-    def last_evaluated_key(self) -> dict[str, Any] | None:
-        """The merged cursor: resumes right after the last item returned; ``None`` at the end."""
+    def last_evaluated_key(self) -> dict[str, Any] | str | None:
+        """The merged cursor: resumes right after the last item returned; ``None`` at the end.
+
+        A dict of JSON types; the page token (a ``str``, see :attr:`next_page_token`) for a
+        model whose tokens are signed (``Sharding(cursor_secret=...)``).
+        """
         merge = self._merge
         if not merge.started:
             return self._given_cursor
         state, remaining = merge.state()
         if not remaining:
             return None
+        if self._tokens is not None and self._tokens.secrets:
+            return self._tokens.encode(state)
         return encode_cursor(self._scope, state)
+
+    @property
+    def next_page_token(self) -> str | None:
+        """The compact, URL-safe form of the cursor; ``None`` when nothing is left.
+
+        Pass it back as ``last_evaluated_key`` to resume right after the last item returned.
+        It holds no table or model name, and is signed when the model has a ``cursor_secret``.
+
+        .. versionadded:: 0.2.0
+        """
+        tokens = self._tokens
+        if tokens is None:
+            msg = f"{self._scope.model}: this query has no page token (it was not built by merged_query)."
+            raise CursorError(msg)
+        merge = self._merge
+        if not merge.started:
+            if isinstance(self._given_cursor, str):
+                return self._given_cursor
+            return None if self._given_state is None else tokens.encode(self._given_state)
+        state, remaining = merge.state()
+        if not remaining:
+            return None
+        return tokens.encode(state)
 
     @property
     def total_scanned_count(self) -> int:
@@ -245,17 +280,19 @@ class MergedResultIterator(Iterator[_M]):
         merge: ShardMerge,
         scope: CursorScope,
         *,
-        given_cursor: dict[str, Any] | None,
+        given_cursor: dict[str, Any] | str | None,
         key_names: Sequence[str] = (),
         page_size: int | None = None,
         shard_query: _ShardQuery | None = None,
+        tokens: TokenCodec | None = None,
+        given_state: CursorState | None = None,
     ) -> None:
         self._model = model
         self._from_raw_data = model.from_raw_data
         self._merge = merge
         self.page_iter = MergedPageIterator(
             merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
-            shard_query=shard_query,
+            shard_query=shard_query, tokens=tokens, given_state=given_state,
         )
 
     def __iter__(self) -> MergedResultIterator[_M]:
@@ -271,9 +308,18 @@ class MergedResultIterator(Iterator[_M]):
         return self.__next__()
 
     @property
-    def last_evaluated_key(self) -> dict[str, Any] | None:
+    def last_evaluated_key(self) -> dict[str, Any] | str | None:
         """The cursor to pass back as ``last_evaluated_key``, ``None`` when nothing is left."""
         return self.page_iter.last_evaluated_key
+
+    @property
+    def next_page_token(self) -> str | None:
+        """The cursor as a compact URL-safe ``str`` (``None`` at the end); see
+        :attr:`MergedPageIterator.next_page_token`.
+
+        .. versionadded:: 0.2.0
+        """
+        return self.page_iter.next_page_token
 
     @property
     def total_count(self) -> int:
@@ -347,20 +393,48 @@ def default_workers(model: type[ShardedModel], shard_count: int) -> int:
 
 
 def _check_pool(model: type[ShardedModel], workers: int) -> None:
+    """Warn once per model when its merged reads may run more requests than it has connections.
+
+    The requests in flight are this read's ``workers`` plus those of the model's other merged
+    queries still open in the process (web servers run many at once), at most the size of the
+    shared fan-out pool.
+    """
     pool = getattr(model.Meta, "max_pool_connections", None)
-    if pool is None or workers <= pool:
+    if pool is None:
+        return
+    others = sum(merge.max_workers for merge in list(_open_merges.get(model, ()))
+                 if merge.started and not merge.closed)
+    concurrent = min(fanout_threads(), workers + others)
+    if concurrent <= pool:
         return
     key = (model.__module__, model.__qualname__)
     with _warned_lock:
         if key in _warned_pools:
             return
         _warned_pools.add(key)
+    if others:
+        what = (f"its merged reads run up to {concurrent} requests at once ({workers} for this one, "
+                f"the rest for the other queries still open)")
+    else:
+        what = f"a merged query runs {concurrent} threads"
     msg = (
-        f"{model.__name__}: a merged query runs {workers} threads but Meta.max_pool_connections "
-        f"is {pool}, so threads wait for a connection; set Meta.max_pool_connections = {workers} "
-        f"or Sharding(..., max_workers={pool})."
+        f"{model.__name__}: {what} but Meta.max_pool_connections is {pool}, so threads wait for a "
+        f"connection; set Meta.max_pool_connections = {concurrent} or lower Sharding(..., "
+        f"max_workers=...) or the shared pool (pynamodb_sharding.set_fanout_threads)."
     )
     warnings.warn(msg, FanoutPoolWarning, stacklevel=4)
+
+
+#: The merged queries of each model that may still send requests (closed or collected: gone).
+_open_merges: weakref.WeakKeyDictionary[type[Any], weakref.WeakSet[ShardMerge]] = weakref.WeakKeyDictionary()
+
+
+def _track(model: type[ShardedModel], merge: ShardMerge) -> None:
+    with _warned_lock:
+        merges = _open_merges.get(model)
+        if merges is None:
+            merges = _open_merges[model] = weakref.WeakSet()
+        merges.add(merge)
 
 
 class _ShardQuery:
@@ -416,6 +490,7 @@ class _SharedRateLimiter:
 
 
 _rate_limiters: weakref.WeakSet[_SharedRateLimiter] = weakref.WeakSet()
+_legacy_reads: weakref.WeakSet[_LegacyFirst] = weakref.WeakSet()
 
 
 def _reset_locks_in_child() -> None:
@@ -424,6 +499,8 @@ def _reset_locks_in_child() -> None:
     _warned_lock = threading.Lock()
     for limiter in list(_rate_limiters):
         limiter._lock = threading.Lock()
+    for read in list(_legacy_reads):
+        read._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
@@ -453,7 +530,7 @@ def _plan(
     """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index."""
     given = shards
     if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
-        shards = shard_manager(model).read_shards(hash_key)
+        shards = shard_manager(model).read_targets(hash_key)  # with the bare legacy key, if any
     shards = shards or ()
     meta = table_connection(model).get_meta_table()
     table_hash = meta.hash_keyname
@@ -573,12 +650,14 @@ def merged_query(
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, forward)
     state = CursorState()
+    tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets())
     if last_evaluated_key is not None:
         state = decode_cursor(last_evaluated_key, plan.scope, key_names=plan.key_names,
-                              hash_name=plan.hash_name, hash_value=plan.hash_value)
+                              hash_name=plan.hash_name, hash_value=plan.hash_value, secrets=tokens.secrets)
     starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
     hash_values = dict(plan.hash_values)
+    legacy = LEGACY_SHARD if LEGACY_SHARD in hash_values else None
     send = _ShardQuery(
         model,
         rate_limit,
@@ -592,10 +671,17 @@ def merged_query(
     )
 
     def fetch_page(shard: int, start: RawKey | None) -> Page:
+        if legacy is not None:
+            legacy_first.wait()
+            first = legacy_first.take(start) if shard == legacy else None
+            if first is not None:
+                return first
         data = send(hash_values[shard], start)
-        consumed = data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS)
-        return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT],
-                    consumed_capacity=float(consumed) if consumed is not None else None)
+        return _page(data)
+
+    legacy_first = _LegacyFirst(
+        lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,
+    )
 
     sort_name = plan.sort_name
     if sort_name is None:
@@ -608,11 +694,75 @@ def merged_query(
     workers = max_workers if max_workers is not None else default_workers(model, len(starts) or 1)
     if starts:
         _check_pool(model, min(workers, len(starts)))
+    identity: Callable[[RawItem], Any] | None = None
+    table_sort = table_connection(model).get_meta_table().range_keyname
+    if legacy is not None and table_sort != sort_name:  # an index query: one item is one table key
+        def identity(item: RawItem) -> Any:
+            return sort_value(item[table_sort]) if table_sort is not None else b""
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
-                       limit=limit, max_workers=workers)
+                       limit=limit, max_workers=workers, shadowed=legacy, identity=identity)
+    _track(model, merge)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
-                                shard_query=send)
+                                shard_query=send, tokens=tokens,
+                                given_state=state if last_evaluated_key is not None else None)
+
+
+def _page(data: Mapping[str, Any]) -> Page:
+    consumed = data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS)
+    return Page(data.get(ITEMS, []), data.get(LAST_EVALUATED_KEY), data[CAMEL_COUNT], data[SCANNED_COUNT],
+                consumed_capacity=float(consumed) if consumed is not None else None)
+
+
+class _LegacyFirst:
+    """Reads a ``legacy_unsharded`` key's bare legacy items before any shard is queried.
+
+    A migration moves items from the bare key into shards while queries run. A query that read
+    a shard before an item arrived there and the bare key after it left would miss the item;
+    reading the bare key first (to its end, or ``limit`` items) means an item is either seen
+    there or already in its shard when the shards are read, where the merge returns it once
+    (the sharded copy wins). Every page request of the query waits until this read is done.
+    """
+
+    def __init__(self, send: Callable[[RawKey | None], dict[str, Any]], start: RawKey | None,
+                 limit: int | None) -> None:
+        self._send = send
+        self._start = start
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._page: Page | None = None
+        self._handed = False
+        _legacy_reads.add(self)
+
+    def wait(self) -> None:
+        """Return once the bare key has been read (reading it, if no other thread does)."""
+        with self._lock:
+            if self._page is None:
+                self._page = self._read()
+
+    def take(self, start: RawKey | None) -> Page | None:
+        """The page that was read, for the legacy stream's first request (from ``start``)."""
+        with self._lock:
+            if self._handed or self._page is None or start != self._start:
+                return None
+            self._handed = True
+            return self._page
+
+    def _read(self) -> Page:
+        items: list[RawItem] = []
+        count = scanned = 0
+        consumed: float | None = None
+        start = self._start
+        while True:
+            page = _page(self._send(start))
+            items.extend(page.items)
+            count += page.count
+            scanned += page.scanned_count
+            if page.consumed_capacity is not None:
+                consumed = (consumed or 0.0) + page.consumed_capacity
+            start = page.last_evaluated_key
+            if start is None or (self._limit is not None and len(items) >= self._limit):
+                return Page(items, start, count, scanned, consumed_capacity=consumed)
 
 
 def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:
@@ -645,6 +795,15 @@ def merged_count(
         UnknownIndexError: the model has no index ``index_name``.
         ConsistentIndexReadError: ``consistent_read`` on a global secondary index.
     """
+    if shards is None and shard_manager(model).legacy_unsharded:
+        # A legacy item may be moving into a shard meanwhile: count what a merged query
+        # returns, each item once (the same reads: DynamoDB charges what it reads, not sends).
+        merged = merged_query(model, hash_key, range_key_condition=range_key_condition,
+                              filter_condition=filter_condition, consistent_read=consistent_read,
+                              index_name=index_name, limit=limit, rate_limit=rate_limit,
+                              attributes_to_get=model._key_names(), max_workers=max_workers)
+        with merged:
+            return sum(page[CAMEL_COUNT] for page in merged.page_iter)
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, True)
@@ -680,16 +839,17 @@ def merged_count(
         return 0
     workers = max_workers if max_workers is not None else default_workers(model, len(values))
     _check_pool(model, workers)
-    with ThreadPoolExecutor(workers, thread_name_prefix="pynamodb-sharding-count") as executor:
-        futures = [executor.submit(count_shard, value) for value in values]
-        try:
-            for future in futures:
-                future.result()
-        except BaseException:
-            done.set()
-            for future in futures:
-                future.cancel()
-            raise
+    submitter = BoundedSubmitter(workers)
+    futures = [submitter.submit(count_shard, value) for value in values]
+    try:
+        for future in futures:
+            future.result()
+    except BaseException:
+        done.set()
+        submitter.cancel_queued()
+        for future in futures:
+            future.cancel()
+        raise
     return min(total, limit) if limit is not None else total
 
 
@@ -747,6 +907,9 @@ def count_by_shard(
 
     workers = max_workers if max_workers is not None else default_workers(model, len(plan.hash_values))
     _check_pool(model, workers)
-    with ThreadPoolExecutor(workers, thread_name_prefix="pynamodb-sharding-count") as executor:
-        futures = {shard: executor.submit(count_shard, value) for shard, value in plan.hash_values.items()}
+    submitter = BoundedSubmitter(workers)
+    futures = {shard: submitter.submit(count_shard, value) for shard, value in plan.hash_values.items()}
+    try:
         return {shard: future.result() for shard, future in futures.items()}
+    finally:
+        submitter.cancel_queued()

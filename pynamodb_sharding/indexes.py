@@ -197,10 +197,18 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
         if sharding is None:
             continue
         manager: ShardManager[Any] = ShardManager(model, sharding.strategy, sharding.separator,
-                                                  sharding.max_workers, index_name=index_name)
+                                                  sharding.max_workers, index_name=index_name,
+                                                  first_shard=sharding.first_shard)
         attribute = manager.attribute
         model_attribute = model.get_attributes()[attribute]
         where = f"{model.__name__}.{attribute}"
+        if sharding.legacy_unsharded or sharding.cursor_secret is not None:
+            msg = (
+                f"{where}: the sharded index {index_name!r} takes neither legacy_unsharded nor "
+                f"cursor_secret (an index has no bare legacy entries to adopt, and its queries are "
+                f"the model's: set cursor_secret on the model's Sharding); remove them from the index."
+            )
+            raise ShardingDefinitionError(msg)
         if not isinstance(model_attribute, UnicodeAttribute):
             msg = (
                 f"{where}: the sharded index {index_name!r} is keyed on a {type(model_attribute).__name__}, "

@@ -12,6 +12,7 @@ from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
 
 __all__ = [
     "DEFAULT_SEPARATOR",
+    "LEGACY_SHARD",
     "MAX_PARTITION_KEY_BYTES",
     "MAX_SHARDS",
     "KeyCodec",
@@ -28,6 +29,10 @@ MAX_PARTITION_KEY_BYTES = 2048
 #: The largest shard count a strategy accepts. Far beyond any useful fan-out (a point read of
 #: a random-sharded key costs one key per shard), small enough to keep suffixes short.
 MAX_SHARDS = 10_000
+
+#: The shard number the codec of a ``Sharding(legacy_unsharded=True)`` model gives a bare
+#: legacy key (a stored value without a shard suffix); never a real shard.
+LEGACY_SHARD = -1
 
 
 def validate_separator(separator: object, where: str) -> str:
@@ -60,17 +65,21 @@ def encode(logical_key: str, shard: int, separator: str = DEFAULT_SEPARATOR) -> 
     return f"{logical_key}{separator}{shard}"
 
 
-def _split(physical_key: str, separator: str) -> tuple[str, int] | None:
+def _split(physical_key: str, separator: str, first_shard: int = 1) -> tuple[str, int] | None:
     logical, sep, suffix = physical_key.rpartition(separator)
-    if sep and logical and suffix.isdecimal() and suffix.isascii() and suffix[0] != "0":
+    if not (sep and logical and suffix.isdecimal() and suffix.isascii()):
+        return None
+    if suffix[0] != "0":
         return logical, int(suffix)
-    return None
+    if suffix == "0" and first_shard == 0:
+        return logical, 0
+    return None  # a leading zero: no shard is encoded so, and keys must decode one way
 
 
-def _not_physical(physical_key: str, separator: str) -> str:
+def _not_physical(physical_key: str, separator: str, first_shard: int = 1) -> str:
     return (
         f"{physical_key!r} is not a physical key: it must end with {separator!r} and a shard "
-        f"number >= 1; it was not written through a ShardedModel with this separator."
+        f"number >= {first_shard}; it was not written through a ShardedModel with this separator."
     )
 
 
@@ -90,12 +99,22 @@ def decode(physical_key: str, separator: str = DEFAULT_SEPARATOR) -> tuple[str, 
 class KeyCodec:
     """Encodes and decodes the physical keys of one model's hash-key attribute.
 
-    ``model_name`` and ``attribute`` only serve the error messages.
+    ``model_name`` and ``attribute`` only serve the error messages. Shards are numbered from
+    ``first_shard`` (0 or 1). With ``legacy`` (``Sharding(legacy_unsharded=True)``) a stored
+    value without a shard suffix is a bare legacy key: it decodes to :data:`LEGACY_SHARD`, and
+    encoding :data:`LEGACY_SHARD` gives the logical key itself.
     """
 
     model_name: str
     attribute: str
     separator: str = DEFAULT_SEPARATOR
+    first_shard: int = 1
+    legacy: bool = False
+
+    @property
+    def last_shard(self) -> int:
+        """The highest shard number a key can have."""
+        return MAX_SHARDS - 1 + self.first_shard
 
     @property
     def where(self) -> str:
@@ -121,10 +140,16 @@ class KeyCodec:
             ShardKeyError: wrong type, empty, shard out of range, or too long once suffixed.
         """
         key = self.check_logical(logical_key)
-        if isinstance(shard, bool) or not isinstance(shard, int) or not 1 <= shard <= MAX_SHARDS:
-            msg = f"{self.where}: shard {shard!r} is out of range; shards are numbered 1..{MAX_SHARDS}."
+        if shard == LEGACY_SHARD and self.legacy and not isinstance(shard, bool):
+            physical = key
+        elif isinstance(shard, bool) or not isinstance(shard, int) or not self.first_shard <= shard <= self.last_shard:
+            msg = (
+                f"{self.where}: shard {shard!r} is out of range; shards are numbered "
+                f"{self.first_shard}..{self.last_shard}."
+            )
             raise ShardKeyError(msg)
-        physical = encode(key, shard, self.separator)
+        else:
+            physical = encode(key, shard, self.separator)
         size = len(physical.encode("utf-8"))
         if size > MAX_PARTITION_KEY_BYTES:
             budget = MAX_PARTITION_KEY_BYTES - len(f"{self.separator}{MAX_SHARDS}".encode())
@@ -138,6 +163,8 @@ class KeyCodec:
 
     def encode_unchecked(self, logical_key: str, shard: int) -> str:
         """The physical key, without checking type, range or length."""
+        if shard == LEGACY_SHARD and self.legacy:
+            return logical_key
         return encode(logical_key, shard, self.separator)
 
     def fits(self, logical_key: str, shard: int) -> bool:
@@ -146,10 +173,15 @@ class KeyCodec:
 
     def max_logical_bytes(self, shard: int) -> int:
         """The longest logical key (UTF-8 bytes) whose physical key in ``shard`` fits the limit."""
+        if shard == LEGACY_SHARD and self.legacy:
+            return MAX_PARTITION_KEY_BYTES
         return MAX_PARTITION_KEY_BYTES - len(f"{self.separator}{shard}".encode())
 
     def decode(self, physical_key: object) -> tuple[str, int]:
         """Return ``(logical_key, shard)`` of a physical key read from the table.
+
+        A value without a shard suffix decodes to ``(value, LEGACY_SHARD)`` when the codec
+        reads legacy keys.
 
         Raises:
             ShardKeyError: the value is not a physical key of this model.
@@ -157,8 +189,10 @@ class KeyCodec:
         if not isinstance(physical_key, str):
             msg = f"{self.where}: expected a physical key string, got {type(physical_key).__name__}."
             raise ShardKeyError(msg)
-        split = _split(physical_key, self.separator)
-        if split is None:
-            msg = f"{self.where}: {_not_physical(physical_key, self.separator)}"
+        split = _split(physical_key, self.separator, self.first_shard)
+        if split is None or split[1] > self.last_shard:
+            if self.legacy and physical_key:
+                return physical_key, LEGACY_SHARD
+            msg = f"{self.where}: {_not_physical(physical_key, self.separator, self.first_shard)}"
             raise ShardKeyError(msg)
         return split

@@ -16,7 +16,7 @@ import heapq
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ import attrs
 
 from pynamodb_sharding.cursor import CursorState, RawItem, RawKey
 from pynamodb_sharding.exceptions import SortKeyTypeError
+from pynamodb_sharding.pool import BoundedSubmitter
 
 __all__ = [
     "FetchPage",
@@ -34,6 +35,12 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+#: No sort value seen yet.
+_NOTHING: Any = object()
+
+#: The tie-break rank of a shadowed stream: after every real shard.
+_LAST = 1 << 62
 
 #: What a sort key becomes to compare it the way DynamoDB does.
 SortValue = Decimal | str | bytes
@@ -121,7 +128,8 @@ class _ShardStream:
 class ShardMerge:
     """A streaming k-way merge of per-shard result pages, fetched in parallel.
 
-    Every shard's pages come from ``fetch_page`` on a bounded thread pool. The merge holds, per
+    Every shard's pages come from ``fetch_page`` on the process-wide fan-out pool
+    (:mod:`pynamodb_sharding.pool`), at most ``max_workers`` at a time. The merge holds, per
     shard, the page being consumed and at most one prefetched page: the next page of a shard is
     requested as soon as its current page arrives, unless ``limit`` proves it will not be needed.
     Items come out in ``(sort value, shard)`` order, ascending or descending, so that ties on
@@ -140,7 +148,12 @@ class ShardMerge:
         key_names: the attributes of an item's resume key (``ExclusiveStartKey`` shape).
         forward: ascending when true.
         limit: stop after that many items.
-        max_workers: threads of the pool.
+        max_workers: the most requests of this merge running at once.
+        shadowed: a stream whose items yield to copies of the same item in the other streams
+            (the bare legacy key of a ``legacy_unsharded`` model): among equal sort values it
+            comes last, and an item of it whose ``identity`` equals that of an item another
+            stream returned at the same sort value is dropped, not returned.
+        identity: what makes two items one item (default: their sort value).
     """
 
     def __init__(
@@ -153,8 +166,17 @@ class ShardMerge:
         forward: bool = True,
         limit: int | None = None,
         max_workers: int = 1,
+        shadowed: int | None = None,
+        identity: Callable[[RawItem], Any] | None = None,
     ) -> None:
         self._fetch_page = fetch_page
+        self._shadowed = shadowed
+        self._identity = identity if identity is not None else sort_key
+        # The sort value of the last item returned from a stream that is not shadowed, and the
+        # identities of the items returned at that value: what a shadowed item yields to.
+        self._tie_value: Any = _NOTHING
+        self._tie_ids: set[Any] = set()
+        self.shadowed_dropped = 0
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
         self._sort_key = sort_key
         self._key_names = tuple(key_names)
@@ -165,7 +187,7 @@ class ShardMerge:
         # Streams to load before the next item can be chosen: every stream at the start, then
         # each stream whose page ran out. One stays here until its page has arrived.
         self._loading: list[_ShardStream] = []
-        self._executor: ThreadPoolExecutor | None = None
+        self._submitter: BoundedSubmitter | None = None
         self._executor_pid = 0
         self._finalizer: weakref.finalize[Any, ShardMerge] | None = None
         self.started = False
@@ -213,20 +235,55 @@ class ShardMerge:
             for stream in self._streams:
                 stream.pending = self._submit(stream.shard, stream.start)
         loading = self._loading
-        while loading:
-            # Raises with the stream still first in line: the next call loads it again.
-            self._load(loading[0])
-            del loading[0]
-        if not self._heap:
-            self.close()
-            raise StopIteration
+        while True:
+            while loading:
+                # Raises with the stream still first in line: the next call loads it again.
+                self._load(loading[0])
+                del loading[0]
+            if not self._heap:
+                self.close()
+                raise StopIteration
+            if not self._drop_shadowed():
+                break
         stream = self._heap[0][2]
         return stream.shard, stream.items[stream.index]
 
+    def _drop_shadowed(self) -> bool:
+        """Drop the items of the shadowed stream first in line that another stream returned;
+        whether any was dropped (its page may then need loading)."""
+        dropped = False
+        heap = self._heap
+        while heap and heap[0][2].shard == self._shadowed:
+            stream = heap[0][2]
+            item = stream.items[stream.index]
+            if self._tie_value is _NOTHING or self._sort_key(item) != self._tie_value:
+                break
+            if self._identity(item) not in self._tie_ids:
+                break
+            self._advance(stream)
+            self.shadowed_dropped += 1
+            dropped = True
+        return dropped
+
     def _take(self) -> None:
         """Consume the item :meth:`_peek` returned."""
+        stream = self._heap[0][2]
+        if self._shadowed is not None and stream.shard != self._shadowed:
+            item = stream.items[stream.index]
+            value = self._sort_key(item)
+            if self._tie_value is _NOTHING or value != self._tie_value:
+                self._tie_value, self._tie_ids = value, set()
+            self._tie_ids.add(self._identity(item))
+        self._advance(stream)
+        self.returned += 1
+        if self._shadowed is not None:
+            self._drop_shadowed()  # so that the cursor resumes past a copy already returned
+        if self._limit is not None and self.returned >= self._limit:
+            self.close()  # the prefetched pages will not be needed
+
+    def _advance(self, stream: _ShardStream) -> None:
+        """Move past the first item of ``stream``, which is first in line."""
         heap = self._heap
-        stream = heap[0][2]
         if stream.index + 1 < len(stream.items):
             entry = self._entry(stream, stream.index + 1)
             stream.index += 1
@@ -238,15 +295,15 @@ class ShardMerge:
                 # The next page may need a wait: load it on the next call, not before handing
                 # this item over.
                 self._loading.append(stream)
-        self.returned += 1
-        if self._limit is not None and self.returned >= self._limit:
-            self.close()  # the prefetched pages will not be needed
 
     def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
         value = self._sort_key(stream.items[index])
+        rank = stream.shard
+        if stream.shard == self._shadowed:  # after every other stream's copy, either direction
+            rank = _LAST if self._forward else -_LAST
         if self._forward:
-            return (value, stream.shard, stream)
-        return (_Descending((value, stream.shard)), 0, stream)
+            return (value, rank, stream)
+        return (_Descending((value, rank)), 0, stream)
 
     def _load(self, stream: _ShardStream) -> None:
         """Load pages of ``stream`` until it has an item to offer (on the heap) or is exhausted."""
@@ -279,20 +336,24 @@ class ShardMerge:
                 stream.pending = self._submit(stream.shard, page.last_evaluated_key)
         heapq.heappush(self._heap, self._entry(stream, stream.index))
 
+    @property
+    def max_workers(self) -> int:
+        """The most requests of this merge running at once."""
+        return self._max_workers
+
     def _may_need_more(self, available: int) -> bool:
         # A page holding as many items as the limit still allows covers the rest of the query
         # on its own: its shard's next page can never be needed.
         return self._limit is None or available < self._limit - self.returned
 
     def _submit(self, shard: int, start: RawKey | None) -> Future[Page]:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                self._max_workers, thread_name_prefix="pynamodb-sharding-fanout"
-            )
+        if self._submitter is None:
+            # The process-wide pool runs the requests; this merge runs at most max_workers at once.
+            self._submitter = BoundedSubmitter(self._max_workers)
             self._executor_pid = os.getpid()
-            self._finalizer = weakref.finalize(self, _shutdown, self._executor, self._streams, self._executor_pid)
+            self._finalizer = weakref.finalize(self, _shutdown, self._submitter, self._streams, self._executor_pid)
         self.requests += 1
-        return self._executor.submit(self._fetch_page, shard, start)
+        return self._submitter.submit(self._fetch_page, shard, start)
 
     def _leave_parents_threads(self) -> list[_ShardStream]:
         """In a forked child, forget the parent's pool; return the streams whose request was lost.
@@ -301,12 +362,12 @@ class ShardMerge:
         the locks of the pool and of those futures may have been held by a thread at the fork:
         the child touches none of them, it only drops its references.
         """
-        if self._executor is None or self._executor_pid == os.getpid():
+        if self._submitter is None or self._executor_pid == os.getpid():
             return []
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        self._executor = None
+        self._submitter = None
         lost = [stream for stream in self._streams if stream.pending is not None]
         for stream in lost:
             stream.pending = None
@@ -346,7 +407,7 @@ class ShardMerge:
         return {name: item[name] for name in self._key_names}
 
     def close(self) -> None:
-        """Cancel outstanding requests and release the pool's threads; idempotent."""
+        """Cancel outstanding requests (the pool's threads serve other queries); idempotent."""
         self.closed = True
         self._heap = []
         self._loading = []
@@ -359,10 +420,10 @@ def _shard_and_item(shard: int, item: RawItem) -> tuple[int, RawItem]:
     return shard, item
 
 
-def _shutdown(executor: ThreadPoolExecutor, streams: Sequence[_ShardStream], pid: int) -> None:
+def _shutdown(submitter: BoundedSubmitter, streams: Sequence[_ShardStream], pid: int) -> None:
     if os.getpid() != pid:
         return  # a forked child: the pool and its futures belong to the parent's threads
+    submitter.cancel_queued()
     for stream in streams:
         if stream.pending is not None:
             stream.pending.cancel()
-    executor.shutdown(wait=False, cancel_futures=True)

@@ -31,9 +31,10 @@ from cachetools import TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.models import Model
+from pynamodb.settings import get_settings_value
 
 from pynamodb_sharding import attempts
-from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MetadataError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
 
@@ -67,7 +68,16 @@ class ShardMetadata(Model):
     key ``model`` is a namespace (the sharded model's table name by default) so that one
     metadata table serves several sharded models without their keys colliding.
 
+    Its connection follows the sharded model's: every connection setting its ``Meta`` does not
+    set (``host``, ``region``, credentials, timeouts, retries, pool size, extra headers) is
+    taken from the sharded model's ``Meta`` when that model is defined, so the shard counts
+    live beside the data. A setting it does set must equal the sharded model's, or the model's
+    definition is refused; ``Meta.own_connection = True`` says the difference is meant (the
+    metadata table really lives elsewhere) and turns the following off.
+
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       The connection settings follow the sharded model's.
     """
 
     partition_key = UnicodeAttribute(hash_key=True)
@@ -79,13 +89,77 @@ class ShardMetadata(Model):
     #: The billing mode a subclass's ``Meta`` gets when it does not set one.
     default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"
 
+    #: The connection settings the subclass's own ``Meta`` declares (before PynamoDB fills in
+    #: its defaults): the others follow the sharded model's.
+    declared_connection: ClassVar[frozenset[str]] = frozenset()
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         meta = cls.__dict__.get("Meta")
+        if meta is not None:
+            # Runs before PynamoDB's metaclass sets the defaults: what is there was written.
+            cls.declared_connection = frozenset(name for name in CONNECTION_SETTINGS if hasattr(meta, name))
         # PynamoDB's create_table reads Meta.billing_mode; setting it here makes on-demand the
         # default without users repeating it in every metadata model.
         if meta is not None and not hasattr(meta, "billing_mode"):
             meta.billing_mode = cls.default_billing_mode
+
+
+#: The ``Meta`` attributes PynamoDB builds a model's connection from.
+CONNECTION_SETTINGS = (
+    "host", "region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+    "connect_timeout_seconds", "read_timeout_seconds", "max_retry_attempts", "base_backoff_ms",
+    "max_pool_connections", "extra_headers",
+)
+_followed: dict[type[Any], tuple[str, dict[str, Any]]] = {}
+
+
+def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -> None:
+    """Give ``metadata_model`` the connection settings of the sharded model ``owner``.
+
+    Settings the metadata model declares must equal the owner's; the others are copied from the
+    owner's ``Meta``. A metadata model shared by several sharded models must find the same
+    settings in each. ``Meta.own_connection = True`` on the metadata model turns this off.
+
+    Raises:
+        ShardingDefinitionError: a declared setting differs from the owner's, or two sharded
+            models sharing the metadata model have different settings.
+    """
+    meta = metadata_model.Meta
+    if getattr(meta, "own_connection", False) is True:
+        return
+    wanted = {name: getattr(owner.Meta, name) for name in CONNECTION_SETTINGS if hasattr(owner.Meta, name)}
+    # What the owner has beyond PynamoDB's defaults (which the metadata model has too): only
+    # that is copied, so a value set on the metadata model at run time (a test binding) stays.
+    explicit = {name: value for name, value in wanted.items() if value != get_settings_value(name)}
+    declared: frozenset[str] = getattr(metadata_model, "declared_connection", frozenset())
+    for name in sorted(declared):
+        theirs = getattr(meta, name, None)
+        if theirs != wanted.get(name):
+            msg = (
+                f"{owner.__name__}: its metadata model {metadata_model.__name__} sets Meta.{name} = "
+                f"{theirs!r} but {owner.__name__} has {wanted.get(name)!r}, so the shard counts would be read "
+                f"from somewhere else than the data; remove Meta.{name} from {metadata_model.__name__} "
+                f"(it follows {owner.__name__}), or set Meta.own_connection = True on it if that is meant."
+            )
+            raise ShardingDefinitionError(msg)
+    earlier = _followed.get(metadata_model)
+    if earlier is not None and earlier[0] != owner.__qualname__:
+        first, settings = earlier
+        differing = sorted(name for name in CONNECTION_SETTINGS if settings.get(name) != explicit.get(name))
+        if differing:
+            msg = (
+                f"{owner.__name__}: its metadata model {metadata_model.__name__} already follows the "
+                f"connection of {first}, whose Meta.{differing[0]} ({settings.get(differing[0])!r}) differs "
+                f"from {owner.__name__}'s ({explicit.get(differing[0])!r}); give each a metadata model of its "
+                f"own, or set the connection on {metadata_model.__name__} with Meta.own_connection = True."
+            )
+            raise ShardingDefinitionError(msg)
+    _followed[metadata_model] = (owner.__qualname__, explicit)
+    for name, value in explicit.items():
+        if name not in declared:
+            setattr(meta, name, value)
+    reset_connection(metadata_model)
 
 
 def format_history_entry(entry: HistoryEntry) -> str:
@@ -488,6 +562,30 @@ class ShardCountStore:
                 return self._own_change(namespace, key, entry, owner=owner)
         # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
+        return self.remember(namespace, key, state)
+
+    def trim_history(self, namespace: str, key: str, seen: ShardState, *, owner: str) -> ShardState | None:
+        """Drop every history entry but the current count's, if nobody changed ``key`` since ``seen``.
+
+        After this, reads cover only ``1..seen.count``: call it only once no shard above the
+        count holds an item (the ``compact`` migration checks that first). The count and
+        ``last_updated`` stay as they are; the update is conditional on ``last_updated``, so a
+        growth that happened after ``seen`` was read makes it return ``None`` and trim nothing.
+
+        .. versionadded:: 0.3.0
+        """
+        meta = self.metadata_model
+        current = format_history_entry(HistoryEntry(at=seen.last_updated, count=seen.count))
+        item = meta(key, namespace)
+        try:
+            item.update(actions=[meta.shard_history.set({current})],
+                        condition=meta.last_updated == seen.last_updated)
+        except UpdateError as exc:
+            if exc.cause_response_code != _CONDITION_FAILED:
+                raise
+            return None
+        state = state_from_item(item, owner=owner, max_shards=self.max_shards)
+        self.forget(namespace, key)  # the trimmed state is not "newer": replace, not merge
         return self.remember(namespace, key, state)
 
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.constants import ITEM
-from pynamodb.exceptions import PutError, TransactWriteError
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
@@ -32,7 +32,7 @@ from pynamodb_sharding.exceptions import (
     ShardMoveError,
 )
 from pynamodb_sharding.indexes import ShardedIndex, check_index_actions, sharded_indexes, write_growing_indexes
-from pynamodb_sharding.keys import KeyCodec
+from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
 from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
 
 if TYPE_CHECKING:
@@ -60,10 +60,13 @@ class ShardedMetaModel(MetaModel):
         cls._sharding_attr = declared[0] if declared else None
         if cls._hash_keyname is None:
             return  # an abstract base without a hash key: nothing to shard yet
+        if not declared and not getattr(getattr(cls, "Meta", None), "table_name", None):
+            return  # an abstract base (no table): its concrete subclasses declare the Sharding
         if not declared:
             msg = (
                 f"{name}: a ShardedModel needs a Sharding descriptor; add e.g. "
-                f"`shards = Sharding(RandomShards(10))` to the class, or derive from Model."
+                f"`shards = Sharding(RandomShards(10))` to the class, or derive from Model "
+                f"(a base class shared by sharded models has no Meta.table_name)."
             )
             raise ShardingDefinitionError(msg)
         attribute = cls.get_attributes()[cls._hash_keyname]
@@ -254,7 +257,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         ``None`` when the strategy computes one shard for the key (no read is needed), when it
         does not keep keys unique, or when the key is stored nowhere.
         """
-        if not self._shard_manager().keeps_keys_unique:
+        manager = self._shard_manager()
+        if not manager.keeps_keys_unique:
+            if manager.legacy_unsharded:  # the key may still be stored bare: replace that item
+                stored, _ = self._locate((LEGACY_SHARD,))
+                return stored
             return None
         candidates = self._candidate_shards()
         if len(candidates) < 2:
@@ -269,6 +276,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         manager = self._shard_manager()
         manager.check_writable(getattr(self, self._hash_keyname or ""))
         stored = self._stored_shard_of_key()
+        if stored == LEGACY_SHARD:  # shadow the bare copy where a move puts it (see serialize)
+            return self._pin_shard(manager.legacy_target_shard(self))
         if stored is not None:
             return self._pin_shard(stored)
         return self._pin_shard(manager.write_shard(self))
@@ -336,7 +345,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """
         data = super().serialize(null_check=null_check)
         shard = self._known_shard()
-        if shard is None:
+        if shard == LEGACY_SHARD:
+            # A batch or transactional put of an item read from its bare key: a migration may
+            # have moved it meanwhile, so put it where a move puts it; the bare copy it shadows
+            # is deleted by the migration.
+            shard = self._pin_shard(self._shard_manager().legacy_target_shard(self))
+        elif shard is None:
             shard = self._new_item_shard()
         attribute = self._hash_attr()
         data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
@@ -368,7 +382,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     # -- locating an item whose shard is unknown -----------------------------------------------
 
     def _candidate_shards(self) -> tuple[int, ...]:
-        return self._shard_manager().point_shards(self)
+        return self._shard_manager().point_targets(self)
 
     def _locate(
         self,
@@ -438,6 +452,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def _save_item(self, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
         check_item_condition(type(self), condition)  # before the strategy reads anything
         known = self._known_shard()
+        if known == LEGACY_SHARD:
+            return self._save_legacy(condition, add_version_condition)
         if known is not None:
             return super().save(condition, add_version_condition=add_version_condition)
         manager = self._shard_manager()
@@ -452,6 +468,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return super().save(condition, add_version_condition=add_version_condition)
         self._forget_shard()
         stored = self._stored_shard_of_key()
+        if stored == LEGACY_SHARD:
+            self._pin_shard(stored)
+            return self._save_legacy(condition, add_version_condition)
         if stored is not None:  # overwrite by key where the key is stored, never a second copy
             self._pin_shard(stored)
             return super().save(condition, add_version_condition=add_version_condition)
@@ -476,6 +495,40 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                     raise
 
         return manager.write(self, send)
+
+    def _save_legacy(self, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
+        """Save an item stored under its bare legacy key: move it into its shard.
+
+        When a migration moved it first (the transaction finds the bare key gone), the save
+        goes to the shard it was moved to.
+        """
+        target = self._shard_manager().legacy_target_shard(self)  # where a migration would put it
+        try:
+            return self._save_moving(LEGACY_SHARD, target, condition, add_version_condition)
+        except PutError as exc:
+            moved = self._moved_meanwhile(exc)
+            if moved is None:
+                raise
+            return super().save(condition, add_version_condition=add_version_condition)
+
+    def _moved_meanwhile(self, exc: Exception) -> int | None:
+        """After a write addressed to the bare legacy key failed its condition: the shard the item
+        now lives in (pinned) when a migration moved it meanwhile, else ``None``."""
+        if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
+            return None
+        pinned = (self._physical_shard, self._pinned_basis)
+        self._forget_shard()
+        shard, _ = self._locate(self._candidate_shards())
+        if shard is None or shard == LEGACY_SHARD:
+            self._physical_shard, self._pinned_basis = pinned
+            return None
+        return self._pin_shard(shard)
+
+    def _legacy_guarded(self, condition: Condition | None) -> Condition | None:
+        """The condition of a write to this item's bare legacy key: it must still be there (a
+        migration may have moved it), else the write would recreate it beside its moved copy."""
+        exists = self._hash_attr().exists()
+        return exists if condition is None else condition & exists
 
     def _save_moving(
         self, stored: int, target: int, condition: Condition | None, add_version_condition: bool,
@@ -566,10 +619,28 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 a shard its new value does not select (set the attribute and call ``save()``).
         """
         self._check_actions(actions)
+        if self._addresses_legacy():
+            try:
+                return super().update(actions, self._legacy_guarded(self._item_condition(condition)),
+                                      add_version_condition=add_version_condition)
+            except UpdateError as exc:
+                if self._moved_meanwhile(exc) is None:
+                    raise
         return super().update(actions, self._item_condition(condition), add_version_condition=add_version_condition)
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
+        if self._addresses_legacy():
+            try:
+                return super().delete(self._legacy_guarded(self._item_condition(condition)),
+                                      add_version_condition=add_version_condition)
+            except DeleteError as exc:
+                if self._moved_meanwhile(exc) is None:
+                    raise
         return super().delete(self._item_condition(condition), add_version_condition=add_version_condition)
+
+    def _addresses_legacy(self) -> bool:
+        """Whether this item's requests address its bare legacy key (``legacy_unsharded``)."""
+        return self._shard_manager().legacy_unsharded and self._locate_for_write() == LEGACY_SHARD
 
     def _check_actions(self, actions: Any) -> None:
         if self._sharded_indexes and isinstance(actions, list):
@@ -600,8 +671,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         add_version_condition: bool = True,
     ) -> dict[str, Any]:
         self._check_actions(actions)
+        condition = self._item_condition(condition)
+        if self._addresses_legacy():  # moved meanwhile: the transaction fails, never recreates it
+            condition = self._legacy_guarded(condition)
         kwargs: dict[str, Any] = super().get_update_kwargs_from_instance(
-            actions, self._item_condition(condition), return_values_on_condition_failure,
+            actions, condition, return_values_on_condition_failure,
             add_version_condition=add_version_condition,
         )
         return kwargs
@@ -613,12 +687,17 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         *,
         add_version_condition: bool = True,
     ) -> dict[str, Any]:
+        condition = self._item_condition(condition)
+        if self._addresses_legacy():
+            condition = self._legacy_guarded(condition)
         return super().get_delete_kwargs_from_instance(
-            self._item_condition(condition), return_values_on_condition_failure,
+            condition, return_values_on_condition_failure,
             add_version_condition=add_version_condition,
         )
 
     def refresh(self, consistent_read: bool = False) -> None:
+        if self._known_shard() == LEGACY_SHARD:  # a migration may have moved it since: look again
+            self._forget_shard()
         if self._known_shard() is None:
             if self._moved_from() is not None:
                 raise self._move_refused("refreshed")
@@ -779,7 +858,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         index_name: str | None = None,
         scan_index_forward: bool | None = None,
         limit: int | None = None,
-        last_evaluated_key: dict[str, Any] | None = None,
+        last_evaluated_key: dict[str, Any] | str | None = None,
         attributes_to_get: Iterable[str] | None = None,
         page_size: int | None = None,
         rate_limit: float | None = None,
@@ -787,7 +866,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """Query every shard of ``hash_key`` in parallel and merge in sort-key order.
 
         Same arguments as :meth:`pynamodb.models.Model.query`; ``last_evaluated_key`` of the
-        result is one JSON-serialisable cursor covering every shard.
+        result is one JSON-serialisable cursor covering every shard, and ``next_page_token`` the
+        same cursor as a compact URL-safe ``str``; either is accepted as ``last_evaluated_key``.
         """
         from pynamodb_sharding.fanout import merged_query
 

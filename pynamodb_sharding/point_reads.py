@@ -17,6 +17,7 @@ from pynamodb.constants import KEYS, RESPONSES, UNPROCESSED_KEYS
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardLocationError
+from pynamodb_sharding.keys import LEGACY_SHARD
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -73,19 +74,42 @@ def read_physical(
     projection = with_key_attributes(attributes_to_get, model._key_names())
     table = model.Meta.table_name
     found: list[tuple[int, dict[str, Any]]] = []
-    for start in range(0, len(requests), BATCH_GET_LIMIT):
-        pending: list[dict[str, Any]] | None = requests[start:start + BATCH_GET_LIMIT]
-        while pending:
-            data = table_connection(model).batch_get_item(
-                pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
-                consistent_read=consistent_read, attributes_to_get=projection,
-            )
-            for raw in data.get(RESPONSES, {}).get(table, []):
-                _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
-                found.append((shard, raw))
-            pending = data.get(UNPROCESSED_KEYS, {}).get(table, {}).get(KEYS)
+    # Bare legacy keys are read before any shard: an item a migration moves meanwhile is then
+    # seen in one of the two places (see _shadowed for the one kept when seen in both).
+    legacy = [request for (_, shard, _), request in zip(keys, requests, strict=True) if shard == LEGACY_SHARD]
+    sharded = [request for (_, shard, _), request in zip(keys, requests, strict=True) if shard != LEGACY_SHARD]
+    for group in (legacy, sharded):
+        for start in range(0, len(group), BATCH_GET_LIMIT):
+            pending: list[dict[str, Any]] | None = group[start:start + BATCH_GET_LIMIT]
+            while pending:
+                data = table_connection(model).batch_get_item(
+                    pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
+                    consistent_read=consistent_read, attributes_to_get=projection,
+                )
+                for raw in data.get(RESPONSES, {}).get(table, []):
+                    _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
+                    found.append((shard, raw))
+                pending = data.get(UNPROCESSED_KEYS, {}).get(table, {}).get(KEYS)
+    if legacy:
+        found = _without_shadowed(model, found)
     found.sort(key=lambda pair: pair[0])
     return found
+
+
+def _without_shadowed(
+    model: type[ShardedModel], found: list[tuple[int, dict[str, Any]]],
+) -> list[tuple[int, dict[str, Any]]]:
+    """Drop the legacy copies of items also found in a shard: the sharded copy wins (it is the
+    one a migration or a write put there after the legacy item was last written)."""
+    codec = shard_manager(model).codec
+    names = model._key_names()
+
+    def identity(raw: dict[str, Any]) -> tuple[Any, ...]:
+        logical = codec.decode(raw[names[0]]["S"])[0]
+        return (logical, *(tuple(raw[name].items()) for name in names[1:]))
+
+    in_shards = {identity(raw) for shard, raw in found if shard != LEGACY_SHARD}
+    return [(shard, raw) for shard, raw in found if shard != LEGACY_SHARD or identity(raw) not in in_shards]
 
 
 def locate(

@@ -112,6 +112,11 @@ class ItemKey:
     range_bytes: bytes | None
     #: The stored form of a named attribute, ``None`` when the item does not set it.
     attribute_bytes: Callable[[str], bytes | None] = attrs.field(eq=False, repr=False)
+    #: The Python value of a named attribute, ``None`` when the item does not set it.
+    attribute_value: Callable[[str], Any] = attrs.field(default=lambda name: None, eq=False, repr=False,
+                                                        kw_only=True)
+    #: The range key's Python value, ``None`` when the model has none or the item does not set it.
+    range_value: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     def stored(self, name: str) -> bytes:
         """The stored form of attribute ``name``.
@@ -222,24 +227,36 @@ class RandomShards:
         count: the number of shards, 1..:data:`~pynamodb_sharding.keys.MAX_SHARDS`.
         random: a source of randomness with ``randint(a, b)``; a private
             ``random.Random()`` by default (inject a seeded one in tests).
+        previous_counts: larger counts this key space was written with before (after lowering
+            ``count`` in code): reads cover those shards too, so nothing written there is
+            hidden, until ``pynamodb-sharding migrate reshard`` has moved their items into
+            ``1..count`` and the declaration drops them.
+
+    .. versionchanged:: 0.3.0
+       ``previous_counts``.
     """
 
-    def __init__(self, count: int, *, random: RandomSource | None = None) -> None:
+    def __init__(self, count: int, *, random: RandomSource | None = None,
+                 previous_counts: Sequence[int] = ()) -> None:
         self.count = _check_count(count, "RandomShards")
-        self.max_shards = self.count
+        self.previous_counts = tuple(
+            _check_count(c, "RandomShards", "previous count") for c in previous_counts
+        )
+        self.max_shards = max((self.count, *self.previous_counts))
         self._random: RandomSource = random if random is not None else _random.Random()
 
     def __repr__(self) -> str:
-        return f"RandomShards({self.count})"
+        extra = f", previous_counts={self.previous_counts!r}" if self.previous_counts else ""
+        return f"RandomShards({self.count}{extra})"
 
     def describe(self) -> str:
-        return f"RandomShards({self.count}): random shard per write, reads fan out over {self.count} keys"
+        return f"{self!r}: random shard per write, reads fan out over {self.max_shards} keys"
 
     def shard_count(self, key: ShardKey) -> int:
         return self.count
 
     def read_shards(self, key: ShardKey) -> tuple[int, ...]:
-        return tuple(range(1, self.count + 1))
+        return tuple(range(1, self.max_shards + 1))
 
     def write_shard(self, item: ItemKey) -> int:
         return self._random.randint(1, self.count)
@@ -279,6 +296,15 @@ class HashedShards:
             default the primary key.
         previous_counts: counts this key space was written with before (after changing
             ``count`` in code): reads cover those layouts too until a migration moves the data.
+        hash: computes the shard instead of md5, to declare a table sharded by hand: the shard
+            is ``hash(value) % count`` plus the first shard number (``Sharding(first_shard=)``),
+            where ``value`` is the Python value of the one attribute in ``attributes``, a tuple
+            of the values of several, or, without ``attributes``, the logical hash key (a tuple
+            ``(hash key, range key)`` when the model has a range key). ``hash=int`` with
+            ``attributes=("item_id",)`` and ``first_shard=0`` is ``int(item_id) % count``.
+
+    .. versionchanged:: 0.2.0
+       ``hash``.
     """
 
     keeps_keys_unique = True
@@ -289,7 +315,13 @@ class HashedShards:
         attributes: Sequence[str] | None = None,
         *,
         previous_counts: Sequence[int] = (),
+        hash: Callable[[Any], int] | None = None,
     ) -> None:
+        given: object = hash  # checked at run time: hash=5 is an easy slip
+        if given is not None and not callable(given):
+            msg = f"HashedShards(hash=...): expected a function of the attribute's value, such as int, got {hash!r}."
+            raise ShardingDefinitionError(msg)
+        self.hash = hash
         self.count = _check_count(count, "HashedShards")
         self.previous_counts = tuple(
             _check_count(c, "HashedShards", "previous count") for c in previous_counts
@@ -306,11 +338,13 @@ class HashedShards:
     def __repr__(self) -> str:
         extra = f", attributes={self.attributes!r}" if self.attributes else ""
         extra += f", previous_counts={self.previous_counts!r}" if self.previous_counts else ""
+        extra += f", hash={getattr(self.hash, '__name__', self.hash)}" if self.hash is not None else ""
         return f"HashedShards({self.count}{extra})"
 
     def describe(self) -> str:
         basis = "+".join(self.attributes) if self.attributes else "primary key"
-        return f"{self!r}: shard = md5({basis}) % {self.count} + 1, point reads hit 1 key"
+        function = getattr(self.hash, "__name__", "hash") if self.hash is not None else "md5"
+        return f"{self!r}: shard = {function}({basis}) % {self.count} + first shard, point reads hit 1 key"
 
     def validate(self, space: KeySpace, model: type[Model]) -> None:
         known = model.get_attributes()
@@ -352,14 +386,44 @@ class HashedShards:
             return hash_key if item.range_bytes is None else hash_key + item.range_bytes
         return b"\x1f".join(item.stored(name) for name in self.attributes)
 
+    def _hashed(self, item: ItemKey) -> int:
+        """``hash(value)`` of the item (see ``hash`` in the class's arguments)."""
+        function = self.hash
+        assert function is not None
+        if self.attributes is None:
+            value: Any = item.key.value if item.range_bytes is None else (item.key.value, item.range_value)
+        elif len(self.attributes) == 1:
+            self._check_set(item)
+            value = item.attribute_value(self.attributes[0])
+        else:
+            self._check_set(item)
+            value = tuple(item.attribute_value(name) for name in self.attributes)
+        result = function(value)
+        if isinstance(result, bool) or not isinstance(result, int):
+            space = item.key.space
+            msg = (
+                f"{space.name}: HashedShards(hash={getattr(function, '__name__', function)}) returned "
+                f"{result!r} for {value!r}; the hash function must return an int. Nothing was sent."
+            )
+            raise ShardLocationError(msg)
+        return result
+
+    def _check_set(self, item: ItemKey) -> None:
+        for name in self.attributes or ():
+            item.stored(name)  # raises the error naming the unset attribute
+
+    def _shard(self, item: ItemKey, count: int) -> int:
+        if self.hash is not None:
+            return self._hashed(item) % count + 1
+        return md5_shard(self._basis(item), count)
+
     def write_shard(self, item: ItemKey) -> int:
-        return md5_shard(self._basis(item), self.count)
+        return self._shard(item, self.count)
 
     def point_shards(self, item: ItemKey) -> tuple[int, ...]:
         if self.attributes is not None and not all(item.is_set(name) for name in self.attributes):
             return self.read_shards(item.key)
-        basis = self._basis(item)
-        return tuple(sorted({md5_shard(basis, count) for count in (self.count, *self.previous_counts)}))
+        return tuple(sorted({self._shard(item, count) for count in (self.count, *self.previous_counts)}))
 
 
 #: Attribute types whose stored value is one scalar that can be hashed: string, number, binary.

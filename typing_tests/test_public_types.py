@@ -95,6 +95,8 @@ def check() -> None:
     assert_type(ArchivedAuditLog.shards, ShardManager[ArchivedAuditLog])
     assert_type(AuditLog.shards.read_shards("/f"), tuple[int, ...])
     assert_type(AuditLog.shards.history("/f"), list[HistoryEntry])
+    assert_type(AuditLog.shards.decode_stored("/f"), tuple[str, int | None])
+    assert_type(AuditLog.shards.legacy_unsharded, bool)
     item = AuditLog.get("/f", 1)
     assert_type(item, AuditLog)
     assert_type(item.shards, int | None)
@@ -103,7 +105,9 @@ def check() -> None:
         assert_type(found, AuditLog)
     pages = AuditLog.query("/f").page_iter
     assert_type(pages, MergedPageIterator)
-    assert_type(pages.last_evaluated_key, dict[str, Any] | None)
+    assert_type(pages.last_evaluated_key, dict[str, Any] | str | None)
+    assert_type(pages.next_page_token, str | None)
+    assert_type(AuditLog.query("/f").next_page_token, str | None)
     assert_type(pages.total_scanned_count, int)
     for page in pages:
         assert_type(page, dict[str, Any])

@@ -18,7 +18,7 @@ from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import TableDoesNotExist, TableError
 from pynamodb.models import Model
 
-from pynamodb_sharding._host import reset_connection, restore_connection
+from pynamodb_sharding._host import botocore_client, reset_connection, restore_connection
 from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
@@ -100,6 +100,28 @@ class ModelBinding:
                 entry.table_created = True
         return {model: model.Meta.table_name for model in bound}
 
+    __call__ = bind
+
+    def truncate(self) -> int:
+        """Delete every item of the bound tables, keeping the tables; returns how many were deleted.
+
+        Much faster than new tables between tests (a scan of the keys and 25-item batch
+        deletes instead of ``DeleteTable`` and ``CreateTable``). The shard counts that bound
+        ``DynamicShards`` models cached are forgotten too, since their metadata items are gone.
+        """
+        deleted = 0
+        for entry in self._metas:
+            if entry.table_created:
+                deleted += _delete_every_item(entry.model)
+        for model, _ in self._connections:
+            name = getattr(model, "_sharding_attr", None)
+            if name is None:
+                continue  # not a sharded model
+            store = getattr(getattr(model, name).strategy, "store", None)  # the class's ShardManager
+            if store is not None and hasattr(store, "clear"):
+                store.clear()
+        return deleted
+
     def close(self) -> None:
         """Delete the tables, restore every ``Meta`` and ``_connection``. Safe to call twice."""
         errors: list[Exception] = []
@@ -126,6 +148,28 @@ class ModelBinding:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _delete_every_item(model: type[Model]) -> int:
+    client = botocore_client(model)
+    table = model.Meta.table_name
+    key_names = [entry["AttributeName"] for entry in client.describe_table(TableName=table)["Table"]["KeySchema"]]
+    names = {f"#k{n}": name for n, name in enumerate(key_names)}
+    deleted = 0
+    start: dict[str, Any] | None = None
+    while True:
+        page = client.scan(TableName=table, ProjectionExpression=", ".join(names), ExpressionAttributeNames=names,
+                           ConsistentRead=True, **({"ExclusiveStartKey": start} if start else {}))
+        keys = page.get("Items", [])
+        for first in range(0, len(keys), 25):
+            requests = [{"DeleteRequest": {"Key": key}} for key in keys[first:first + 25]]
+            while requests:
+                answer = client.batch_write_item(RequestItems={table: requests})
+                requests = answer.get("UnprocessedItems", {}).get(table, [])
+        deleted += len(keys)
+        start = page.get("LastEvaluatedKey")
+        if start is None:
+            return deleted
 
 
 @contextlib.contextmanager

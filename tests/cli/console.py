@@ -131,6 +131,16 @@ class Elsewhere(ShardedModel):
     shards = Sharding(RandomShards(3))
 
 
+class Regionless(ShardedModel):
+    """No host and no region: AWS itself, in no region (what botocore refuses to guess)."""
+
+    class Meta:
+        table_name = "{prefix}_regionless"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    shards = Sharding(RandomShards(2))
+
+
 class AuditLogShards(ShardMetadata):
     class Meta:
         table_name = "{prefix}_audit_log_shards"

@@ -86,3 +86,25 @@ def test_debug_shows_the_traceback_of_a_reported_error(project: ModelsModule, cl
     assert result.returncode == 2
     assert "Traceback (most recent call last)" in result.stderr
     assert "No module named 'no_such_module_here'" in result.stderr
+
+
+def test_a_missing_region_or_credentials_names_what_to_set(project: ModelsModule, cli_env: dict[str, str],
+                                                            dynamodb_local: object) -> None:
+    """Without AWS settings: a local --endpoint gets a region by itself, and what is still
+    missing (credentials, or a region for AWS itself) is named with the option or variable to set."""
+    bare = {name: value for name, value in cli_env.items() if not name.startswith("AWS_")}
+    bare["AWS_CONFIG_FILE"] = bare["AWS_SHARED_CREDENTIALS_FILE"] = str(project.directory / "none")
+    spec = project.spec("AuditLog")
+    endpoint = getattr(dynamodb_local, "endpoint")  # noqa: B009  # typed as object here
+
+    no_credentials = run_cli("status", spec, "k", "--endpoint", endpoint, cwd=project.directory, env=bare)
+    assert no_credentials.returncode == 2
+    assert "no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in no_credentials.stderr
+
+    with_credentials = {**bare, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+    local = run_cli("status", spec, "k", "--endpoint", endpoint, cwd=project.directory, env=with_credentials)
+    assert "does not exist" in local.stderr  # it reached DynamoDB Local: the region was chosen
+
+    no_region = run_cli("status", project.spec("Regionless"), "k", cwd=project.directory, env=with_credentials)
+    assert no_region.returncode == 2
+    assert "no AWS region is set: pass --region" in no_region.stderr

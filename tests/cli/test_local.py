@@ -84,5 +84,5 @@ def test_serve_without_java_is_one_line(tmp_path: Path, cli_env: dict[str, str])
     result = run_cli("local", "serve", cwd=tmp_path, env={**cli_env, "PATH": str(empty)})
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
-    assert "openjdk-17-jre-headless" in result.stderr
+    assert "openjdk-17-jdk-headless" in result.stderr
     assert "Traceback" not in result.stderr

@@ -24,6 +24,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding.pool import fanout_threads
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
@@ -80,10 +81,19 @@ def metrics(dynamodb_models: BindModels) -> None:
 
 
 def wait_for_threads(count: int) -> int:
+    """Threads alive, not counting the shared fan-out pool's, once they are back to ``count``."""
     deadline = time.monotonic() + 10
-    while threading.active_count() > count and time.monotonic() < deadline:
+    while other_threads() > count and time.monotonic() < deadline:
         time.sleep(0.02)
-    return threading.active_count()
+    return other_threads()
+
+
+def pool_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("pynamodb-sharding-fanout")]
+
+
+def other_threads() -> int:
+    return threading.active_count() - len(pool_threads())
 
 
 def test_nothing_is_sent_before_iteration(metrics: None) -> None:
@@ -154,7 +164,7 @@ def test_rate_limit_paces_the_whole_query(metrics: None) -> None:
 
 
 def test_a_shards_error_reaches_the_consumer(metrics: None) -> None:
-    before = threading.active_count()
+    before = other_threads()
     # DynamoDB refuses a filter on a key attribute: every shard's request fails on the server.
     results = Metric.query("cpu", filter_condition=Metric.at > 3)
     with pytest.raises(QueryError) as caught:
@@ -169,17 +179,19 @@ def test_a_shards_error_reaches_the_consumer(metrics: None) -> None:
 
 
 def test_partly_read_query_leaks_no_thread(metrics: None) -> None:
-    before = threading.active_count()
-    with Metric.query("cpu", page_size=5) as results:
-        assert next(results).at == 0
-        assert threading.active_count() > before
+    """Queries closed or dropped half-read start no thread of their own: the shared pool's stay
+    within its size, however many queries ran."""
+    before = other_threads()
+    for _ in range(10):
+        with Metric.query("cpu", page_size=5) as results:
+            assert next(results).at == 0
+            assert pool_threads()
+        abandoned = Metric.query("cpu", page_size=5)
+        next(abandoned)
+        del abandoned
+        gc.collect()
     assert wait_for_threads(before) == before
-
-    abandoned = Metric.query("cpu", page_size=5)
-    next(abandoned)
-    del abandoned
-    gc.collect()
-    assert wait_for_threads(before) == before
+    assert 0 < len(pool_threads()) <= fanout_threads()
 
 
 def test_resumed_cursor_mid_page(metrics: None) -> None:

@@ -2,7 +2,8 @@
 
 For random shard counts, item placements (ties on equal sort keys across shards included),
 directions, range conditions, filters, ``limit`` and ``page_size``, reading a key page by page
-(each page a new query given the previous page's cursor after a JSON round trip) returns every
+(each page a new query given the previous page's cursor after a JSON round trip, or its
+``next_page_token``) returns every
 matching item once, in ``(sort key, shard)`` order, with logical keys. One table serves every
 example; each example writes under a fresh logical key.
 """
@@ -94,6 +95,7 @@ def matches(spec: tuple[Any, ...] | None, at: int) -> bool:
     limit=st.one_of(st.none(), st.integers(1, 12)),
     page_size=st.one_of(st.none(), st.integers(1, 6)),
     stop_after=st.integers(1, 9),
+    use_token=st.booleans(),
 )
 def test_resuming_after_every_page_yields_sorted_matches(
     event_table: RandomShards,
@@ -104,6 +106,7 @@ def test_resuming_after_every_page_yields_sorted_matches(
     limit: int | None,
     page_size: int | None,
     stop_after: int,
+    use_token: bool,
 ) -> None:
     count, rows = placement
     set_count(event_table, count)
@@ -119,7 +122,7 @@ def test_resuming_after_every_page_yields_sorted_matches(
     )
 
     got: list[tuple[int, int]] = []
-    cursor: dict[str, Any] | None = None
+    cursor: dict[str, Any] | str | None = None
     for _page in range(len(rows) + 3):
         results = Event.query(
             stream,
@@ -137,11 +140,12 @@ def test_resuming_after_every_page_yields_sorted_matches(
             got.append((int(item.at), item.shards))
             if limit is None and taken == stop_after:
                 break
-        cursor = results.last_evaluated_key
+        cursor = results.next_page_token if use_token else results.last_evaluated_key
         results.close()
         if cursor is None:
             break
-        cursor = json.loads(json.dumps(cursor))
+        if not use_token:
+            cursor = json.loads(json.dumps(cursor))
     else:
         pytest.fail(f"the query did not finish within {len(rows) + 3} pages")
     assert expected == got

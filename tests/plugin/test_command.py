@@ -30,6 +30,10 @@ def test_serve_prints_a_working_endpoint_and_stops_on_ctrl_c(cached_installation
         export = serving.stdout.readline().strip()
         assert export.startswith(f"export {ENDPOINT_ENV}=http://127.0.0.1:"), banner + export
         endpoint = export.split("=", 1)[1]
+        # Then everything else an app needs, as shell lines: region and DynamoDB Local's credentials.
+        exports = dict(serving.stdout.readline().strip().removeprefix("export ").split("=", 1) for _ in range(3))
+        assert exports == {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "fakeMyKeyId",
+                           "AWS_SECRET_ACCESS_KEY": "fakeSecretAccessKey"}
         pid = int(banner.split("(pid ")[1].split(")")[0])
         assert pid in dynamodb_local_pids()
         assert "TableNames" in _dynamodb_client(DynamoDBLocal(endpoint=endpoint)).list_tables()

@@ -36,7 +36,7 @@ def test_missing_java_fails_with_what_to_install(
 
     result = inner_session.runpytest_subprocess("-p", "no:cacheprovider")
 
-    assert_clear_failure(result, "apt-get install openjdk-17-jre-headless")
+    assert_clear_failure(result, "apt-get install openjdk-17-jdk-headless")
 
 
 def test_missing_npm_on_first_install_fails_with_what_to_install(

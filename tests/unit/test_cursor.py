@@ -126,7 +126,7 @@ class TestTampering:
             pytest.param(edited(("forward",), False, rechecksum=True), "other direction", id="other-direction"),
             pytest.param(edited(("index",), "by_user", rechecksum=True), "index", id="other-index"),
             pytest.param(edited(("version",), 99, rechecksum=True), "version", id="other-version"),
-            pytest.param("not a cursor", "json.loads", id="a-string"),
+            pytest.param("not a cursor", "not a page token", id="a-string"),
             pytest.param(["positions"], "list", id="a-list"),
             pytest.param(42, "int", id="a-number"),
             pytest.param({}, "truncated", id="empty-dict"),
@@ -142,9 +142,11 @@ class TestTampering:
     @pytest.mark.parametrize(
         ("path", "value", "fragment"),
         [
-            pytest.param(("positions", 0, "shard"), 0, "shards are ints >= 1", id="shard-zero"),
-            pytest.param(("positions", 0, "shard"), True, "shards are ints >= 1", id="shard-bool"),
-            pytest.param(("positions", 0, "shard"), "1", "shards are ints >= 1", id="shard-str"),
+            pytest.param(("positions", 0, "shard"), 0, "cannot have", id="shard-zero"),
+            pytest.param(("positions", 0, "shard"), -1, "cannot have", id="shard-legacy-without-legacy"),
+            pytest.param(("positions", 0, "shard"), -2, "shards are ints >= 0", id="shard-negative"),
+            pytest.param(("positions", 0, "shard"), True, "shards are ints >= 0", id="shard-bool"),
+            pytest.param(("positions", 0, "shard"), "1", "shards are ints >= 0", id="shard-str"),
             pytest.param(("positions",), [a_cursor()["positions"][0]] * 2, "twice", id="duplicate-shard"),
             pytest.param(("positions", 0, "start_key", "file_path", "S"), physical(2), "not that shard's key",
                          id="other-shards-physical-key"),

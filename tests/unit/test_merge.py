@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pynamodb_sharding import fanout
 from pynamodb_sharding.cursor import RawItem, RawKey
 from pynamodb_sharding.merge import Page, ShardMerge, sort_value
+from pynamodb_sharding.pool import fanout_threads
 from tests.forked import fork_running
 
 KEY_NAMES = ("pk", "sk")
@@ -236,33 +237,44 @@ class TestFailuresAndThreads:
         merged.close()
         assert list(merged) == []
 
-    def test_closing_a_partly_read_merge_releases_threads(self) -> None:
-        before = set(threading.enumerate())
+    def test_closing_a_partly_read_merge_cancels_its_queued_requests(self) -> None:
+        """8 shards, 2 requests at a time: closing while 2 prefetches wait leaves 6 unsent."""
         gate = threading.Event()
         slow = Paginator({s: list(range(50)) for s in range(1, 9)}, page_size=2)
+        calls = []
 
         def fetch(shard: int, start: RawKey | None) -> Page:
+            calls.append(shard)
             if start is not None:
                 gate.wait(5)
             return slow(shard, start)
 
-        merged = ShardMerge(fetch, dict.fromkeys(range(1, 9)), sort_key=sk_of, key_names=KEY_NAMES, max_workers=8)
-        next(merged)
-        started = set(threading.enumerate()) - before
-        assert started, "the merge runs its queries on threads of its own"
+        merged = ShardMerge(fetch, dict.fromkeys(range(1, 9)), sort_key=sk_of, key_names=KEY_NAMES, max_workers=2)
+        next(merged)  # every shard's first page (8 requests), then 8 prefetches: at most 2 sent
         merged.close()
         gate.set()
-        assert [] == _still_alive(started)
+        time.sleep(0.3)
+        assert 8 <= len(calls) <= 8 + 2  # the queued prefetches were never sent
+        fanout = [thread for thread in threading.enumerate() if thread.name.startswith("pynamodb-sharding-fanout")]
+        assert 0 < len(fanout) <= fanout_threads()
 
-    def test_garbage_collection_releases_threads(self) -> None:
-        before = set(threading.enumerate())
+    def test_garbage_collection_cancels_queued_requests(self) -> None:
+        gate = threading.Event()
         paginator = Paginator({s: list(range(50)) for s in range(1, 5)}, page_size=2)
-        merged = merge(paginator, dict.fromkeys(range(1, 5)))
-        next(merged)
-        started = set(threading.enumerate()) - before
-        assert started
+        calls = []
+
+        def fetch(shard: int, start: RawKey | None) -> Page:
+            calls.append(shard)
+            if start is not None:
+                gate.wait(5)
+            return paginator(shard, start)
+
+        merged = ShardMerge(fetch, dict.fromkeys(range(1, 5)), sort_key=sk_of, key_names=KEY_NAMES, max_workers=1)
+        next(merged)  # 4 first pages, then 4 prefetches: at most 1 sent
         del merged
-        assert [] == _still_alive(started)
+        gate.set()
+        time.sleep(0.3)
+        assert 4 <= len(calls) <= 4 + 1  # the queued prefetches were never sent
 
 
 class Boom(Exception):

@@ -1,0 +1,1 @@
+"""Integrations with web frameworks; each needs its framework installed (an extra)."""

@@ -1,0 +1,98 @@
+"""Migrations: copy a table into a sharded model, re-shard or compact one, verify the result.
+
+Every job runs on one engine (:mod:`~pynamodb_sharding.migration.engine`): a parallel scan
+split into segments, batched writes, one transaction per move, and a checkpoint per segment in
+a DynamoDB table, so a job killed at any point resumes where it stopped and writes each item
+exactly once. The command line ``pynamodb-sharding migrate ...`` calls these functions.
+
+.. versionadded:: 0.3.0
+"""
+
+from __future__ import annotations
+
+from pynamodb.models import Model
+
+from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
+from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, run, run_segment
+from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReshardJob
+from pynamodb_sharding.migration.planning import MigrationPlan, plan
+from pynamodb_sharding.migration.progress import (
+    JsonProgress,
+    MigrationReport,
+    NullProgress,
+    ProgressSink,
+    RichProgress,
+    Tally,
+)
+from pynamodb_sharding.migration.verification import KeyDifference, Snapshot, VerifyReport, compare, snapshot, verify
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_TABLE",
+    "Checkpoint",
+    "CheckpointStore",
+    "CompactJob",
+    "CopyJob",
+    "Job",
+    "JobOptions",
+    "JsonProgress",
+    "KeyDifference",
+    "MigrationPlan",
+    "MigrationReport",
+    "NullProgress",
+    "ProgressSink",
+    "RateLimiter",
+    "ReshardJob",
+    "RichProgress",
+    "Snapshot",
+    "Tally",
+    "VerifyReport",
+    "compact",
+    "compare",
+    "copy",
+    "plan",
+    "reshard",
+    "run",
+    "run_segment",
+    "snapshot",
+    "verify",
+]
+
+
+def copy(source: type[Model], target: type[Model], options: JobOptions | None = None,
+         *, progress: ProgressSink | None = None) -> MigrationReport:
+    """Copy every item of ``source``'s table into ``target``'s, keyed the way ``target`` shards.
+
+    The source is only read. Safe to run again: a copy of an item always lands on the same
+    physical key, also for random strategies, so it overwrites instead of doubling.
+
+    Raises:
+        MigrationError: the models' key attributes differ, or both use one table.
+    """
+    options = options or JobOptions()
+    return run(CopyJob(source, target), options, progress=progress)
+
+
+def reshard(model: type[Model], options: JobOptions | None = None,
+            *, progress: ProgressSink | None = None) -> MigrationReport:
+    """Move the items of ``model``'s table that are not where its current layout puts them.
+
+    Each move is one transaction (conditional put of the new copy, delete of the unchanged
+    old copy). Safe to run while the application reads and writes the table.
+
+    Raises:
+        MigrationError: ``model`` is not a sharded model.
+    """
+    options = options or JobOptions()
+    return run(ReshardJob(model), options, progress=progress)
+
+
+def compact(model: type[Model], options: JobOptions | None = None,
+            *, progress: ProgressSink | None = None) -> MigrationReport:
+    """:func:`reshard`, then trim the shard-count history of keys whose shards above their
+    count are empty, so reads stop covering them.
+
+    Raises:
+        MigrationError: ``model`` is not a sharded model.
+    """
+    options = options or JobOptions()
+    return run(CompactJob(model), options, progress=progress)

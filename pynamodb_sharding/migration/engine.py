@@ -1,0 +1,607 @@
+"""The engine every job runs on: parallel scan by segment, batched writes, moves, checkpoints.
+
+A job's table is read with DynamoDB's parallel scan (``Segment``/``TotalSegments``), one page
+at a time and with consistent reads. For each page the engine asks the job what to do with
+each item (:mod:`pynamodb_sharding.migration.jobs`), writes copies with ``BatchWriteItem``
+(25 puts a request, unprocessed items retried, throttles backed off and retried, never
+dropped), runs each move as its own transaction, and only then records the page's checkpoint
+(:mod:`pynamodb_sharding.migration.checkpoints`). Segments run in this process or in ``workers``
+forked processes; ``segment=`` runs one segment for an external scheduler. ``rate`` caps the
+write units per second of the whole job (split evenly between worker processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import multiprocessing
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as EndpointUnreachable
+
+from pynamodb_sharding._host import botocore_client, reset_connection
+from pynamodb_sharding.exceptions import MigrationError, ShardKeyError
+from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
+from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, StoredItem
+from pynamodb_sharding.migration.progress import MigrationReport, NullProgress, ProgressSink, Tally
+from pynamodb_sharding.throttling import classify
+
+__all__ = ["JobOptions", "RateLimiter", "item_write_units", "run", "run_segment"]
+
+#: Items per ``BatchWriteItem`` request (DynamoDB's maximum).
+BATCH_SIZE = 25
+_CONDITION_FAILED = "ConditionalCheckFailed"
+_RETRYABLE_CANCELLATIONS = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+@attrs.frozen
+class JobOptions:
+    """How a job runs.
+
+    Args:
+        total_segments: parallel-scan segments the table is split into (part of the job's
+            identity: a re-run with the same number resumes).
+        segment: run only this segment (``0..total_segments - 1``), for external schedulers;
+            ``None``: every segment not done yet.
+        workers: processes running segments at once on this machine.
+        rate: write units per second for the whole job; ``None``: unlimited.
+        page_size: items per scan page (a checkpoint is written after each page).
+        threads: requests in flight per process (batches or moves of one page).
+        checkpoint_table: the DynamoDB table holding checkpoints (created if missing).
+        dry_run: plan only; see :func:`pynamodb_sharding.migration.planning.plan`.
+    """
+
+    total_segments: int = 4
+    segment: int | None = None
+    workers: int = 1
+    rate: float | None = None
+    page_size: int = 500
+    threads: int = 4
+    checkpoint_table: str = DEFAULT_CHECKPOINT_TABLE
+
+    def __attrs_post_init__(self) -> None:
+        if self.total_segments < 1:
+            msg = f"total_segments must be at least 1, got {self.total_segments}."
+            raise MigrationError(msg)
+        if self.segment is not None and not 0 <= self.segment < self.total_segments:
+            msg = (
+                f"segment {self.segment} is outside 0..{self.total_segments - 1}; segments are numbered "
+                f"from 0 (a Kubernetes JOB_COMPLETION_INDEX, an AWS_BATCH_JOB_ARRAY_INDEX)."
+            )
+            raise MigrationError(msg)
+        if self.workers < 1 or self.page_size < 1 or self.threads < 1:
+            msg = "workers, page_size and threads must be at least 1."
+            raise MigrationError(msg)
+        if self.rate is not None and self.rate <= 0:
+            msg = f"rate must be a positive number of write units per second, got {self.rate}."
+            raise MigrationError(msg)
+
+
+# -- write units and the rate limit ---------------------------------------------------------
+
+
+def _value_size(value: Mapping[str, Any]) -> int:
+    (kind, inner), = value.items()
+    if kind == "S":
+        return len(inner.encode("utf-8"))
+    if kind == "N":
+        return len(inner.lstrip("-").replace(".", "")) // 2 + 2
+    if kind == "B":
+        return len(inner)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(v.encode("utf-8")) for v in inner)
+    if kind == "NS":
+        return sum(len(v) // 2 + 2 for v in inner)
+    if kind == "BS":
+        return sum(len(v) for v in inner)
+    if kind == "L":
+        return 3 + sum(1 + _value_size(v) for v in inner)
+    if kind == "M":
+        return 3 + sum(len(k.encode("utf-8")) + 1 + _value_size(v) for k, v in inner.items())
+    return len(str(inner))
+
+
+def item_write_units(item: Mapping[str, Any]) -> int:
+    """The write units a put of ``item`` costs: one per started KB of its size."""
+    size = sum(len(name.encode("utf-8")) + _value_size(value) for name, value in item.items())
+    return max(1, math.ceil(size / 1024))
+
+
+class RateLimiter:
+    """A token bucket of write units: ``acquire(n)`` waits until ``n`` units are available.
+
+    The burst is one second of ``rate``; thread-safe; ``clock`` and ``sleep`` are injectable.
+    """
+
+    def __init__(self, rate: float | None, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.sleep = sleep
+        self._tokens = rate or 0.0
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self, units: float) -> None:
+        if self.rate is None:
+            return
+        while True:
+            with self._lock:
+                now = self.clock()
+                self._tokens = min(self.rate, self._tokens + (now - self._at) * self.rate)
+                self._at = now
+                # A request larger than the burst goes when the bucket is full.
+                if self._tokens >= min(units, self.rate):
+                    self._tokens -= units
+                    return
+                wait = (min(units, self.rate) - self._tokens) / self.rate
+            self.sleep(wait)
+
+
+# -- sending ----------------------------------------------------------------------------------
+
+
+@attrs.define
+class _Backoff:
+    """Exponential backoff with jitter for throttles and unprocessed items; never gives up early."""
+
+    sleep: Callable[[float], None] = time.sleep
+    base: float = 0.05
+    cap: float = 5.0
+    max_attempts: int = 1000
+    attempt: int = 0
+
+    def wait(self, what: str) -> None:
+        self.attempt += 1
+        if self.attempt >= self.max_attempts:
+            msg = (f"{what} was still throttled after {self.attempt} attempts; nothing past the last "
+                   f"checkpoint is recorded as done: re-run the job (it resumes) when capacity allows.")
+            raise MigrationError(msg)
+        self.sleep(random.uniform(0, min(self.cap, self.base * 2 ** min(self.attempt, 20))))
+
+
+#: Requests that timed out or lost their connection after botocore's own retries: every
+#: request of a job can be sent again safely (puts overwrite the same key, a move's token makes
+#: it one transaction, scans and reads change nothing), so they are retried like throttles.
+_NETWORK_ERRORS = (HTTPClientError, EndpointUnreachable)
+
+
+def _is_throttle(error: BaseException) -> bool:
+    return classify(error).is_throttle
+
+
+def _consumed(reply: Mapping[str, Any]) -> float:
+    capacity = reply.get("ConsumedCapacity") or []
+    if isinstance(capacity, Mapping):
+        capacity = [capacity]
+    return float(sum(entry.get("CapacityUnits", 0.0) for entry in capacity))
+
+
+class _Sender:
+    """Sends one process's writes: batched puts and transactional moves, rate-limited, retried."""
+
+    def __init__(self, job: Job, limiter: RateLimiter, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.job = job
+        self.client = botocore_client(job.target.model)
+        self.table = job.target.table
+        self.limiter = limiter
+        self.sleep = sleep
+
+    def put_batch(self, puts: Sequence[Put]) -> Tally:
+        """Write up to 25 items; retry unprocessed ones and throttled requests until all are written."""
+        tally = Tally()
+        pending = [{"PutRequest": {"Item": put.item}} for put in puts]
+        self.limiter.acquire(sum(item_write_units(put.item) for put in puts))
+        backoff = _Backoff(self.sleep)
+        while pending:
+            try:
+                reply = self.client.batch_write_item(RequestItems={self.table: pending},
+                                                     ReturnConsumedCapacity="TOTAL")
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a batch write to {self.table!r}")
+                continue
+            except ClientError as error:
+                if not _is_throttle(error):
+                    raise
+                backoff.wait(f"a batch write to {self.table!r}")
+                continue
+            tally.units += _consumed(reply)
+            left = (reply.get("UnprocessedItems") or {}).get(self.table) or []
+            if left:
+                backoff.wait(f"a batch write to {self.table!r}")
+            pending = left
+        tally.written = len(puts)
+        return tally
+
+    def move(self, move: Move) -> Tally:
+        """Move one item in one transaction; retried on conflicts and throttles.
+
+        The put of the new copy requires its key to be free; the delete of the old copy
+        requires it to be unchanged (every attribute as read). If the old copy changed, it is
+        read again and moved as it is now; if it is gone, another worker moved or deleted it.
+        A taken target key tries the next candidate shard, and is a conflict when none is left.
+        """
+        if move.legacy:
+            return self._move_legacy(move)
+        layout = self.job.target
+        item, tally = move.item, Tally()
+        candidates = list(move.new_hash_keys)
+        backoff = _Backoff(self.sleep)
+        while True:
+            self.limiter.acquire(4 * item_write_units(item))  # a transaction's put and delete, 2x each
+            target_item = {**item, layout.hash_name: {"S": candidates[0]}}
+            try:
+                reply = self.client.transact_write_items(
+                    TransactItems=_move_request(self.table, layout.hash_name, move.old_key, item, target_item),
+                    ClientRequestToken=_token(self.table, move.old_key, target_item),
+                    ReturnConsumedCapacity="TOTAL",
+                )
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a move in {self.table!r}")
+                continue
+            except ClientError as error:
+                code = error.response.get("Error", {}).get("Code")
+                if code != "TransactionCanceledException":
+                    if _is_throttle(error):
+                        backoff.wait(f"a move in {self.table!r}")
+                        continue
+                    raise
+                reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+                put_reason, delete_reason = ([*reasons, None, None])[:2]
+                if put_reason in _RETRYABLE_CANCELLATIONS or delete_reason in _RETRYABLE_CANCELLATIONS:
+                    backoff.wait(f"a move in {self.table!r}")
+                    continue
+                if delete_reason == _CONDITION_FAILED:
+                    fresh = self._read(move.old_key)
+                    replanned = None if fresh is None else self.job.plan(fresh)
+                    if not isinstance(replanned, Move):  # moved or deleted by someone else meanwhile
+                        tally.skipped += 1
+                        return tally
+                    # Changed by the application: move it as it is now (its shard may depend on
+                    # what changed, e.g. an attribute HashedShards derives it from).
+                    item, candidates = replanned.item, list(replanned.new_hash_keys)
+                    continue
+                if put_reason == _CONDITION_FAILED:
+                    candidates.pop(0)
+                    if candidates:
+                        continue
+                    tally.conflicts += 1
+                    tally.conflict_keys.append(f"{move.logical_key} ({_describe_key(move.old_key)})")
+                    return tally
+                raise
+            tally.units += _consumed(reply)
+            tally.moved += 1
+            return tally
+
+    def _move_legacy(self, move: Move) -> Tally:
+        """A bare legacy item goes through :func:`~pynamodb_sharding.legacy.move_legacy_item`
+        (one transaction; it also settles a sharded copy the application wrote meanwhile)."""
+        from pynamodb_sharding.legacy import MoveOutcome, move_legacy_item
+
+        tally = Tally()
+        old_item = {**move.item, self.job.target.hash_name: move.old_key[self.job.target.hash_name]}
+        self.limiter.acquire(4 * item_write_units(old_item))
+        backoff = _Backoff(self.sleep)
+        while True:
+            try:
+                outcome = move_legacy_item(self.job.target.model, old_item)  # type: ignore[arg-type]
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a legacy move in {self.table!r}")
+                continue
+            except ClientError as error:
+                if not _is_throttle(error):
+                    raise
+                backoff.wait(f"a legacy move in {self.table!r}")
+                continue
+            break
+        if outcome is MoveOutcome.MOVED:
+            tally.moved += 1
+        else:  # already moved, deleted, or shadowed by a sharded copy (whose stale legacy copy went)
+            tally.skipped += 1
+        return tally
+
+    def _read(self, key: StoredItem) -> StoredItem | None:
+        backoff = _Backoff(self.sleep)
+        while True:
+            try:
+                reply = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+            except _NETWORK_ERRORS:
+                backoff.wait(f"a read of {self.table!r}")
+                continue
+            except ClientError as error:
+                if not _is_throttle(error):
+                    raise
+                backoff.wait(f"a read of {self.table!r}")
+                continue
+            item: StoredItem | None = reply.get("Item")
+            return item
+
+
+def _describe_key(key: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={next(iter(value.values()))!r}" for name, value in key.items())
+
+
+def _token(table: str, old_key: Mapping[str, Any], new_item: Mapping[str, Any]) -> str:
+    """The same move sent again (a lost reply, botocore's retry) is the same transaction.
+
+    DynamoDB remembers a token for 10 minutes per account and region: the table is part of it,
+    so the same item moved in another table (a staging copy) is another transaction.
+    """
+    digest = hashlib.sha256(repr((table, sorted(old_key.items()), sorted(new_item.items()))).encode()).hexdigest()
+    return digest[:36]
+
+
+def _move_request(table: str, hash_name: str, old_key: StoredItem, old_item: StoredItem,
+                  new_item: StoredItem) -> list[dict[str, Any]]:
+    names = {"#h": hash_name}
+    values: dict[str, Any] = {}
+    clauses = []
+    for index, (name, value) in enumerate(sorted(old_item.items())):
+        if name in old_key:
+            continue
+        names[f"#a{index}"] = name
+        values[f":v{index}"] = value
+        clauses.append(f"#a{index} = :v{index}")
+    delete: dict[str, Any] = {
+        "TableName": table,
+        "Key": old_key,
+        "ConditionExpression": " AND ".join(["attribute_exists(#h)", *clauses]),
+        "ExpressionAttributeNames": names,
+    }
+    if values:
+        delete["ExpressionAttributeValues"] = values
+    put = {
+        "TableName": table,
+        "Item": new_item,
+        "ConditionExpression": "attribute_not_exists(#h)",
+        "ExpressionAttributeNames": {"#h": hash_name},
+    }
+    return [{"Put": put}, {"Delete": delete}]
+
+
+# -- one segment --------------------------------------------------------------------------------
+
+
+def _scan_page(job: Job, segment: int, total: int, position: StoredItem | None, page_size: int,
+               sleep: Callable[[float], None]) -> dict[str, Any]:
+    client = botocore_client(job.source.model)
+    request: dict[str, Any] = {"TableName": job.source.table, "Segment": segment, "TotalSegments": total,
+                               "Limit": page_size, "ConsistentRead": True}
+    if position is not None:
+        request["ExclusiveStartKey"] = position
+    backoff = _Backoff(sleep)
+    while True:
+        try:
+            page: dict[str, Any] = client.scan(**request)
+            return page
+        except _NETWORK_ERRORS:
+            backoff.wait(f"a scan of {job.source.table!r}")
+            continue
+        except ClientError as error:
+            if not _is_throttle(error):
+                raise
+            backoff.wait(f"a scan of {job.source.table!r}")
+
+
+def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[Move], Tally]:
+    puts: list[Put] = []
+    moves: list[Move] = []
+    tally = Tally()
+    for item in items:
+        tally.read += 1
+        try:
+            action = job.plan(item)
+        except ShardKeyError:
+            tally.undecodable += 1
+            tally.undecodable_keys.append(_describe_key(job.source.key_of(item)))
+            continue
+        if action is None:
+            tally.skipped += 1
+        elif isinstance(action, Put):
+            puts.append(action)
+        else:
+            moves.append(action)
+    return puts, moves, tally
+
+
+def _batches(puts: Sequence[Put], hash_name: str, range_name: str | None) -> list[list[Put]]:
+    """Groups of at most 25 puts, none writing one key twice (BatchWriteItem refuses that)."""
+    batches: list[list[Put]] = []
+    current: list[Put] = []
+    keys: set[tuple[Any, ...]] = set()
+    for put in puts:
+        key = (repr(put.item[hash_name]), repr(put.item.get(range_name)) if range_name else None)
+        if len(current) == BATCH_SIZE or key in keys:
+            batches.append(current)
+            current, keys = [], set()
+        current.append(put)
+        keys.add(key)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def run_segment(job: Job, segment: int, total_segments: int, store: CheckpointStore, *,
+                options: JobOptions | None = None, limiter: RateLimiter | None = None,
+                progress: ProgressSink | None = None, sleep: Callable[[float], None] = time.sleep) -> Tally:
+    """Run one segment of ``job`` from its checkpoint to its end; returns this run's counts.
+
+    Safe to run again at any point (also after a kill): it resumes after the last page whose
+    writes all completed, and redoing a page changes nothing.
+    """
+    options = options or JobOptions()
+    progress = progress or NullProgress()
+    limiter = limiter or RateLimiter(options.rate)
+    job_id = job.job_id(total_segments)
+    checkpoint = store.load(job_id, segment)
+    total = Tally()
+    if checkpoint.done:
+        return total
+    counts = dict(checkpoint.counts)
+    position = checkpoint.position
+    sender = _Sender(job, limiter, sleep)
+    with ThreadPoolExecutor(max_workers=options.threads, thread_name_prefix="migrate") as pool:
+        while True:
+            page = _scan_page(job, segment, total_segments, position, options.page_size, sleep)
+            puts, moves, tally = _plan_page(job, page.get("Items", []))
+            batches = _batches(puts, job.target.hash_name, job.target.range_name)
+            for result in pool.map(sender.put_batch, batches):
+                tally.add(result)
+            for result in pool.map(sender.move, moves):
+                tally.add(result)
+            position = page.get("LastEvaluatedKey")
+            for name, value in tally.counts().items():
+                counts[name] = counts.get(name, 0) + value
+            store.save(job_id, Checkpoint(segment=segment, position=position, done=position is None,
+                                          counts=counts))
+            total.add(tally)
+            progress.advance(tally)
+            if position is None:
+                progress.segment_done()
+                return total
+
+
+# -- a whole job ------------------------------------------------------------------------------
+
+
+def _checkpoint_store(job: Job, options: JobOptions) -> CheckpointStore:
+    store = CheckpointStore(botocore_client(job.source.model), options.checkpoint_table)
+    store.ensure_table()
+    return store
+
+
+def _estimated_items(job: Job) -> int | None:
+    try:
+        table = botocore_client(job.source.model).describe_table(TableName=job.source.table)["Table"]
+    except ClientError:
+        return None
+    count = table.get("ItemCount")
+    return int(count) if count else None
+
+
+def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink | None = None,
+        sleep: Callable[[float], None] = time.sleep) -> MigrationReport:
+    """Run ``job``: every segment not done yet (or only ``options.segment``), then its final step.
+
+    The final step of :class:`~pynamodb_sharding.migration.jobs.CompactJob` (trimming shard
+    histories) runs once every segment of the job is done, by whichever run finds them done.
+
+    Returns:
+        The report of this run (a resumed job counts only what this run did).
+    """
+    options = options or JobOptions()
+    progress = progress or NullProgress()
+    started = time.monotonic()
+    store = _checkpoint_store(job, options)
+    total_segments = options.total_segments
+    job_id = job.job_id(total_segments)
+    wanted = [options.segment] if options.segment is not None else list(range(total_segments))
+    checkpoints = {c.segment: c for c in store.load_all(job_id, total_segments)}
+    pending = [segment for segment in wanted if not checkpoints[segment].done]
+    progress.start(total_segments, total_segments - sum(1 for c in checkpoints.values() if not c.done),
+                   _estimated_items(job))
+    tally = Tally()
+    if options.workers == 1 or len(pending) <= 1:
+        limiter = RateLimiter(options.rate)
+        for segment in pending:
+            tally.add(run_segment(job, segment, total_segments, store, options=options, limiter=limiter,
+                                  progress=progress, sleep=sleep))
+    else:
+        tally.add(_run_in_processes(job, pending, options, progress))
+    done = sum(1 for c in store.load_all(job_id, total_segments) if c.done)
+    report = MigrationReport(job=job.describe(), tally=tally, duration=time.monotonic() - started,
+                             segments_done=done, total_segments=total_segments)
+    if done == total_segments and isinstance(job, CompactJob):
+        from pynamodb_sharding.migration.compaction import trim_histories
+
+        report.notes.extend(trim_histories(job))
+    progress.finish(report)
+    return report
+
+
+# -- worker processes ---------------------------------------------------------------------------
+
+
+class _QueueProgress:
+    """A worker's progress, forwarded to the parent process."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def start(self, total_segments: int, segments_done: int, estimated_items: int | None) -> None:
+        pass
+
+    def advance(self, tally: Tally) -> None:
+        self.queue.put(("advance", attrs.asdict(tally)))
+
+    def segment_done(self) -> None:
+        self.queue.put(("segment", None))
+
+    def finish(self, report: MigrationReport) -> None:
+        pass
+
+
+def _worker(job: Job, segments: Any, events: Any, options: JobOptions, rate: float | None) -> None:
+    try:
+        for model in job.models:  # connections made before the fork belong to the parent
+            reset_connection(model)
+        store = CheckpointStore(botocore_client(job.source.model), options.checkpoint_table)
+        limiter = RateLimiter(rate)
+        sink = _QueueProgress(events)
+        tally = Tally()
+        while True:
+            segment = segments.get()
+            if segment is None:
+                break
+            tally.add(run_segment(job, segment, options.total_segments, store, options=options,
+                                  limiter=limiter, progress=sink))
+        events.put(("exit", attrs.asdict(tally)))
+    except BaseException:
+        events.put(("error", traceback.format_exc()))
+
+
+def _run_in_processes(job: Job, pending: list[int], options: JobOptions, progress: ProgressSink) -> Tally:
+    context = multiprocessing.get_context("fork")
+    segments: Any = context.Queue()
+    events: Any = context.Queue()
+    workers = min(options.workers, len(pending))
+    for segment in pending:
+        segments.put(segment)
+    for _ in range(workers):
+        segments.put(None)
+    rate = options.rate / workers if options.rate is not None else None
+    processes = [context.Process(target=_worker, args=(job, segments, events, options, rate), daemon=True)
+                 for _ in range(workers)]
+    for process in processes:
+        process.start()
+    tally, errors, running = Tally(), [], workers
+    try:
+        while running:
+            kind, payload = events.get()
+            if kind == "advance":
+                progress.advance(Tally(**payload))
+            elif kind == "segment":
+                progress.segment_done()
+            elif kind == "exit":
+                tally.add(Tally(**payload))
+                running -= 1
+            else:
+                errors.append(payload)
+                running -= 1
+    finally:
+        for process in processes:
+            process.join(timeout=30)
+    if errors:
+        msg = f"a worker process failed; finished segments are checkpointed, re-run to resume:\n{errors[0]}"
+        raise MigrationError(msg)
+    return tally

@@ -1,0 +1,143 @@
+"""The dry run: what a job would do, estimated from ``DescribeTable`` and a sampled scan.
+
+Nothing is written (not even the checkpoint table). The sample is the first ``sample_size``
+items of a few parallel-scan segments spread over the table; the job decides for each sampled
+item what it would do, and the figures are scaled to the table's item count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+from botocore.exceptions import ClientError
+
+from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding.exceptions import ShardKeyError
+from pynamodb_sharding.migration.checkpoints import CheckpointStore
+from pynamodb_sharding.migration.engine import JobOptions, item_write_units
+from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, Move, Put
+
+__all__ = ["MigrationPlan", "plan"]
+
+#: Parallel-scan segments the sample is drawn from.
+_SAMPLE_SEGMENTS = 16
+
+
+@attrs.frozen
+class MigrationPlan:
+    """What a job would do: estimates, scaled from a sample to the table's size."""
+
+    job: str
+    table_items: int
+    table_bytes: int
+    sampled: int
+    estimated_items: int
+    #: Logical keys seen in the sample: a lower bound (hot keys repeat, cold ones may be missed).
+    estimated_keys: int
+    estimated_writes: int
+    estimated_moves: int
+    estimated_write_units: int
+    #: Old copies the moves would delete (one each), and the histories compact would trim.
+    deletes: str
+    segments_done: int
+    total_segments: int
+    ambiguous_keys: tuple[str, ...] = ()
+    undecodable_keys: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"event": "plan", **attrs.asdict(self)}
+
+    def lines(self) -> Iterator[str]:
+        yield f"dry run:    {self.job} (nothing is written)"
+        yield f"table:      {self.table_items} items, {self.table_bytes} bytes (DescribeTable)"
+        yield f"sample:     {self.sampled} items scanned"
+        yield f"estimate:   {self.estimated_items} items, at least {self.estimated_keys} logical keys"
+        yield f"writes:     {self.estimated_writes} copies, {self.estimated_moves} moves " \
+              f"(one transaction each), about {self.estimated_write_units} write units"
+        yield f"deletes:    {self.deletes}"
+        yield f"segments:   {self.segments_done}/{self.total_segments} already done (checkpoints)"
+        for key in self.ambiguous_keys:
+            yield f"ambiguous:  {key!r} is a legacy key that also reads as a shard of another key"
+        for key in self.undecodable_keys:
+            yield f"undecodable: {key!r} is not a key of the source model; it would be left alone"
+
+
+def _sample(job: Job, sample_size: int) -> list[dict[str, Any]]:
+    client = botocore_client(job.source.model)
+    per_segment = max(1, sample_size // _SAMPLE_SEGMENTS)
+    items: list[dict[str, Any]] = []
+    for segment in range(_SAMPLE_SEGMENTS):
+        reply = client.scan(TableName=job.source.table, Segment=segment, TotalSegments=_SAMPLE_SEGMENTS,
+                            Limit=per_segment, ConsistentRead=True)
+        items.extend(reply.get("Items", []))
+    return items
+
+
+def _ambiguous_keys(job: Job) -> tuple[str, ...]:
+    """Legacy keys of a ``legacy_unsharded`` model that also read as another key's shard."""
+    manager = job.target.manager
+    if manager is None or not manager.legacy_unsharded:
+        return ()
+    from pynamodb_sharding.legacy import find_ambiguous_keys
+
+    return tuple(find_ambiguous_keys(job.target.model))  # type: ignore[arg-type]
+
+
+def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000) -> MigrationPlan:
+    """Estimate what ``job`` would do, writing nothing."""
+    options = options or JobOptions()
+    client = botocore_client(job.source.model)
+    table = client.describe_table(TableName=job.source.table)["Table"]
+    table_items = int(table.get("ItemCount") or 0)
+    sample = _sample(job, sample_size)
+    writes = moves = units = 0
+    keys: set[str] = set()
+    undecodable: list[str] = []
+    for item in sample:
+        try:
+            action = job.plan(item)
+        except ShardKeyError:
+            undecodable.append(item[job.source.hash_name]["S"])
+            continue
+        if isinstance(action, Put):
+            writes += 1
+            units += item_write_units(action.item)
+            keys.add(action.logical_key)
+        elif isinstance(action, Move):
+            moves += 1
+            units += 4 * item_write_units(action.item)
+            keys.add(action.logical_key)
+        else:
+            keys.add(job.source.decode(item[job.source.hash_name]["S"])[0])
+    items = max(table_items, len(sample))
+    scale = items / len(sample) if sample else 0.0
+    if isinstance(job, CopyJob):
+        deletes = "nothing (the source table is only read)"
+    else:
+        deletes = f"about {round(moves * scale)} old copies, each in the transaction that puts its new copy"
+        if isinstance(job, CompactJob):
+            deletes += "; then the shard-count history of every key whose shards above its count are empty"
+    done = 0
+    store = CheckpointStore(client, options.checkpoint_table)
+    try:
+        done = sum(1 for c in store.load_all(job.job_id(options.total_segments), options.total_segments) if c.done)
+    except ClientError:  # no checkpoint table yet: nothing done
+        done = 0
+    return MigrationPlan(
+        job=job.describe(),
+        table_items=table_items,
+        table_bytes=int(table.get("TableSizeBytes") or 0),
+        sampled=len(sample),
+        estimated_items=items,
+        estimated_keys=len(keys),
+        estimated_writes=round(writes * scale),
+        estimated_moves=round(moves * scale),
+        estimated_write_units=round(units * scale),
+        deletes=deletes,
+        segments_done=done,
+        total_segments=options.total_segments,
+        ambiguous_keys=_ambiguous_keys(job),
+        undecodable_keys=tuple(undecodable[:20]),
+    )

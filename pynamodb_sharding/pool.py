@@ -1,0 +1,183 @@
+"""The one process-wide thread pool that runs the shard requests of every merged read.
+
+Every merged query and count submits its shard requests to one bounded pool shared by the
+whole process, so a web server answering many requests at once runs at most
+:func:`fanout_threads` fan-out threads, however many queries are in flight. Each query keeps its
+own cap (``Sharding(max_workers=...)``, default ``min(32, shards)``): a
+:class:`BoundedSubmitter` lets at most that many of its requests run at a time and queues the
+rest itself, so one 64-shard query cannot take every thread from the others.
+
+The tasks only send requests: none waits for another task of the pool, so a full pool delays
+queries but never deadlocks them. After ``fork`` (gunicorn or uWSGI with a preloaded app) the
+child never touches the parent's pool, whose threads do not exist there: it starts a pool of
+its own on first use.
+
+No PynamoDB import: the merge and the counts use it on plain callables.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+__all__ = [
+    "DEFAULT_FANOUT_THREADS",
+    "BoundedSubmitter",
+    "fanout_executor",
+    "fanout_threads",
+    "set_fanout_threads",
+]
+
+_T = TypeVar("_T")
+
+#: Threads of the shared pool unless :func:`set_fanout_threads` or the environment variable
+#: ``PYNAMODB_SHARDING_FANOUT_THREADS`` says otherwise.
+DEFAULT_FANOUT_THREADS = 32
+_ENVIRONMENT = "PYNAMODB_SHARDING_FANOUT_THREADS"
+
+_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = 0
+_size: int | None = None
+
+
+def _configured_size() -> int:
+    if _size is not None:
+        return _size
+    text = os.environ.get(_ENVIRONMENT)
+    if text is None:
+        return DEFAULT_FANOUT_THREADS
+    try:
+        size = int(text)
+    except ValueError:
+        size = 0
+    if size < 1:
+        msg = f"{_ENVIRONMENT}={text!r}: expected a positive number of threads, e.g. {DEFAULT_FANOUT_THREADS}."
+        raise ValueError(msg)
+    return size
+
+
+def fanout_threads() -> int:
+    """The size of the shared fan-out pool: the most threads all merged reads use at once.
+
+    .. versionadded:: 0.2.0
+    """
+    return _configured_size()
+
+
+def set_fanout_threads(threads: int) -> None:
+    """Set the size of the shared fan-out pool (default 32, or ``PYNAMODB_SHARDING_FANOUT_THREADS``).
+
+    Call it at start-up (e.g. in a Django ``AppConfig.ready`` or a Flask app factory). Queries
+    already running finish on the previous pool; later ones use a pool of the new size.
+
+    Raises:
+        ValueError: ``threads`` is not a positive int.
+
+    .. versionadded:: 0.2.0
+    """
+    global _size, _executor
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        msg = f"set_fanout_threads({threads!r}): expected a positive int, e.g. {DEFAULT_FANOUT_THREADS}."
+        raise ValueError(msg)
+    with _lock:
+        _size = threads
+        old, _executor = _executor, None
+    if old is not None and _executor_pid == os.getpid():
+        old.shutdown(wait=False)  # its queued and running requests still complete
+
+
+def fanout_executor() -> ThreadPoolExecutor:
+    """The shared pool of this process, created on first use (again in a forked child).
+
+    .. versionadded:: 0.2.0
+    """
+    global _executor, _executor_pid
+    pid = os.getpid()
+    executor = _executor
+    if executor is not None and _executor_pid == pid:
+        return executor
+    with _lock:
+        if _executor is None or _executor_pid != pid:
+            # In a forked child the parent's pool is dropped untouched: its threads are gone.
+            _executor = ThreadPoolExecutor(_configured_size(), thread_name_prefix="pynamodb-sharding-fanout")
+            _executor_pid = pid
+        return _executor
+
+
+class BoundedSubmitter:
+    """Runs callables on the shared pool, at most ``limit`` of them at a time.
+
+    What is over the limit waits in this submitter's own queue (not in a pool thread), and
+    starts when one of its running calls ends. The futures it returns can be cancelled until
+    their call starts. Create a new one in a forked child (its lock may have been held at the
+    fork).
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._lock = threading.Lock()
+        self._running = 0
+        self._queue: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+
+    def submit(self, function: Callable[..., _T], *args: Any) -> Future[_T]:
+        """Schedule ``function(*args)``; returns its future."""
+        future: Future[_T] = Future()
+        with self._lock:
+            if self._running >= self.limit:
+                self._queue.append((future, lambda: function(*args)))
+                return future
+            self._running += 1
+        self._start(future, lambda: function(*args))
+        return future
+
+    def _start(self, future: Future[Any], call: Callable[[], Any]) -> None:
+        try:
+            fanout_executor().submit(self._run, future, call)
+        except BaseException as exc:  # the interpreter is shutting down
+            self._finished()
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+
+    def _run(self, future: Future[Any], call: Callable[[], Any]) -> None:
+        try:
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = call()
+                except BaseException as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+        finally:
+            self._finished()
+
+    def _finished(self) -> None:
+        with self._lock:
+            if not self._queue:
+                self._running -= 1
+                return
+            future, call = self._queue.popleft()
+        self._start(future, call)
+
+    def cancel_queued(self) -> None:
+        """Cancel every call that has not started."""
+        with self._lock:
+            queued, self._queue = list(self._queue), deque()
+        for future, _call in queued:
+            future.cancel()
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _executor
+    _lock = threading.Lock()  # replaced, not released: a parent's thread may have held it
+    _executor = None
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,141 @@
+"""One process-wide fan-out pool serves every merged query and count (DynamoDB Local).
+
+A web server runs many merged queries at once: their shard requests share one bounded pool,
+so the threads alive never exceed its size, every query still returns exactly its items, a
+forked child (a preloading server's worker) queries on a pool of its own, and the pool warning
+counts the queries in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import (
+    FanoutPoolWarning,
+    HashedShards,
+    ShardedModel,
+    Sharding,
+    fanout_threads,
+    set_fanout_threads,
+)
+from pynamodb_sharding.testing.plugin import BindModels
+from tests.forked import fork_running
+
+KEYS = [f"/page/{n}" for n in range(4)]
+PER_KEY = 60
+
+
+class Hit(ShardedModel):
+    class Meta:
+        table_name = "pool_hit"
+        max_pool_connections = 64
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(16))
+
+
+class NarrowHit(ShardedModel):
+    class Meta:
+        table_name = "pool_narrow_hit"
+        max_pool_connections = 10
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(4))
+
+
+@pytest.fixture
+def hits(dynamodb_models: BindModels) -> None:
+    dynamodb_models(Hit, NarrowHit)
+    with Hit.batch_write() as batch:
+        for key in KEYS:
+            for at in range(PER_KEY):
+                batch.save(Hit(key, at))
+
+
+@pytest.fixture
+def pool_of_8() -> Iterator[None]:
+    before = fanout_threads()
+    set_fanout_threads(8)
+    yield
+    set_fanout_threads(before)
+
+
+def pool_threads() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name.startswith("pynamodb-sharding-fanout"))
+
+
+def test_32_concurrent_queries_never_exceed_the_pool(hits: None, pool_of_8: None) -> None:
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, pool_threads())
+            time.sleep(0.001)
+
+    results: dict[int, list[int]] = {}
+    counts: dict[int, int] = {}
+    errors: list[BaseException] = []
+
+    def request(n: int) -> None:
+        try:
+            key = KEYS[n % len(KEYS)]
+            results[n] = [int(hit.at) for hit in Hit.query(key, page_size=7, scan_index_forward=n % 2 == 0)]
+            counts[n] = Hit.count(key)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    requests = [threading.Thread(target=request, args=(n,)) for n in range(32)]
+    for thread in requests:
+        thread.start()
+    for thread in requests:
+        thread.join(120)
+    done.set()
+    sampler.join()
+    assert errors == []
+    assert all(not thread.is_alive() for thread in requests), "a query did not finish: the pool deadlocked"
+    for n, got in results.items():
+        assert got == sorted(range(PER_KEY), reverse=n % 2 == 1)
+    assert set(counts.values()) == {PER_KEY}
+    assert len(results) == 32
+    assert 0 < peak <= 8
+
+
+def test_a_forked_child_queries_on_a_pool_of_its_own(hits: None) -> None:
+    assert len(list(Hit.query(KEYS[0]))) == PER_KEY  # the parent's pool exists and has threads
+    assert pool_threads() > 0
+
+    def in_child() -> tuple[list[int], int, int]:
+        return [int(hit.at) for hit in Hit.query(KEYS[1], page_size=5)], Hit.count(KEYS[2]), pool_threads()
+
+    got, count, threads = fork_running(in_child, timeout=60).result()
+    assert got == list(range(PER_KEY))
+    assert count == PER_KEY
+    assert 0 < threads <= fanout_threads()
+    assert len(list(Hit.query(KEYS[3]))) == PER_KEY  # the parent's pool still works
+
+
+def test_the_pool_warning_counts_the_queries_in_flight(hits: None) -> None:
+    for at in range(40):
+        NarrowHit("/n", at).save()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FanoutPoolWarning)
+        first = NarrowHit.query("/n", page_size=2)
+        second = NarrowHit.query("/n", page_size=2)
+        next(first)
+        next(second)  # 4 + 4 requests at once: within the 10 connections
+    with pytest.warns(FanoutPoolWarning, match="12 requests at once"):
+        third = NarrowHit.query("/n", page_size=2)  # 4 more while the other two are open
+    for query in (first, second, third):
+        query.close()

@@ -1,0 +1,146 @@
+"""The compact page token (``TokenCodec``), without a server.
+
+A token decodes to the state it was made from, only for the query that made it and only with
+a secret it was signed with; any changed byte is refused. Sizes are known values for the
+layouts the docs quote.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynamodb_sharding.cursor import CursorScope, CursorState, RawKey, TokenCodec, secret_keys
+from pynamodb_sharding.exceptions import CursorError, ShardKeyError
+
+SCOPE = CursorScope(model="AuditLog", table="audit_log", key={"S": "/shared/a.txt"}, index=None, forward=True)
+KEY_NAMES = ("file_path", "accessed_at")
+
+
+def physical(shard: int) -> str:
+    if not 1 <= shard <= 10_000:
+        raise ShardKeyError(f"shard {shard} out of range")
+    return f"/shared/a.txt_{shard}"
+
+
+def codec(secrets: tuple[bytes, ...] = (), scope: CursorScope = SCOPE) -> TokenCodec:
+    return TokenCodec(scope, KEY_NAMES, "file_path", secrets)
+
+
+def start(shard: int, at: str) -> RawKey:
+    return {"file_path": {"S": physical(shard)}, "accessed_at": {"N": at}}
+
+
+numbers = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
+states = st.dictionaries(st.integers(1, 64), numbers, max_size=64).map(
+    lambda positions: CursorState(positions={shard: start(shard, at) for shard, at in positions.items()})
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=states, signed=st.booleans())
+def test_round_trip(state: CursorState, signed: bool) -> None:
+    tokens = codec((b"secret",) if signed else ())
+    token = tokens.encode(state)
+    assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert tokens.decode(token, physical) == state
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=states, data=st.data())
+def test_any_changed_byte_is_refused(state: CursorState, data: st.DataObject) -> None:
+    tokens = codec((b"secret",))
+    packed = bytearray(base64.urlsafe_b64decode(tokens.encode(state) + "=="))
+    index = data.draw(st.integers(0, len(packed) - 1))
+    packed[index] ^= data.draw(st.integers(1, 255))
+    spoiled = base64.urlsafe_b64encode(bytes(packed)).rstrip(b"=").decode()
+    with pytest.raises(CursorError, match=r"AuditLog\.query"):
+        tokens.decode(spoiled, physical)
+
+
+def test_string_and_binary_sort_keys() -> None:
+    names = ("pk", "sk", "lsi")
+    tokens = TokenCodec(SCOPE, names, "pk")
+    state = CursorState(positions={
+        2: {"pk": {"S": physical(2)}, "sk": {"B": b"\x00\xff"}, "lsi": {"S": "ümlaut"}},
+    })
+    assert tokens.decode(tokens.encode(state), physical) == state
+
+
+def test_sixteen_shards_with_ten_digit_timestamps() -> None:
+    close = CursorState(positions={shard: start(shard, str(1_456_369_200 + shard)) for shard in range(1, 17)})
+    # version + count + shard 1 (shard, type, prefix 0, length 10, 10 digits = 14 bytes) + 14
+    # shards sharing 9 digits (shard, type, prefix, length, 1 digit = 5 bytes) + shard 10
+    # sharing 8 (6 bytes) + 12 tag bytes = 104 bytes: 139 base64 characters.
+    assert len(codec().encode(close)) == 139
+    far = CursorState(positions={shard: start(shard, str(shard * 1_000_000_000 + 123_456_789)[-10:].rjust(10, "9"))
+                                 for shard in range(1, 17)})
+    # Nothing shared: 16 x 14 + 2 + 12 = 238 bytes, 318 characters, still under 400.
+    assert len(codec().encode(far)) == 318
+
+
+class TestRefused:
+    """Tokens of another query, secret or shape are refused with the query's fix."""
+
+    state = CursorState(positions={1: start(1, "5"), 3: start(3, "7")})
+
+    @pytest.mark.parametrize(
+        "other",
+        [
+            CursorScope("AuditLog", "audit_log", {"S": "/other"}, None, True),
+            CursorScope("AuditLog", "audit_log", {"S": "/shared/a.txt"}, None, False),
+            CursorScope("AuditLog", "audit_log", {"S": "/shared/a.txt"}, "by_user", True),
+            CursorScope("AuditLog", "audit_log_v2", {"S": "/shared/a.txt"}, None, True),
+            CursorScope("OtherLog", "audit_log", {"S": "/shared/a.txt"}, None, True),
+        ],
+    )
+    def test_another_query(self, other: CursorScope) -> None:
+        token = codec().encode(self.state)
+        with pytest.raises(CursorError, match="belongs to another query"):
+            codec(scope=other).decode(token, physical)
+
+    def test_another_secret_or_unsigned(self) -> None:
+        signed = codec((b"one",)).encode(self.state)
+        with pytest.raises(CursorError, match="another cursor secret"):
+            codec((b"two",)).decode(signed, physical)
+        with pytest.raises(CursorError, match="another cursor secret"):
+            codec((b"two",)).decode(codec().encode(self.state), physical)
+        assert codec((b"two", b"one")).decode(signed, physical) == self.state
+
+    @pytest.mark.parametrize("token", ["", "A", "@@@@", "{\"version\": 1}"])
+    def test_not_a_token(self, token: str) -> None:
+        with pytest.raises(CursorError, match="restart the query"):
+            codec().decode(token, physical)
+
+    def test_a_shard_the_key_cannot_have(self) -> None:
+        state = CursorState(positions={1: start(1, "5")})
+        token = codec().encode(state)
+
+        def narrow(shard: int) -> str:
+            raise ShardKeyError("no shard")
+
+        with pytest.raises(CursorError, match="cannot have"):
+            codec().decode(token, narrow)
+
+
+@pytest.mark.parametrize(
+    ("secret", "keys"),
+    [
+        (None, ()),
+        ("s", (b"s",)),
+        (b"s", (b"s",)),
+        (["new", b"old"], (b"new", b"old")),
+        (lambda: "from settings", (b"from settings",)),
+    ],
+)
+def test_secret_keys(secret: object, keys: tuple[bytes, ...]) -> None:
+    assert secret_keys(secret) == keys  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("secret", ["", [], [""], 42, [42], lambda: ""])
+def test_bad_secrets(secret: object) -> None:
+    with pytest.raises(CursorError, match="cursor_secret"):
+        secret_keys(secret)  # type: ignore[arg-type]

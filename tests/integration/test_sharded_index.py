@@ -403,3 +403,37 @@ class TestLostReply:
             assert stored == applied
         assert FlakyLog.by_day.count("20160226") == 10
         assert len(raw_items(FlakyLog)) == 10
+
+
+class ZeroByDay(GlobalSecondaryIndex["ZeroLog"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(4), first_shard=0)
+
+
+class ZeroLog(ShardedModel):
+    class Meta:
+        table_name = "gsi_zero_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    by_day = ZeroByDay()
+    shards = Sharding(HashedShards(2))
+
+
+def test_first_shard_zero_on_an_index(dynamodb_models: BindModels) -> None:
+    """An index declared with first_shard=0 stores day_0 .. day_3 and reads them all back."""
+    dynamodb_models(ZeroLog)
+    with ZeroLog.batch_write() as batch:
+        for n in range(40):
+            batch.save(ZeroLog(f"/z/{n}", n, day="20160226"))
+    values = {entry["day"]["S"] for entry in index_items(ZeroLog, "by_day")}
+    assert values == {f"20160226_{shard}" for shard in range(4)}
+    assert ZeroLog.by_day.shards.read_shards("20160226") == (0, 1, 2, 3)
+    assert [i.accessed_at for i in ZeroLog.by_day.query("20160226")] == list(range(40))
+    assert {i.day for i in ZeroLog.scan()} == {"20160226"}

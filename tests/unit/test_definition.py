@@ -278,3 +278,25 @@ class TestShardedIndexDefinitionErrors:
         error = info.value if isinstance(info.value, ShardingDefinitionError) else info.value.__cause__
         assert isinstance(error, ShardingDefinitionError)
         assert "ByTime.shards: a local secondary index shares the table's partition key" in str(error)
+
+    def test_legacy_unsharded_on_an_index_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        class ByDay(GlobalSecondaryIndex):  # type: ignore[type-arg]
+            class Meta:
+                index_name = "by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+            shards = Sharding(HashedShards(4), legacy_unsharded=True)
+
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*legacy_unsharded"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                by_day = ByDay()
+                shards = Sharding(RandomShards(2))

@@ -39,6 +39,7 @@ from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardConditionError
 
 if TYPE_CHECKING:
+    from pynamodb_sharding.indexes import ShardedIndex
     from pynamodb_sharding.model import ShardedModel
 
 __all__ = [
@@ -104,8 +105,9 @@ class _Rewriter:
         shard: Callable[[], int] | None,
         *,
         validate_only: bool = False,
+        index: ShardedIndex | None = None,
     ) -> None:
-        manager = shard_manager(model)
+        manager = shard_manager(model) if index is None else index.manager
         self.model = model
         self.usage = usage
         self.shard = shard
@@ -113,7 +115,7 @@ class _Rewriter:
         self.item_shard: int | None = None
         self.manager = manager
         self.separator = manager.separator
-        self.attr_name = model._hash_attr().attr_name
+        self.attr_name = model._hash_attr().attr_name if index is None else index.attr_name
         self.where = f"{model.__name__}.{manager.attribute}"
 
     # -- finding the attribute -----------------------------------------------------------------
@@ -229,7 +231,7 @@ class _Rewriter:
                 if physical not in seen:
                     seen.add(physical)
                     result.append(Value({"S": physical}))
-        if len(result) > MAX_IN_OPERANDS and self.usage is Usage.FILTER:
+        if len(result) > MAX_IN_OPERANDS and self.shard is None:
             raise self.refuse(
                 condition,
                 f"listing every shard each value may be stored in makes it IN of {len(result)} "
@@ -305,9 +307,17 @@ def rewrite_condition(
         raise TypeError(msg)
     if usage is not Usage.ITEM:
         shard = None
+    sharded = tuple(model._sharded_indexes.values())
     # Refuse before any request: finding the item's shard may read, a filter's shards too.
     _Rewriter(model, usage, None, validate_only=True).visit(condition)
-    return _Rewriter(model, usage, shard).visit(condition)
+    for index in sharded:
+        _Rewriter(model, usage, None, validate_only=True, index=index).visit(condition)
+    rewritten = _Rewriter(model, usage, shard).visit(condition)
+    for index in sharded:
+        # An item's index shard is not what its request addresses: compare with every
+        # physical value the logical one may be stored under, exactly as a filter does.
+        rewritten = _Rewriter(model, usage, None, index=index).visit(rewritten)
+    return rewritten
 
 
 def check_item_condition(model: type[ShardedModel], condition: Condition | None) -> None:
@@ -317,3 +327,5 @@ def check_item_condition(model: type[ShardedModel], condition: Condition | None)
     """
     if condition is not None:
         _Rewriter(model, Usage.ITEM, None, validate_only=True).visit(condition)
+        for index in model._sharded_indexes.values():
+            _Rewriter(model, Usage.ITEM, None, validate_only=True, index=index).visit(condition)

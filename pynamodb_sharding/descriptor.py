@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from pynamodb_sharding._host import hash_keyname, range_keyname
+from pynamodb_sharding._host import hash_keyname, index_hash_attribute, indexes, range_keyname
 from pynamodb_sharding.cursor import CursorSecret, secret_keys
 from pynamodb_sharding.exceptions import (
     CursorError,
@@ -37,11 +37,12 @@ from pynamodb_sharding.strategies import (
 )
 
 if TYPE_CHECKING:
+    from pynamodb.indexes import GlobalSecondaryIndex
     from pynamodb.models import Model
 
     from pynamodb_sharding.model import ShardedModel
 
-__all__ = ["ShardManager", "Sharding", "shard_manager"]
+__all__ = ["ShardManager", "Sharding", "is_global_index_class", "shard_manager"]
 
 _M = TypeVar("_M", bound="ShardedModel")
 _R = TypeVar("_R")
@@ -136,6 +137,15 @@ class Sharding:
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
+        if is_global_index_class(owner):
+            return  # bound per model when the model is defined (see pynamodb_sharding.indexes)
+        if _is_local_index_class(owner):
+            msg = (
+                f"{owner.__name__}.{name}: a local secondary index shares the table's partition key, "
+                f"so it is read over the table's shards already; remove this Sharding (shard the "
+                f"model's hash key with Sharding on the model)."
+            )
+            raise ShardingDefinitionError(msg)
         if not getattr(owner, "_is_sharded_model", False):
             msg = (
                 f"{owner.__name__}.{name}: Sharding only works on ShardedModel subclasses; "
@@ -149,10 +159,21 @@ class Sharding:
     @overload
     def __get__(self, instance: ShardedModel, owner: type[Any]) -> int | None: ...
 
-    def __get__(self, instance: ShardedModel | None, owner: type[_M]) -> ShardManager[_M] | int | None:
+    @overload
+    def __get__(self, instance: GlobalSecondaryIndex[Any], owner: type[Any]) -> ShardManager[Any]: ...
+
+    def __get__(
+        self, instance: ShardedModel | GlobalSecondaryIndex[Any] | None, owner: type[_M],
+    ) -> ShardManager[_M] | ShardManager[Any] | int | None:
+        if is_global_index_class(owner):
+            if instance is None:
+                return self  # type: ignore[return-value]  # the index class itself is not bound to a model
+            from pynamodb_sharding.indexes import index_shard_manager
+
+            return index_shard_manager(instance)  # type: ignore[arg-type]
         if instance is None:
             return self.bind(owner)
-        shard = instance._known_shard()
+        shard = instance._known_shard()  # type: ignore[union-attr]
         return None if shard == LEGACY_SHARD else shard
 
     def bind(self, owner: type[_M]) -> ShardManager[_M]:
@@ -199,22 +220,32 @@ class ShardManager(Generic[_M]):
     cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = attrs.field(
         default=None, kw_only=True, repr=False
     )
+    #: The sharded global secondary index this manager shards, ``None`` for the table's hash key.
+    index_name: str | None = attrs.field(default=None, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        attribute = hash_keyname(self.model) or ""
+        if self.index_name is None:
+            attribute = hash_keyname(self.model) or ""
+        else:
+            attribute = index_hash_attribute_name(self.model, self.index_name)
         table = getattr(getattr(self.model, "Meta", None), "table_name", "")
-        object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, table, self.model))
+        object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, self._namespace(table), self.model))
         object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator,
                                                    self.first_shard, self.legacy_unsharded))
+
+    def _namespace(self, table: str) -> str:
+        # An index's keys are apart from the table's: a shard count of `day` on the index is
+        # not one of a table key that happens to be spelled the same.
+        return table if self.index_name is None else f"{table}#{self.index_name}"
 
     @property
     def space(self) -> KeySpace:
         """The model's key space as strategies see it (its namespace follows ``Meta.table_name``)."""
         space = self._space
-        table = self.model.Meta.table_name
+        table = self._namespace(self.model.Meta.table_name)
         if space.namespace != table:  # a test binding or an app renamed the table at run time
             space = attrs.evolve(space, namespace=table)
             object.__setattr__(self, "_space", space)
@@ -252,6 +283,13 @@ class ShardManager(Generic[_M]):
             value = getattr(item, name)
             return None if value is None else stored_bytes(attributes[name], value)
 
+        if self.index_name is not None:
+            # An index's entries of one value are told apart by the item's primary key.
+            hash_name = hash_keyname(model) or ""
+            range_name = range_keyname(model)
+            parts = [attribute_bytes(hash_name)] + ([attribute_bytes(range_name)] if range_name else [])
+            range_bytes = None if None in parts else b"\x1f".join(part for part in parts if part is not None)
+            return ItemKey(self.key(getattr(item, self.attribute)), range_bytes, attribute_bytes)
         range_name = range_keyname(model)
         range_bytes = attribute_bytes(range_name) if range_name else None
         range_value = getattr(item, range_name) if range_name else None
@@ -485,6 +523,33 @@ class ShardManager(Generic[_M]):
         """One line naming the strategy and its read cost."""
         hook: Callable[[], str] | None = getattr(self.strategy, "describe", None)
         return hook() if hook is not None else repr(self.strategy)
+
+
+def is_global_index_class(owner: object) -> bool:
+    """Whether ``owner`` is a PynamoDB ``GlobalSecondaryIndex`` subclass."""
+    from pynamodb.indexes import GlobalSecondaryIndex
+
+    return isinstance(owner, type) and issubclass(owner, GlobalSecondaryIndex)
+
+
+def _is_local_index_class(owner: object) -> bool:
+    from pynamodb.indexes import LocalSecondaryIndex
+
+    return isinstance(owner, type) and issubclass(owner, LocalSecondaryIndex)
+
+
+def index_hash_attribute_name(model: type[Any], index_name: str) -> str:
+    """The Python name, on ``model``, of the hash-key attribute of its index ``index_name``."""
+    index = indexes(model)[index_name]
+    stored = index_hash_attribute(index).attr_name
+    for name, attribute in model.get_attributes().items():
+        if attribute.attr_name == stored:
+            return str(name)
+    msg = (
+        f"{model.__name__}.{index_name}: the index's hash key {stored!r} is not an attribute of "
+        f"{model.__name__}; declare it on the model too."
+    )
+    raise ShardingDefinitionError(msg)
 
 
 def shard_manager(model: type[_M]) -> ShardManager[_M]:

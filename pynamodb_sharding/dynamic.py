@@ -382,6 +382,22 @@ class DynamicShards:
                 state = self._after_key_range_throttle(space, key, state, attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
+    def throttled(self, shard_key: ShardKey, attempt: int) -> int:
+        """React to a key-range throttle of a write of ``shard_key`` sent outside :meth:`write`
+        (a sharded index's key, throttled with ``IndexWriteKeyRangeThroughputExceeded``): wait
+        as :meth:`write` does, grow past the cooldown; returns the count to retry with.
+
+        Args:
+            shard_key: the throttled key.
+            attempt: how many writes of it were throttled in a row (lengthens the backoff).
+
+        .. versionadded:: 0.3.0
+        """
+        space, key = shard_key.space, shard_key.value
+        with self._metadata_requests(space, key):
+            state = self._state_for_write(space, key)
+            return self._after_key_range_throttle(space, key, state, attempt).count
+
     @contextmanager
     def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
         """Turn a failed request to the metadata table into the ``PutError`` that ``save()`` promises."""

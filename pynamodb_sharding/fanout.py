@@ -55,6 +55,7 @@ from pynamodb_sharding.cursor import (
 )
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import with_key_attributes
@@ -527,6 +528,7 @@ def _plan(
     forward: bool,
 ) -> _QueryPlan:
     """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index."""
+    given = shards
     if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
         shards = shard_manager(model).read_targets(hash_key)  # with the bare legacy key, if any
     shards = shards or ()
@@ -553,6 +555,15 @@ def _plan(
         hash_name = meta.get_index_hash_keyname(index_name)
         sort_name = meta.get_index_range_keyname(index_name)  # type: ignore[no-untyped-call]
     key_names = tuple(meta.get_key_names(index_name))  # type: ignore[no-untyped-call]
+    index = sharded_index(model, index_name)
+    if index is not None:
+        # A sharded global index: one query per index shard of the logical value.
+        index_manager = index.manager
+        index_shards = given if given is not None else index_manager.read_shards(hash_key)
+        scope = CursorScope(model.__name__, table, {"S": hash_key}, index_name, forward)
+        values = {shard: index_manager.physical_key(hash_key, shard) for shard in index_shards}
+        return _QueryPlan(scope, hash_name, values, key_names, sort_name,
+                          lambda shard: index_manager.physical_key(hash_key, shard))
     if hash_name != table_hash:
         # An index keyed by another attribute is not sharded: one plain query, labelled shard 1.
         attribute = index_hash_attribute(indexes(model)[index_name or ""])

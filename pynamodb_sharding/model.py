@@ -31,6 +31,7 @@ from pynamodb_sharding.exceptions import (
     ShardingDefinitionError,
     ShardMoveError,
 )
+from pynamodb_sharding.indexes import ShardedIndex, check_index_actions, sharded_indexes, write_growing_indexes
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
 from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
 
@@ -82,6 +83,7 @@ class ShardedMetaModel(MetaModel):
             cls._hash_keyname, *([cls._range_keyname] if cls._range_keyname else []),
             *manager.derived_attributes,
         )
+        cls._sharded_indexes = sharded_indexes(cls)
 
 
 class ShardedModel(Model, metaclass=ShardedMetaModel):
@@ -112,6 +114,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     #: The attributes an item's shard depends on: hash key, range key, then those the
     #: strategy derives the shard from; set when the class is defined.
     _shard_basis_names: ClassVar[tuple[str, ...]] = ()
+    #: The model's sharded global secondary indexes by name (see :mod:`pynamodb_sharding.indexes`).
+    _sharded_indexes: ClassVar[dict[str, ShardedIndex]] = {}
+    #: Index name -> (logical value, index shard) this item was read from or written to.
+    _index_pins: dict[str, tuple[str, int]] | None = None
 
 
     # -- the sharding declaration -------------------------------------------------------------
@@ -125,7 +131,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """Models whose tables must exist beside this one (e.g. the shard-count metadata)."""
         if cls._sharding_attr is None:
             return ()
-        return shard_manager(cls).companion_models()
+        companions = shard_manager(cls).companion_models()
+        for index in cls._sharded_indexes.values():
+            companions += tuple(model for model in index.manager.companion_models() if model not in companions)
+        return companions
 
     def logical_hash_key(self) -> str:
         """The logical hash key of this item, validated."""
@@ -295,12 +304,41 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             self._shard_manager()  # raises the error that names the missing declaration
             raise AssertionError("unreachable")
         values = self.attribute_values
+        if self._sharded_indexes:
+            self._adopt_index_values()
         physical = values.get(codec.attribute)
         if physical is None:  # projected away
             return
         values[codec.attribute], self._physical_shard = codec.decode(physical)
         # _pin_shard inlined: this runs for every item read back.
         self._pinned_basis = tuple(map(values.get, self._shard_basis_names))
+
+    def _adopt_index_values(self) -> None:
+        """Replace the physical values of sharded index attributes by logical ones; keep the shards."""
+        values = self.attribute_values
+        for index in self._sharded_indexes.values():
+            physical = values.get(index.attribute)
+            if physical is None:  # not in the index, or projected away
+                continue
+            logical, shard = index.manager.codec.decode(physical)
+            values[index.attribute] = logical
+            self._pin_index_shard(index.index_name, logical, shard)
+
+    def _pin_index_shard(self, index_name: str, value: str, shard: int) -> None:
+        if self._index_pins is None:
+            self._index_pins = {}
+        self._index_pins[index_name] = (value, shard)
+
+    def _forget_index_shard(self, index_name: str) -> None:
+        if self._index_pins is not None:
+            self._index_pins.pop(index_name, None)
+
+    def _store_index_values(self, data: dict[str, dict[str, Any]]) -> None:
+        """Put each sharded index's physical value in serialized ``data``."""
+        for index in self._sharded_indexes.values():
+            physical = index.physical_value(self)
+            if physical is not None:
+                data[index.attr_name] = {"S": physical}
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
@@ -329,6 +367,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             shard = self._new_item_shard()
         attribute = self._hash_attr()
         data[attribute.attr_name] = {"S": self._physical_hash_key(shard)}
+        if self._sharded_indexes:
+            self._store_index_values(data)
         return data
 
     @classmethod
@@ -428,6 +468,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     ) -> dict[str, Any]:
         """Save this item: a new item goes where its strategy says, a known one stays put.
 
+        A sharded index whose count grows (``DynamicShards``) and that throttles the save
+        grows for the item's index value, and the save is sent again (see
+        :func:`pynamodb_sharding.indexes.write_growing_indexes`).
+
         An item whose primary key changed since it was read is a new item (the stored one
         stays, as in PynamoDB). An item whose shard is derived from attributes that changed
         since it was read is moved: the new copy is put and the old one deleted in one
@@ -438,6 +482,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
         same instance addresses the same physical key.
         """
+        if self._sharded_indexes:
+            return write_growing_indexes(self, lambda: self._save_item(condition, add_version_condition))
+        return self._save_item(condition, add_version_condition)
+
+    def _save_item(self, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
         check_item_condition(type(self), condition)  # before the strategy reads anything
         known = self._known_shard()
         if known == LEGACY_SHARD:
@@ -635,6 +684,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return self._shard_manager().legacy_unsharded and self._locate_for_write() == LEGACY_SHARD
 
     def _check_actions(self, actions: Any) -> None:
+        if self._sharded_indexes and isinstance(actions, list):
+            check_index_actions(type(self), actions)
         derived = set(self._shard_manager().derived_attributes)
         if not derived or not isinstance(actions, list):
             return
@@ -724,6 +775,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if shard is None:
             shard = self._new_item_shard()
         data[self._hash_attr().attr_name] = {"S": self._physical_hash_key(shard)}
+        if self._sharded_indexes:
+            self._store_index_values(data)
         return data
 
     def from_dynamodb_dict(self, d: dict[str, dict[str, Any]]) -> None:

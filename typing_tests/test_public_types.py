@@ -6,6 +6,7 @@ from typing import Any, assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import (
     DynamicShards,
@@ -61,6 +62,30 @@ class AuditLog(ShardedModel):
 
 class ArchivedAuditLog(AuditLog):
     pass
+
+
+class ByDay(GlobalSecondaryIndex["DailyLog"]):  # type: ignore[no-untyped-call]  # PynamoDB: untyped __init_subclass__
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    shards = Sharding(HashedShards(8))
+
+
+class DailyLog(ShardedModel):
+    class Meta:
+        table_name = "daily_log"
+
+    log_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute()
+    by_day = ByDay()
+    shards = Sharding(RandomShards(2))
+
+
+def check_index() -> None:
+    assert_type(DailyLog.by_day.shards, ShardManager[Any])
+    assert_type(DailyLog.by_day.shards.read_shards("20160226"), tuple[int, ...])
 
 
 def check() -> None:

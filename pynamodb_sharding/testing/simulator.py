@@ -20,6 +20,15 @@ capacity units per second, starting full with one second of burst):
   takes it before it is sent; after the response, the rest of its real cost (one unit per
   started 4 KB of the items returned, halved when eventually consistent) is taken from the
   bucket, which may go into debt, as DynamoDB lets one read overdraw and throttles the next;
+* global secondary indexes, with ``index_write_units``: a put (``PutItem``, a put of
+  ``BatchWriteItem``, a ``Put`` of ``TransactWriteItems``) of an item that holds an index's
+  hash-key attribute also takes its write units from that index's bucket for the value it
+  stores (the physical index key); an index partition short of them refuses the whole write
+  with the ``IndexWriteKeyRangeThroughputExceeded`` reason and the index's ARN
+  (``arn:aws:dynamodb:<region>:000000000000:table/<table>/index/<index>``), as DynamoDB's
+  back-pressure does. Index partitions are counted in :attr:`PartitionLimitSimulator.write_units`
+  under ``("<table>/index/<index>", value)``. Updates and deletes, whose request does not show
+  the index value the item held, are not charged to index partitions;
 * not charged: ``Scan``, queries of an index, ``TransactGetItems``, tables of other models.
 
 Over the limit:
@@ -58,8 +67,10 @@ from typing import Any
 
 import attrs
 from botocore.awsrequest import AWSResponse
+from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
+from pynamodb_sharding._host import index_hash_attribute, indexes
 from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.testing.latency import clients_of
 from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason
@@ -78,6 +89,7 @@ __all__ = [
 PartitionId = tuple[str, str]
 
 _WRITE_KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
+_INDEX_WRITE_KEY_RANGE = "IndexWriteKeyRangeThroughputExceeded"
 _READ_KEY_RANGE = "TableReadKeyRangeThroughputExceeded"
 _WRITE_TABLE = "TableWriteProvisionedThroughputExceeded"
 _READ_TABLE = "TableReadProvisionedThroughputExceeded"
@@ -170,6 +182,8 @@ class _Charge:
     key: str | None  # None when the partition cannot be told from the request
     units: float
     write: bool
+    #: True for a charge to an index partition (``table`` is then ``"<table>/index/<index>"``).
+    index: bool = False
 
 
 @attrs.frozen
@@ -249,12 +263,16 @@ class PartitionLimitSimulator:
         table_write_units: float | None,
         table_read_units: float | None,
         clock: Callable[[], float],
+        index_hash_keys: Mapping[str, Mapping[str, str]] | None = None,
+        index_write_units: float | None = None,
     ) -> None:
         self._hash_keys = dict(hash_keys)  # table name -> hash key attribute name
-        self._limits: dict[tuple[bool, bool], float | None] = {}
+        # table name -> {index name -> the index's hash key attribute name}
+        self._index_hash_keys = {table: dict(keys) for table, keys in (index_hash_keys or {}).items()}
+        self._limits: dict[tuple[bool | str, bool], float | None] = {}
         self._clock = clock
         self._lock = threading.Lock()
-        self._buckets: dict[tuple[bool, bool, str, str | None], _Bucket] = {}
+        self._buckets: dict[tuple[bool | str, bool, str, str | None], _Bucket] = {}
         self._requests: Counter[str] = Counter()
         self._throttles: Counter[ThrottleKind] = Counter()
         self._throttles_by_reason: Counter[str] = Counter()
@@ -267,6 +285,7 @@ class PartitionLimitSimulator:
             read_units=read_units,
             table_write_units=table_write_units,
             table_read_units=table_read_units,
+            index_write_units=index_write_units,
         )
 
     # -- public surface -------------------------------------------------------------------
@@ -278,16 +297,18 @@ class PartitionLimitSimulator:
         read_units: float | None = _UNSET,
         table_write_units: float | None = _UNSET,
         table_read_units: float | None = _UNSET,
+        index_write_units: float | None = _UNSET,
     ) -> None:
         """Change limits (units per second; ``None`` lifts one) while the simulator runs.
 
         Buckets keep their tokens, capped at the new one-second burst on their next use.
         """
-        changes = {
+        changes: dict[tuple[bool | str, bool], float | None] = {
             (False, True): write_units,
             (False, False): read_units,
             (True, True): table_write_units,
             (True, False): table_read_units,
+            ("index", True): index_write_units,
         }
         for limit, value in changes.items():
             if value is _UNSET:
@@ -337,8 +358,12 @@ class PartitionLimitSimulator:
 
     def _admit(self, charges: Sequence[_Charge]) -> list[_Refusal]:
         """Take every charge, or none: return the refusals, empty if admitted."""
-        demand: dict[tuple[bool, bool, str, str | None], float] = {}
+        demand: dict[tuple[bool | str, bool, str, str | None], float] = {}
         for charge in charges:
+            if charge.index:
+                partition_id: tuple[bool | str, bool, str, str | None] = ("index", True, charge.table, charge.key)
+                demand[partition_id] = demand.get(partition_id, 0.0) + charge.units
+                continue
             if charge.key is not None:
                 partition = (False, charge.write, charge.table, charge.key)
                 demand[partition] = demand.get(partition, 0.0) + charge.units
@@ -357,7 +382,8 @@ class PartitionLimitSimulator:
                 bucket.refill(now, rate)
                 # A request bigger than a full bucket passes on a full bucket and leaves debt.
                 if bucket.tokens + 1e-9 < min(units, rate):
-                    reason = _reason(table_level=bucket_id[0], write=bucket_id[1])
+                    reason = (_INDEX_WRITE_KEY_RANGE if bucket_id[0] == "index"
+                              else _reason(table_level=bool(bucket_id[0]), write=bucket_id[1]))
                     refusals.append(_Refusal(reason, bucket_id[2], bucket_id[3]))
             if refusals:
                 for refusal in refusals:
@@ -397,6 +423,18 @@ class PartitionLimitSimulator:
         if attribute is None or not isinstance(item, Mapping):
             return None
         return _key_text(item.get(attribute))
+
+    def _index_charges(self, table: Any, item: Any, *, factor: int = 1) -> list[_Charge]:
+        """The charges a put of ``item`` makes to the partitions of ``table``'s global indexes."""
+        if not isinstance(table, str) or not isinstance(item, Mapping):
+            return []
+        units = float(factor * write_units(item_size(item)))
+        charges = []
+        for index, attribute in self._index_hash_keys.get(table, {}).items():
+            key = _key_text(item.get(attribute))
+            if key is not None:
+                charges.append(_Charge(f"{table}/index/{index}", key, units, True, index=True))
+        return charges
 
     def _write_charge(self, table: Any, item: Any, *, factor: int = 1) -> _Charge | None:
         if not isinstance(table, str) or table not in self._hash_keys or not isinstance(item, Mapping):
@@ -478,7 +516,9 @@ class PartitionLimitSimulator:
         else:
             charge, verdict = self._single(operation_name, body)
             if charge is not None:
-                refusals = self._admit([charge])
+                put = operation_name == "PutItem"
+                extra = self._index_charges(body.get("TableName"), body.get("Item")) if put else []
+                refusals = self._admit([charge, *extra])
                 if refusals:
                     verdict = _Verdict(error_body=_throttle_body(refusals, region))
         if verdict is not None:
@@ -497,13 +537,15 @@ class PartitionLimitSimulator:
                 return None
             for entry in entries:
                 item = None
+                extra: list[_Charge] = []
                 if isinstance(entry, Mapping):
                     put, delete = entry.get("PutRequest"), entry.get("DeleteRequest")
                     item = put.get("Item") if isinstance(put, Mapping) else None
+                    extra = self._index_charges(table, item)
                     if item is None and isinstance(delete, Mapping):
                         item = delete.get("Key")
                 charge = self._write_charge(table, item)
-                refusals = self._admit([charge]) if charge is not None else []
+                refusals = self._admit([charge, *extra]) if charge is not None else []
                 if refusals:
                     all_refusals.extend(refusals)
                     verdict.unprocessed.setdefault(table, []).append(entry)
@@ -550,6 +592,7 @@ class PartitionLimitSimulator:
         if not isinstance(entries, list):
             return None
         charges: list[_Charge | None] = []
+        index_charges: list[_Charge] = []
         for entry in entries:
             charge = None
             if isinstance(entry, Mapping) and len(entry) == 1:
@@ -564,14 +607,20 @@ class PartitionLimitSimulator:
                             charge = attrs.evolve(charge, key=self._key_of(charge.table, item))
                     else:
                         charge = self._write_charge(details.get("TableName"), item, factor=2)
+                        if action == "Put":
+                            index_charges.extend(self._index_charges(details.get("TableName"), item, factor=2))
             charges.append(charge)
-        admitted = [charge for charge in charges if charge is not None]
+        admitted = [charge for charge in charges if charge is not None] + index_charges
         refusals = self._admit(admitted) if admitted else []
         if not refusals:
             return None
         # Name the entries whose partition or table is short, as DynamoDB's reasons do.
         short = [
-            charge is not None and any(r.table == charge.table and r.key in (None, charge.key) for r in refusals)
+            charge is not None and any(
+                (r.table == charge.table and r.key in (None, charge.key))
+                or r.table.startswith(f"{charge.table}/index/")
+                for r in refusals
+            )
             for charge in charges
         ]
         reasons = [
@@ -669,6 +718,15 @@ def _hash_key_name(model: type[Model]) -> str:
     raise ValueError(msg)
 
 
+def _index_hash_key_names(model: type[Model]) -> dict[str, str]:
+    """The stored hash-key attribute name of each global secondary index of ``model``."""
+    names = {}
+    for name, index in indexes(model).items():
+        if isinstance(index, GlobalSecondaryIndex):
+            names[name] = index_hash_attribute(index).attr_name
+    return names
+
+
 @contextlib.contextmanager
 def simulate_partition_limits(
     model: type[Model],
@@ -679,6 +737,7 @@ def simulate_partition_limits(
     table_read_units: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     extra_models: Iterable[type[Model]] = (),
+    index_write_units: float | None = None,
 ) -> Iterator[PartitionLimitSimulator]:
     """Throttle ``model``'s requests per physical partition key, as DynamoDB would.
 
@@ -697,6 +756,10 @@ def simulate_partition_limits(
         table_read_units: The same for reads (``TableReadProvisionedThroughputExceeded``).
         clock: Seconds, monotonic; inject one so tests refill buckets without sleeping.
         extra_models: More models to limit with the same buckets and counters.
+        index_write_units: Write units per second per partition of each global secondary
+            index (per physical index key value), refused with the
+            ``IndexWriteKeyRangeThroughputExceeded`` reason and the index's ARN (``None``:
+            unlimited). *New in 0.3.0.*
 
     Yields:
         The :class:`PartitionLimitSimulator`: counters, and ``set_limits`` to change limits.
@@ -710,6 +773,8 @@ def simulate_partition_limits(
     hash_keys = {m.Meta.table_name: _hash_key_name(m) for m in models}
     simulator = PartitionLimitSimulator(
         hash_keys,
+        index_hash_keys={m.Meta.table_name: _index_hash_key_names(m) for m in models},
+        index_write_units=index_write_units,
         write_units=write_units,
         read_units=read_units,
         table_write_units=table_write_units,

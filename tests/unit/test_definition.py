@@ -181,3 +181,122 @@ class TestDescriptorAccess:
         with pytest.raises(Exception, match="fixed shard count"):
             AuditLog.shards.grow("/f")
         assert [(entry.at, entry.count) for entry in AuditLog.shards.history("/f")] == [(0.0, 10)]
+
+
+class TestShardedIndexDefinitionErrors:
+    """A sharded global index whose suffixed attribute another key needs, or that a ShardedModel
+    does not carry, fails when the model is defined, naming model, attribute and fix."""
+
+    @staticmethod
+    def index(hash_name: str, index_name: str, attribute: type = UnicodeAttribute) -> type:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        meta = type("Meta", (), {"index_name": index_name, "projection": AllProjection()})
+        return type(f"Index_{index_name}", (GlobalSecondaryIndex,), {
+            "Meta": meta, hash_name: attribute(hash_key=True), "shards": Sharding(HashedShards(4)),
+        })
+
+    def test_index_keyed_on_a_number_attribute(self) -> None:
+        by_size = self.index("size", "by_size", NumberAttribute)
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.size: .*by_size.*UnicodeAttribute"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                size = NumberAttribute()
+                index = by_size()
+                shards = Sharding(RandomShards(2))
+
+    def test_index_keyed_on_the_table_range_key(self) -> None:
+        by_version = self.index("version", "by_version")
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.version: .*range key"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                version = UnicodeAttribute(range_key=True)
+                index = by_version()
+                shards = Sharding(RandomShards(2))
+
+    def test_attribute_shared_with_another_index(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        sharded = self.index("day", "by_day")
+
+        class Plain(GlobalSecondaryIndex):  # type: ignore[type-arg]
+            class Meta:
+                index_name = "plain_by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*'plain_by_day'.*own"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                index = sharded()
+                plain = Plain()
+                shards = Sharding(RandomShards(2))
+
+    def test_sharded_index_on_a_plain_model_is_refused_on_use(self) -> None:
+        by_day = self.index("day", "by_day_plain")
+
+        class Doc(Model):
+            class Meta:
+                table_name = "doc"
+
+            doc_id = UnicodeAttribute(hash_key=True)
+            day = UnicodeAttribute()
+            index = by_day()
+
+        with pytest.raises(ShardingDefinitionError, match="ShardedModel"):
+            Doc.index.shards  # noqa: B018
+
+    def test_sharding_on_a_local_index_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, LocalSecondaryIndex
+
+        # Python < 3.12 wraps errors raised by __set_name__ in RuntimeError (see test_on_plain_model).
+        with pytest.raises((ShardingDefinitionError, RuntimeError)) as info:
+
+            class ByTime(LocalSecondaryIndex):  # type: ignore[type-arg]
+                class Meta:
+                    index_name = "by_time"
+                    projection = AllProjection()
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                at = NumberAttribute(range_key=True)
+                shards = Sharding(RandomShards(2))
+
+        error = info.value if isinstance(info.value, ShardingDefinitionError) else info.value.__cause__
+        assert isinstance(error, ShardingDefinitionError)
+        assert "ByTime.shards: a local secondary index shares the table's partition key" in str(error)
+
+    def test_legacy_unsharded_on_an_index_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        class ByDay(GlobalSecondaryIndex):  # type: ignore[type-arg]
+            class Meta:
+                index_name = "by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+            shards = Sharding(HashedShards(4), legacy_unsharded=True)
+
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*legacy_unsharded"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                by_day = ByDay()
+                shards = Sharding(RandomShards(2))

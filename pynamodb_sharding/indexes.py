@@ -1,0 +1,276 @@
+"""Sharded global secondary indexes: ``Sharding(...)`` declared on a ``GlobalSecondaryIndex``.
+
+A GSI keyed by an attribute with few values (a day, a status) is hot even when the table is
+not. Declaring ``shards = Sharding(HashedShards(8))`` on the index class spreads its entries
+over physical index values: the model stores the index's hash-key attribute *suffixed*
+(``"20160226_7"``), so DynamoDB files each item under one of eight index partitions, and
+every read path gives the logical value back (``"20160226"``). A query of the index is one
+query per index shard, merged like a query of a sharded table (:mod:`pynamodb_sharding.fanout`).
+
+The bound :class:`~pynamodb_sharding.descriptor.ShardManager` of an index
+(``AuditLog.by_day.shards``) answers the same questions as a model's, in a key space of its
+own (``<table>#<index>``), so a :class:`~pynamodb_sharding.DynamicShards` count of a day on
+the index is not the count of a table key spelled the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+from pynamodb.attributes import UnicodeAttribute
+from pynamodb.exceptions import PynamoDBException
+from pynamodb.expressions.operand import Path, Value
+from pynamodb.indexes import GlobalSecondaryIndex
+
+from pynamodb_sharding._host import hash_keyname, indexes, range_keyname
+from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
+from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, ShardingDefinitionError
+from pynamodb_sharding.throttling import ThrottleKind, classify
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from pynamodb_sharding.model import ShardedModel
+
+__all__ = [
+    "ShardedIndex",
+    "check_index_actions",
+    "index_shard_manager",
+    "sharded_index",
+    "sharded_indexes",
+    "write_growing_indexes",
+]
+
+_R = TypeVar("_R")
+
+
+@attrs.frozen
+class ShardedIndex:
+    """One sharded global secondary index of a model, as the model's reads and writes see it.
+
+    .. versionadded:: 0.3.0
+    """
+
+    #: The index's name (``Meta.index_name``).
+    index_name: str
+    #: The Python name, on the model, of the attribute the index is keyed on.
+    attribute: str
+    #: The name DynamoDB stores that attribute under.
+    attr_name: str
+    #: The index's bound shard manager.
+    manager: ShardManager[Any] = attrs.field(repr=False)
+
+    def physical_value(self, item: ShardedModel) -> str | None:
+        """What the item stores in the index's attribute: the logical value in its index shard
+        (``None`` when the item has no value: it is not in the index)."""
+        value = item.attribute_values.get(self.attribute)
+        if value is None:
+            return None
+        return self.manager.codec.encode(value, self.shard_of(item, value))
+
+    def shard_of(self, item: ShardedModel, value: str) -> int:
+        """The index shard of ``item``: computed for hashed strategies, else the one it was read
+        from or last written to while ``value`` is unchanged, else a new draw (then kept)."""
+        manager = self.manager
+        if manager.keeps_keys_unique:
+            return manager.write_shard(item)
+        pins = item._index_pins
+        pinned = pins.get(self.index_name) if pins is not None else None
+        if pinned is not None and pinned[0] == value:
+            return pinned[1]
+        manager.check_writable(value)
+        shard = manager.write_shard(item)
+        item._pin_index_shard(self.index_name, value, shard)
+        return shard
+
+
+def _names_path(node: object, names: set[str]) -> str | None:
+    """The stored name among ``names`` that ``node`` (an action, condition or operand) reads or sets."""
+    if isinstance(node, Path):
+        top = node.path[0] if node.path else None
+        return top if top in names else None
+    if isinstance(node, Value):
+        return None
+    inner = getattr(node, "values", None)
+    if isinstance(inner, tuple | list):
+        for value in inner:
+            found = _names_path(value, names)
+            if found is not None:
+                return found
+    return None
+
+
+def check_index_actions(model: type[ShardedModel], actions: list[Any]) -> None:
+    """Refuse update actions that set, remove or read a sharded index's attribute, or set or
+    remove an attribute its index shard is derived from, before anything is sent.
+
+    Raises:
+        DerivedAttributeUpdateError: such an action.
+    """
+    attributes = model.get_attributes()
+    for index in model._sharded_indexes.values():
+        derived = {attributes[name].attr_name: name for name in index.manager.derived_attributes}
+        for action in actions:
+            found = _names_path(action, {index.attr_name})
+            if found is not None:
+                msg = (
+                    f"{model.__name__}.{index.attribute}: the index {index.index_name!r} is sharded, so "
+                    f"{index.attribute!r} is stored with an index shard suffix that an update action "
+                    f"cannot keep right; set item.{index.attribute} and call item.save(). Nothing was sent."
+                )
+                raise DerivedAttributeUpdateError(msg)
+            values = getattr(action, "values", None)
+            target = _names_path(values[0], set(derived)) if values else None
+            if target is not None:
+                msg = (
+                    f"{model.__name__}.{derived[target]}: the shard of the index {index.index_name!r} "
+                    f"is derived from {derived[target]!r}, so an update of it would leave the index "
+                    f"entry in a shard its new value does not select; set item.{derived[target]} and "
+                    f"call item.save(). Nothing was sent."
+                )
+                raise DerivedAttributeUpdateError(msg)
+
+
+def _throttled_index(exc: BaseException, table: str, growing: dict[str, ShardedIndex]) -> ShardedIndex | None:
+    """The growing index of ``table`` that a key-range throttle in ``exc`` names, if any."""
+    throttle = classify(exc)
+    if throttle.kind is not ThrottleKind.INDEX:
+        return None
+    for reason in throttle.reasons:
+        resource = reason.resource or ""
+        name = reason.index_name
+        if (reason.kind is ThrottleKind.INDEX and name in growing
+                and resource.split(":", 5)[-1] == f"table/{table}/index/{name}"):
+            return growing[name]
+    return None
+
+
+def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
+    """Send a write of ``item``; when a sharded index whose strategy grows (``DynamicShards``)
+    throttles it with ``IndexWriteKeyRangeThroughputExceeded`` naming that index, grow the
+    index's count for the item's value (waiting as the strategy says) and send again, with a
+    new index shard, up to the strategy's ``max_attempts``.
+
+    Any other error, including a throttle naming the table or another index, is raised as it is.
+    """
+    growing = {name: index for name, index in item._sharded_indexes.items()
+               if callable(getattr(index.manager.strategy, "throttled", None))}
+    if not growing:
+        return send()
+    table = type(item).Meta.table_name
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return send()
+        except PynamoDBException as exc:
+            index = _throttled_index(exc, table, growing)
+            if index is None:
+                raise
+            strategy = index.manager.strategy
+            if attempt >= int(getattr(strategy, "max_attempts", 10)):
+                raise
+            value = item.attribute_values.get(index.attribute)
+            strategy.throttled(index.manager.key(value), attempt)  # type: ignore[attr-defined]
+            item._forget_index_shard(index.index_name)
+
+
+def _index_sharding(index: GlobalSecondaryIndex[Any]) -> Sharding | None:
+    found = [value for klass in type(index).__mro__ for value in vars(klass).values() if isinstance(value, Sharding)]
+    return found[0] if found else None
+
+
+def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
+    """Bind and validate the sharded global secondary indexes of ``model``, by index name.
+
+    Raises:
+        ShardingDefinitionError: a sharded index is keyed on an attribute that is not a
+            ``UnicodeAttribute`` of the model, or is keyed on the table's own hash key.
+    """
+    found: dict[str, ShardedIndex] = {}
+    for index_name, index in indexes(model).items():
+        if not is_global_index_class(type(index)):
+            continue
+        sharding = _index_sharding(index)
+        if sharding is None:
+            continue
+        manager: ShardManager[Any] = ShardManager(model, sharding.strategy, sharding.separator,
+                                                  sharding.max_workers, index_name=index_name,
+                                                  first_shard=sharding.first_shard)
+        attribute = manager.attribute
+        model_attribute = model.get_attributes()[attribute]
+        where = f"{model.__name__}.{attribute}"
+        if sharding.legacy_unsharded or sharding.cursor_secret is not None:
+            msg = (
+                f"{where}: the sharded index {index_name!r} takes neither legacy_unsharded nor "
+                f"cursor_secret (an index has no bare legacy entries to adopt, and its queries are "
+                f"the model's: set cursor_secret on the model's Sharding); remove them from the index."
+            )
+            raise ShardingDefinitionError(msg)
+        if not isinstance(model_attribute, UnicodeAttribute):
+            msg = (
+                f"{where}: the sharded index {index_name!r} is keyed on a {type(model_attribute).__name__}, "
+                f"but sharding appends a suffix to it; declare it as a UnicodeAttribute on the model "
+                f"and on the index."
+            )
+            raise ShardingDefinitionError(msg)
+        if attribute == hash_keyname(model):
+            msg = (
+                f"{where}: the index {index_name!r} is keyed on the table's hash key, which the "
+                f"model's own Sharding already shards; remove the Sharding from the index."
+            )
+            raise ShardingDefinitionError(msg)
+        if attribute == range_keyname(model):
+            msg = (
+                f"{where}: the index {index_name!r} is keyed on the table's range key, which would "
+                f"then be stored suffixed; key the index on an attribute of its own."
+            )
+            raise ShardingDefinitionError(msg)
+        for other_name, other in indexes(model).items():
+            other_keys = {key.attr_name for key in other.Meta.attributes.values()}
+            if other_name != index_name and model_attribute.attr_name in other_keys:
+                msg = (
+                    f"{where}: the sharded index {index_name!r} stores {attribute!r} suffixed, but the "
+                    f"index {other_name!r} is keyed on it too and would see suffixed values; give "
+                    f"each sharded index a key attribute of its own."
+                )
+                raise ShardingDefinitionError(msg)
+        known = model.get_attributes()
+        for name in manager.derived_attributes:
+            if name not in known:
+                msg = (
+                    f"{where}: the index {index_name!r}'s shard is derived from {name!r}, which is "
+                    f"not an attribute of {model.__name__}; name attributes of the model."
+                )
+                raise ShardingDefinitionError(msg)
+        found[index_name] = ShardedIndex(index_name, attribute, model_attribute.attr_name, manager)
+    return found
+
+
+def index_shard_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:
+    """The bound shard manager of a sharded index (``AuditLog.by_day.shards``).
+
+    Raises:
+        ShardingDefinitionError: the index is not declared on a ``ShardedModel``.
+    """
+    model = getattr(index, "_model", None)
+    name = index.Meta.index_name
+    bound: dict[str, ShardedIndex] | None = getattr(model, "_sharded_indexes", None)
+    if model is None or bound is None or name not in bound:
+        msg = (
+            f"{type(index).__name__}({name!r}): a sharded index works on a ShardedModel only; "
+            f"declare it on a ShardedModel subclass (e.g. `{name} = {type(index).__name__}()`)."
+        )
+        raise ShardingDefinitionError(msg)
+    return bound[name].manager
+
+
+def sharded_index(model: type[Any], index_name: str | None) -> ShardedIndex | None:
+    """The sharded index ``index_name`` of ``model``, ``None`` when it is not one."""
+    if index_name is None:
+        return None
+    bound: dict[str, ShardedIndex] | None = getattr(model, "_sharded_indexes", None)
+    return bound.get(index_name) if bound else None
+

@@ -307,7 +307,7 @@ def rewrite_condition(
         raise TypeError(msg)
     if usage is not Usage.ITEM:
         shard = None
-    sharded = tuple(model._sharded_indexes.values())
+    sharded = _suffixed_indexes(model)
     # Refuse before any request: finding the item's shard may read, a filter's shards too.
     _Rewriter(model, usage, None, validate_only=True).visit(condition)
     for index in sharded:
@@ -327,5 +327,11 @@ def check_item_condition(model: type[ShardedModel], condition: Condition | None)
     """
     if condition is not None:
         _Rewriter(model, Usage.ITEM, None, validate_only=True).visit(condition)
-        for index in model._sharded_indexes.values():
+        for index in _suffixed_indexes(model):
             _Rewriter(model, Usage.ITEM, None, validate_only=True, index=index).visit(condition)
+
+
+def _suffixed_indexes(model: type[ShardedModel]) -> tuple[ShardedIndex, ...]:
+    """The sharded indexes whose attribute is stored suffixed: conditions on it need rewriting
+    (a ``layout="multi_attribute"`` index stores the value as it is)."""
+    return tuple(index for index in model._sharded_indexes.values() if index.shard_attr_name is None)

@@ -126,11 +126,13 @@ class _CursorReader:
         key_names: Sequence[str],
         hash_name: str,
         hash_value: Callable[[int], object],
+        shard_name: str | None = None,
     ) -> None:
         self.scope = scope
         self.key_names = frozenset(key_names)
         self.hash_name = hash_name
         self.hash_value = hash_value
+        self.shard_name = shard_name
 
     def fail(self, problem: str) -> CursorError:
         msg = (
@@ -215,6 +217,11 @@ class _CursorReader:
                 f"has a start key for shard {shard} whose {self.hash_name} is {actual!r}, "
                 f"not that shard's key {expected!r}"
             )
+        if self.shard_name is not None and key[self.shard_name] != {"N": str(shard)}:
+            raise self.fail(
+                f"has a start key for shard {shard} whose {self.shard_name} is "
+                f"{key[self.shard_name]!r}, not that shard"
+            )
         return key
 
     def _raw_value(self, shard: int, name: str, value: object) -> RawValue:
@@ -246,6 +253,7 @@ def decode_cursor(
     hash_name: str,
     hash_value: Callable[[int], object],
     secrets: tuple[bytes, ...] = (),
+    shard_name: str | None = None,
 ) -> CursorState:
     """Validate a cursor returned by a merged query and decode it for the same query's scope.
 
@@ -259,13 +267,15 @@ def decode_cursor(
             may raise :class:`ShardKeyError` for a shard the key cannot have.
         secrets: the HMAC keys a page token may be signed with (the model's
             ``cursor_secret``); empty for unsigned tokens.
+        shard_name: the number attribute a ``layout="multi_attribute"`` index stores the shard
+            in: a shard's start key must hold that shard's number there.
 
     Raises:
         CursorError: the cursor is not a dict, is truncated, edited, of another model, table,
             key, index or direction, or names shards or start keys that do not fit.
     """
     if isinstance(cursor, str):
-        codec = TokenCodec(scope, tuple(key_names), hash_name, secrets)
+        codec = TokenCodec(scope, tuple(key_names), hash_name, secrets, shard_name=shard_name)
         return codec.decode(cursor, hash_value)
     if secrets:
         msg = (
@@ -274,7 +284,7 @@ def decode_cursor(
             f"an unsigned cursor dict; pass the query's next_page_token."
         )
         raise CursorError(msg)
-    return _CursorReader(scope, key_names, hash_name, hash_value).read(cursor)
+    return _CursorReader(scope, key_names, hash_name, hash_value, shard_name).read(cursor)
 
 
 # -- the compact token form ---------------------------------------------------------------------
@@ -385,10 +395,14 @@ class TokenCodec:
     key_names: tuple[str, ...]
     hash_name: str
     secrets: tuple[bytes, ...] = ()
+    #: A ``layout="multi_attribute"`` index's shard attribute: rebuilt from the shard number,
+    #: never stored in the token.
+    shard_name: str | None = attrs.field(default=None, kw_only=True)
 
     @property
     def _stored_names(self) -> tuple[str, ...]:
-        return tuple(sorted(name for name in self.key_names if name != self.hash_name))
+        rebuilt = (self.hash_name, self.shard_name)
+        return tuple(sorted(name for name in self.key_names if name not in rebuilt))
 
     def _scope_bytes(self) -> bytes:
         scope = self.scope
@@ -437,7 +451,7 @@ class TokenCodec:
             CursorError: the token is malformed, truncated, edited, signed with another secret
                 (or unsigned where a secret is required), or belongs to another query.
         """
-        reader = _CursorReader(self.scope, self.key_names, self.hash_name, hash_value)
+        reader = _CursorReader(self.scope, self.key_names, self.hash_name, hash_value, self.shard_name)
         if token.lstrip().startswith("{"):
             raise reader.fail("is JSON text, not a page token (json.loads the stored cursor first)")
         try:
@@ -476,6 +490,8 @@ class TokenCodec:
                     previous[name] = raw
                     start[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
                 start[self.hash_name] = self._hash_json(hash_value, shard, reader)
+                if self.shard_name is not None:
+                    start[self.shard_name] = {"N": str(shard)}
                 positions[shard] = reader.start_key(shard, _key_to_json(start))
             if not data.done:
                 raise reader.fail("has bytes after its last shard position")

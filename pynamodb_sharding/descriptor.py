@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import attrs
 
@@ -72,10 +72,19 @@ class Sharding:
             callable returning either, read each time a token is made or read (e.g.
             ``lambda: settings.SECRET_KEY``). With a secret, a query resumes from a token only,
             never from an unsigned cursor dict.
+        layout: on a ``GlobalSecondaryIndex`` only, where the index shard is stored:
+            ``"suffixed"`` (default) stores the index attribute as ``20160226_7``, any table and
+            any SDK; ``"multi_attribute"`` keeps the attribute's real value and stores the shard
+            in a number attribute of its own, which the index's partition key also names
+            (DynamoDB's multi-attribute keys). See :doc:`indexes`.
+        shard_attribute: with ``layout="multi_attribute"``, the name of the stored shard
+            number attribute; default ``<index attribute>_shard`` (``day_shard``).
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
+    .. versionchanged:: 0.3.0
+       ``layout`` and ``shard_attribute``, for sharded global secondary indexes.
     """
 
     def __init__(
@@ -87,6 +96,8 @@ class Sharding:
         legacy_unsharded: bool = False,
         max_workers: int | None = None,
         cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = None,
+        layout: Literal["suffixed", "multi_attribute"] = "suffixed",
+        shard_attribute: str | None = None,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -126,6 +137,20 @@ class Sharding:
                 )
                 raise ShardingDefinitionError(msg) from None
         self.cursor_secret = cursor_secret
+        chosen: object = layout  # checked at run time
+        if chosen not in ("suffixed", "multi_attribute"):
+            msg = f"Sharding(layout=...): expected 'suffixed' or 'multi_attribute', got {layout!r}."
+            raise ShardingDefinitionError(msg)
+        if shard_attribute is not None and (layout != "multi_attribute" or not isinstance(shard_attribute, str)
+                                            or not shard_attribute):
+            msg = (
+                f"Sharding(shard_attribute=...): names the stored shard attribute of "
+                f"layout='multi_attribute' and must be a non-empty str, got {shard_attribute!r} with "
+                f"layout={layout!r}; pass layout='multi_attribute' too, or drop shard_attribute."
+            )
+            raise ShardingDefinitionError(msg)
+        self.layout = layout
+        self.shard_attribute = shard_attribute
         self.name = ""
         # One manager per fully defined owner class: item decoding asks for it per item.
         self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
@@ -133,6 +158,7 @@ class Sharding:
     def __repr__(self) -> str:
         extra = f", first_shard={self.first_shard}" if self.first_shard != 1 else ""
         extra += ", legacy_unsharded=True" if self.legacy_unsharded else ""
+        extra += f", layout={self.layout!r}" if self.layout != "suffixed" else ""
         return f"Sharding({self.strategy!r}, separator={self.separator!r}{extra})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:

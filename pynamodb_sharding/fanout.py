@@ -38,6 +38,7 @@ from pynamodb.constants import (
     TOTAL,
 )
 from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.pagination import RateLimiter
 
@@ -462,7 +463,13 @@ class _ShardQuery:
         limiter = self._limiter
         if limiter is not None:
             limiter.acquire()
-        data: dict[str, Any] = self._connection.query(hash_value, exclusive_start_key=start, **self._kwargs)
+        kwargs = self._kwargs
+        if isinstance(hash_value, IndexPartition):  # a multi-attribute index key: value and shard
+            given = kwargs.get("range_key_condition")
+            kwargs = {**kwargs, "range_key_condition": hash_value.condition if given is None
+                      else hash_value.condition & given}
+            hash_value = hash_value.value
+        data: dict[str, Any] = self._connection.query(hash_value, exclusive_start_key=start, **kwargs)
         if limiter is not None:
             limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
         return data
@@ -508,6 +515,15 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
 
 
 @attrs.frozen
+class IndexPartition:
+    """One partition of a ``layout="multi_attribute"`` index: the queried value, and the
+    equality on the shard attribute that completes the index's partition key."""
+
+    value: str
+    condition: Condition
+
+
+@attrs.frozen
 class _QueryPlan:
     """How one logical query maps onto DynamoDB queries."""
 
@@ -517,6 +533,8 @@ class _QueryPlan:
     key_names: tuple[str, ...]
     sort_name: str | None
     hash_value: Callable[[int], object]
+    #: The number attribute a multi-attribute index stores the shard in (start keys hold it).
+    shard_name: str | None = None
 
 
 def _plan(
@@ -561,6 +579,20 @@ def _plan(
         index_manager = index.manager
         index_shards = given if given is not None else index_manager.read_shards(hash_key)
         scope = CursorScope(model.__name__, table, {"S": hash_key}, index_name, forward)
+        shard_name = index.shard_attr_name
+        if shard_name is not None:
+            def partition(shard: int) -> IndexPartition:
+                index_manager.physical_key(hash_key, shard)  # refuses a shard the value cannot have
+                number = Path([shard_name]) == Value({"N": str(shard)})
+                return IndexPartition(hash_key, number)
+
+            def logical_value(shard: int) -> object:
+                index_manager.physical_key(hash_key, shard)
+                return hash_key
+
+            partitions = {shard: partition(shard) for shard in index_shards}
+            return _QueryPlan(scope, hash_name, partitions, (*key_names, shard_name), sort_name,
+                              logical_value, shard_name)
         values = {shard: index_manager.physical_key(hash_key, shard) for shard in index_shards}
         return _QueryPlan(scope, hash_name, values, key_names, sort_name,
                           lambda shard: index_manager.physical_key(hash_key, shard))
@@ -650,10 +682,12 @@ def merged_query(
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
     plan = _plan(model, hash_key, shards, index_name, consistent_read, forward)
     state = CursorState()
-    tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets())
+    tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets(),
+                        shard_name=plan.shard_name)
     if last_evaluated_key is not None:
         state = decode_cursor(last_evaluated_key, plan.scope, key_names=plan.key_names,
-                              hash_name=plan.hash_name, hash_value=plan.hash_value, secrets=tokens.secrets)
+                              hash_name=plan.hash_name, hash_value=plan.hash_value, secrets=tokens.secrets,
+                              shard_name=plan.shard_name)
     starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
     hash_values = dict(plan.hash_values)

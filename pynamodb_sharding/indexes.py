@@ -15,7 +15,7 @@ the index is not the count of a table key spelled the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ShardedIndex",
+    "add_shard_attributes",
     "check_index_actions",
     "index_shard_manager",
     "sharded_index",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 _R = TypeVar("_R")
+_S = TypeVar("_S", bound=Any)
 
 
 @attrs.frozen
@@ -61,14 +63,39 @@ class ShardedIndex:
     attr_name: str
     #: The index's bound shard manager.
     manager: ShardManager[Any] = attrs.field(repr=False)
+    #: ``layout="multi_attribute"``: the stored name of the number attribute holding the index
+    #: shard, the second attribute of the index's partition key; ``None`` for the suffixed layout.
+    shard_attr_name: str | None = None
 
-    def physical_value(self, item: ShardedModel) -> str | None:
-        """What the item stores in the index's attribute: the logical value in its index shard
-        (``None`` when the item has no value: it is not in the index)."""
+    def store(self, item: ShardedModel, data: dict[str, dict[str, Any]]) -> None:
+        """Put the item's index entry into its serialized ``data``: the suffixed value
+        (``20160226_7``), or the logical value beside the shard number attribute."""
         value = item.attribute_values.get(self.attribute)
-        if value is None:
-            return None
-        return self.manager.codec.encode(value, self.shard_of(item, value))
+        if value is None:  # not in the index
+            if self.shard_attr_name is not None:
+                data.pop(self.shard_attr_name, None)
+            return
+        shard = self.shard_of(item, value)
+        if self.shard_attr_name is None:
+            data[self.attr_name] = {"S": self.manager.codec.encode(value, shard)}
+        else:
+            data[self.shard_attr_name] = {"N": str(shard)}
+
+    def adopt(self, item: ShardedModel, raw: Mapping[str, Any] | None) -> None:
+        """Give a deserialized ``item`` its logical index value; remember its index shard."""
+        values = item.attribute_values
+        stored = values.get(self.attribute)
+        if stored is None:  # not in the index, or projected away
+            return
+        if self.shard_attr_name is None:
+            logical, shard = self.manager.codec.decode(stored)
+            values[self.attribute] = logical
+            item._pin_index_shard(self.index_name, logical, shard)
+            return
+        number = (raw or {}).get(self.shard_attr_name)
+        text = number.get("N") if isinstance(number, Mapping) else None
+        if isinstance(text, str) and text.isdecimal():  # else written by another program: drawn anew
+            item._pin_index_shard(self.index_name, stored, int(text))
 
     def shard_of(self, item: ShardedModel, value: str) -> int:
         """The index shard of ``item``: computed for hashed strategies, else the one it was read
@@ -115,10 +142,12 @@ def check_index_actions(model: type[ShardedModel], actions: list[Any]) -> None:
         for action in actions:
             found = _names_path(action, {index.attr_name})
             if found is not None:
+                stored = ("with an index shard suffix" if index.shard_attr_name is None
+                          else f"with its index shard in {index.shard_attr_name!r}")
                 msg = (
                     f"{model.__name__}.{index.attribute}: the index {index.index_name!r} is sharded, so "
-                    f"{index.attribute!r} is stored with an index shard suffix that an update action "
-                    f"cannot keep right; set item.{index.attribute} and call item.save(). Nothing was sent."
+                    f"{index.attribute!r} is stored {stored}, which an update action cannot keep right; "
+                    f"set item.{index.attribute} and call item.save(). Nothing was sent."
                 )
                 raise DerivedAttributeUpdateError(msg)
             values = getattr(action, "values", None)
@@ -222,15 +251,29 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                 f"model's own Sharding already shards; remove the Sharding from the index."
             )
             raise ShardingDefinitionError(msg)
-        if attribute == range_keyname(model):
+        multi = sharding.layout == "multi_attribute"
+        if attribute == range_keyname(model) and not multi:
             msg = (
                 f"{where}: the index {index_name!r} is keyed on the table's range key, which would "
-                f"then be stored suffixed; key the index on an attribute of its own."
+                f"then be stored suffixed; key the index on an attribute of its own, or use "
+                f"layout='multi_attribute', which stores it unchanged."
             )
             raise ShardingDefinitionError(msg)
+        shard_attr_name = None
+        if multi:
+            shard_attr_name = sharding.shard_attribute or f"{model_attribute.attr_name}_shard"
+            taken = {attr.attr_name for attr in model.get_attributes().values()}
+            taken |= {other.shard_attr_name for other in found.values() if other.shard_attr_name}
+            if shard_attr_name in taken:
+                msg = (
+                    f"{where}: the index {index_name!r} stores its shard in {shard_attr_name!r}, which "
+                    f"{model.__name__} already uses; pass Sharding(..., shard_attribute=...) a name of "
+                    f"its own."
+                )
+                raise ShardingDefinitionError(msg)
         for other_name, other in indexes(model).items():
             other_keys = {key.attr_name for key in other.Meta.attributes.values()}
-            if other_name != index_name and model_attribute.attr_name in other_keys:
+            if other_name != index_name and model_attribute.attr_name in other_keys and not multi:
                 msg = (
                     f"{where}: the sharded index {index_name!r} stores {attribute!r} suffixed, but the "
                     f"index {other_name!r} is keyed on it too and would see suffixed values; give "
@@ -245,8 +288,31 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                     f"not an attribute of {model.__name__}; name attributes of the model."
                 )
                 raise ShardingDefinitionError(msg)
-        found[index_name] = ShardedIndex(index_name, attribute, model_attribute.attr_name, manager)
+        found[index_name] = ShardedIndex(index_name, attribute, model_attribute.attr_name, manager,
+                                         shard_attr_name)
     return found
+
+
+def add_shard_attributes(model: type[Model], schema: _S) -> _S:
+    """Add the shard attribute of each ``layout="multi_attribute"`` index of ``model`` to a
+    PynamoDB model schema: an ``N`` attribute definition, and a second ``HASH`` entry after the
+    index's own in its key schema (DynamoDB's multi-attribute partition key)."""
+    bound: dict[str, ShardedIndex] = getattr(model, "_sharded_indexes", {}) or {}
+    multi = {name: index for name, index in bound.items() if index.shard_attr_name is not None}
+    if not multi:
+        return schema
+    definitions = schema["attribute_definitions"]
+    for index_schema in schema["global_secondary_indexes"]:
+        index = multi.get(index_schema["index_name"])
+        if index is None or index.shard_attr_name is None:
+            continue
+        keys = list(index_schema["key_schema"])
+        position = next(n for n, key in enumerate(keys) if key["KeyType"] == "HASH") + 1
+        keys.insert(position, {"AttributeName": index.shard_attr_name, "KeyType": "HASH"})
+        index_schema["key_schema"] = keys
+        if all(entry["AttributeName"] != index.shard_attr_name for entry in definitions):
+            definitions.append({"AttributeName": index.shard_attr_name, "AttributeType": "N"})
+    return schema
 
 
 def index_shard_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:

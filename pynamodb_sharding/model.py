@@ -8,7 +8,7 @@ so saving, updating, deleting or refreshing it again hits the same physical key.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from botocore.exceptions import ClientError
@@ -31,7 +31,13 @@ from pynamodb_sharding.exceptions import (
     ShardingDefinitionError,
     ShardMoveError,
 )
-from pynamodb_sharding.indexes import ShardedIndex, check_index_actions, sharded_indexes, write_growing_indexes
+from pynamodb_sharding.indexes import (
+    ShardedIndex,
+    add_shard_attributes,
+    check_index_actions,
+    sharded_indexes,
+    write_growing_indexes,
+)
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
 from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
 
@@ -74,6 +80,13 @@ class ShardedMetaModel(MetaModel):
             msg = (
                 f"{name}.{cls._hash_keyname}: the hash key is a {type(attribute).__name__}, but "
                 f"sharding appends a suffix to it; declare it as a UnicodeAttribute (string keys)."
+            )
+            raise ShardingDefinitionError(msg)
+        sharding = next(vars(klass)[declared[0]] for klass in cls.__mro__ if declared[0] in vars(klass))
+        if sharding.layout != "suffixed":
+            msg = (
+                f"{name}.{declared[0]}: layout={sharding.layout!r} is for the Sharding of a "
+                f"GlobalSecondaryIndex; a table's hash key is always stored suffixed: remove layout."
             )
             raise ShardingDefinitionError(msg)
         manager = shard_manager(cls)  # binds the class: its key space and its one codec
@@ -297,32 +310,23 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     # -- encoding ------------------------------------------------------------------------------
 
-    def _adopt_physical_key(self) -> None:
-        """Replace the physical hash key just deserialized by its logical key; keep the shard."""
+    def _adopt_physical_key(self, raw: Mapping[str, Any] | None = None) -> None:
+        """Replace the physical hash key just deserialized (from ``raw``) by its logical key;
+        keep the shard."""
         codec = self._shard_codec
         if codec is None:
             self._shard_manager()  # raises the error that names the missing declaration
             raise AssertionError("unreachable")
         values = self.attribute_values
         if self._sharded_indexes:
-            self._adopt_index_values()
+            for index in self._sharded_indexes.values():
+                index.adopt(self, raw)
         physical = values.get(codec.attribute)
         if physical is None:  # projected away
             return
         values[codec.attribute], self._physical_shard = codec.decode(physical)
         # _pin_shard inlined: this runs for every item read back.
         self._pinned_basis = tuple(map(values.get, self._shard_basis_names))
-
-    def _adopt_index_values(self) -> None:
-        """Replace the physical values of sharded index attributes by logical ones; keep the shards."""
-        values = self.attribute_values
-        for index in self._sharded_indexes.values():
-            physical = values.get(index.attribute)
-            if physical is None:  # not in the index, or projected away
-                continue
-            logical, shard = index.manager.codec.decode(physical)
-            values[index.attribute] = logical
-            self._pin_index_shard(index.index_name, logical, shard)
 
     def _pin_index_shard(self, index_name: str, value: str, shard: int) -> None:
         if self._index_pins is None:
@@ -334,21 +338,19 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             self._index_pins.pop(index_name, None)
 
     def _store_index_values(self, data: dict[str, dict[str, Any]]) -> None:
-        """Put each sharded index's physical value in serialized ``data``."""
+        """Put each sharded index's entry (physical value, or shard attribute) in serialized ``data``."""
         for index in self._sharded_indexes.values():
-            physical = index.physical_value(self)
-            if physical is not None:
-                data[index.attr_name] = {"S": physical}
+            index.store(self, data)
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
         instance = super()._instantiate(attribute_values)
-        instance._adopt_physical_key()
+        instance._adopt_physical_key(attribute_values)
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
         super().deserialize(attribute_values)
-        self._adopt_physical_key()
+        self._adopt_physical_key(attribute_values)
 
     def serialize(self, null_check: bool = True) -> dict[str, dict[str, Any]]:
         """The item as DynamoDB stores it: the hash key is the physical key.
@@ -782,7 +784,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def from_dynamodb_dict(self, d: dict[str, dict[str, Any]]) -> None:
         """Set attributes from :meth:`to_dynamodb_dict`'s output; the item keeps its shard."""
         super().from_dynamodb_dict(d)
-        self._adopt_physical_key()
+        self._adopt_physical_key(d)
 
     # -- point reads ---------------------------------------------------------------------------
 
@@ -872,6 +874,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         )
 
     # -- table management ----------------------------------------------------------------------
+
+    @classmethod
+    def _get_schema(cls) -> Any:
+        # PynamoDB builds CreateTable and its own key metadata from this schema: add the shard
+        # attribute of each layout="multi_attribute" index (tested by creating such a table).
+        return add_shard_attributes(cls, super()._get_schema())
 
     @classmethod
     def create_table(

@@ -27,7 +27,8 @@ capacity units per second, starting full with one second of burst):
   with the ``IndexWriteKeyRangeThroughputExceeded`` reason and the index's ARN
   (``arn:aws:dynamodb:<region>:000000000000:table/<table>/index/<index>``), as DynamoDB's
   back-pressure does. Index partitions are counted in :attr:`PartitionLimitSimulator.write_units`
-  under ``("<table>/index/<index>", value)``. Updates and deletes, whose request does not show
+  under ``("<table>/index/<index>", value)`` (``"<value>#<shard>"`` for an index of
+  ``layout="multi_attribute"``, whose partition key is the pair). Updates and deletes, whose request does not show
   the index value the item held, are not charged to index partitions;
 * not charged: ``Scan``, queries of an index, ``TransactGetItems``, tables of other models.
 
@@ -431,7 +432,9 @@ class PartitionLimitSimulator:
         units = float(factor * write_units(item_size(item)))
         charges = []
         for index, attribute in self._index_hash_keys.get(table, {}).items():
-            key = _key_text(item.get(attribute))
+            # A multi-attribute partition key ("day", "day_shard") is one partition per pair.
+            parts = [_key_text(item.get(name)) for name in attribute.split("\x1f")]
+            key = None if None in parts else "#".join(part for part in parts if part is not None)
             if key is not None:
                 charges.append(_Charge(f"{table}/index/{index}", key, units, True, index=True))
         return charges
@@ -719,11 +722,16 @@ def _hash_key_name(model: type[Model]) -> str:
 
 
 def _index_hash_key_names(model: type[Model]) -> dict[str, str]:
-    """The stored hash-key attribute name of each global secondary index of ``model``."""
+    """The stored hash-key attribute name of each global secondary index of ``model``; the
+    names of a multi-attribute partition key joined by ``\x1f`` (``layout="multi_attribute"``)."""
     names = {}
+    sharded = getattr(model, "_sharded_indexes", {}) or {}
     for name, index in indexes(model).items():
         if isinstance(index, GlobalSecondaryIndex):
             names[name] = index_hash_attribute(index).attr_name
+            shard_attr = getattr(sharded.get(name), "shard_attr_name", None)
+            if shard_attr is not None:
+                names[name] += "\x1f" + shard_attr
     return names
 
 

@@ -4,7 +4,7 @@
 is never hot) while every physical partition of the ``by_day`` index takes ``--limit`` write
 units/s (``simulate_partition_limits(index_write_units=...)``). Prints, per second and over the
 run, the acknowledged writes/s of a plain PynamoDB model with an unsharded index, of a
-``ShardedModel`` whose index is ``HashedShards(8)``, and of one whose index is
+``ShardedModel`` whose index is ``HashedShards(8)`` (suffixed, and ``layout="multi_attribute"``), and of one whose index is
 ``DynamicShards(max_shards=8)``, and the table writes refused by the index's back-pressure
 (``IndexWriteKeyRangeThroughputExceeded``, every attempt counted, retries included).
 
@@ -83,6 +83,27 @@ class HashedLog(ShardedModel):
     shards = Sharding(HashedShards(1))  # the table is not hot: its own keys need no shards
 
 
+class MultiByDay(GlobalSecondaryIndex["MultiLog"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(8), layout="multi_attribute")
+
+
+class MultiLog(ShardedModel):
+    class Meta:
+        table_name = "bench_index_multi"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    by_day = MultiByDay()
+    shards = Sharding(HashedShards(1))
+
+
 class IndexShards(ShardMetadata):
     class Meta:
         table_name = "bench_index_shards"
@@ -155,10 +176,11 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
         say(line)
 
     models: list[tuple[str, type[Model]]] = [
-        ("unsharded index", PlainLog), ("HashedShards(8) index", HashedLog), ("DynamicShards index", DynamicLog),
+        ("unsharded index", PlainLog), ("HashedShards(8) index", HashedLog),
+        ("HashedShards(8) multi-attribute index", MultiLog), ("DynamicShards index", DynamicLog),
     ]
     results: dict[str, dict[str, Any]] = {}
-    with running_dynamodb_local() as server, bound_models(server, PlainLog, HashedLog, DynamicLog):
+    with running_dynamodb_local() as server, bound_models(server, PlainLog, HashedLog, MultiLog, DynamicLog):
         for name, model in models:
             with simulate_partition_limits(model, write_units=None, index_write_units=args.limit) as simulator:
                 start = time.time()

@@ -4,7 +4,8 @@
 is never hot) while every physical partition of the ``by_day`` index takes ``--limit`` write
 units/s (``simulate_partition_limits(index_write_units=...)``). Prints, per second and over the
 run, the acknowledged writes/s of a plain PynamoDB model with an unsharded index, of a
-``ShardedModel`` whose index is ``HashedShards(8)`` (suffixed, and ``layout="multi_attribute"``), and of one whose index is
+``ShardedModel`` whose index is ``HashedShards(8)`` (suffixed, and ``layout="multi_attribute"``),
+and of one whose index is
 ``DynamicShards(max_shards=8)``, and the table writes refused by the index's back-pressure
 (``IndexWriteKeyRangeThroughputExceeded``, every attempt counted, retries included).
 

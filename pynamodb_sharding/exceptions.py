@@ -189,6 +189,18 @@ class ShardMoveError(ShardingError):
     code = "shard-move"
 
 
+class PartialItemError(ShardingError, ValueError):
+    """A full write (``save``, a batch or transactional put) of an item read with a projection
+    that left out its key: the key attributes were fetched only for the library's own use, and
+    the put would replace the stored item without the attributes not fetched. PynamoDB refuses
+    the same write with a ``ValueError`` (the key is missing), which this error also is.
+
+    .. versionadded:: 0.3.0
+    """
+
+    code = "partial-item"
+
+
 class DerivedAttributeUpdateError(ShardingError):
     """An ``update()`` sets or removes an attribute the item's shard is computed from.
 

@@ -59,7 +59,7 @@ from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, 
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
-from pynamodb_sharding.point_reads import with_key_attributes
+from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes
 from pynamodb_sharding.pool import BoundedSubmitter, fanout_threads
 
 if TYPE_CHECKING:
@@ -287,9 +287,12 @@ class MergedResultIterator(Iterator[_M]):
         shard_query: _ShardQuery | None = None,
         tokens: TokenCodec | None = None,
         given_state: CursorState | None = None,
+        partial: bool = False,
     ) -> None:
         self._model = model
-        self._from_raw_data = model.from_raw_data
+        self._from_raw_data: Callable[[dict[str, Any]], _M] = model.from_raw_data
+        if partial:  # a projection that left out the key: full puts of these items are refused
+            self._from_raw_data = lambda raw: model.from_raw_data(raw)._marked_partial()
         self._merge = merge
         self.page_iter = MergedPageIterator(
             merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
@@ -739,7 +742,8 @@ def merged_query(
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
                                 shard_query=send, tokens=tokens,
-                                given_state=state if last_evaluated_key is not None else None)
+                                given_state=state if last_evaluated_key is not None else None,
+                                partial=leaves_out_keys(attributes_to_get, model._key_names()))
 
 
 def _page(data: Mapping[str, Any]) -> Page:

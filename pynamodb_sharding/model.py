@@ -28,6 +28,7 @@ from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.exceptions import (
     DerivedAttributeUpdateError,
     LogicalKeyError,
+    PartialItemError,
     ShardingDefinitionError,
     ShardMoveError,
 )
@@ -39,7 +40,7 @@ from pynamodb_sharding.indexes import (
     write_growing_indexes,
 )
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
-from pynamodb_sharding.point_reads import locate, read_physical, with_key_attributes
+from pynamodb_sharding.point_reads import leaves_out_keys, locate, read_physical, with_key_attributes
 
 if TYPE_CHECKING:
     from pynamodb_sharding.fanout import MergedResultIterator
@@ -131,6 +132,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     _sharded_indexes: ClassVar[dict[str, ShardedIndex]] = {}
     #: Index name -> (logical value, index shard) this item was read from or written to.
     _index_pins: dict[str, tuple[str, int]] | None = None
+    #: Read with a projection that left out a key attribute (fetched anyway, for decoding and
+    #: merging): a full put of it is refused, as PynamoDB refuses it (see PartialItemError).
+    _partial: bool = False
 
 
     # -- the sharding declaration -------------------------------------------------------------
@@ -351,6 +355,21 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
         super().deserialize(attribute_values)
         self._adopt_physical_key(attribute_values)
+        self._partial = False  # refresh() and update() read the whole item
+
+    def _marked_partial(self: _T) -> _T:
+        self._partial = True
+        return self
+
+    def _refuse_partial_put(self) -> None:
+        cls = type(self)
+        msg = (
+            f"{cls.__name__}: this item was read with attributes_to_get leaving out its key, so it "
+            f"holds only the attributes fetched; a put would replace the stored item without the "
+            f"others (PynamoDB refuses it too: its key is missing). Nothing was sent. Call "
+            f"item.refresh() first, or change it with item.update(actions=[...])."
+        )
+        raise PartialItemError(msg)
 
     def serialize(self, null_check: bool = True) -> dict[str, dict[str, Any]]:
         """The item as DynamoDB stores it: the hash key is the physical key.
@@ -358,6 +377,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         A new item is assigned its write shard here (and keeps it), which is what batch and
         transactional writes of new items use.
         """
+        if null_check and self._partial:
+            self._refuse_partial_put()
         data = super().serialize(null_check=null_check)
         shard = self._known_shard()
         if shard == LEGACY_SHARD:
@@ -807,13 +828,15 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 attributes_to_get=with_key_attributes(attributes_to_get, cls._key_names()),
             )
             item_data = data.get(ITEM) if data else None
-            if item_data:
-                return cls.from_raw_data(item_data)
-            raise cls.DoesNotExist()
-        _, raw = probe._locate(candidates, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
-        if raw is None:
-            raise cls.DoesNotExist()
-        return cls.from_raw_data(raw)
+            if not item_data:
+                raise cls.DoesNotExist()
+            raw = item_data
+        else:
+            _, raw = probe._locate(candidates, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
+            if raw is None:
+                raise cls.DoesNotExist()
+        item = cls.from_raw_data(raw)
+        return item._marked_partial() if leaves_out_keys(attributes_to_get, cls._key_names()) else item
 
     @classmethod
     def batch_get(
@@ -851,9 +874,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 continue
             seen.add(identity)
             keys.extend((identity[0], shard, range_key) for shard in probe._candidate_shards())
+        partial = leaves_out_keys(attributes_to_get, cls._key_names())
         for _, raw in read_physical(cls, keys, consistent_read=consistent_read,
                                          attributes_to_get=attributes_to_get):
-            yield cls.from_raw_data(raw)
+            item = cls.from_raw_data(raw)
+            yield item._marked_partial() if partial else item
 
     @classmethod
     def get_operation_kwargs_from_class(

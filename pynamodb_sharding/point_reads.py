@@ -22,7 +22,7 @@ from pynamodb_sharding.keys import LEGACY_SHARD
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
 
-__all__ = ["BATCH_GET_LIMIT", "locate", "read_physical", "with_key_attributes"]
+__all__ = ["BATCH_GET_LIMIT", "leaves_out_keys", "locate", "read_physical", "with_key_attributes"]
 
 #: DynamoDB's limit on keys in one BatchGetItem request.
 BATCH_GET_LIMIT = 100
@@ -41,6 +41,15 @@ def with_key_attributes(attributes_to_get: Iterable[Any] | None, key_names: Sequ
         return None
     names = {getattr(entry, "attr_name", entry) for entry in requested}
     return requested + [name for name in key_names if name not in names]
+
+
+def leaves_out_keys(attributes_to_get: Iterable[Any] | None, key_names: Sequence[str]) -> bool:
+    """Whether a projection the caller asked for leaves out a key attribute, which
+    :func:`with_key_attributes` then adds: the items read are partial, their keys only ours."""
+    if attributes_to_get is None:
+        return False
+    names = {getattr(entry, "attr_name", entry) for entry in attributes_to_get}
+    return bool(names) and any(name not in names for name in key_names)
 
 
 def read_physical(

@@ -9,9 +9,11 @@ all ask it, never the strategy directly. :func:`shard_manager` returns it for a 
 
 from __future__ import annotations
 
+import datetime
 import functools
 import weakref
 from collections.abc import Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import attrs
@@ -79,12 +81,21 @@ class Sharding:
             (DynamoDB's multi-attribute keys). See :doc:`indexes`.
         shard_attribute: with ``layout="multi_attribute"``, the name of the stored shard
             number attribute; default ``<index attribute>_shard`` (``day_shard``).
+        written_at: the model's range key, when it is the time the item is written (a
+            ``NumberAttribute`` of epoch seconds, see ``written_at_unit``, or a
+            ``UTCDateTimeAttribute``): a query whose range ends before a shard was first used
+            does not query it (with a strategy whose count changes over time,
+            :class:`~pynamodb_sharding.DynamicShards`). See :doc:`query`.
+        written_at_unit: ``"s"`` (default) or ``"ms"``: the unit of a number ``written_at``.
+        written_at_margin: seconds of clock skew allowed between writers (default 300): a shard
+            is skipped only when the query's range ends this long before the shard's first use.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
     .. versionchanged:: 0.3.0
-       ``layout`` and ``shard_attribute``, for sharded global secondary indexes.
+       ``layout`` and ``shard_attribute``, for sharded global secondary indexes;
+       ``written_at``, ``written_at_unit`` and ``written_at_margin``.
     """
 
     def __init__(
@@ -98,6 +109,9 @@ class Sharding:
         cursor_secret: CursorSecret | Callable[[], CursorSecret] | None = None,
         layout: Literal["suffixed", "multi_attribute"] = "suffixed",
         shard_attribute: str | None = None,
+        written_at: str | None = None,
+        written_at_unit: Literal["s", "ms"] = "s",
+        written_at_margin: float = 300.0,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -151,6 +165,20 @@ class Sharding:
             raise ShardingDefinitionError(msg)
         self.layout = layout
         self.shard_attribute = shard_attribute
+        if written_at is not None and (not isinstance(written_at, str) or not written_at):
+            msg = f"Sharding(written_at=...): expected the name of the model's range key, got {written_at!r}."
+            raise ShardingDefinitionError(msg)
+        unit: object = written_at_unit
+        if unit not in ("s", "ms"):
+            msg = f"Sharding(written_at_unit=...): expected 's' or 'ms', got {written_at_unit!r}."
+            raise ShardingDefinitionError(msg)
+        margin: object = written_at_margin
+        if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < float("inf"):
+            msg = f"Sharding(written_at_margin=...): expected seconds >= 0, got {written_at_margin!r}."
+            raise ShardingDefinitionError(msg)
+        self.written_at = written_at
+        self.written_at_unit = written_at_unit
+        self.written_at_margin = float(written_at_margin)
         self.name = ""
         # One manager per fully defined owner class: item decoding asks for it per item.
         self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
@@ -206,9 +234,12 @@ class Sharding:
         """The manager of ``owner``, created once per fully defined class."""
         manager = self._managers.get(owner)
         if manager is None:
+            written_at = (None if self.written_at is None else
+                          WrittenAt(self.written_at, 1000.0 if self.written_at_unit == "ms" else 1.0,
+                                    self.written_at_margin))
             manager = ShardManager(owner, self.strategy, self.separator, self.max_workers,
                                    first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
-                                   cursor_secret=self.cursor_secret)
+                                   cursor_secret=self.cursor_secret, written_at=written_at)
             if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                 self._managers[owner] = manager
         return manager
@@ -219,6 +250,32 @@ class Sharding:
             f"strategy and cannot be assigned; construct the item and save it."
         )
         raise AttributeError(msg)
+
+
+@attrs.frozen
+class WrittenAt:
+    """``Sharding(written_at=...)``: the range key holds the time an item is written.
+
+    .. versionadded:: 0.3.0
+    """
+
+    #: The Python name of the model's range key.
+    attribute: str
+    #: Units of a number value per second (1 for seconds, 1000 for milliseconds).
+    per_second: float = 1.0
+    #: Seconds of clock skew allowed between writers.
+    margin: float = 300.0
+
+    def epoch(self, attribute: Any, value: Any) -> float | None:
+        """``value`` of the range ``attribute`` (Python or serialized) as epoch seconds."""
+        if value is None:
+            return None
+        if isinstance(value, datetime.datetime):
+            moment = value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+            return moment.timestamp()
+        if isinstance(value, str) and attribute.attr_type == "S":
+            return self.epoch(attribute, attribute.deserialize(value))
+        return float(Decimal(str(value))) / self.per_second
 
 
 @attrs.frozen
@@ -248,6 +305,8 @@ class ShardManager(Generic[_M]):
     )
     #: The sharded global secondary index this manager shards, ``None`` for the table's hash key.
     index_name: str | None = attrs.field(default=None, kw_only=True)
+    #: ``Sharding(written_at=...)``: the range key is the write time; queries skip later shards.
+    written_at: WrittenAt | None = attrs.field(default=None, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)
@@ -387,7 +446,8 @@ class ShardManager(Generic[_M]):
 
     def write_shard(self, item: _M) -> int:
         """The shard a new ``item`` goes to (drawn anew by random strategies)."""
-        return self._chosen(self.strategy.write_shard(self.item_key(item))) + self._offset
+        view = self.item_key(item)
+        return self._in_use(item, view, self._chosen(self.strategy.write_shard(view))) + self._offset
 
     def write(self, item: _M, send: Callable[[int], _R]) -> _R:
         """Write a new ``item``: the strategy picks the shard and may retry ``send(shard)``."""
@@ -395,8 +455,45 @@ class ShardManager(Generic[_M]):
         offset = self._offset
         custom: Callable[[ItemKey, Callable[[int], _R]], _R] | None = getattr(self.strategy, "write", None)
         if custom is not None:
-            return custom(view, lambda shard: send(self._chosen(shard) + offset))
-        return send(self._chosen(self.strategy.write_shard(view)) + offset)
+            return custom(view, lambda shard: send(self._in_use(item, view, self._chosen(shard)) + offset))
+        return send(self._in_use(item, view, self._chosen(self.strategy.write_shard(view))) + offset)
+
+    def _in_use(self, item: _M, view: ItemKey, shard: int) -> int:
+        """``shard``, or one in use when the item's ``written_at`` says it was written.
+
+        With ``Sharding(written_at=...)`` a query skips the shards first used after its range
+        ends (plus the margin). An item whose write time is older than its shard's first use (a
+        writer's clock behind, or a save retried long after the item was built) is put in a
+        shard that existed then instead, so no query can skip it, whatever the clocks.
+        """
+        written = self.written_at
+        hook = getattr(self.strategy, "shards_at", None)
+        if written is None or hook is None or self.index_name is not None:
+            return shard
+        epoch = written.epoch(self.model.get_attributes()[written.attribute], getattr(item, written.attribute))
+        if epoch is None:
+            return shard
+        limit: int = hook(view.key, epoch + written.margin, fresh=False)
+        return shard if shard <= limit else (shard - 1) % limit + 1
+
+    def read_shards_until(self, key: str, until: Any) -> tuple[int, ...]:
+        """:meth:`read_targets` of ``key`` without the shards first used after ``until`` (a
+        value of the ``written_at`` range key) plus the margin: those hold no item written by
+        then (see :meth:`_in_use`). Every shard when nothing can be skipped.
+
+        .. versionadded:: 0.3.0
+        """
+        written = self.written_at
+        hook = getattr(self.strategy, "shards_at", None)
+        if written is None or hook is None or self.index_name is not None:
+            return self.read_targets(key)
+        epoch = written.epoch(self.model.get_attributes()[written.attribute], until)
+        if epoch is None:
+            return self.read_targets(key)
+        view = self.key(key)
+        limit: int = hook(view, epoch + written.margin, fresh=True)  # one read of the count, as read_shards
+        shards = self._possible(view.value, self._shifted(tuple(range(1, limit + 1))))
+        return (LEGACY_SHARD, *shards) if self.legacy_unsharded else shards
 
     def _chosen(self, shard: object) -> int:
         """``shard``, a strategy's choice for a write, if reads of the key cover it.

@@ -321,6 +321,24 @@ class DynamicShards:
             state = self._state(space, key)
         return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
 
+    def shards_at(self, shard_key: ShardKey, at: float, *, fresh: bool = True) -> int:
+        """The highest shard ``key`` had used by epoch second ``at``: the largest count in its
+        history that took effect at or before ``at`` (``initial`` before any). ``fresh`` reads
+        the metadata item as :meth:`read_shards` does; else the cached count is used.
+
+        .. versionadded:: 0.3.0
+        """
+        space, key = shard_key.space, shard_key.value
+        if fresh and self.fresh_reads:
+            state = self.store.load(self._namespace(space), key, owner=self._owner(space))
+        else:
+            state = self._state(space, key)
+        if state is None:
+            return self.initial
+        if all(entry.count != state.count for entry in state.history):
+            return state.read_count  # a count whose start is not recorded: skip nothing
+        return max((self.initial, *(entry.count for entry in state.history if entry.at <= at)))
+
     def write_shard(self, item: ItemKey) -> int:
         state = self._state_for_write(item.key.space, item.key.value)
         return self._random.randint(1, state.count)

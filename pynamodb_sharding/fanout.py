@@ -517,6 +517,31 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_reset_locks_in_child)
 
 
+def _range_end(model: type[ShardedModel], condition: Condition | None, index_name: str | None) -> Any:
+    """The largest value of the range key that a table query's key ``condition`` admits, as
+    stored (``"1456444800"``, a datetime's text), when the model declares ``written_at`` and the
+    condition bounds it from above (``<``, ``<=``, ``=``, ``between``); else ``None``."""
+    written = shard_manager(model).written_at
+    if written is None or condition is None or index_name is not None:
+        return None
+    name = model.get_attributes()[written.attribute].attr_name
+    operands = condition.values
+    path = operands[0] if operands else None
+    if getattr(path, "path", None) != [name]:
+        return None
+    if condition.operator in ("<", "<=", "=") and len(operands) == 2:
+        bound = operands[1]
+    elif condition.operator == "BETWEEN" and len(operands) == 3:
+        bound = operands[2]
+    else:
+        return None
+    value = getattr(bound, "value", None)  # a Value operand: {"N": "..."} or {"S": "..."}
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    ((_, stored),) = value.items()
+    return stored
+
+
 @attrs.frozen
 class IndexPartition:
     """One partition of a ``layout="multi_attribute"`` index: the queried value, and the
@@ -547,10 +572,16 @@ def _plan(
     index_name: str | None,
     consistent_read: bool,
     forward: bool,
+    *,
+    until: Any = None,
 ) -> _QueryPlan:
-    """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index."""
+    """``shards`` defaults to every shard ``read_shards`` names for a sharded table or index;
+    with ``until`` (the end of a table query's range on a ``written_at`` range key), without
+    the shards first used after it."""
     given = shards
-    if shards is None and (index_name is None or _is_sharded_index(model, index_name)):
+    if shards is None and until is not None and index_name is None:
+        shards = shard_manager(model).read_shards_until(hash_key, until)
+    elif shards is None and (index_name is None or _is_sharded_index(model, index_name)):
         shards = shard_manager(model).read_targets(hash_key)  # with the bare legacy key, if any
     shards = shards or ()
     meta = table_connection(model).get_meta_table()
@@ -683,7 +714,8 @@ def merged_query(
     forward = scan_index_forward is not False
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
-    plan = _plan(model, hash_key, shards, index_name, consistent_read, forward)
+    plan = _plan(model, hash_key, shards, index_name, consistent_read, forward,
+                 until=_range_end(model, range_key_condition, index_name))
     state = CursorState()
     tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets(),
                         shard_name=plan.shard_name)
@@ -844,7 +876,8 @@ def merged_count(
             return sum(page[CAMEL_COUNT] for page in merged.page_iter)
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
-    plan = _plan(model, hash_key, shards, index_name, consistent_read, True)
+    plan = _plan(model, hash_key, shards, index_name, consistent_read, True,
+                 until=_range_end(model, range_key_condition, index_name))
     send = _ShardQuery(
         model,
         rate_limit,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from botocore.exceptions import ClientError
-from pynamodb.attributes import Attribute, UnicodeAttribute
+from pynamodb.attributes import Attribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.constants import ITEM
 from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
@@ -92,12 +92,41 @@ class ShardedMetaModel(MetaModel):
             raise ShardingDefinitionError(msg)
         manager = shard_manager(cls)  # binds the class: its key space and its one codec
         manager.validate()
+        if manager.written_at is not None:
+            _check_written_at(cls, manager)
         cls._shard_codec = manager.codec
         cls._shard_basis_names = (
             cls._hash_keyname, *([cls._range_keyname] if cls._range_keyname else []),
             *manager.derived_attributes,
         )
         cls._sharded_indexes = sharded_indexes(cls)
+
+
+def _check_written_at(cls: Any, manager: ShardManager[Any]) -> None:
+    """Refuse a ``Sharding(written_at=...)`` that is not the range key, not a time, or on a
+    strategy whose shards do not change over time (nothing could ever be skipped)."""
+    written = manager.written_at
+    assert written is not None
+    where = f"{cls.__name__}.{written.attribute}"
+    attribute = cls.get_attributes().get(written.attribute)
+    if attribute is None or written.attribute != cls._range_keyname:
+        msg = (
+            f"{where}: Sharding(written_at={written.attribute!r}) must name {cls.__name__}'s range key "
+            f"({cls._range_keyname!r}), the attribute a query's key condition limits."
+        )
+        raise ShardingDefinitionError(msg)
+    if attribute.attr_type != "N" and not isinstance(attribute, UTCDateTimeAttribute):
+        msg = (
+            f"{where}: written_at must be a NumberAttribute of epoch seconds (or milliseconds, "
+            f"written_at_unit='ms') or a UTCDateTimeAttribute, not a {type(attribute).__name__}."
+        )
+        raise ShardingDefinitionError(msg)
+    if getattr(manager.strategy, "shards_at", None) is None:
+        msg = (
+            f"{where}: written_at lets queries skip shards added after their range ends, but "
+            f"{manager.strategy!r} never adds shards over time; use DynamicShards, or drop written_at."
+        )
+        raise ShardingDefinitionError(msg)
 
 
 class ShardedModel(Model, metaclass=ShardedMetaModel):

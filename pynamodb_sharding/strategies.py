@@ -158,7 +158,10 @@ class ShardStrategy(Protocol):
       model's own;
     * ``validate(space, model)``: check at class definition that the model fits, raising
       :class:`~pynamodb_sharding.ShardingDefinitionError`;
-    * ``describe() -> str`` (``repr``): one line for ``pynamodb-sharding status``.
+    * ``describe() -> str`` (``repr``): one line for ``pynamodb-sharding status``;
+    * ``shards_at(key, at, *, fresh) -> int``: the highest shard the key had used by epoch
+      second ``at`` (reads and writes then stay within ``1..`` it for items written by then),
+      which ``Sharding(written_at=...)`` needs to skip shards in queries.
 
     .. versionchanged:: 0.2.0
        A protocol over :class:`ShardKey`/:class:`ItemKey` instead of a base class whose

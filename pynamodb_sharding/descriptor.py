@@ -26,6 +26,7 @@ from pynamodb_sharding.exceptions import (
     ShardingDefinitionError,
     ShardKeyError,
 )
+from pynamodb_sharding.hedging import LatencyWindow
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, KeyCodec, validate_separator
 from pynamodb_sharding.strategies import (
     HistoryEntry,
@@ -89,13 +90,16 @@ class Sharding:
         written_at_unit: ``"s"`` (default) or ``"ms"``: the unit of a number ``written_at``.
         written_at_margin: seconds of clock skew allowed between writers (default 300): a shard
             is skipped only when the query's range ends this long before the shard's first use.
+        hedged_requests: send a shard request of a merged query or count once more when it is
+            slower than the model's recent 95th percentile; the first answer wins
+            (see :mod:`pynamodb_sharding.hedging`).
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
     .. versionchanged:: 0.3.0
        ``layout`` and ``shard_attribute``, for sharded global secondary indexes;
-       ``written_at``, ``written_at_unit`` and ``written_at_margin``.
+       ``written_at``, ``written_at_unit`` and ``written_at_margin``; ``hedged_requests``.
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class Sharding:
         written_at: str | None = None,
         written_at_unit: Literal["s", "ms"] = "s",
         written_at_margin: float = 300.0,
+        hedged_requests: bool = False,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -176,6 +181,11 @@ class Sharding:
         if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < float("inf"):
             msg = f"Sharding(written_at_margin=...): expected seconds >= 0, got {written_at_margin!r}."
             raise ShardingDefinitionError(msg)
+        hedge: object = hedged_requests
+        if not isinstance(hedge, bool):
+            msg = f"Sharding(hedged_requests=...): expected True or False, got {hedged_requests!r}."
+            raise ShardingDefinitionError(msg)
+        self.hedged_requests = hedged_requests
         self.written_at = written_at
         self.written_at_unit = written_at_unit
         self.written_at_margin = float(written_at_margin)
@@ -239,7 +249,8 @@ class Sharding:
                                     self.written_at_margin))
             manager = ShardManager(owner, self.strategy, self.separator, self.max_workers,
                                    first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
-                                   cursor_secret=self.cursor_secret, written_at=written_at)
+                                   cursor_secret=self.cursor_secret, written_at=written_at,
+                                   latency_window=LatencyWindow() if self.hedged_requests else None)
             if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                 self._managers[owner] = manager
         return manager
@@ -307,6 +318,8 @@ class ShardManager(Generic[_M]):
     index_name: str | None = attrs.field(default=None, kw_only=True)
     #: ``Sharding(written_at=...)``: the range key is the write time; queries skip later shards.
     written_at: WrittenAt | None = attrs.field(default=None, kw_only=True)
+    #: ``Sharding(hedged_requests=True)``: the recent latencies slow shard requests are hedged by.
+    latency_window: LatencyWindow | None = attrs.field(default=None, kw_only=True, repr=False)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)

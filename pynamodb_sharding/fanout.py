@@ -56,6 +56,7 @@ from pynamodb_sharding.cursor import (
 )
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
@@ -451,6 +452,7 @@ class _ShardQuery:
         self._connection.connection.client  # noqa: B018
         self._limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
         self._kwargs = {**query_kwargs, "return_consumed_capacity": TOTAL if self._limiter else None}
+        self._window = shard_manager(model).latency_window
 
     @property
     def page_size(self) -> int | None:
@@ -472,7 +474,12 @@ class _ShardQuery:
             kwargs = {**kwargs, "range_key_condition": hash_value.condition if given is None
                       else hash_value.condition & given}
             hash_value = hash_value.value
-        data: dict[str, Any] = self._connection.query(hash_value, exclusive_start_key=start, **kwargs)
+        window = self._window
+        data: dict[str, Any]
+        if window is None:
+            data = self._connection.query(hash_value, exclusive_start_key=start, **kwargs)
+        else:  # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins
+            data = hedged(lambda: self._connection.query(hash_value, exclusive_start_key=start, **kwargs), window)
         if limiter is not None:
             limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
         return data

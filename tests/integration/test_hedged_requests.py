@@ -1,0 +1,118 @@
+"""``Sharding(..., hedged_requests=True)`` on DynamoDB Local, with slow answers injected.
+
+Proves: with every 10th shard request slowed by 1 s (botocore ``before-send``), a hedged
+merged query sends those requests once more, the first answer wins, and the results, read to
+the end or page by page through JSON cursors, are exactly those of the same query unhedged: no
+item lost, repeated or out of order; the discarded slow answers change nothing; counts agree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_sharding import HashedShards, ShardedModel, Sharding
+
+Bind = Callable[..., Any]
+
+
+class Hedged(ShardedModel):
+    class Meta:
+        table_name = "hedge_log"
+        max_pool_connections = 64
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(16), hedged_requests=True)
+
+
+class Unhedged(ShardedModel):
+    """The same table, read without hedging: the reference."""
+
+    class Meta:
+        table_name = "hedge_log"
+        max_pool_connections = 64
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(16))
+
+
+@contextmanager
+def slow_every(model: type[Model], nth: int, seconds: float) -> Iterator[list[int]]:
+    """Delay every ``nth`` Query request of ``model``'s client by ``seconds``."""
+    counter = itertools.count()
+    slowed: list[int] = []
+    lock = threading.Lock()
+
+    def before_send(**_: Any) -> None:
+        with lock:
+            number = next(counter)
+        if number % nth == nth - 1:
+            slowed.append(number)
+            time.sleep(seconds)
+
+    events = model._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.Query", before_send, unique_id="test-slow-every")
+    try:
+        yield slowed
+    finally:
+        events.unregister("before-send.dynamodb.Query", unique_id="test-slow-every")
+
+
+@pytest.fixture
+def logs(dynamodb_models: Bind) -> None:
+    dynamodb_models(Hedged, Unhedged)
+    with Hedged.batch_write() as batch:
+        for at in range(400):
+            batch.save(Hedged("/home", at))
+        for at in range(40):
+            batch.save(Hedged("/small", at))
+    for _ in range(12):  # the window learns the model's latencies
+        list(Hedged.query("/home"))
+
+
+def _pages(model: Any, limit: int, forward: bool, key: str = "/home") -> list[int]:
+    got: list[int] = []
+    cursor = None
+    while True:
+        page = model.query(key, limit=limit, scan_index_forward=forward, last_evaluated_key=cursor)
+        got.extend(int(item.at) for item in page)
+        if page.last_evaluated_key is None:
+            return got
+        cursor = json.loads(json.dumps(page.last_evaluated_key))
+
+
+def test_slow_requests_are_hedged_and_results_are_unchanged(logs: None) -> None:
+    window = Hedged.shards.latency_window
+    assert window is not None
+    before = window.hedges
+    with slow_every(Hedged, 10, 1.0) as slowed:
+        start = time.perf_counter()
+        got = [int(item.at) for item in Hedged.query("/home", page_size=20)]
+        elapsed = time.perf_counter() - start
+    assert got == list(range(400))
+    assert slowed, "some requests were slowed"
+    assert window.hedges > before
+    assert elapsed < 1.0 * len(slowed)  # the slow answers were not waited for one by one
+    assert Hedged.count("/home") == Unhedged.count("/home") == 400
+
+
+class TestProperty:
+    @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(limit=st.integers(5, 40), forward=st.booleans(), nth=st.integers(3, 12))
+    def test_resumed_pages_equal_the_unhedged_query(self, logs: None, limit: int, forward: bool, nth: int) -> None:
+        with slow_every(Hedged, nth, 1.0):
+            got = _pages(Hedged, limit, forward, "/small")
+        assert got == _pages(Unhedged, limit, forward, "/small") == sorted(range(40), reverse=not forward)

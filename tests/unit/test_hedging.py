@@ -1,0 +1,107 @@
+"""``hedged``: the second attempt of a slow call, first success wins (threads, no DynamoDB)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pynamodb_sharding.hedging import MIN_SAMPLES, LatencyWindow, hedged
+
+
+def _warm(window: LatencyWindow, seconds: float = 0.01) -> None:
+    for _ in range(MIN_SAMPLES):
+        window.add(seconds)
+
+
+def test_no_hedge_until_the_window_knows_enough_latencies() -> None:
+    window = LatencyWindow()
+    calls = []
+    assert hedged(lambda: calls.append(1) or "ok", window) == "ok"
+    assert (calls, window.hedges, window.requests) == ([1], 0, 1)
+    assert window.delay() is None
+
+
+def test_fast_call_is_sent_once() -> None:
+    window = LatencyWindow()
+    _warm(window, 0.2)
+    calls = []
+    assert hedged(lambda: calls.append(1) or "ok", window) == "ok"
+    assert (len(calls), window.hedges) == (1, 0)
+
+
+def test_slow_call_is_hedged_and_the_faster_answer_wins() -> None:
+    window = LatencyWindow()
+    _warm(window, 0.01)  # hedge after 10 ms
+    attempts = []
+    lock = threading.Lock()
+
+    def send() -> str:
+        with lock:
+            attempts.append(len(attempts))
+            mine = attempts[-1]
+        if mine == 0:
+            time.sleep(0.5)
+            return "slow"
+        return "fast"
+
+    start = time.perf_counter()
+    assert hedged(send, window) == "fast"
+    assert time.perf_counter() - start < 0.4
+    assert (len(attempts), window.hedges, window.hedge_wins) == (2, 1, 1)
+
+
+def test_an_error_of_one_attempt_is_covered_by_the_other() -> None:
+    window = LatencyWindow()
+    _warm(window, 0.01)
+    attempts = []
+    lock = threading.Lock()
+
+    def send() -> str:
+        with lock:
+            attempts.append(1)
+            mine = len(attempts)
+        if mine == 1:
+            time.sleep(0.1)
+            raise ConnectionError("first attempt lost")
+        time.sleep(0.3)
+        return "second"
+
+    assert hedged(send, window) == "second"
+
+
+def test_both_attempts_failing_raises_the_first_error() -> None:
+    window = LatencyWindow()
+    _warm(window, 0.01)
+    attempts = []
+    lock = threading.Lock()
+
+    def send() -> str:
+        with lock:
+            attempts.append(1)
+            mine = len(attempts)
+        time.sleep(0.1 if mine == 1 else 0.2)
+        raise ConnectionError(f"attempt {mine}")
+
+    with pytest.raises(ConnectionError, match="attempt 1"):
+        hedged(send, window)
+
+
+def test_a_fast_error_is_raised_without_a_hedge() -> None:
+    window = LatencyWindow()
+    _warm(window, 0.2)
+
+    def send() -> str:
+        raise ValueError("bad request")
+
+    with pytest.raises(ValueError, match="bad request"):
+        hedged(send, window)
+    assert window.hedges == 0
+
+
+def test_delay_is_the_95th_percentile_times_the_factor() -> None:
+    window = LatencyWindow()
+    for n in range(1, 101):
+        window.add(n / 1000)  # 1..100 ms
+    assert window.delay() == pytest.approx(0.096)

@@ -370,6 +370,13 @@ _warned_pools: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
+#: A ``limit`` of at least this many items per shard reads each shard's share (see
+#: :class:`~pynamodb_sharding.merge.ShardMerge`'s ``fetch_share``); below it, a shard holding
+#: more than its share would often cost a second round trip, so every shard is asked for the
+#: whole limit, as before (``benchmarks/bench_amplification.py``).
+SHARE_MIN_PER_SHARD = 5
+
+
 def default_page_size(shard_count: int, limit: int | None) -> int:
     """Each shard's ``Limit`` when the caller gives no ``page_size``: ``limit``, capped for memory.
 
@@ -464,11 +471,11 @@ class _ShardQuery:
     def page_size(self, limit: int | None) -> None:
         self._kwargs["limit"] = limit
 
-    def __call__(self, hash_value: Any, start: RawKey | None) -> dict[str, Any]:
+    def __call__(self, hash_value: Any, start: RawKey | None, limit: int | None = None) -> dict[str, Any]:
         limiter = self._limiter
         if limiter is not None:
             limiter.acquire()
-        kwargs = self._kwargs
+        kwargs = self._kwargs if limit is None else {**self._kwargs, "limit": limit}
         if isinstance(hash_value, IndexPartition):  # a multi-attribute index key: value and shard
             given = kwargs.get("range_key_condition")
             kwargs = {**kwargs, "range_key_condition": hash_value.condition if given is None
@@ -755,6 +762,9 @@ def merged_query(
         data = send(hash_values[shard], start)
         return _page(data)
 
+    def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
+        return _page(send(hash_values[shard], start, size))
+
     legacy_first = _LegacyFirst(
         lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,
     )
@@ -775,8 +785,13 @@ def merged_query(
     if legacy is not None and table_sort != sort_name:  # an index query: one item is one table key
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
+    # With a limit and no page size: each shard is asked for about its share, not the whole
+    # limit, when shares are large enough that a shard rarely needs a second round trip.
+    share = (fetch_share if limit is not None and page_size is None and legacy is None
+             and limit >= SHARE_MIN_PER_SHARD * len(starts) else None)
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
-                       limit=limit, max_workers=workers, shadowed=legacy, identity=identity)
+                       limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
+                       fetch_share=share)
     _track(model, merge)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,

@@ -104,6 +104,12 @@ class Page:
 
 #: Fetches one page of a shard: ``fetch_page(shard, exclusive_start_key)``.
 FetchPage = Callable[[int, "RawKey | None"], Page]
+#: Fetches one page of a shard of at most ``limit`` items: ``fetch(shard, exclusive_start_key, limit)``.
+FetchLimitedPage = Callable[[int, "RawKey | None", int], Page]
+
+#: With ``fetch_share``: each shard is first asked for this many times its share of the items
+#: still wanted, so that a page of ``limit`` items reads about ``1.5 x limit + shards`` items.
+SHARE_SLACK = 1.5
 
 
 class _ShardStream:
@@ -168,8 +174,12 @@ class ShardMerge:
         max_workers: int = 1,
         shadowed: int | None = None,
         identity: Callable[[RawItem], Any] | None = None,
+        fetch_share: FetchLimitedPage | None = None,
     ) -> None:
         self._fetch_page = fetch_page
+        # With a limit: ask each shard for its share of what is still wanted, refill only a
+        # shard whose next item the merge needs, prefetch nothing (read amplification ~1.5x).
+        self._fetch_share = fetch_share if limit is not None else None
         self._shadowed = shadowed
         self._identity = identity if identity is not None else sort_key
         # The sort value of the last item returned from a stream that is not shadowed, and the
@@ -295,6 +305,8 @@ class ShardMerge:
                 # The next page may need a wait: load it on the next call, not before handing
                 # this item over.
                 self._loading.append(stream)
+                if self._fetch_share is not None:
+                    self._top_up()
 
     def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
         value = self._sort_key(stream.items[index])
@@ -332,7 +344,8 @@ class ShardMerge:
             self.total_scanned_count += page.scanned_count
             if page.consumed_capacity is not None:
                 self.total_consumed_capacity = (self.total_consumed_capacity or 0.0) + page.consumed_capacity
-            if page.last_evaluated_key is not None and self._may_need_more(len(page.items)):
+            if (page.last_evaluated_key is not None and self._fetch_share is None
+                    and self._may_need_more(len(page.items))):
                 stream.pending = self._submit(stream.shard, page.last_evaluated_key)
         heapq.heappush(self._heap, self._entry(stream, stream.index))
 
@@ -353,7 +366,31 @@ class ShardMerge:
             self._executor_pid = os.getpid()
             self._finalizer = weakref.finalize(self, _shutdown, self._submitter, self._streams, self._executor_pid)
         self.requests += 1
+        if self._fetch_share is not None and self._limit is not None:
+            return self._submitter.submit(self._fetch_share, shard, start, self._share())
         return self._submitter.submit(self._fetch_page, shard, start)
+
+    def _top_up(self) -> None:
+        """In share mode, while one shard's next page is awaited: request in the same round the
+        next page of every shard about to run out (fewer items left than it is likely to give),
+        so that the merge does not wait for them one round trip after another."""
+        assert self._limit is not None
+        wanted = max(1, self._limit - self.returned)
+        open_streams = [stream for stream in self._streams if not (stream.loaded and stream.page_key is None)]
+        likely = -(-wanted // max(1, len(open_streams)))  # an even share of what is still wanted
+        for stream in open_streams:
+            if (stream.loaded and stream.page_key is not None and stream.pending is None
+                    and len(stream.items) - stream.index < likely):
+                stream.pending = self._submit(stream.shard, stream.page_key)
+
+    def _share(self) -> int:
+        """The ``Limit`` of a shard request in share mode: :data:`SHARE_SLACK` times an even
+        share of the items still wanted over the shards that may still have some, rounded up
+        (so N shards read at most 1.5 x wanted + N)."""
+        assert self._limit is not None
+        wanted = max(1, self._limit - self.returned)
+        open_streams = sum(1 for stream in self._streams if not (stream.loaded and stream.page_key is None))
+        return max(1, min(wanted, -(-int(SHARE_SLACK * wanted) // max(1, open_streams))))
 
     def _leave_parents_threads(self) -> list[_ShardStream]:
         """In a forked child, forget the parent's pool; return the streams whose request was lost.

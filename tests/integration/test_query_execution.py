@@ -120,11 +120,26 @@ def test_limit_fetches_at_most_one_page_ahead_per_shard(metrics: None) -> None:
     assert all(n <= 3 for n in per_shard.values()), per_shard
 
 
-def test_page_size_defaults_to_limit(metrics: None) -> None:
+@pytest.mark.parametrize("limit", [20, 50, 120])
+def test_a_limit_reads_about_each_shards_share(metrics: None, limit: int) -> None:
+    """Without page_size, a limit of 5 or more items per shard asks each shard for 1.5 x its
+    share and reads again only a shard whose next item the merge needs: the items read stay
+    within 1.5 x limit + shards (a plain query reads exactly the limit), not limit x shards."""
+    with sent_queries(Metric) as bodies:
+        results = Metric.query("cpu", limit=limit)
+        got = [int(m.at) for m in results]
+    assert got == list(range(limit))
+    first = bodies[:4]
+    assert {body["Limit"] for body in first} == {-(-int(1.5 * limit) // 4)}
+    assert results.page_iter.total_scanned_count <= 1.5 * limit + 4
+
+
+def test_a_small_limit_asks_every_shard_for_the_limit(metrics: None) -> None:
+    """Under 5 items per shard, a share would often cost a second round trip: one page of the
+    limit from every shard covers it, and no shard is read twice."""
     with sent_queries(Metric) as bodies:
         assert len(list(Metric.query("cpu", limit=3))) == 3
     assert {body["Limit"] for body in bodies} == {3}
-    # A first page of 3 from every shard covers a limit of 3: no shard is read twice.
     assert len(bodies) == 4
 
 

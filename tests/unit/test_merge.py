@@ -7,6 +7,7 @@ items counted but not returned), so the merge is checked against ``sorted`` of t
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -486,3 +487,67 @@ class TestSortValue:
     @given(st.text(), st.text())
     def test_string_order_is_utf8_order(self, a: str, b: str) -> None:
         assert (a.encode() < b.encode()) == (sort_value({"S": a}) < sort_value({"S": b}))
+
+
+class SharePaginator(Paginator):
+    """The paginator, also serving requests of a given ``Limit`` (share mode), and counting
+    the items each request read."""
+
+    def __init__(self, shards: dict[int, list[int]], **kwargs: Any) -> None:
+        super().__init__(shards, page_size=None, **kwargs)
+        self.read = 0
+        self.limits: list[int] = []
+
+    def share(self, shard: int, start: RawKey | None, limit: int) -> Page:
+        with self.lock:
+            self.limits.append(limit)
+        self.page_size = limit
+        try:
+            page = Paginator.__call__(self, shard, start)
+        finally:
+            self.page_size = None
+        with self.lock:
+            self.read += page.scanned_count
+        return page
+
+
+class TestShareMode:
+    """With ``fetch_share``, each shard is asked for its share of the limit, refilled only when
+    the merge needs its next item: the output and the cursor are those of the plain merge."""
+
+    @settings(max_examples=80, deadline=None)
+    @given(shard_items, st.integers(1, 40), st.booleans(), st.lists(st.integers(1, 12), min_size=1, max_size=6))
+    def test_same_items_and_exact_resumption(
+        self, shards: dict[int, list[int]], limit: int, forward: bool, cuts: list[int],
+    ) -> None:
+        paginator = SharePaginator(shards, forward=forward)
+        starts: dict[int, RawKey | None] = dict.fromkeys(shards)
+        got: list[tuple[int, int]] = []
+        for cut in itertools.cycle([min(cut, limit) for cut in cuts]):  # pages of a limit each
+            merged = ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4,
+                                forward=forward, limit=cut, fetch_share=paginator.share)
+            got.extend(drain(merged))
+            state, remaining = merged.state()
+            starts = {s: state.positions.get(s) for s in shards}
+            if not remaining:
+                break
+            assert len(got) <= 200, "the pages do not advance"
+        assert got == paginator.expected(forward)
+
+    def test_first_requests_ask_for_the_share(self) -> None:
+        shards = {shard: list(range(shard, 400, 10)) for shard in range(1, 11)}  # interleaved evenly
+        paginator = SharePaginator(shards)
+        merged = ShardMerge(paginator, dict.fromkeys(shards), sort_key=sk_of, key_names=KEY_NAMES,
+                            max_workers=10, limit=20, fetch_share=paginator.share)
+        assert [sk for _, sk in drain(merged)] == sorted(v for vs in shards.values() for v in vs)[:20]
+        assert paginator.limits[:10] == [3] * 10  # 1.5 x 20 / 10 shards
+        assert paginator.read <= 1.5 * 20 + 10  # the plain merge would read 10 x 20 = 200
+
+    def test_a_skewed_shard_is_refilled_alone(self) -> None:
+        shards = {1: list(range(100)), 2: [1000], 3: [1001]}  # every wanted item is in shard 1
+        paginator = SharePaginator(shards)
+        merged = ShardMerge(paginator, dict.fromkeys(shards), sort_key=sk_of, key_names=KEY_NAMES,
+                            max_workers=3, limit=30, fetch_share=paginator.share)
+        assert [sk for _, sk in drain(merged)] == list(range(30))
+        assert paginator.calls[2] == paginator.calls[3] == 1
+        assert paginator.read <= 2 * 30 + 3

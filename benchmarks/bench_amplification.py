@@ -140,7 +140,8 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
     for limit, shards, plain, share, before, *_ in rows:
         target = 1.5 * limit + shards
         out(f"| {limit} | {shards} | {plain[1]} | {share[1]} | {share[1] / limit:.2f} | {target:g} | "
-            f"{'met' if share[1] <= target else 'missed'} | {before[1]} | {plain[2]:g} | {share[2]:g} | {before[2]:g} |")
+            f"{'met' if share[1] <= target else 'missed'} | {before[1]} | {plain[2]:g} | {share[2]:g} | "
+            f"{before[2]:g} |")
     out()
     out("| L | N | plain page (ms) | merged page (ms) | before (page_size=L) page (ms) | merged / before | "
         "target <= 1.3 | met |")

@@ -4,6 +4,7 @@ from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     AmbiguousLegacyKeyError,
+    CapacityThrottleError,
     ConsistentIndexReadError,
     CursorError,
     DerivedAttributeUpdateError,
@@ -47,6 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AmbiguousLegacyKeyError",
+    "CapacityThrottleError",
     "ConsistentIndexReadError",
     "CursorError",
     "DerivedAttributeUpdateError",

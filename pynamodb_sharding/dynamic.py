@@ -35,6 +35,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
 from pynamodb_sharding.exceptions import (
+    CapacityThrottleError,
     GrowthPolicyError,
     IndexThrottleError,
     MetadataRequestError,
@@ -109,7 +110,7 @@ def _react_early(response: Any = None, **kwargs: Any) -> None:
         return
     parsed = response[1]
     throttle = classify_response(parsed, operation="PutItem")
-    if throttle.kind is ThrottleKind.KEY_RANGE:
+    if throttle.grows_shards:
         raise _EarlyThrottle(throttle, parsed)
 
 
@@ -357,6 +358,9 @@ class DynamicShards:
             MetadataError: the key's metadata item is corrupt (nothing is written).
             MetadataRequestError: the metadata table could not be read or changed (a
                 ``PutError`` whose ``cause`` is the metadata table's error).
+            CapacityThrottleError: a throttle more shards cannot fix (provisioned capacity,
+                account quota, on-demand maximum, a hot read partition), after botocore's
+                retries; the message names the fix (a ``PutError``).
             IndexThrottleError: a global secondary index throttled the write (a ``PutError``;
                 base-table shards cannot fix a hot index key).
             pynamodb.exceptions.PutError: any other failure, including a table-level throttle
@@ -394,7 +398,13 @@ class DynamicShards:
                         f"the index key too, or lower the write rate."
                     )
                     raise IndexThrottleError(msg, error) from error
-                if last or throttle.kind is not ThrottleKind.KEY_RANGE:
+                if not throttle.grows_shards:
+                    msg = (
+                        f"{self._owner(space)}: writes of key {key!r} are throttled, and more shards "
+                        f"cannot help (the count stays at {state.count}): {throttle.capacity_fix()}."
+                    )
+                    raise CapacityThrottleError(msg, error) from error
+                if last:
                     raise error
             with self._metadata_requests(space, key):
                 state = self._after_key_range_throttle(space, key, state, attempt)

@@ -132,6 +132,17 @@ class IndexThrottleError(ShardingError, PutError):
     code = "index-throttle"
 
 
+class CapacityThrottleError(ShardingError, PutError):
+    """A dynamic write was throttled for a reason more shards cannot fix: the table's or an
+    index's provisioned capacity, the account's quota, the on-demand maximum, or a hot read
+    partition. Raised after botocore's retries; the message names the fix by reason.
+
+    .. versionadded:: 0.3.0
+    """
+
+    code = "capacity-throttle"
+
+
 class MetadataRequestError(ShardingError, PutError):
     """A ``save()`` could not read or change the shard-count metadata table.
 

@@ -170,7 +170,7 @@ def _throttled_index(exc: BaseException, table: str, growing: dict[str, ShardedI
     for reason in throttle.reasons:
         resource = reason.resource or ""
         name = reason.index_name
-        if (reason.kind is ThrottleKind.INDEX and name in growing
+        if (reason.kind is ThrottleKind.INDEX and name in growing and reason.reason.startswith("IndexWrite")
                 and resource.split(":", 5)[-1] == f"table/{table}/index/{name}"):
             return growing[name]
     return None

@@ -141,8 +141,44 @@ class Throttle:
 
     @property
     def grows_shards(self) -> bool:
-        """True only for a hot key range on this table: the one case more shards fix."""
-        return self.kind is ThrottleKind.KEY_RANGE
+        """True only for a hot *write* key range on this table: the one case more write shards
+        fix (``TableWriteKeyRangeThroughputExceeded``, or a key-range throttle without reasons).
+        A read key range is a hot read partition: more write shards do not help it."""
+        if self.kind is not ThrottleKind.KEY_RANGE:
+            return False
+        return not self.reasons or any(reason.reason.startswith("TableWrite") for reason in self.reasons)
+
+    def capacity_fix(self) -> str:
+        """What fixes a table- or account-level throttle, by its reason, in one sentence."""
+        reasons = {reason.reason for reason in self.reasons}
+        fixes = []
+        for reason in sorted(reasons):
+            target = "an index's" if reason.startswith("Index") else "the table's"
+            kind = "write" if "Write" in reason else "read"
+            if reason.endswith("ProvisionedThroughputExceeded"):
+                fixes.append(
+                    f"{reason}: {target} provisioned {kind} capacity is used up; raise it "
+                    f"(UpdateTable ProvisionedThroughput, or auto scaling) or switch to on-demand"
+                )
+            elif reason.endswith("AccountLimitExceeded"):
+                fixes.append(
+                    f"{reason}: the account's {kind} throughput quota is reached; request a higher "
+                    f"quota (Service Quotas) or spread the load over time"
+                )
+            elif reason.endswith("MaxOnDemandThroughputExceeded"):
+                unit = "MaxWriteRequestUnits" if kind == "write" else "MaxReadRequestUnits"
+                fixes.append(
+                    f"{reason}: {target} on-demand maximum is reached; raise {unit} "
+                    f"(UpdateTable OnDemandThroughput)"
+                )
+            elif "KeyRange" in reason:
+                fixes.append(f"{reason}: a hot {kind} partition; more write shards do not fix it")
+        if not fixes:
+            return (
+                f"{self.code or 'the throttle'} names no reason: a table- or account-level request "
+                f"limit; lower the request rate or raise the limit"
+            )
+        return "; ".join(fixes)
 
     @property
     def is_throttle(self) -> bool:

@@ -7,6 +7,8 @@ Each planned fault answers (or loses the reply of) one attempt, in order:
 - ``"closed"``: the same, ending in ``ConnectionClosedError``;
 - ``"throttle"``: a key-range ``ProvisionedThroughputExceededException`` (nothing applied);
 - ``"index-throttle"``: the same throttle, with a reason naming a GSI;
+- ``"reason:<ThrottlingReason>"``: a ``ProvisionedThroughputExceededException`` with that one
+  reason (its resource the table's ARN, or an index's for ``Index...`` reasons);
 - ``"denied"``: an ``AccessDeniedException`` (nothing applied);
 - ``"ok"``: the attempt goes through untouched.
 
@@ -84,6 +86,16 @@ class Faults:
             return _error(
                 request.url, 400, "ProvisionedThroughputExceededException",
                 "Throughput exceeds the current capacity for one or more of your partitions.",
+                ThrottlingReasons=[{"reason": reason, "resource": resource}],
+            )
+        if fault.startswith("reason:"):  # "reason:<ThrottlingReason>": that reason, its resource
+            reason = fault.removeprefix("reason:")
+            resource = f"arn:aws:dynamodb:us-east-1:000000000000:table/{table}"
+            if reason.startswith("Index"):
+                resource += "/index/by-date"
+            return _error(
+                request.url, 400, "ProvisionedThroughputExceededException",
+                "Throughput exceeds the current capacity (injected).",
                 ThrottlingReasons=[{"reason": reason, "resource": resource}],
             )
         if fault == "denied":

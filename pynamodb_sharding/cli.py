@@ -373,23 +373,103 @@ def _create_billing_mode(model: type[Model]) -> str | None:
     return _PAY_PER_REQUEST
 
 
-@cli.command(short_help="How a key is sharded: count, history, items per shard.")
+@cli.command(short_help="How a key is sharded, or every grown key by heat.")
 @click.argument("model_spec", metavar="MODULE:Model")
-@click.argument("key")
+@click.argument("key", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--top", type=click.IntRange(min=1), default=50, show_default=True, metavar="N",
+              help="Without KEY: list at most N keys.")
 @_endpoint_options
-def status(model_spec: str, key: str, endpoint: str | None, region: str | None) -> None:
+def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: str | None,
+           region: str | None) -> None:
     """Show how KEY of MODULE:Model is sharded: strategy, count, history, items per shard.
 
     Items are counted with the library's per-shard count (Select=COUNT queries with the page
     size a merged query uses), so the read cost printed is what a full query of KEY sends.
+
+    Without KEY, list the keys of a DynamicShards model (and of its DynamicShards indexes) that
+    have a metadata item: their count, the shards reads cover, the changes and the last one,
+    hottest first (most shards, then the most recent growth).
     """
+    import json
+
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
     require_tables(ref)
+    if key is None:
+        rows = heat_report(ref)[:top]
+        if as_json:
+            click.echo(json.dumps([row.as_dict() for row in rows], indent=2))
+            return
+        for line in heat_lines(ref, rows):
+            click.echo(line)
+        return
     report = shard_status(ref, key)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
     for line in report.lines():
         click.echo(line)
+
+
+@attrs.frozen
+class HeatRow:
+    """One key of the heat report: what its metadata item says."""
+
+    space: str  # "table" or "index <name>"
+    key: str
+    count: int
+    read_count: int
+    history: tuple[tuple[float, int], ...]
+    last_change: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "space": self.space, "key": self.key, "count": self.count, "shards_read": self.read_count,
+            "history": [{"at": at, "count": count} for at, count in self.history],
+            "last_change": self.last_change,
+        }
+
+
+def heat_report(ref: ModelRef) -> list[HeatRow]:
+    """Every key with a metadata item, in the table's and its sharded indexes' key spaces,
+    hottest first: the most shards, then the most recent change."""
+    from pynamodb_sharding.dynamic import DynamicShards
+    from pynamodb_sharding.metadata import state_from_item
+
+    model: Any = ref.model
+    managers = [("table", shard_manager(model))]
+    managers += [(f"index {name}", index.manager) for name, index in model._sharded_indexes.items()]
+    rows: list[HeatRow] = []
+    for space, manager in managers:
+        strategy = manager.strategy
+        if not isinstance(strategy, DynamicShards):
+            continue
+        namespace = strategy._namespace(manager.space)
+        meta = strategy.metadata_model
+        for item in meta.scan(meta.model == namespace):
+            state = state_from_item(item, owner=where(model), max_shards=strategy.max_shards)
+            rows.append(HeatRow(
+                space=space, key=item.partition_key, count=state.count, read_count=state.read_count,
+                history=tuple((float(entry.at), int(entry.count)) for entry in state.history),
+                last_change=float(state.last_updated),
+            ))
+    rows.sort(key=lambda row: (-row.count, -row.read_count, -row.last_change, row.key))
+    return rows
+
+
+def heat_lines(ref: ModelRef, rows: list[HeatRow]) -> Iterator[str]:
+    yield f"model:          {ref.spec} ({where(ref.model)})"
+    if not rows:
+        yield ("keys:           none with a metadata item (a DynamicShards key gets one on its first "
+               "write; fixed strategies keep no counts)")
+        return
+    width = max(len("key"), *(len(row.key) for row in rows))
+    yield f"{'space':<10}  {'key':<{width}}  {'count':>5}  {'read':>4}  {'changes':>7}  last change"
+    for row in rows:
+        yield (f"{row.space:<10}  {row.key:<{width}}  {row.count:>5}  {row.read_count:>4}  "
+               f"{len(row.history):>7}  {_when(row.last_change)}")
 
 
 @attrs.frozen
@@ -423,6 +503,16 @@ class ShardStatus:
     def query_requests(self) -> int:
         """Requests a full query of the key sends: every page of every shard, plus metadata."""
         return sum(shard.pages for shard in self.shards) + self.metadata_reads
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.spec, "table": self.table, "key": self.key, "strategy": self.strategy,
+            "shard_count": self.shard_count,
+            "history": [{"at": at, "count": count} for at, count in self.history],
+            "shards": [{"shard": s.shard, "physical_key": s.physical_key, "items": s.items, "pages": s.pages}
+                       for s in self.shards],
+            "items": self.total_items, "query_requests": self.query_requests,
+        }
 
     def lines(self) -> Iterator[str]:
         yield f"model:          {self.spec} ({self.table})"

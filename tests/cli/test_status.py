@@ -103,3 +103,34 @@ def test_status_of_a_dynamic_key_shows_its_history(project: ModelsModule, cli_en
     assert sum(items for _, items, _ in rows.values()) == 12
     assert rows[1][1] >= 5  # everything before the growth went to shard 1
     assert "full query:     3 requests (2 shards, 2 pages + 1 metadata read)" in result.stdout
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_status_without_a_key_lists_keys_hottest_first(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """The heat report: every key with a metadata item, most shards first, as text and JSON."""
+    import json
+
+    project.append(DYNAMIC_MODEL)
+    spec = project.spec("HotLog")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    for key in ("warm", "hot", "cold"):
+        models.HotLog(key, accessed_at=1).save()
+    models.HotLog.shards.grow("hot")
+    models.HotLog.shards.grow("hot")  # 4 shards
+    models.HotLog.shards.grow("warm")  # 2 shards
+
+    result = run_cli("status", spec, cwd=project.directory, env=cli_env)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^table\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d{4}-", result.stdout, flags=re.MULTILINE)
+    assert rows == [("hot", "4", "4", "3"), ("warm", "2", "2", "2"), ("cold", "1", "1", "1")]
+
+    as_json = run_cli("status", spec, "--json", "--top", "2", cwd=project.directory, env=cli_env)
+    assert as_json.returncode == 0, as_json.stderr
+    report = json.loads(as_json.stdout)
+    assert [(row["key"], row["count"], [entry["count"] for entry in row["history"]]) for row in report] == [
+        ("hot", 4, [1, 2, 4]), ("warm", 2, [1, 2]),
+    ]
+
+    one = json.loads(run_cli("status", spec, "hot", "--json", cwd=project.directory, env=cli_env).stdout)
+    assert (one["shard_count"], one["items"], len(one["shards"])) == (4, 1, 4)

@@ -1,7 +1,7 @@
 """Run by `make check-lean` in a venv holding the package without extras, at its lowest versions.
 
 Checks what a user who runs `pip install pynamodb-sharding` gets: importing the library loads
-none of the tooling (click, rich, matplotlib, pytest, hypothesis), and a sharded save, get and
+none of the tooling (click, rich, matplotlib, pytest, hypothesis, opentelemetry), and a sharded save, get and
 merged query work against DynamoDB Local (started here by the library's own launcher).
 """
 
@@ -17,7 +17,7 @@ import pynamodb_sharding
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing.local import running_dynamodb_local
 
-TOOLING = ("click", "rich", "matplotlib", "pytest", "hypothesis", "boto3")
+TOOLING = ("click", "rich", "matplotlib", "pytest", "hypothesis", "boto3", "opentelemetry")
 
 loaded = sorted(name for name in TOOLING if name in sys.modules)
 print("versions:", *(f"{name}=={version(name)}" for name in ("pynamodb", "attrs", "cachetools", "botocore")))

@@ -18,13 +18,14 @@ re-exported here for code written against earlier releases.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 from pynamodb.constants import (
@@ -556,6 +557,25 @@ def _range_end(model: type[ShardedModel], condition: Condition | None, index_nam
     return stored
 
 
+class QueryTrace(Protocol):
+    """What an observer (:mod:`pynamodb_sharding.contrib.otel`) follows of one merged read."""
+
+    def shard_request(self, shard: int, call: Callable[[], _T]) -> _T:
+        """Run one shard request (on a fan-out thread) inside the observer's context."""
+
+    def end(self, error: BaseException | None = None) -> None:
+        """The merged read is over (idempotent)."""
+
+
+#: Called at the start of every merged query and count when set (``contrib.otel.instrument``):
+#: ``observer(model, index_name, shards, operation)`` returns the read's :class:`QueryTrace`.
+query_observer: Callable[[type[Any], str | None, int, str], QueryTrace] | None = None
+
+
+def _traced(trace: QueryTrace | None, shard: int, call: Callable[[], _T]) -> _T:
+    return call() if trace is None else trace.shard_request(shard, call)
+
+
 @attrs.frozen
 class IndexPartition:
     """One partition of a ``layout="multi_attribute"`` index: the queried value, and the
@@ -753,17 +773,20 @@ def merged_query(
         attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names),
     )
 
+    observer = query_observer
+    trace = observer(model, index_name, len(hash_values), "query") if observer is not None else None
+
     def fetch_page(shard: int, start: RawKey | None) -> Page:
         if legacy is not None:
             legacy_first.wait()
             first = legacy_first.take(start) if shard == legacy else None
             if first is not None:
                 return first
-        data = send(hash_values[shard], start)
+        data = _traced(trace, shard, lambda: send(hash_values[shard], start))
         return _page(data)
 
     def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
-        return _page(send(hash_values[shard], start, size))
+        return _page(_traced(trace, shard, lambda: send(hash_values[shard], start, size)))
 
     legacy_first = _LegacyFirst(
         lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,
@@ -791,7 +814,9 @@ def merged_query(
              and limit >= SHARE_MIN_PER_SHARD * len(starts) else None)
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
-                       fetch_share=share)
+                       fetch_share=share, on_close=None if trace is None else trace.end)
+    if trace is not None:
+        weakref.finalize(merge, trace.end)  # a merge dropped unread ends its trace too
     _track(model, merge)
     return MergedResultIterator(model, merge, plan.scope, given_cursor=last_evaluated_key,
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
@@ -932,17 +957,26 @@ def merged_count(
         return 0
     workers = max_workers if max_workers is not None else default_workers(model, len(values))
     _check_pool(model, workers)
+    observer = query_observer
+    trace = observer(model, index_name, len(values), "count") if observer is not None else None
     submitter = BoundedSubmitter(workers)
-    futures = [submitter.submit(count_shard, value) for value in values]
+    futures = [
+        submitter.submit(_traced, trace, shard, functools.partial(count_shard, value))
+        for shard, value in plan.hash_values.items()
+    ]
     try:
         for future in futures:
             future.result()
-    except BaseException:
+    except BaseException as exc:
         done.set()
         submitter.cancel_queued()
         for future in futures:
             future.cancel()
+        if trace is not None:
+            trace.end(exc)
         raise
+    if trace is not None:
+        trace.end()
     return min(total, limit) if limit is not None else total
 
 

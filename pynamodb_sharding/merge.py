@@ -175,11 +175,13 @@ class ShardMerge:
         shadowed: int | None = None,
         identity: Callable[[RawItem], Any] | None = None,
         fetch_share: FetchLimitedPage | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self._fetch_page = fetch_page
         # With a limit: ask each shard for its share of what is still wanted, refill only a
         # shard whose next item the merge needs, prefetch nothing (read amplification ~1.5x).
         self._fetch_share = fetch_share if limit is not None else None
+        self._on_close = on_close
         self._shadowed = shadowed
         self._identity = identity if identity is not None else sort_key
         # The sort value of the last item returned from a stream that is not shadowed, and the
@@ -448,6 +450,8 @@ class ShardMerge:
         self.closed = True
         self._heap = []
         self._loading = []
+        if self._on_close is not None:
+            self._on_close()
         self._leave_parents_threads()
         if self._finalizer is not None:
             self._finalizer()

@@ -108,3 +108,19 @@ def test_a_projection_that_names_the_key_is_whole_enough(dynamodb_models: Bind) 
     item.body = "b2"
     item.save()
     assert Note.get("ann", 1).body == "b2"
+
+
+def test_delete_and_transactional_update_of_a_projected_item_are_allowed(dynamodb_models: Bind) -> None:
+    """Only full puts need the whole item: deletes, updates and condition checks do not."""
+    dynamodb_models(Note)
+    Note("ann", 1, body="b", tags="t").save()
+    Note("ann", 2, body="b", tags="t").save()
+    first = Note.get("ann", 1, attributes_to_get=["body"])
+    second = Note.get("ann", 2, attributes_to_get=["body"])
+    connection = Note._get_connection().connection
+    with TransactWrite(connection=connection) as transaction:
+        transaction.update(first, actions=[Note.tags.set("u")])
+        transaction.condition_check(Note, "ann", 2, condition=Note.body == "b")
+    assert Note.get("ann", 1).tags == "u"
+    second.delete()
+    assert [raw["at"]["N"] for raw in raw_items(Note)] == ["1"]

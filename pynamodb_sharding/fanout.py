@@ -809,9 +809,11 @@ def merged_query(
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
     # With a limit and no page size: each shard is asked for about its share, not the whole
-    # limit, when shares are large enough that a shard rarely needs a second round trip.
+    # limit, when shares are large enough that a shard rarely needs a second round trip. Not
+    # with a filter: DynamoDB's Limit counts items evaluated, so small pages of a selective
+    # filter would take many more round trips.
     share = (fetch_share if limit is not None and page_size is None and legacy is None
-             and limit >= SHARE_MIN_PER_SHARD * len(starts) else None)
+             and filter_condition is None and limit >= SHARE_MIN_PER_SHARD * len(starts) else None)
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
                        fetch_share=share, on_close=None if trace is None else trace.end)

@@ -248,3 +248,11 @@ def warnings_recorded() -> Iterator[list[Any]]:
     with warnings.catch_warnings(record=True) as recorded:
         warnings.simplefilter("always")
         yield recorded
+
+
+def test_a_filtered_query_asks_every_shard_for_the_limit(metrics: None) -> None:
+    """With a filter, Limit counts items evaluated: small shares would multiply round trips."""
+    with sent_queries(Metric) as bodies:
+        got = list(Metric.query("cpu", filter_condition=Metric.value >= 5, limit=40))
+    assert len(got) == 40
+    assert {body["Limit"] for body in bodies} == {40}

@@ -60,7 +60,7 @@ from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, 
 from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
-from pynamodb_sharding.merge import Page, ShardMerge, SortValue, sort_value
+from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes
 from pynamodb_sharding.pool import BoundedSubmitter, fanout_threads
 
@@ -376,6 +376,9 @@ _warned_lock = threading.Lock()
 #: more than its share would often cost a second round trip, so every shard is asked for the
 #: whole limit, as before (``benchmarks/bench_amplification.py``).
 SHARE_MIN_PER_SHARD = 5
+#: Below it, each shard is first asked for ``3 x`` its share plus 2 items.
+SMALL_SHARE_SLACK = 3.0
+SMALL_SHARE_EXTRA = 2
 
 
 def default_page_size(shard_count: int, limit: int | None) -> int:
@@ -813,10 +816,15 @@ def merged_query(
     # with a filter: DynamoDB's Limit counts items evaluated, so small pages of a selective
     # filter would take many more round trips.
     share = (fetch_share if limit is not None and page_size is None and legacy is None
-             and filter_condition is None and limit >= SHARE_MIN_PER_SHARD * len(starts) else None)
+             and filter_condition is None else None)
+    # Under 5 items a shard, a 1.5x share would often cost a second round trip: ask for a
+    # generous share instead (3x, plus 2), still far below the limit from every shard.
+    small = limit is not None and limit < SHARE_MIN_PER_SHARD * len(starts)
+    slack, extra = (SMALL_SHARE_SLACK, SMALL_SHARE_EXTRA) if small else (SHARE_SLACK, 0)
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
-                       fetch_share=share, on_close=None if trace is None else trace.end)
+                       fetch_share=share, share_slack=slack, share_extra=extra,
+                       on_close=None if trace is None else trace.end)
     if trace is not None:
         weakref.finalize(merge, trace.end)  # a merge dropped unread ends its trace too
     _track(model, merge)

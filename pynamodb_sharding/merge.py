@@ -175,12 +175,16 @@ class ShardMerge:
         shadowed: int | None = None,
         identity: Callable[[RawItem], Any] | None = None,
         fetch_share: FetchLimitedPage | None = None,
+        share_slack: float = SHARE_SLACK,
+        share_extra: int = 0,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self._fetch_page = fetch_page
         # With a limit: ask each shard for its share of what is still wanted, refill only a
         # shard whose next item the merge needs, prefetch nothing (read amplification ~1.5x).
         self._fetch_share = fetch_share if limit is not None else None
+        self._share_slack = share_slack
+        self._share_extra = share_extra
         self._on_close = on_close
         self._shadowed = shadowed
         self._identity = identity if identity is not None else sort_key
@@ -386,13 +390,14 @@ class ShardMerge:
                 stream.pending = self._submit(stream.shard, stream.page_key)
 
     def _share(self) -> int:
-        """The ``Limit`` of a shard request in share mode: :data:`SHARE_SLACK` times an even
-        share of the items still wanted over the shards that may still have some, rounded up
-        (so N shards read at most 1.5 x wanted + N)."""
+        """The ``Limit`` of a shard request in share mode: ``share_slack`` (:data:`SHARE_SLACK`)
+        times an even share of the items still wanted over the shards that may still have some,
+        rounded up, plus ``share_extra`` (so N shards read at most slack x wanted + (extra+1) x N)."""
         assert self._limit is not None
         wanted = max(1, self._limit - self.returned)
         open_streams = sum(1 for stream in self._streams if not (stream.loaded and stream.page_key is None))
-        return max(1, min(wanted, -(-int(SHARE_SLACK * wanted) // max(1, open_streams))))
+        share = -(-int(self._share_slack * wanted) // max(1, open_streams)) + self._share_extra
+        return max(1, min(wanted, share))
 
     def _leave_parents_threads(self) -> list[_ShardStream]:
         """In a forked child, forget the parent's pool; return the streams whose request was lost.

@@ -134,12 +134,13 @@ def test_a_limit_reads_about_each_shards_share(metrics: None, limit: int) -> Non
     assert results.page_iter.total_scanned_count <= 1.5 * limit + 4
 
 
-def test_a_small_limit_asks_every_shard_for_the_limit(metrics: None) -> None:
-    """Under 5 items per shard, a share would often cost a second round trip: one page of the
-    limit from every shard covers it, and no shard is read twice."""
+@pytest.mark.parametrize(("limit", "first"), [(3, 3), (12, 11)])
+def test_a_small_limit_asks_for_a_generous_share(metrics: None, limit: int, first: int) -> None:
+    """Under 5 items per shard, a 1.5x share would often cost a second round trip: each shard
+    is asked for 3x its share plus 2 (never more than the limit), so no shard is read twice."""
     with sent_queries(Metric) as bodies:
-        assert len(list(Metric.query("cpu", limit=3))) == 3
-    assert {body["Limit"] for body in bodies} == {3}
+        assert [int(m.at) for m in Metric.query("cpu", limit=limit)] == list(range(limit))
+    assert {body["Limit"] for body in bodies} == {first}
     assert len(bodies) == 4
 
 

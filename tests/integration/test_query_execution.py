@@ -25,6 +25,7 @@ from pynamodb.models import Model
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
 from pynamodb_sharding.pool import fanout_threads
+from pynamodb_sharding.strategies import ItemKey, ShardKey
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
@@ -38,6 +39,34 @@ class Metric(ShardedModel):
     value = NumberAttribute()
     unit = UnicodeAttribute(null=True)
     shards = Sharding(RandomShards(4))
+
+
+class EveryFourth:
+    """Four shards; item ``at`` goes to shard ``at % 4 + 1``: data spread exactly evenly, so
+    how much a merged page reads does not depend on where random writes happened to land."""
+
+    max_shards = 4
+
+    def shard_count(self, key: ShardKey) -> int:
+        return 4
+
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
+        return (1, 2, 3, 4)
+
+    def write_shard(self, item: ItemKey) -> int:
+        return int(item.range_value) % 4 + 1
+
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        return (int(item.range_value) % 4 + 1,)
+
+
+class EvenMetric(ShardedModel):
+    class Meta:
+        table_name = "fanout_even_metric"
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(EveryFourth())
 
 
 class Flag(ShardedModel):
@@ -121,17 +150,35 @@ def test_limit_fetches_at_most_one_page_ahead_per_shard(metrics: None) -> None:
 
 
 @pytest.mark.parametrize("limit", [20, 50, 120])
-def test_a_limit_reads_about_each_shards_share(metrics: None, limit: int) -> None:
+def test_a_limit_reads_about_each_shards_share(dynamodb_models: BindModels, limit: int) -> None:
     """Without page_size, a limit of 5 or more items per shard asks each shard for 1.5 x its
-    share and reads again only a shard whose next item the merge needs: the items read stay
-    within 1.5 x limit + shards (a plain query reads exactly the limit), not limit x shards."""
-    with sent_queries(Metric) as bodies:
-        results = Metric.query("cpu", limit=limit)
+    share and reads again only a shard whose next item the merge needs: on evenly spread data
+    the items read stay within 1.5 x limit + shards (a plain query reads exactly the limit),
+    not limit x shards."""
+    dynamodb_models(EvenMetric)
+    with EvenMetric.batch_write() as batch:
+        for at in range(200):
+            batch.save(EvenMetric("cpu", at))
+    with sent_queries(EvenMetric) as bodies:
+        results = EvenMetric.query("cpu", limit=limit)
         got = [int(m.at) for m in results]
     assert got == list(range(limit))
     first = bodies[:4]
     assert {body["Limit"] for body in first} == {-(-int(1.5 * limit) // 4)}
     assert results.page_iter.total_scanned_count <= 1.5 * limit + 4
+
+
+@pytest.mark.parametrize("limit", [20, 50, 120])
+def test_a_limit_over_randomly_spread_data_reads_less_than_a_limit_per_shard(metrics: None, limit: int) -> None:
+    """Where random writes put more of the first items in one shard, that shard is read again
+    (its share of what is still wanted, not the whole limit): the page stays exact and reads
+    fewer items than asking every shard for the whole limit would."""
+    with sent_queries(Metric) as bodies:
+        results = Metric.query("cpu", limit=limit)
+        got = [int(m.at) for m in results]
+    assert got == list(range(limit))
+    assert all(body["Limit"] < limit for body in bodies)
+    assert results.page_iter.total_scanned_count < limit * 4
 
 
 @pytest.mark.parametrize(("limit", "first"), [(3, 3), (12, 11)])

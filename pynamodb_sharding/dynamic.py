@@ -21,6 +21,8 @@ shards fix neither.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import random as _random
 import threading
@@ -46,9 +48,10 @@ from pynamodb_sharding.exceptions import (
 )
 from pynamodb_sharding.keys import MAX_SHARDS
 from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
-from pynamodb_sharding.signals import shard_count_changed, throttle_observed
+from pynamodb_sharding.signals import shard_count_changed, throttle_observed, warm_throughput_exceeded
 from pynamodb_sharding.strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
+from pynamodb_sharding.write_rate import QUIET_FRACTION, LocalWrites, RateWindow
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -62,6 +65,8 @@ __all__ = [
 ]
 
 _R = TypeVar("_R")
+
+logger = logging.getLogger("pynamodb_sharding.dynamic")
 
 #: A growth policy maps the current count to the next one (capped by ``max_shards`` afterwards).
 GrowthPolicy = Callable[[int], int]
@@ -114,8 +119,31 @@ def _react_early(response: Any = None, **kwargs: Any) -> None:
         raise _EarlyThrottle(throttle, parsed)
 
 
+def _ask_consumed_capacity(params: Any = None, **kwargs: Any) -> None:
+    """botocore ``provide-client-params`` handler: a measured put returns its consumed capacity
+    split by table and index (PynamoDB asks for the ``TOTAL`` on every put; ``INDEXES`` holds
+    that total too, and the base table's share, which is what heats its partitions)."""
+    measured = getattr(_in_write, "measuring", False) and isinstance(params, dict)
+    if measured and params.get("ReturnConsumedCapacity") in (None, "TOTAL", "NONE"):
+        params["ReturnConsumedCapacity"] = "INDEXES"
+
+
+def _record_consumed_capacity(parsed: Any = None, **kwargs: Any) -> None:
+    """botocore ``after-call`` handler: keep the base table's write units of a measured put."""
+    if not getattr(_in_write, "measuring", False) or not isinstance(parsed, Mapping):
+        return
+    consumed = parsed.get("ConsumedCapacity")
+    if not isinstance(consumed, Mapping):
+        return
+    table = consumed.get("Table")
+    units = table.get("CapacityUnits") if isinstance(table, Mapping) else consumed.get("CapacityUnits")
+    if isinstance(units, int | float) and not isinstance(units, bool):
+        _in_write.consumed = float(units)
+
+
 def _ensure_hook(model: type[Model]) -> None:
-    """Register :func:`_react_early` once on the botocore client of ``model``."""
+    """Register :func:`_react_early` (and the consumed-capacity hooks) once on the botocore
+    client of ``model``."""
     client = botocore_client(model)
     attempts.watch(client)  # before _react_early, so a throttled resend is still recorded
     with _hook_lock:
@@ -123,6 +151,12 @@ def _ensure_hook(model: type[Model]) -> None:
             return
         # First, so botocore's retry handler never computes (and sleeps) a delay for it.
         client.meta.events.register_first(_HOOK_EVENT, _react_early, unique_id=_HOOK_ID)
+        client.meta.events.register(
+            "provide-client-params.dynamodb.PutItem", _ask_consumed_capacity, unique_id=f"{_HOOK_ID}.ask"
+        )
+        client.meta.events.register(
+            "after-call.dynamodb.PutItem", _record_consumed_capacity, unique_id=f"{_HOOK_ID}.consumed"
+        )
         _hooked_clients.add(client)
 
 
@@ -133,6 +167,18 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@contextmanager
+def _measuring(enabled: bool) -> Iterator[None]:
+    """Within the block, puts of this thread ask for and record their consumed capacity."""
+    previous = getattr(_in_write, "measuring", False)
+    _in_write.measuring = enabled
+    _in_write.consumed = None
+    try:
+        yield
+    finally:
+        _in_write.measuring = previous
 
 
 @contextmanager
@@ -152,6 +198,49 @@ _FUTURE_CHANGES_KEPT = 10_000
 
 
 # -- the strategy ---------------------------------------------------------------------------
+
+
+def _check_rates(
+    where: str,
+    partition_write_units: object,
+    target_utilization: object,
+    rate_interval: object,
+    shrink_utilization: object,
+) -> None:
+    """Refuse proactive-growth settings that cannot work, naming the setting and the fix."""
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+    if not number(partition_write_units) or not partition_write_units > 0:  # type: ignore[operator]
+        msg = (
+            f"{where}: partition_write_units must be a positive number of write units per second "
+            f"(DynamoDB's partitions take 1000), got {partition_write_units!r}."
+        )
+        raise ShardingDefinitionError(msg)
+    if target_utilization is not None and (not number(target_utilization)
+                                           or not 0 < target_utilization <= 1):  # type: ignore[operator]
+        msg = (
+            f"{where}: target_utilization must be None (grow on throttles only) or a fraction in "
+            f"(0, 1], e.g. 0.7, got {target_utilization!r}."
+        )
+        raise ShardingDefinitionError(msg)
+    if not number(rate_interval) or not rate_interval > 0:  # type: ignore[operator]
+        msg = f"{where}: rate_interval must be a positive number of seconds, got {rate_interval!r}."
+        raise ShardingDefinitionError(msg)
+    if shrink_utilization is not None:
+        if target_utilization is None:
+            msg = (
+                f"{where}: shrink_utilization needs target_utilization (the rate is only measured "
+                f"for proactive growth); set both, e.g. target_utilization=0.7, shrink_utilization=0.2."
+            )
+            raise ShardingDefinitionError(msg)
+        if not number(shrink_utilization) or not 0 < shrink_utilization < target_utilization:  # type: ignore[operator]
+            msg = (
+                f"{where}: shrink_utilization must be a fraction above 0 and below target_utilization "
+                f"({target_utilization!r}), got {shrink_utilization!r}."
+            )
+            raise ShardingDefinitionError(msg)
 
 
 def _check_metadata_model(metadata_model: object) -> None:
@@ -214,8 +303,28 @@ class DynamicShards:
         sleep: how to wait (``time.sleep``).
         timer: the cache's monotonic clock (``time.monotonic``).
         random: a ``random.Random`` for shards, pauses and backoffs.
+        partition_write_units: the write units per second one partition takes (DynamoDB:
+            1,000 WCU, i.e. 1,000 puts of up to 1 KB). With ``target_utilization``, the rate
+            each shard of a key may take before the key grows. *New in 0.3.0.*
+        target_utilization: ``None`` (default): grow only when DynamoDB throttles (reactive).
+            A fraction in ``(0, 1]``: grow as soon as the key's write rate over all writer
+            processes passes ``target_utilization x partition_write_units`` per shard, before
+            DynamoDB throttles (proactive); throttles still grow the key too. Each process
+            adds its count of a key's write units to the metadata item at most once per
+            ``rate_interval`` (one ``UpdateItem``; none for a key written under 1 % of the
+            threshold). *New in 0.3.0.*
+        rate_interval: seconds between two reports of one key by one process, and the length
+            of the rate windows (5.0). *New in 0.3.0.*
+        shrink_utilization: ``None`` (default): never shrink. A fraction below
+            ``target_utilization``: a key whose rate per shard stays under
+            ``shrink_utilization x partition_write_units`` for two windows, and whose count has
+            not changed for ``max(cooldown, 10 x rate_interval)`` seconds, is shrunk to the
+            count its rate needs (reads keep covering every shard it had). *New in 0.3.0.*
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.3.0
+       Proactive growth: ``partition_write_units``, ``target_utilization``,
+       ``rate_interval``, ``shrink_utilization``.
     """
 
     def __init__(
@@ -235,6 +344,10 @@ class DynamicShards:
         sleep: Callable[[float], None] = time.sleep,
         timer: Callable[[], float] = time.monotonic,
         random: _random.Random | None = None,
+        partition_write_units: float = 1000.0,
+        target_utilization: float | None = None,
+        rate_interval: float = 5.0,
+        shrink_utilization: float | None = None,
     ) -> None:
         where = "DynamicShards"
         _check_metadata_model(metadata_model)
@@ -258,6 +371,7 @@ class DynamicShards:
         ):
             msg = f"{where}: backoff must be (low, high) seconds with 0 <= low <= high, got {backoff!r}."
             raise ShardingDefinitionError(msg)
+        _check_rates(where, partition_write_units, target_utilization, rate_interval, shrink_utilization)
         if isinstance(growth, str):
             if growth not in _POLICIES:
                 msg = f"{where}: growth must be one of {sorted(_POLICIES)} or a callable, got {growth!r}."
@@ -283,15 +397,41 @@ class DynamicShards:
         self._random = random if random is not None else _random.Random()
         # When this process first saw each lock value that lies in the future (clock skew).
         self._future_changes: dict[tuple[str, str, float], float] = {}
+        self.partition_write_units = float(partition_write_units)
+        self.target_utilization = None if target_utilization is None else float(target_utilization)
+        self.rate_interval = float(rate_interval)
+        self.shrink_utilization = None if shrink_utilization is None else float(shrink_utilization)
+        quiet = QUIET_FRACTION * (self.target_utilization or 0) * self.partition_write_units * self.rate_interval
+        self.local_writes = LocalWrites(self.rate_interval, quiet, timer=timer)
+        # table name -> the warm write units DescribeTable reported (None: none reported).
+        self._warm_write_units: dict[str, float | None] = {}
 
     def __repr__(self) -> str:
         return f"DynamicShards({self.metadata_model.__name__}, max_shards={self.max_shards})"
 
     def describe(self) -> str:
+        if self.target_utilization is None:
+            when = "grows on hot-partition throttles"
+        else:
+            when = (
+                f"grows when a shard's write rate passes {self.growth_threshold:g} units/s "
+                f"({self.target_utilization:g} x {self.partition_write_units:g}) or on hot-partition throttles"
+            )
         return (
             f"{self!r}: count per key in table {self.metadata_model.Meta.table_name!r}, "
-            f"grows on hot-partition throttles (cooldown {self.cooldown:g} s), reads cover the history"
+            f"{when} (cooldown {self.cooldown:g} s), reads cover the history"
         )
+
+    @property
+    def growth_threshold(self) -> float:
+        """Write units per second per shard past which proactive growth grows a key
+        (``target_utilization x partition_write_units``; infinite when reactive only).
+
+        .. versionadded:: 0.3.0
+        """
+        if self.target_utilization is None:
+            return math.inf
+        return self.target_utilization * self.partition_write_units
 
     # -- the ShardStrategy interface ---------------------------------------------------------
 
@@ -375,10 +515,12 @@ class DynamicShards:
             last = attempt == self.max_attempts
             shard = pinned if pinned is not None else self._random.randint(1, state.count)
             error: Exception | None = None
+            written = False
             with attempts.tracking() as sent:
                 try:
-                    with _reacting_early(not last):
-                        return send(shard)
+                    with _reacting_early(not last), _measuring(self.target_utilization is not None):
+                        result = send(shard)
+                        consumed = getattr(_in_write, "consumed", None)
                 except _EarlyThrottle as early:
                     throttle = early.throttle
                 except Exception as exc:
@@ -386,6 +528,13 @@ class DynamicShards:
                     if not throttle.is_throttle:
                         raise
                     error = exc
+                else:
+                    written = True
+            if written:
+                if self.target_utilization is not None:
+                    # A put that does not ask for its capacity (a user's own hook) counts 1 unit.
+                    self._written(space, key, 1.0 if consumed is None else consumed)
+                return result
             if sent.may_have_applied:
                 pinned = shard
             throttle_observed.send(space.model, key=key, throttle=throttle)
@@ -409,6 +558,87 @@ class DynamicShards:
             with self._metadata_requests(space, key):
                 state = self._after_key_range_throttle(space, key, state, attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _written(self, space: KeySpace, key: str, units: float) -> None:
+        """Proactive growth after a successful put: count its units, and once per
+        ``rate_interval`` report them and grow (or shrink) the key by the rate of all writers.
+
+        Best effort: the item is written; a failure here is logged and the next report tries again.
+        """
+        namespace = self._namespace(space)
+        cached = self.store.cached(namespace, key)
+        may_shrink = self.shrink_utilization is not None and cached is not None and cached.count > self.initial
+        due = self.local_writes.add((namespace, key), units, report_quiet=may_shrink)
+        if due is None:
+            return
+        try:
+            reported = self.store.report_writes(
+                namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
+            )
+            if reported is not None:
+                self._follow_rate(space, key, *reported)
+        except Exception:
+            logger.warning(
+                "%s: could not report the write rate of key %r to the metadata table %r; proactive "
+                "growth of this key waits for the next report",
+                self._owner(space), key, self.metadata_model.Meta.table_name, exc_info=True,
+            )
+
+    def _follow_rate(self, space: KeySpace, key: str, state: ShardState, window: RateWindow) -> None:
+        """Grow ``key`` when its rate per shard passes the threshold; shrink it (opt-in) when
+        the rate stayed low for two windows."""
+        now = self.clock()
+        rate = window.per_second(now)
+        needed = max(self.initial, math.ceil(rate / self.growth_threshold))
+        if needed > state.count:
+            if state.count >= self.max_shards or self._in_cooldown(space, key, state):
+                return
+            new = min(self.max_shards, max(needed, self._next_count(space, state.count)))
+            self._change(space, key, state, new, reason="rate")
+            return
+        if self.shrink_utilization is None or state.count <= self.initial:
+            return
+        low = self.shrink_utilization * self.partition_write_units * state.count
+        quiet_for = now - state.last_updated
+        if (rate < low and window.previous / window.interval < low and needed < state.count
+                and quiet_for >= max(self.cooldown, 10 * self.rate_interval)):
+            changed = self.store.change(self._namespace(space), key, state, needed, now, owner=self._owner(space))
+            if changed is not None:
+                shard_count_changed.send(space.model, key=key, old=state.count, new=needed, reason="shrink")
+
+    def warm_write_units(self, model: type[Model]) -> float | None:
+        """The warm write throughput ``DescribeTable`` reports for ``model``'s table (units per
+        second), read once per process; ``None`` when the table reports none.
+
+        .. versionadded:: 0.3.0
+        """
+        table = model.Meta.table_name
+        if table not in self._warm_write_units:
+            units: float | None = None
+            try:
+                warm = model.describe_table().get("WarmThroughput")
+            except PynamoDBException:
+                logger.debug("DescribeTable of %r failed; its warm throughput stays unknown", table, exc_info=True)
+                return None
+            if isinstance(warm, Mapping) and isinstance(warm.get("WriteUnitsPerSecond"), int | float):
+                units = float(warm["WriteUnitsPerSecond"])
+            self._warm_write_units[table] = units
+        return self._warm_write_units[table]
+
+    def _check_ceiling(self, space: KeySpace, key: str, count: int) -> None:
+        """Report a growth past the table's warm write throughput: the shards it adds cannot
+        all be used until the table is warmed up to match."""
+        warm = self.warm_write_units(space.model)
+        wanted = count * self.partition_write_units
+        if warm is None or wanted <= warm:
+            return
+        logger.warning(
+            "%s: key %r now has %d shards (%g write units/s at %g per partition), past the warm "
+            "write throughput of table %r (%g units/s): raise it with UpdateTable WarmThroughput "
+            "(WriteUnitsPerSecond) or the extra shards throttle at the table's ceiling",
+            self._owner(space), key, count, wanted, self.partition_write_units, space.model.Meta.table_name, warm,
+        )
+        warm_throughput_exceeded.send(space.model, key=key, shards=count, wanted=wanted, warm_write_units=warm)
 
     def throttled(self, shard_key: ShardKey, attempt: int) -> int:
         """React to a key-range throttle of a write of ``shard_key`` sent outside :meth:`write`
@@ -581,4 +811,9 @@ class DynamicShards:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
         shard_count_changed.send(space.model, key=key, old=state.count, new=new, reason=reason)
+        if self.target_utilization is not None and new > state.count:
+            try:
+                self._check_ceiling(space, key, new)
+            except Exception:
+                logger.debug("the warm throughput check of %r failed", key, exc_info=True)
         return changed

@@ -30,6 +30,8 @@ import attrs
 from cachetools import TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.settings import get_settings_value
 
@@ -37,6 +39,7 @@ from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MetadataError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding.write_rate import RateWindow, window_start
 
 __all__ = [
     "LOCK_RESOLUTION",
@@ -85,6 +88,12 @@ class ShardMetadata(Model):
     number_of_shards = NumberAttribute(null=True)
     last_updated = NumberAttribute(null=True)
     shard_history = UnicodeSetAttribute(null=True)
+    #: Proactive growth (``DynamicShards(target_utilization=...)``): the start of the current
+    #: rate window (epoch seconds), the write units every writer process reported in it, and
+    #: in the window before. *New in 0.3.0.*
+    rate_window = NumberAttribute(null=True)
+    rate_units = NumberAttribute(null=True)
+    rate_previous_units = NumberAttribute(null=True)
 
     #: The billing mode a subclass's ``Meta`` gets when it does not set one.
     default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"
@@ -347,6 +356,8 @@ class ShardCountStore:
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
+        # The rate window each key's item had at this process's last report (a hint only).
+        self._rate_windows: TTLCache[_CacheKey, float] = TTLCache(maxsize=maxsize, ttl=3600, timer=timer)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -457,6 +468,8 @@ class ShardCountStore:
             raise MetadataError(msg, exc) from exc
         if item is None:
             return None
+        # The guess of report_writes' first try, from what was read anyway.
+        self._rate_windows[(namespace, key)] = -math.inf if item.rate_window is None else float(item.rate_window)
         return state_from_item(item, owner=owner, max_shards=self.max_shards)
 
     # -- cache maintenance ---------------------------------------------------------------
@@ -509,6 +522,7 @@ class ShardCountStore:
             if state is None:  # deleted between our insert and our read: try once more
                 return self.create(namespace, key, count, now, owner=owner)
             return state
+        self._rate_windows[(namespace, key)] = -math.inf  # a new item has no rate window
         return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)))
 
     def change(
@@ -563,6 +577,69 @@ class ShardCountStore:
         # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         return self.remember(namespace, key, state)
+
+    def report_writes(
+        self, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str
+    ) -> tuple[ShardState, RateWindow] | None:
+        """Add ``units`` written to ``key`` by this process to the current rate window of its item.
+
+        One ``UpdateItem`` in the usual case (``ADD`` to the current window); when the window
+        has moved on, the first writer of the new window shifts it (the current units become
+        the previous window's, or zero when the item's window is older than that), with a
+        condition on the window it saw, so racing processes shift it once. The first try is
+        chosen from the window this process saw at its last report of the key: a report costs
+        one request when that guess is right, two (one conditional failure) when another
+        process opened the window first. Lock values and the
+        count are not touched. A lost reply that botocore resends may count the units twice:
+        the estimate then errs high (an early growth), never low.
+
+        Returns:
+            The key's state and its rate windows as stored after the report (the state is
+            cached), or ``None`` when the key has no metadata item (nothing is written then)
+            or the window kept moving under this report.
+        """
+        meta = self.metadata_model
+        start = window_start(now, interval)
+        exists = meta.partition_key.exists() & meta.number_of_shards.exists()
+        # The window is current: add to it.
+        add: tuple[list[Action], Condition] = ([meta.rate_units.add(units)], exists & (meta.rate_window == start))
+        # The window before is stored: it becomes the previous one.
+        shift: tuple[list[Action], Condition] = (
+            [meta.rate_previous_units.set(meta.rate_units), meta.rate_units.set(units), meta.rate_window.set(start)],
+            exists & (meta.rate_window == start - interval),
+        )
+        # No window, or an older one: the previous window had no reports.
+        reset: tuple[list[Action], Condition] = (
+            [meta.rate_previous_units.set(0), meta.rate_units.set(units), meta.rate_window.set(start)],
+            exists & (meta.rate_window.does_not_exist() | (meta.rate_window < start - interval)),
+        )
+        # Try first what the window this process last saw makes likely; the last ``add``
+        # covers another process opening the window between our tries.
+        seen = self._rate_windows.get((namespace, key))
+        if seen == start - interval:
+            variants = (shift, add, reset, add)
+        elif seen is not None and seen < start - interval:
+            variants = (reset, add, shift, add)
+        else:
+            variants = (add, shift, reset, add)
+        item = meta(key, namespace)
+        for actions, condition in variants:
+            try:
+                item.update(actions=actions, condition=condition)
+            except UpdateError as exc:
+                if exc.cause_response_code != _CONDITION_FAILED:
+                    raise
+                continue
+            state = self.remember(namespace, key, state_from_item(item, owner=owner, max_shards=self.max_shards))
+            self._rate_windows[(namespace, key)] = start
+            window = RateWindow(
+                start=float(item.rate_window if item.rate_window is not None else start),
+                units=float(item.rate_units or 0),
+                previous=float(item.rate_previous_units or 0),
+                interval=interval,
+            )
+            return state, window
+        return None
 
     def trim_history(self, namespace: str, key: str, seen: ShardState, *, owner: str) -> ShardState | None:
         """Drop every history entry but the current count's, if nobody changed ``key`` since ``seen``.

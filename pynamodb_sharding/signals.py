@@ -21,6 +21,7 @@ __all__ = [
     "shard_count_changed",
     "signals_available",
     "throttle_observed",
+    "warm_throughput_exceeded",
 ]
 
 
@@ -71,4 +72,15 @@ shard_count_changed = _signals.signal(
 throttle_observed = _signals.signal(
     "throttle_observed",
     doc="A write was throttled: sender=model, key, throttle.",
+)
+
+#: Sent when proactive growth (``DynamicShards(target_utilization=...)``) takes a key past the
+#: warm write throughput ``DescribeTable`` reports for the table: ``shards x
+#: partition_write_units`` is more than the table can take until it is warmed up
+#: (``UpdateTable WarmThroughput``). ``sender`` is the model class; keyword arguments: ``key``,
+#: ``shards`` (the new count), ``wanted`` (units/s the shards could take) and
+#: ``warm_write_units``. *New in 0.3.0.*
+warm_throughput_exceeded = _signals.signal(
+    "warm_throughput_exceeded",
+    doc="A key grew past the table's warm write throughput: sender=model, key, shards, wanted, warm_write_units.",
 )

@@ -1,0 +1,358 @@
+"""Proactive growth: ``DynamicShards(partition_write_units=..., target_utilization=...)``.
+
+Proves, against DynamoDB Local:
+
+* on a ramp from 0 to 5 x the partition limit (under the partition-limit simulator), a key
+  with proactive growth reaches the count the load needs with at most a handful of key-range
+  throttles, while the reactive control in the same test takes many more; both lose no write;
+* the rate is summed over writer processes: 4 spawned processes x 16 threads, each process
+  alone below the growth threshold, grow the key together, while one of them alone does not;
+  each process's extra metadata writes stay within one per ``rate_interval``;
+* a put asks for its ``ConsumedCapacity`` by table and index on the put itself (no request
+  added); reactive models' puts stay as PynamoDB sends them; keys written under 1 % of the
+  threshold cost no metadata write;
+* opt-in shrinking follows a sustained low rate, and reads keep covering every shard;
+* growth past the table's warm write throughput sends ``warm_throughput_exceeded`` and logs
+  a line naming ``UpdateTable WarmThroughput``;
+* settings that cannot work are refused where the model is declared.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardingDefinitionError, ShardMetadata
+from pynamodb_sharding.signals import shard_count_changed, warm_throughput_exceeded
+from pynamodb_sharding.testing import record_requests
+from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from tests.growth import growth_problems
+from tests.raw import raw_items
+
+Bind = Callable[..., Any]
+
+KEY = "/shared/firetvGen2.txt"
+#: Write units per second per partition: this machine sustains ~250 single writes/s, so the
+#: ramp's peak (5 x LIMIT) stays well below it.
+LIMIT = 12.0
+PEAK = 5 * LIMIT
+RAMP_SECONDS = 8.0
+HOLD_SECONDS = 2.0
+COOLDOWN = 1.0
+INTERVAL = 0.5
+KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
+
+
+class RampShards(ShardMetadata):
+    class Meta:
+        table_name = "ramp_shards"
+
+
+def _shards(**proactive: Any) -> Sharding:
+    return Sharding(DynamicShards(
+        RampShards, max_shards=8, cooldown=COOLDOWN, backoff=(0.05, 0.2), cache_ttl=5.0, max_attempts=1000,
+        partition_write_units=LIMIT, rate_interval=INTERVAL, **proactive,
+    ))
+
+
+class ProactiveLog(ShardedModel):
+    class Meta:
+        table_name = "proactive_log"
+        max_retry_attempts = 1
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = _shards(target_utilization=0.7)
+
+
+class ReactiveLog(ShardedModel):
+    class Meta:
+        table_name = "reactive_log"
+        max_retry_attempts = 1
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = _shards()
+
+
+class ColdLog(ShardedModel):
+    """DynamoDB's real partition limit: a key written a few times per interval is quiet."""
+
+    class Meta:
+        table_name = "cold_log"
+        max_retry_attempts = 1
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(RampShards, target_utilization=0.7, rate_interval=INTERVAL))
+
+
+class ShrinkingLog(ShardedModel):
+    class Meta:
+        table_name = "shrinking_log"
+        max_retry_attempts = 1
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(
+        RampShards, max_shards=8, cooldown=0, partition_write_units=LIMIT, rate_interval=0.2,
+        target_utilization=0.7, shrink_utilization=0.2,
+    ))
+
+
+def paced_writes(model: type[ShardedModel], rate: Callable[[float], float], seconds: float, *,
+                 threads: int, base: int = 0) -> tuple[list[int], list[str]]:
+    """Write ``model`` items of ``KEY`` from ``threads`` threads at ``rate(t)`` writes/s for
+    ``seconds``; returns the acknowledged range keys and the failures."""
+    tickets: queue.Queue[int | None] = queue.Queue()
+    acks: list[int] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        while (ticket := tickets.get()) is not None:
+            try:
+                model(KEY, ticket).save()
+            except Exception as error:  # every failure must fail the test, not end the thread
+                failures.append(repr(error))
+                continue
+            with lock:
+                acks.append(ticket)
+
+    workers = [threading.Thread(target=writer, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    start = time.monotonic()
+    issued = 0.0
+    serial = base
+    last = start
+    while (now := time.monotonic()) - start < seconds:
+        issued += rate(now - start) * (now - last)
+        last = now
+        while issued >= 1:
+            issued -= 1
+            serial += 1
+            tickets.put(serial)
+        time.sleep(0.005)
+    for _ in workers:
+        tickets.put(None)
+    for worker in workers:
+        worker.join()
+    return acks, failures
+
+
+def ramp(t: float) -> float:
+    """0 to PEAK writes/s over RAMP_SECONDS, then PEAK."""
+    return PEAK * min(1.0, t / RAMP_SECONDS)
+
+
+def test_a_ramp_grows_before_the_throttles(dynamodb_models: Bind) -> None:
+    dynamodb_models(ProactiveLog, ReactiveLog)
+    outcome = {}
+    for model in (ProactiveLog, ReactiveLog):
+        reported: list[tuple[int, int]] = []
+        reasons: list[str] = []
+
+        def on_change(sender: Any, key: str, old: int, new: int, reason: str, out: list[Any] = reported,
+                      why: list[str] = reasons) -> None:
+            out.append((old, new))
+            why.append(reason)
+
+        with (
+            simulate_partition_limits(model, write_units=LIMIT) as simulator,
+            shard_count_changed.connected_to(on_change, sender=model),
+        ):
+            acks, failures = paced_writes(model, ramp, RAMP_SECONDS + HOLD_SECONDS, threads=8)
+        assert failures == []
+        stored = sorted(int(item.accessed_at) for item in model.query(KEY))
+        assert stored == sorted(acks)  # nothing lost, nothing doubled
+        history = model.shards.history(KEY)
+        assert growth_problems(history, reported, COOLDOWN) == []
+        outcome[model.__name__] = (simulator.throttles_by_reason.get(KEY_RANGE, 0), history[-1].count, set(reasons))
+    print(f"key-range throttles and final count: {outcome}")
+    proactive_throttles, proactive_count, proactive_reasons = outcome["ProactiveLog"]
+    reactive_throttles, _, reactive_reasons = outcome["ReactiveLog"]
+    # What the peak needs at the partition limit: 5 shards (at the 0.7 target: 8).
+    assert proactive_count >= math.ceil(PEAK / LIMIT)
+    assert "rate" in proactive_reasons
+    assert reactive_reasons == {"throttle"}
+    assert proactive_throttles <= 5
+    assert reactive_throttles > proactive_throttles
+
+
+def test_puts_ask_for_their_capacity_and_reports_stay_bounded(dynamodb_models: Bind) -> None:
+    dynamodb_models(ProactiveLog, ReactiveLog)
+    ProactiveLog(KEY, 0).save()  # the key's metadata item exists
+    seconds = 2.0
+    with record_requests(ProactiveLog) as sent:
+        acks, failures = paced_writes(ProactiveLog, lambda t: 20.0, seconds, threads=2)
+    assert failures == []
+    puts = sent.bodies("PutItem")
+    assert len(puts) == len(acks)  # one request per write: no read, no extra write
+    assert [body.get("ReturnConsumedCapacity") for body in puts] == ["INDEXES"] * len(puts)
+    reports = [body for body in sent.bodies("UpdateItem") if body["TableName"] == RampShards.Meta.table_name]
+    # One report per interval, one request each: this process is the key's only writer, so
+    # its guess of the stored window is right.
+    assert 1 <= len(reports) <= seconds / INTERVAL + 1
+    stored = RampShards.get(KEY, ProactiveLog.Meta.table_name, consistent_read=True)
+    assert stored.rate_units is not None
+    assert stored.rate_units > 0
+    with record_requests(ReactiveLog) as sent:
+        ReactiveLog(KEY, 1).save()
+    # Reactive models' puts are left as PynamoDB sends them.
+    puts = [body for body in sent.bodies("PutItem") if body["TableName"] == ReactiveLog.Meta.table_name]
+    assert [body.get("ReturnConsumedCapacity") for body in puts] == ["TOTAL"]
+
+
+def test_cold_keys_cost_no_rate_report(dynamodb_models: Bind) -> None:
+    """Under 1 % of 0.7 x 1000 units/s (3.5 units per 0.5 s interval): no report."""
+    dynamodb_models(ColdLog)
+    with record_requests(ColdLog) as sent:
+        for round_ in range(3):
+            for user in range(20):
+                ColdLog(f"/users/{user}", round_).save()
+            time.sleep(INTERVAL)
+    assert [body for body in sent.bodies("UpdateItem")] == []
+    assert all(raw.get("rate_units") is None for raw in raw_items(RampShards))
+
+
+def test_sustained_low_rate_shrinks_when_asked(dynamodb_models: Bind) -> None:
+    dynamodb_models(ShrinkingLog)
+    ShrinkingLog(KEY, 0).save()
+    ShrinkingLog.shards.grow(KEY)
+    ShrinkingLog.shards.grow(KEY)
+    assert ShrinkingLog.shards.shard_count(KEY) == 4
+    changes: list[tuple[int, int, str]] = []
+
+    def on_change(sender: Any, key: str, old: int, new: int, reason: str) -> None:
+        changes.append((old, new, reason))
+
+    with shard_count_changed.connected_to(on_change, sender=ShrinkingLog):
+        acks, failures = paced_writes(ShrinkingLog, lambda t: 3.0, 3.5, threads=1, base=10)
+    assert failures == []
+    assert changes == [(4, 1, "shrink")]  # 3 writes/s needs one shard at 0.7 x 12
+    assert ShrinkingLog.shards.shard_count(KEY) == 1
+    assert len(ShrinkingLog.shards.read_shards(KEY)) == 4  # reads still cover the shards it had
+    assert sorted(int(item.accessed_at) for item in ShrinkingLog.query(KEY)) == sorted([0, *acks])
+
+
+def test_growth_past_warm_throughput_is_reported(dynamodb_models: Bind, caplog: pytest.LogCaptureFixture) -> None:
+    dynamodb_models(ProactiveLog)
+    ProactiveLog(KEY, 0).save()
+
+    def warm(parsed: Any, **_: Any) -> None:
+        parsed["Table"]["WarmThroughput"] = {"WriteUnitsPerSecond": 24, "ReadUnitsPerSecond": 100,
+                                             "Status": "ACTIVE"}
+
+    client = ProactiveLog._get_connection().connection.client
+    client.meta.events.register("after-call.dynamodb.DescribeTable", warm, unique_id="test.warm")
+    signals: list[dict[str, Any]] = []
+
+    def on_warm(sender: Any, **extra: Any) -> None:
+        signals.append(extra)
+
+    try:
+        with warm_throughput_exceeded.connected_to(on_warm, sender=ProactiveLog), caplog.at_level(logging.WARNING):
+            ProactiveLog.shards.grow(KEY)  # 2 shards x 12 = 24: within the warm throughput
+            assert signals == []
+            ProactiveLog.shards.grow(KEY)  # 4 x 12 = 48 > 24
+    finally:
+        client.meta.events.unregister("after-call.dynamodb.DescribeTable", unique_id="test.warm")
+    assert signals == [{"key": KEY, "shards": 4, "wanted": 48.0, "warm_write_units": 24.0}]
+    assert "UpdateTable WarmThroughput" in caplog.text
+    assert ProactiveLog.shards.strategy.warm_write_units(ProactiveLog) == 24.0
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"target_utilization": 0}, "target_utilization"),
+        ({"target_utilization": 1.5}, "target_utilization"),
+        ({"target_utilization": True}, "target_utilization"),
+        ({"partition_write_units": 0, "target_utilization": 0.7}, "partition_write_units"),
+        ({"partition_write_units": float("nan")}, "partition_write_units"),
+        ({"rate_interval": 0, "target_utilization": 0.7}, "rate_interval"),
+        ({"shrink_utilization": 0.2}, "needs target_utilization"),
+        ({"target_utilization": 0.5, "shrink_utilization": 0.5}, "below target_utilization"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused(settings: dict[str, Any], named: str) -> None:
+    with pytest.raises(ShardingDefinitionError, match=named):
+        DynamicShards(RampShards, **settings)
+
+
+# -- several processes ---------------------------------------------------------------------
+
+#: Each process writes 12 puts/s; the threshold is 0.5 x 40 = 20 units/s per shard: one
+#: process alone stays under it, four (48/s) need 3 shards.
+PROCESS_RATE = 12.0
+
+
+class FleetShards(ShardMetadata):
+    class Meta:
+        table_name = "fleet_shards"
+
+
+class FleetLog(ShardedModel):
+    class Meta:
+        table_name = "fleet_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(
+        FleetShards, max_shards=8, cooldown=COOLDOWN, partition_write_units=40.0, target_utilization=0.5,
+        rate_interval=INTERVAL,
+    ))
+
+
+def _fleet_process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, start_at: float,
+                   seconds: float) -> tuple[int, list[str], int]:
+    """A spawned writer process of 16 threads: acks, failures, and its metadata writes."""
+    for model, table in ((FleetLog, tables[0]), (FleetShards, tables[1])):
+        for name, value in endpoint.items():
+            setattr(model.Meta, name, value)
+        model.Meta.table_name = table
+        model._connection = None
+    time.sleep(max(0.0, start_at - time.time()))
+    with record_requests(FleetLog) as sent:
+        acks, failures = paced_writes(FleetLog, lambda t: PROCESS_RATE, seconds, threads=16,
+                                      base=(index + 1) * 10**12)
+    reports = [body for body in sent.bodies("UpdateItem") if body["TableName"] == tables[1]]
+    return len(acks), failures, len(reports)
+
+
+def test_4_processes_grow_as_one_writer(dynamodb_models: Bind, dynamodb_local: Any) -> None:
+    dynamodb_models(FleetLog)
+    FleetLog(KEY, 0).save()
+    acks, failures = paced_writes(FleetLog, lambda t: PROCESS_RATE, 3.0, threads=16, base=1)
+    assert failures == []
+    assert FleetLog.shards.shard_count(KEY) == 1  # one process alone stays under the threshold
+    endpoint = {
+        "host": dynamodb_local.endpoint,
+        "region": dynamodb_local.region,
+        "aws_access_key_id": dynamodb_local.aws_access_key_id,
+        "aws_secret_access_key": dynamodb_local.aws_secret_access_key,
+    }
+    tables = (FleetLog.Meta.table_name, FleetShards.Meta.table_name)
+    seconds = 4.0
+    start_at = time.time() + 3.0
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        results = pool.starmap(_fleet_process, [(endpoint, tables, i, start_at, seconds) for i in range(4)])
+    assert [failure for result in results for failure in result[1]] == []
+    history = FleetLog.shards.history(KEY)
+    assert history[-1].count >= 2, history  # 48 writes/s need 3 shards at 20 units/s each
+    # Each process reports at most once per interval, two requests when another process
+    # opened the window first, plus a growth it may make itself.
+    assert all(reports <= 2 * (seconds / INTERVAL + 1) + 2 for _, _, reports in results), results
+    stored = sum(1 for _ in FleetLog.query(KEY))
+    assert stored == 1 + len(acks) + sum(count for count, _, _ in results)

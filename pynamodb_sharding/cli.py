@@ -423,12 +423,16 @@ class HeatRow:
     read_count: int
     history: tuple[tuple[float, int], ...]
     last_change: float
+    #: Write units/s the writers last reported (proactive growth), ``None`` if never.
+    write_rate: float | None = None
+    #: Units/s more the key takes before it grows (proactive growth), ``None`` if reactive.
+    headroom: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "space": self.space, "key": self.key, "count": self.count, "shards_read": self.read_count,
             "history": [{"at": at, "count": count} for at, count in self.history],
-            "last_change": self.last_change,
+            "last_change": self.last_change, "write_rate": self.write_rate, "headroom": self.headroom,
         }
 
 
@@ -437,6 +441,7 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
     hottest first: the most shards, then the most recent change."""
     from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.metadata import state_from_item
+    from pynamodb_sharding.write_rate import stored_window
 
     model: Any = ref.model
     managers = [("table", shard_manager(model))]
@@ -448,14 +453,20 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
             continue
         namespace = strategy._namespace(manager.space)
         meta = strategy.metadata_model
+        now = strategy.clock()
         for item in meta.scan(meta.model == namespace):
             state = state_from_item(item, owner=where(model), max_shards=strategy.max_shards)
+            window = stored_window(item, strategy.rate_interval)
+            rate = None if window is None else window.per_second(now)
+            headroom = None
+            if strategy.target_utilization is not None:
+                headroom = max(0.0, state.count * strategy.growth_threshold - (rate or 0.0))
             rows.append(HeatRow(
                 space=space, key=item.partition_key, count=state.count, read_count=state.read_count,
                 history=tuple((float(entry.at), int(entry.count)) for entry in state.history),
-                last_change=float(state.last_updated),
+                last_change=float(state.last_updated), write_rate=rate, headroom=headroom,
             ))
-    rows.sort(key=lambda row: (-row.count, -row.read_count, -row.last_change, row.key))
+    rows.sort(key=lambda row: (-(row.write_rate or 0.0), -row.count, -row.read_count, -row.last_change, row.key))
     return rows
 
 
@@ -466,10 +477,13 @@ def heat_lines(ref: ModelRef, rows: list[HeatRow]) -> Iterator[str]:
                "write; fixed strategies keep no counts)")
         return
     width = max(len("key"), *(len(row.key) for row in rows))
-    yield f"{'space':<10}  {'key':<{width}}  {'count':>5}  {'read':>4}  {'changes':>7}  last change"
+    yield (f"{'space':<10}  {'key':<{width}}  {'count':>5}  {'read':>4}  {'changes':>7}  "
+           f"{'units/s':>8}  {'headroom':>8}  last change")
     for row in rows:
+        rate = "-" if row.write_rate is None else f"{row.write_rate:.1f}"
+        headroom = "-" if row.headroom is None else f"{row.headroom:.1f}"
         yield (f"{row.space:<10}  {row.key:<{width}}  {row.count:>5}  {row.read_count:>4}  "
-               f"{len(row.history):>7}  {_when(row.last_change)}")
+               f"{len(row.history):>7}  {rate:>8}  {headroom:>8}  {_when(row.last_change)}")
 
 
 @attrs.frozen
@@ -494,6 +508,10 @@ class ShardStatus:
     history: tuple[tuple[float, int], ...]
     shards: tuple[ShardCount, ...]
     metadata_reads: int
+    #: DynamicShards: write units/s the key's shards take (count x partition_write_units).
+    ceiling: float | None = None
+    #: The table's warm write throughput (DescribeTable), ``None`` when none is reported.
+    warm_write_units: float | None = None
 
     @property
     def total_items(self) -> int:
@@ -512,7 +530,16 @@ class ShardStatus:
             "shards": [{"shard": s.shard, "physical_key": s.physical_key, "items": s.items, "pages": s.pages}
                        for s in self.shards],
             "items": self.total_items, "query_requests": self.query_requests,
+            "ceiling": self.ceiling, "warm_write_units": self.warm_write_units,
+            "effective_ceiling": self.effective_ceiling,
         }
+
+    @property
+    def effective_ceiling(self) -> float | None:
+        """``min(shards x partition units, warm write units)``: what the key can take now."""
+        if self.ceiling is None:
+            return None
+        return self.ceiling if self.warm_write_units is None else min(self.ceiling, self.warm_write_units)
 
     def lines(self) -> Iterator[str]:
         yield f"model:          {self.spec} ({self.table})"
@@ -524,6 +551,12 @@ class ShardStatus:
             yield f"history:        {changes}"
         else:
             yield "history:        none (no write recorded for this key)"
+        if self.ceiling is not None:
+            if self.warm_write_units is None:
+                yield f"ceiling:        {self.ceiling:g} write units/s (the table reports no warm throughput)"
+            else:
+                yield (f"ceiling:        {self.effective_ceiling:g} write units/s = min({self.ceiling:g} for "
+                       f"{self.shard_count} shards, warm throughput {self.warm_write_units:g})")
         width = max([len("physical key"), *(len(shard.physical_key) for shard in self.shards)])
         yield f"{'shard':>7}  {'physical key':<{width}}  {'items':>8}  {'pages':>5}"
         for shard in self.shards:
@@ -544,6 +577,7 @@ def _when(epoch: float) -> str:
 
 def shard_status(ref: ModelRef, key: str) -> ShardStatus:
     """Read the shard layout of ``key`` and count the items under each physical key."""
+    from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.model import ShardedModel
 
     assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
@@ -553,15 +587,23 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
         ShardCount(shard=shard, physical_key=manager.physical_key(key, shard), items=sum(pages), pages=len(pages))
         for shard, pages in sorted(count_by_shard(ref.model, key).items())
     )
+    count = int(manager.shard_count(key))
+    ceiling = warm = None
+    strategy = manager.strategy
+    if isinstance(strategy, DynamicShards):
+        ceiling = count * strategy.partition_write_units
+        warm = strategy.warm_write_units(ref.model)
     return ShardStatus(
         spec=ref.spec,
         table=where(ref.model),
         key=key,
         strategy=manager.describe(),
-        shard_count=int(manager.shard_count(key)),
+        shard_count=count,
         history=history,
         shards=shards,
         metadata_reads=1 if ref.has_companions else 0,
+        ceiling=ceiling,
+        warm_write_units=warm,
     )
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "QUIET_FRACTION",
     "LocalWrites",
     "RateWindow",
+    "stored_window",
     "window_start",
 ]
 
@@ -77,6 +78,16 @@ class RateWindow:
         if elapsed >= self.interval:
             return self.units / self.interval
         return max(self.units, self.previous) / self.interval
+
+
+def stored_window(item: object, interval: float) -> RateWindow | None:
+    """The rate windows a metadata item holds, ``None`` when no writer ever reported."""
+    start = getattr(item, "rate_window", None)
+    if start is None:
+        return None
+    units = getattr(item, "rate_units", None) or 0
+    previous = getattr(item, "rate_previous_units", None) or 0
+    return RateWindow(start=float(start), units=float(units), previous=float(previous), interval=interval)
 
 
 class LocalWrites:

@@ -165,6 +165,21 @@ class HotLog(ShardedModel):
 """
 
 
+#: A DynamicShards model with proactive growth (append after DYNAMIC_MODEL).
+PROACTIVE_MODEL = """
+
+class FastLog(ShardedModel):
+    class Meta:
+        table_name = "{prefix}_fast_log"
+        host = HOST
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(AuditLogShards, partition_write_units=100, target_utilization=0.5,
+                                    rate_interval=60))
+"""
+
+
 def write_models_module(directory: Path, endpoint: str, extra: str = "") -> ModelsModule:
     """Write a models module with table names unique to this test; return how to name it."""
     prefix = f"cli{uuid.uuid4().hex[:12]}"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .console import DYNAMIC_MODEL, ModelsModule, run_cli
+from .console import DYNAMIC_MODEL, PROACTIVE_MODEL, ModelsModule, run_cli
 
 
 def _import(project: ModelsModule) -> ModuleType:
@@ -122,7 +122,7 @@ def test_status_without_a_key_lists_keys_hottest_first(project: ModelsModule, cl
 
     result = run_cli("status", spec, cwd=project.directory, env=cli_env)
     assert result.returncode == 0, result.stderr
-    rows = re.findall(r"^table\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d{4}-", result.stdout, flags=re.MULTILINE)
+    rows = re.findall(r"^table\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+-\s+-\s+\d{4}-", result.stdout, flags=re.MULTILINE)
     assert rows == [("hot", "4", "4", "3"), ("warm", "2", "2", "2"), ("cold", "1", "1", "1")]
 
     as_json = run_cli("status", spec, "--json", "--top", "2", cwd=project.directory, env=cli_env)
@@ -134,3 +134,34 @@ def test_status_without_a_key_lists_keys_hottest_first(project: ModelsModule, cl
 
     one = json.loads(run_cli("status", spec, "hot", "--json", cwd=project.directory, env=cli_env).stdout)
     assert (one["shard_count"], one["items"], len(one["shards"])) == (4, 1, 4)
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_the_heat_report_shows_the_write_rate_and_the_headroom(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """Proactive growth: the rate the writers reported and the units/s left before the next
+    growth (count x 0.5 x 100 - rate), hottest by rate first; a key's status shows its ceiling."""
+    import json
+
+    project.append(DYNAMIC_MODEL + PROACTIVE_MODEL)
+    spec = project.spec("FastLog")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    for key in ("busy", "quiet"):
+        models.FastLog(key, accessed_at=0).save()
+    namespace = models.FastLog.Meta.table_name
+    store = models.FastLog.shards.strategy.store
+    now = models.FastLog.shards.strategy.clock()
+    store.report_writes(namespace, "busy", 1200.0, now, 60.0, owner="FastLog.shards")  # 20 units/s
+    store.report_writes(namespace, "quiet", 300.0, now, 60.0, owner="FastLog.shards")  # 5 units/s
+
+    result = run_cli("status", spec, cwd=project.directory, env=cli_env)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^table\s+(\S+)\s+1\s+1\s+1\s+(\S+)\s+(\S+)\s+\d{4}-", result.stdout, flags=re.MULTILINE)
+    assert rows == [("busy", "20.0", "30.0"), ("quiet", "5.0", "45.0")]
+    report = json.loads(run_cli("status", spec, "--json", cwd=project.directory, env=cli_env).stdout)
+    assert [(row["key"], row["write_rate"], row["headroom"]) for row in report] == [
+        ("busy", 20.0, 30.0), ("quiet", 5.0, 45.0),
+    ]
+
+    one = run_cli("status", spec, "busy", cwd=project.directory, env=cli_env)
+    assert "ceiling:        100 write units/s (the table reports no warm throughput)" in one.stdout

@@ -7,8 +7,10 @@ Each planned fault answers (or loses the reply of) one attempt, in order:
 - ``"closed"``: the same, ending in ``ConnectionClosedError``;
 - ``"throttle"``: a key-range ``ProvisionedThroughputExceededException`` (nothing applied);
 - ``"index-throttle"``: the same throttle, with a reason naming a GSI;
-- ``"reason:<ThrottlingReason>"``: a ``ProvisionedThroughputExceededException`` with that one
-  reason (its resource the table's ARN, or an index's for ``Index...`` reasons);
+- ``"no-reasons:<ErrorCode>"``: a throttle with that error code
+  (``ProvisionedThroughputExceededException``, ``ThrottlingException``...) and no
+  ``ThrottlingReasons``, as DynamoDB Local and DynamoDB before reasons existed answer (every
+  reason itself is produced by the partition-limit simulator);
 - ``"denied"``: an ``AccessDeniedException`` (nothing applied);
 - ``"ok"``: the attempt goes through untouched.
 
@@ -88,16 +90,8 @@ class Faults:
                 "Throughput exceeds the current capacity for one or more of your partitions.",
                 ThrottlingReasons=[{"reason": reason, "resource": resource}],
             )
-        if fault.startswith("reason:"):  # "reason:<ThrottlingReason>": that reason, its resource
-            reason = fault.removeprefix("reason:")
-            resource = f"arn:aws:dynamodb:us-east-1:000000000000:table/{table}"
-            if reason.startswith("Index"):
-                resource += "/index/by-date"
-            return _error(
-                request.url, 400, "ProvisionedThroughputExceededException",
-                "Throughput exceeds the current capacity (injected).",
-                ThrottlingReasons=[{"reason": reason, "resource": resource}],
-            )
+        if fault.startswith("no-reasons:"):
+            return _error(request.url, 400, fault.removeprefix("no-reasons:"), "throttled, no reasons (injected)")
         if fault == "denied":
             return _error(request.url, 400, "AccessDeniedException", "not authorized (injected)")
         msg = f"unknown fault {fault!r}"

@@ -30,11 +30,26 @@ capacity units per second, starting full with one second of burst):
   under ``("<table>/index/<index>", value)`` (``"<value>#<shard>"`` for an index of
   ``layout="multi_attribute"``, whose partition key is the pair). Updates and deletes, whose request does not show
   the index value the item held, are not charged to index partitions;
-* not charged: ``Scan``, queries of an index, ``TransactGetItems``, tables of other models.
+* queries of a global secondary index (``Query`` with ``IndexName``), with
+  ``index_read_units``: charged like table queries to the index partition of the value the key
+  condition sets the index's hash key equal to, and refused with
+  ``IndexReadKeyRangeThroughputExceeded`` and the index's ARN; they take nothing from the
+  table's buckets, as an index has capacity of its own;
+* whole tables and whole indexes, with ``table_write_units``/``table_read_units`` and
+  ``index_table_write_units``/``index_table_read_units``: every charge to a table's (or an
+  index's) partitions is also taken from its whole-resource bucket, refused with the reason of
+  the limit ``capacity_limit`` names: ``<Table|Index><Write|Read>ProvisionedThroughputExceeded``
+  (the default), ``...AccountLimitExceeded`` or ``...MaxOnDemandThroughputExceeded``. With
+  ``table_*`` and ``index_*`` limits the simulator produces each of DynamoDB's sixteen
+  throttling reasons;
+* not charged: ``Scan``, queries of a local secondary index, ``TransactGetItems``, tables of
+  other models.
 
 Over the limit:
 
-* a single-item request gets the ``ProvisionedThroughputExceededException`` response;
+* a single-item request gets the ``ProvisionedThroughputExceededException`` response
+  (``ThrottlingException``, its list spelled ``throttlingReasons``, for the account quota and
+  on-demand maximum reasons, which DynamoDB sends for on-demand tables);
 * ``BatchWriteItem``/``BatchGetItem`` forward the admitted entries (the request body is
   rewritten in ``before-sign``, so the request is signed as sent) and return the refused ones
   in ``UnprocessedItems``/``UnprocessedKeys`` of the real success response; when every entry
@@ -64,7 +79,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 from botocore.awsrequest import AWSResponse
@@ -77,6 +92,7 @@ from pynamodb_sharding.testing.latency import clients_of
 from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason
 
 __all__ = [
+    "CapacityLimit",
     "PartitionId",
     "PartitionLimitSimulator",
     "item_size",
@@ -89,12 +105,22 @@ __all__ = [
 #: (the string of an ``S`` or ``N`` value, the base64 text of a ``B`` value).
 PartitionId = tuple[str, str]
 
-_WRITE_KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
-_INDEX_WRITE_KEY_RANGE = "IndexWriteKeyRangeThroughputExceeded"
-_READ_KEY_RANGE = "TableReadKeyRangeThroughputExceeded"
-_WRITE_TABLE = "TableWriteProvisionedThroughputExceeded"
-_READ_TABLE = "TableReadProvisionedThroughputExceeded"
+#: Which whole-table (or whole-index) limit ``table_write_units``, ``table_read_units``,
+#: ``index_table_write_units`` and ``index_table_read_units`` stand for: a provisioned table's
+#: capacity, the account's per-table quota of an on-demand table, or an on-demand table's
+#: configured maximum (``OnDemandThroughput``).
+CapacityLimit = Literal["provisioned", "account", "on_demand_maximum"]
+
+_CAPACITY_SUFFIXES: dict[str, str] = {
+    "provisioned": "ProvisionedThroughputExceeded",
+    "account": "AccountLimitExceeded",
+    "on_demand_maximum": "MaxOnDemandThroughputExceeded",
+}
+_KEY_RANGE_SUFFIX = "KeyRangeThroughputExceeded"
+# Bucket scopes: a table's partition, a whole table, an index's partition, a whole index.
+_PARTITION, _TABLE, _INDEX, _INDEX_TABLE = "partition", "table", "index", "index_table"
 _PTEE_TYPE = "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"
+_THROTTLING_TYPE = "com.amazonaws.dynamodb.v20120810#ThrottlingException"
 _TRANSACTION_CANCELED_TYPE = "com.amazonaws.dynamodb.v20120810#TransactionCanceledException"
 _PTEE_MESSAGE = (
     "The level of configured provisioned throughput for the table was exceeded. "
@@ -104,6 +130,12 @@ _THROTTLING_ERROR_MESSAGE = (
     "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically "
     "scaling your table or index so please try again shortly."
 )
+_ON_DEMAND_MESSAGES = {
+    "AccountLimitExceeded": "Throughput exceeds the current throughput quota for your account.",
+    "MaxOnDemandThroughputExceeded": (
+        "Throughput exceeds the maximum on-demand throughput configured for your table or index."
+    ),
+}
 _UNSET: Any = object()
 _instances = itertools.count(1)
 
@@ -196,6 +228,11 @@ class _Refusal:
     key: str | None
 
 
+#: A token bucket: its scope, write (or read), the table (``"<table>/index/<index>"`` for an
+#: index) and the partition key value (``None`` for a whole table or index).
+_BucketId = tuple[str, bool, str, str | None]
+
+
 @attrs.define
 class _Bucket:
     tokens: float
@@ -214,6 +251,7 @@ class _Read:
     key: str | None
     consistent: bool
     item_key: Mapping[str, Any] | None = None  # the full key of one BatchGetItem key
+    index: bool = False  # a query of a global index (``table`` is ``"<table>/index/<index>"``)
 
 
 @attrs.define
@@ -266,14 +304,19 @@ class PartitionLimitSimulator:
         clock: Callable[[], float],
         index_hash_keys: Mapping[str, Mapping[str, str]] | None = None,
         index_write_units: float | None = None,
+        index_read_units: float | None = None,
+        index_table_write_units: float | None = None,
+        index_table_read_units: float | None = None,
+        capacity_limit: CapacityLimit = "provisioned",
     ) -> None:
         self._hash_keys = dict(hash_keys)  # table name -> hash key attribute name
         # table name -> {index name -> the index's hash key attribute name}
         self._index_hash_keys = {table: dict(keys) for table, keys in (index_hash_keys or {}).items()}
-        self._limits: dict[tuple[bool | str, bool], float | None] = {}
+        self._limits: dict[tuple[str, bool], float | None] = {}
+        self._capacity_limit: CapacityLimit = "provisioned"
         self._clock = clock
         self._lock = threading.Lock()
-        self._buckets: dict[tuple[bool | str, bool, str, str | None], _Bucket] = {}
+        self._buckets: dict[_BucketId, _Bucket] = {}
         self._requests: Counter[str] = Counter()
         self._throttles: Counter[ThrottleKind] = Counter()
         self._throttles_by_reason: Counter[str] = Counter()
@@ -287,6 +330,10 @@ class PartitionLimitSimulator:
             table_write_units=table_write_units,
             table_read_units=table_read_units,
             index_write_units=index_write_units,
+            index_read_units=index_read_units,
+            index_table_write_units=index_table_write_units,
+            index_table_read_units=index_table_read_units,
+            capacity_limit=capacity_limit,
         )
 
     # -- public surface -------------------------------------------------------------------
@@ -299,17 +346,41 @@ class PartitionLimitSimulator:
         table_write_units: float | None = _UNSET,
         table_read_units: float | None = _UNSET,
         index_write_units: float | None = _UNSET,
+        index_read_units: float | None = _UNSET,
+        index_table_write_units: float | None = _UNSET,
+        index_table_read_units: float | None = _UNSET,
+        capacity_limit: CapacityLimit = _UNSET,
     ) -> None:
         """Change limits (units per second; ``None`` lifts one) while the simulator runs.
 
-        Buckets keep their tokens, capped at the new one-second burst on their next use.
+        Buckets keep their tokens, capped at the new one-second burst on their next use. The
+        arguments are those of :func:`simulate_partition_limits`; one not given stays as it is.
+
+        *New in 0.3.0:* ``index_read_units``, ``index_table_write_units``,
+        ``index_table_read_units`` and ``capacity_limit``.
+
+        Raises:
+            ValueError: A limit is zero or negative, or ``capacity_limit`` is not one of
+                ``"provisioned"``, ``"account"``, ``"on_demand_maximum"``.
         """
-        changes: dict[tuple[bool | str, bool], float | None] = {
-            (False, True): write_units,
-            (False, False): read_units,
-            (True, True): table_write_units,
-            (True, False): table_read_units,
-            ("index", True): index_write_units,
+        if capacity_limit is not _UNSET:
+            if capacity_limit not in _CAPACITY_SUFFIXES:
+                msg = (
+                    f"simulate_partition_limits: capacity_limit {capacity_limit!r} is not one of "
+                    f"{', '.join(repr(name) for name in _CAPACITY_SUFFIXES)}"
+                )
+                raise ValueError(msg)
+            with self._lock:
+                self._capacity_limit = capacity_limit
+        changes: dict[tuple[str, bool], float | None] = {
+            (_PARTITION, True): write_units,
+            (_PARTITION, False): read_units,
+            (_TABLE, True): table_write_units,
+            (_TABLE, False): table_read_units,
+            (_INDEX, True): index_write_units,
+            (_INDEX, False): index_read_units,
+            (_INDEX_TABLE, True): index_table_write_units,
+            (_INDEX_TABLE, False): index_table_read_units,
         }
         for limit, value in changes.items():
             if value is _UNSET:
@@ -319,6 +390,15 @@ class PartitionLimitSimulator:
                 raise ValueError(msg)
             with self._lock:
                 self._limits[limit] = value
+
+    @property
+    def capacity_limit(self) -> CapacityLimit:
+        """Which whole-table limit the table- and index-wide limits stand for.
+
+        *New in 0.3.0.*
+        """
+        with self._lock:
+            return self._capacity_limit
 
     @property
     def tables(self) -> dict[str, str]:
@@ -359,17 +439,14 @@ class PartitionLimitSimulator:
 
     def _admit(self, charges: Sequence[_Charge]) -> list[_Refusal]:
         """Take every charge, or none: return the refusals, empty if admitted."""
-        demand: dict[tuple[bool | str, bool, str, str | None], float] = {}
+        demand: dict[_BucketId, float] = {}
         for charge in charges:
-            if charge.index:
-                partition_id: tuple[bool | str, bool, str, str | None] = ("index", True, charge.table, charge.key)
-                demand[partition_id] = demand.get(partition_id, 0.0) + charge.units
-                continue
+            partition_scope, whole_scope = _scopes(index=charge.index)
             if charge.key is not None:
-                partition = (False, charge.write, charge.table, charge.key)
+                partition = (partition_scope, charge.write, charge.table, charge.key)
                 demand[partition] = demand.get(partition, 0.0) + charge.units
-            table = (True, charge.write, charge.table, None)
-            demand[table] = demand.get(table, 0.0) + charge.units
+            whole = (whole_scope, charge.write, charge.table, None)
+            demand[whole] = demand.get(whole, 0.0) + charge.units
         refusals: list[_Refusal] = []
         with self._lock:
             now = self._clock()
@@ -383,8 +460,7 @@ class PartitionLimitSimulator:
                 bucket.refill(now, rate)
                 # A request bigger than a full bucket passes on a full bucket and leaves debt.
                 if bucket.tokens + 1e-9 < min(units, rate):
-                    reason = (_INDEX_WRITE_KEY_RANGE if bucket_id[0] == "index"
-                              else _reason(table_level=bool(bucket_id[0]), write=bucket_id[1]))
+                    reason = _reason(bucket_id[0], write=bucket_id[1], capacity_limit=self._capacity_limit)
                     refusals.append(_Refusal(reason, bucket_id[2], bucket_id[3]))
             if refusals:
                 for refusal in refusals:
@@ -401,15 +477,17 @@ class PartitionLimitSimulator:
                     counter[accepted] = counter.get(accepted, 0.0) + charge.units
         return []
 
-    def _charge_after(self, table: str, key: str | None, units: float) -> None:
+    def _charge_after(self, table: str, key: str | None, units: float, *, index: bool = False) -> None:
         """Take units a read turned out to cost, into debt if need be."""
         if units <= 0:
             return
+        partition_scope, whole_scope = _scopes(index=index)
         with self._lock:
             now = self._clock()
-            for bucket_id in ((False, False, table, key), (True, False, table, None)):
+            bucket_id: _BucketId
+            for bucket_id in ((partition_scope, False, table, key), (whole_scope, False, table, None)):
                 rate = self._limits[bucket_id[:2]]
-                if rate is None or (bucket_id[3] is None and not bucket_id[0]):
+                if rate is None or (bucket_id[3] is None and bucket_id[0] == partition_scope):
                     continue
                 bucket = self._buckets.setdefault(bucket_id, _Bucket(rate, now))
                 bucket.refill(now, rate)
@@ -449,23 +527,11 @@ class PartitionLimitSimulator:
             return None
         return _Charge(table, key, read_units(0, consistent=consistent), False)
 
-    def _query_key(self, table: str, body: Mapping[str, Any]) -> str | None:
-        attribute = self._hash_keys[table]
-        conditions = body.get("KeyConditions")
-        if isinstance(conditions, Mapping):
-            condition = conditions.get(attribute)
-            if isinstance(condition, Mapping) and isinstance(condition.get("AttributeValueList"), list):
-                values = condition["AttributeValueList"]
-                return _key_text(values[0]) if values else None
-        expression = body.get("KeyConditionExpression")
-        names = body.get("ExpressionAttributeNames") or {}
-        values = body.get("ExpressionAttributeValues") or {}
-        if not isinstance(expression, str) or not isinstance(names, Mapping) or not isinstance(values, Mapping):
-            return None
-        for name, placeholder in _EQUALITY.findall(expression):
-            if names.get(name, name) == attribute:
-                return _key_text(values.get(placeholder))
-        return None
+    def _query_key(self, attributes: str, body: Mapping[str, Any]) -> str | None:
+        """The partition a query reads: the equality of its key condition on ``attributes``
+        (names joined by ``\x1f`` for a multi-attribute partition key, the values then by ``#``)."""
+        parts = [_equality_value(attribute, body) for attribute in attributes.split("\x1f")]
+        return None if None in parts else "#".join(part for part in parts if part is not None)
 
     def _single(self, operation: str, body: Mapping[str, Any]) -> tuple[_Charge | None, _Verdict]:
         table = body.get("TableName")
@@ -488,7 +554,17 @@ class PartitionLimitSimulator:
         if operation == "GetItem":
             key = self._key_of(table, body.get("Key"))
         elif operation == "Query" and "IndexName" not in body:
-            key = self._query_key(table, body)
+            key = self._query_key(self._hash_keys[table], body)
+        elif operation == "Query":
+            # A global index has capacity of its own; a local one (not listed) is not charged.
+            index_name = body.get("IndexName")
+            attributes = self._index_hash_keys.get(table, {}).get(index_name) if isinstance(index_name, str) else None
+            if attributes is None:
+                return None, verdict
+            index_table = f"{table}/index/{index_name}"
+            key = self._query_key(attributes, body)
+            verdict.reads.append(_Read(index_table, key, consistent, index=True))
+            return _Charge(index_table, key, read_units(0, consistent=consistent), False, index=True), verdict
         else:
             return None, verdict
         verdict.reads.append(_Read(table, key, consistent))
@@ -670,7 +746,8 @@ class PartitionLimitSimulator:
                 units = read_units(sum(item_size(item) for item in items), consistent=read.consistent)
             else:
                 units = sum(read_units(item_size(item), consistent=read.consistent) for item in items)
-            self._charge_after(read.table, read.key, units - read_units(0, consistent=read.consistent))
+            rest = units - read_units(0, consistent=read.consistent)
+            self._charge_after(read.table, read.key, rest, index=read.index)
 
 
 def _returned_items(parsed: Mapping[str, Any], read: _Read) -> Iterable[Any]:
@@ -687,10 +764,35 @@ def _returned_items(parsed: Mapping[str, Any], read: _Read) -> Iterable[Any]:
         yield from parsed["Items"]
 
 
-def _reason(*, table_level: bool, write: bool) -> str:
-    if table_level:
-        return _WRITE_TABLE if write else _READ_TABLE
-    return _WRITE_KEY_RANGE if write else _READ_KEY_RANGE
+def _scopes(*, index: bool) -> tuple[str, str]:
+    """The partition scope and the whole-resource scope of a charge to a table or an index."""
+    return (_INDEX, _INDEX_TABLE) if index else (_PARTITION, _TABLE)
+
+
+def _reason(scope: str, *, write: bool, capacity_limit: CapacityLimit) -> str:
+    """DynamoDB's reason for a bucket of ``scope`` that is short: ``<Table|Index><Write|Read><limit>``."""
+    resource = "Index" if scope in (_INDEX, _INDEX_TABLE) else "Table"
+    limit = _KEY_RANGE_SUFFIX if scope in (_PARTITION, _INDEX) else _CAPACITY_SUFFIXES[capacity_limit]
+    return f"{resource}{'Write' if write else 'Read'}{limit}"
+
+
+def _equality_value(attribute: str, body: Mapping[str, Any]) -> str | None:
+    """The value a query's key condition sets ``attribute`` equal to, if it does."""
+    conditions = body.get("KeyConditions")
+    if isinstance(conditions, Mapping):
+        condition = conditions.get(attribute)
+        if isinstance(condition, Mapping) and isinstance(condition.get("AttributeValueList"), list):
+            values = condition["AttributeValueList"]
+            return _key_text(values[0]) if values else None
+    expression = body.get("KeyConditionExpression")
+    names = body.get("ExpressionAttributeNames") or {}
+    values = body.get("ExpressionAttributeValues") or {}
+    if not isinstance(expression, str) or not isinstance(names, Mapping) or not isinstance(values, Mapping):
+        return None
+    for name, placeholder in _EQUALITY.findall(expression):
+        if names.get(name, name) == attribute:
+            return _key_text(values.get(placeholder))
+    return None
 
 
 def _kind(reason: str) -> ThrottleKind:
@@ -698,9 +800,15 @@ def _kind(reason: str) -> ThrottleKind:
 
 
 def _throttle_body(refusals: Iterable[_Refusal], region: str) -> dict[str, Any]:
+    """The error DynamoDB sends: a ``ThrottlingException`` (its list spelled ``throttlingReasons``)
+    for the limits of an on-demand table (account quota, on-demand maximum), else a
+    ``ProvisionedThroughputExceededException``."""
     reasons = []
     for reason, table in dict.fromkeys((refusal.reason, refusal.table) for refusal in refusals):
         reasons.append({"reason": reason, "resource": f"arn:aws:dynamodb:{region}:000000000000:table/{table}"})
+    for suffix, message in _ON_DEMAND_MESSAGES.items():
+        if any(entry["reason"].endswith(suffix) for entry in reasons):
+            return {"__type": _THROTTLING_TYPE, "message": message, "throttlingReasons": reasons}
     return {"__type": _PTEE_TYPE, "message": _PTEE_MESSAGE, "ThrottlingReasons": reasons}
 
 
@@ -746,6 +854,10 @@ def simulate_partition_limits(
     clock: Callable[[], float] = time.monotonic,
     extra_models: Iterable[type[Model]] = (),
     index_write_units: float | None = None,
+    index_read_units: float | None = None,
+    index_table_write_units: float | None = None,
+    index_table_read_units: float | None = None,
+    capacity_limit: CapacityLimit = "provisioned",
 ) -> Iterator[PartitionLimitSimulator]:
     """Throttle ``model``'s requests per physical partition key, as DynamoDB would.
 
@@ -760,20 +872,42 @@ def simulate_partition_limits(
         write_units: Write units per second per physical partition (``None``: unlimited).
         read_units: Read units per second per physical partition (``None``: unlimited).
         table_write_units: Write units per second for each table as a whole, refused with the
-            ``TableWriteProvisionedThroughputExceeded`` reason (``None``: unlimited).
-        table_read_units: The same for reads (``TableReadProvisionedThroughputExceeded``).
+            ``TableWrite<limit>`` reason that ``capacity_limit`` names
+            (``TableWriteProvisionedThroughputExceeded`` by default; ``None``: unlimited).
+        table_read_units: The same for reads (``TableRead<limit>``).
         clock: Seconds, monotonic; inject one so tests refill buckets without sleeping.
         extra_models: More models to limit with the same buckets and counters.
         index_write_units: Write units per second per partition of each global secondary
             index (per physical index key value), refused with the
             ``IndexWriteKeyRangeThroughputExceeded`` reason and the index's ARN (``None``:
             unlimited). *New in 0.3.0.*
+        index_read_units: Read units per second per partition of each global secondary index,
+            charged to queries of the index (``IndexName``) on the value their key condition
+            sets the index's hash key equal to, like a table query (the minimum before, the
+            rest after); refused with ``IndexReadKeyRangeThroughputExceeded`` and the index's
+            ARN (``None``: unlimited). *New in 0.3.0.*
+        index_table_write_units: Write units per second for each global secondary index as a
+            whole (the puts charged to its partitions), refused with ``IndexWrite<limit>``
+            (``capacity_limit``) and the index's ARN (``None``: unlimited). *New in 0.3.0.*
+        index_table_read_units: The same for queries of each global secondary index
+            (``IndexRead<limit>``). *New in 0.3.0.*
+        capacity_limit: Which limit of DynamoDB the table- and index-wide limits stand for,
+            and so the reason of their refusals: ``"provisioned"`` (a provisioned table's
+            capacity: ``...ProvisionedThroughputExceeded`` in a
+            ``ProvisionedThroughputExceededException``), ``"account"`` (an on-demand table
+            at the account's per-table quota: ``...AccountLimitExceeded``) or
+            ``"on_demand_maximum"`` (an on-demand table at its configured
+            ``OnDemandThroughput`` maximum: ``...MaxOnDemandThroughputExceeded``); the last
+            two come in a ``ThrottlingException``, as DynamoDB sends them for on-demand
+            tables. Partition limits keep their ``...KeyRangeThroughputExceeded`` reasons.
+            *New in 0.3.0.*
 
     Yields:
         The :class:`PartitionLimitSimulator`: counters, and ``set_limits`` to change limits.
 
     Raises:
-        ValueError: A limit is zero or negative.
+        ValueError: A limit is zero or negative, or ``capacity_limit`` is not one of
+            ``"provisioned"``, ``"account"``, ``"on_demand_maximum"``.
 
     .. versionadded:: 0.1.0
     """
@@ -783,6 +917,10 @@ def simulate_partition_limits(
         hash_keys,
         index_hash_keys={m.Meta.table_name: _index_hash_key_names(m) for m in models},
         index_write_units=index_write_units,
+        index_read_units=index_read_units,
+        index_table_write_units=index_table_write_units,
+        index_table_read_units=index_table_read_units,
+        capacity_limit=capacity_limit,
         write_units=write_units,
         read_units=read_units,
         table_write_units=table_write_units,

@@ -473,8 +473,8 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
 def heat_lines(ref: ModelRef, rows: list[HeatRow]) -> Iterator[str]:
     yield f"model:          {ref.spec} ({where(ref.model)})"
     if not rows:
-        yield ("keys:           none with a metadata item (a DynamicShards key gets one on its first "
-               "write; fixed strategies keep no counts)")
+        yield ("keys:           none with a metadata item (a DynamicShards key gets one when it first "
+               "grows or its write rate is reported; fixed strategies keep no counts)")
         return
     width = max(len("key"), *(len(row.key) for row in rows))
     yield (f"{'space':<10}  {'key':<{width}}  {'count':>5}  {'read':>4}  {'changes':>7}  "

@@ -405,6 +405,8 @@ class DynamicShards:
         self.local_writes = LocalWrites(self.rate_interval, quiet, timer=timer)
         # table name -> the warm write units DescribeTable reported (None: none reported).
         self._warm_write_units: dict[str, float | None] = {}
+        # What a writer knows of a key without a metadata item: its initial count.
+        self._unstored = ShardState(count=initial, last_updated=-1.0, stored=False)
 
     def __repr__(self) -> str:
         return f"DynamicShards({self.metadata_model.__name__}, max_shards={self.max_shards})"
@@ -572,6 +574,9 @@ class DynamicShards:
         if due is None:
             return
         try:
+            if cached is None and self.store.get(namespace, key, owner=self._owner(space)) is None:
+                # A key reported for the first time gets its item (it is no longer cold).
+                self.store.create(namespace, key, self.initial, self.clock(), owner=self._owner(space))
             reported = self.store.report_writes(
                 namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
             )
@@ -729,10 +734,35 @@ class DynamicShards:
         return space.name
 
     def _state(self, space: KeySpace, key: str) -> ShardState | None:
-        return self.store.get(self._namespace(space), key, owner=self._owner(space))
+        """The cached state of ``key``, read when not cached; ``None`` for a key without an
+        item (remembered for ``cache_ttl``, as a cached count is)."""
+        namespace = self._namespace(space)
+        if self.store.known_absent(namespace, key):
+            return None
+        state = self.store.get(namespace, key, owner=self._owner(space))
+        if state is None:
+            self.store.mark_absent(namespace, key)
+        return state
 
     def _state_for_write(self, space: KeySpace, key: str) -> ShardState:
-        return self.store.get_or_create(self._namespace(space), key, self.initial, self.clock, owner=self._owner(space))
+        """The count a write of ``key`` spreads over, at no request for a cold key.
+
+        A key without a metadata item has its initial count, and any shard of the count a
+        writer knows is a valid place (reads cover the whole history), so the first write of a
+        key within ``cache_ttl`` reads nothing; a key written again reads its item once per
+        ``cache_ttl``, as warm keys always did. No item is created until the key grows.
+        """
+        namespace, owner = self._namespace(space), self._owner(space)
+        cached = self.store.cached(namespace, key)
+        if cached is not None:
+            return cached
+        if self.store.known_absent(namespace, key) or self.store.first_sight(namespace, key):
+            return self._unstored
+        state = self.store.get(namespace, key, owner=owner)
+        if state is None:
+            self.store.mark_absent(namespace, key)
+            return self._unstored
+        return state
 
     def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
         state = self.store.load(self._namespace(space), key, owner=self._owner(space))
@@ -759,6 +789,14 @@ class DynamicShards:
         self, space: KeySpace, key: str, state: ShardState, throttled: int
     ) -> ShardState:
         """The reaction to a hot-partition throttle; returns the state to retry with."""
+        namespace = self._namespace(space)
+        if not state.stored and not self.store.known_absent(namespace, key):
+            # A cold key's first write read nothing: decide on what is stored (a growth made
+            # elsewhere, its cooldown), not on the initial count.
+            state = self.store.load(namespace, key, owner=self._owner(space)) or self._unstored
+            if state.stored:
+                return self._after_key_range_throttle(space, key, state, throttled)
+            self.store.mark_absent(namespace, key)
         newest = self._newest(space, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
@@ -796,7 +834,13 @@ class DynamicShards:
         namespace, owner = self._namespace(space), self._owner(space)
         now = self.clock()
         try:
-            changed = self.store.change(namespace, key, state, new, now, owner=owner)
+            if not state.stored:
+                # The key had no item: the growth inserts it, unless another writer did first.
+                changed = self.store.create_grown(namespace, key, state.count, new, now, owner=owner)
+                if changed is None:
+                    return self.store.cached(namespace, key) or self._fresh_state(space, key)
+            else:
+                changed = self.store.change(namespace, key, state, new, now, owner=owner)
             if changed is None:
                 return self._fresh_state(space, key)
         except PynamoDBException as exc:

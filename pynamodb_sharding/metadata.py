@@ -222,6 +222,9 @@ class ShardState:
     last_updated: float
     #: Every recorded change, oldest first.
     history: tuple[HistoryEntry, ...] = ()
+    #: ``False`` for a key with no metadata item (it has its initial count): a growth then
+    #: inserts the item instead of changing it. *New in 0.3.0.*
+    stored: bool = True
 
     @property
     def read_count(self) -> int:
@@ -358,6 +361,9 @@ class ShardCountStore:
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
         # The rate window each key's item had at this process's last report (a hint only).
         self._rate_windows: TTLCache[_CacheKey, float] = TTLCache(maxsize=maxsize, ttl=3600, timer=timer)
+        # Keys read without an item, and keys this process wrote without reading (cold keys).
+        self._absent: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._seen: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -490,11 +496,42 @@ class ShardCountStore:
         """Drop the cached state of ``key``: the next read goes to the table."""
         with self._lock:
             self._cache.pop((namespace, key), None)
+            self._absent.pop((namespace, key), None)
 
     def clear(self) -> None:
         """Drop every cached state."""
         with self._lock:
             self._cache.clear()
+            self._absent.clear()
+            self._seen.clear()
+
+    def known_absent(self, namespace: str, key: str) -> bool:
+        """Whether ``key`` was read without an item less than ``ttl`` seconds ago.
+
+        .. versionadded:: 0.3.0
+        """
+        with self._lock:
+            return (namespace, key) in self._absent and (namespace, key) not in self._cache
+
+    def mark_absent(self, namespace: str, key: str) -> None:
+        """Remember for ``ttl`` seconds that ``key`` has no item.
+
+        .. versionadded:: 0.3.0
+        """
+        with self._lock:
+            self._absent[(namespace, key)] = True
+
+    def first_sight(self, namespace: str, key: str) -> bool:
+        """``True`` the first time ``key`` is asked about within ``ttl`` seconds (a cold key's
+        write needs no read of its count: any shard of its initial count is a valid place).
+
+        .. versionadded:: 0.3.0
+        """
+        with self._lock:
+            if (namespace, key) in self._seen:
+                return False
+            self._seen[(namespace, key)] = True
+            return True
 
     # -- writes --------------------------------------------------------------------------
 
@@ -524,6 +561,42 @@ class ShardCountStore:
             return state
         self._rate_windows[(namespace, key)] = -math.inf  # a new item has no rate window
         return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)))
+
+    def create_grown(
+        self, namespace: str, key: str, initial: int, count: int, now: float, *, owner: str
+    ) -> ShardState | None:
+        """Insert the item of a key that had no item, with ``count`` shards, grown from its
+        ``initial`` count (recorded as in effect from epoch 0, the start); ``None`` when an
+        item exists already (read and cached instead: the caller works with it and grows
+        nothing blindly).
+
+        .. versionadded:: 0.3.0
+        """
+        at = next_lock_value(now, None)
+        entry = HistoryEntry(at=at, count=count)
+        start = HistoryEntry(at=0.0, count=initial)
+        item = self.metadata_model(
+            key, namespace, number_of_shards=count, last_updated=at,
+            shard_history={format_history_entry(start), format_history_entry(entry)},
+        )
+        attempts.watch(botocore_client(self.metadata_model))
+        with attempts.tracking() as sent:
+            try:
+                item.save(condition=self.metadata_model.partition_key.does_not_exist())
+            except PutError as exc:
+                if exc.cause_response_code != _CONDITION_FAILED:
+                    raise
+                if sent.may_have_applied:
+                    # Our own insert, applied, and its reply lost: what is stored decides.
+                    own = self._own_change(namespace, key, entry, owner=owner)
+                    if own is not None:
+                        return own
+                self.load(namespace, key, owner=owner)
+                return None
+        with self._lock:
+            self._absent.pop((namespace, key), None)
+            self._rate_windows[(namespace, key)] = -math.inf
+        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(start, entry)))
 
     def change(
         self,

@@ -241,19 +241,21 @@ class TestMetadataFailuresArePutErrors:
     def test_metadata_read_failure(self, dynamodb_models: Callable[..., Any], clock: Clock) -> None:
         sharded = sharded_model(clock)
         dynamodb_models(sharded)
+        sharded(KEY, 0).save()  # a key's first write reads no count
         faults = Faults(FaultShards, "GetItem")
         faults.plan = ["denied"]
         with pytest.raises(PutError) as info:
-            sharded(KEY, 1).save()
+            sharded(KEY, 1).save()  # the second reads it
         assert isinstance(info.value, MetadataRequestError)
         assert isinstance(info.value.cause, GetError)
         assert "FaultLog.file_path" in str(info.value)
-        assert raw_items(sharded) == []
+        assert logical_items(sharded) == [(KEY, 0)]
 
     def test_metadata_update_failure_while_growing(self, dynamodb_models: Callable[..., Any], clock: Clock) -> None:
         sharded = sharded_model(clock, initial=1)
         dynamodb_models(sharded)
         sharded(KEY, 0).save()
+        assert sharded.shards.grow(KEY) == 2  # the key has its metadata item
         clock.now += 3600  # past the cooldown: the throttle grows the key
         Faults(sharded, "PutItem").plan = ["throttle"]
         Faults(FaultShards, "UpdateItem").plan = ["denied"]
@@ -262,6 +264,22 @@ class TestMetadataFailuresArePutErrors:
         assert isinstance(info.value, MetadataRequestError)
         assert isinstance(info.value.cause, UpdateError)
         assert logical_items(sharded) == [(KEY, 0)]
+
+    def test_metadata_insert_failure_at_the_first_growth(
+        self, dynamodb_models: Callable[..., Any], clock: Clock,
+    ) -> None:
+        """A key without an item grows by inserting it: a failed insert is the same PutError."""
+        sharded = sharded_model(clock, initial=1)
+        dynamodb_models(sharded)
+        sharded(KEY, 0).save()
+        Faults(sharded, "PutItem").plan = ["throttle"]
+        Faults(FaultShards, "PutItem").plan = ["denied"]
+        with pytest.raises(PutError) as info:
+            sharded(KEY, 1).save()
+        assert isinstance(info.value, MetadataRequestError)
+        assert isinstance(info.value.cause, PutError)
+        assert logical_items(sharded) == [(KEY, 0)]
+        assert raw_items(FaultShards) == []
 
 
 class TestShrinkWithoutHistory:
@@ -330,6 +348,9 @@ class TestSignalsAfterLostReply:
     ) -> None:
         sharded = sharded_model(clock, initial=2)
         dynamodb_models(sharded)
+        stored_at = START - 7200
+        FaultShards(KEY, sharded.Meta.table_name, number_of_shards=2, last_updated=stored_at,
+                    shard_history={f"{int(stored_at)}:2"}).save()  # the key has grown before
         sharded(KEY, 0).save()
         clock.now += 3600
         updates = Faults(FaultShards, "UpdateItem")

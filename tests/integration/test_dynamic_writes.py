@@ -94,33 +94,48 @@ def stored_shards(model: type[ShardedModel]) -> list[int]:
     return sorted(item.shards for item in model.scan())
 
 
-def test_first_write_creates_the_metadata_item(bound: Any, clock: Clock) -> None:
+def test_a_cold_key_costs_one_request_and_no_metadata_item(bound: Any, clock: Clock) -> None:
+    """A key without a metadata item has its initial count: its first write reads nothing and
+    creates nothing; written again within the cache TTL it is warm and its count is read once."""
     model, traffic = bound(initial=3)
     model(KEY, 1).save()
-    # read the missing item, insert it, write the item
-    assert traffic.log == ["GetItem", "PutItem", "PutItem"]
-    meta = WritesShards.get(KEY, model.Meta.table_name, consistent_read=True)
-    assert (meta.number_of_shards, meta.last_updated) == (3, clock.now)
-    assert meta.shard_history == {f"{int(clock.now)}:3"}
-    [item] = list(model.scan())
-    assert item.file_path == KEY
-    assert 1 <= item.shards <= 3
+    assert traffic.log == ["PutItem"]
+    model(KEY, 2).save()
+    model(KEY, 3).save()
+    assert traffic.log == ["PutItem", "GetItem", "PutItem", "PutItem"]  # one read per TTL
+    assert list(WritesShards.scan()) == []
+    assert sorted(item.accessed_at for item in model.query(KEY)) == [1, 2, 3]
+    assert all(1 <= item.shards <= 3 for item in model.scan())
+
+
+def warm(model: type[ShardedModel], traffic: Traffic) -> None:
+    """Write KEY twice (its count is then known to this process), then clear the log."""
+    model(KEY, 100).save()
+    model(KEY, 101).save()
+    traffic.log.clear()
 
 
 def test_growth_starts_after_exactly_one_throttled_response(bound: Any, clock: Clock) -> None:
     model, traffic = bound()
-    model(KEY, 1).save()
-    clock.now += 31  # past the cooldown
-    traffic.log.clear()
+    warm(model, traffic)
     traffic.throttle_next = 1
     model(KEY, 2).save()
-    # One throttled PutItem, then the conditional UpdateItem of the metadata (no botocore
-    # retry of the PutItem in between), then the write on the wider space.
-    assert traffic.log == ["PutItem throttled", "UpdateItem", "PutItem"]
+    # One throttled PutItem, then the conditional insert of the key's metadata item (its
+    # first growth: no botocore retry of the PutItem in between), then the write on the
+    # wider space.
+    assert traffic.log == ["PutItem throttled", "PutItem", "PutItem"]
     assert model.shards.shard_count(KEY) == 2
-    assert [entry.count for entry in model.shards.history(KEY)] == [1, 2]
+    history = model.shards.history(KEY)
+    assert [entry.count for entry in history] == [1, 2]
+    assert history[0].at == 0  # the initial count, in effect from the start
     assert len(clock.sleeps) == 1
     assert 1.0 <= clock.sleeps[0] <= 2.0  # the random backoff before growing
+    clock.now += 31  # past the cooldown: the next growth changes the item
+    traffic.log.clear()
+    traffic.throttle_next = 1
+    model(KEY, 3).save()
+    assert traffic.log == ["PutItem throttled", "UpdateItem", "PutItem"]
+    assert [entry.count for entry in model.shards.history(KEY)] == [1, 2, 4]
 
 
 def test_without_the_early_hook_botocore_would_retry_instead(bound: Any, clock: Clock) -> None:
@@ -140,12 +155,13 @@ def test_without_the_early_hook_botocore_would_retry_instead(bound: Any, clock: 
 def test_throttle_inside_the_cooldown_retries_without_growing(bound: Any, clock: Clock) -> None:
     model, traffic = bound()
     model(KEY, 1).save()
+    assert model.shards.grow(KEY) == 2  # a change: the cooldown counts from it
     clock.now += 5  # inside the 30 s cooldown
     traffic.log.clear()
     traffic.throttle_next = 3
     model(KEY, 2).save()
     assert traffic.log == ["PutItem throttled"] * 3 + ["PutItem"]
-    assert model.shards.shard_count(KEY) == 1
+    assert model.shards.shard_count(KEY) == 2
     # Pauses grow from backoff[0] (jittered), capped at backoff[1].
     assert all(0 <= pause <= 2.0 for pause in clock.sleeps)
     assert len(clock.sleeps) == 3
@@ -154,9 +170,8 @@ def test_throttle_inside_the_cooldown_retries_without_growing(bound: Any, clock:
 
 def test_table_level_throttle_never_grows(bound: Any, clock: Clock) -> None:
     model, traffic = bound()
-    model(KEY, 1).save()
+    warm(model, traffic)
     clock.now += 3600
-    traffic.log.clear()
     traffic.reason = TABLE_LEVEL
     traffic.throttle_next = 100
     seen: list[ThrottleKind] = []
@@ -170,7 +185,7 @@ def test_table_level_throttle_never_grows(bound: Any, clock: Clock) -> None:
     assert traffic.log == ["PutItem throttled"] * attempts  # botocore's ladder, nothing else
     assert seen == [ThrottleKind.TABLE]
     assert model.shards.shard_count(KEY) == 1
-    assert [item.accessed_at for item in model.query(KEY)] == [1]
+    assert sorted(item.accessed_at for item in model.query(KEY)) == [100, 101]
 
 
 def test_index_throttle_raises_a_sharding_error_about_the_index(bound: Any, clock: Clock) -> None:
@@ -226,15 +241,16 @@ def test_corrupt_metadata_raises_and_writes_nothing(
 ) -> None:
     model, traffic = bound(max_shards=8)
     WritesShards(KEY, model.Meta.table_name, **attributes).save()
+    model(KEY, 1).save()  # a key's first write reads no count: shard 1 is always valid
     traffic.log.clear()
     with pytest.raises(MetadataError) as info:
-        model(KEY, 1).save()
+        model(KEY, 2).save()  # the second reads it
     message = str(info.value)
     assert problem in message
     assert f"AuditLog.file_path: the shard metadata of key {KEY!r}" in message
     assert "fix or delete the item" in message
     assert traffic.count("PutItem") == 0
-    assert list(model.scan()) == []
+    assert [item.accessed_at for item in model.scan()] == [1]
 
 
 def test_signals_report_growth_and_throttles(bound: Any, clock: Clock) -> None:

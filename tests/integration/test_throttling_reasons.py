@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -140,9 +140,8 @@ def _resource(reason: str) -> str:
 
 
 @pytest.fixture
-def upload(dynamodb_models: Bind) -> Iterator[None]:
+def upload(dynamodb_models: Bind) -> None:
     dynamodb_models(Upload)
-    yield
 
 
 def test_every_reason_has_its_test() -> None:

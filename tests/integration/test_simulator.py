@@ -321,13 +321,15 @@ class TestIndexLimits:
             with pytest.raises(QueryError) as caught:
                 list(Tagged.by_tag.query("hot"))
             assert [item.pk for item in Tagged.by_tag.query("cold")] == ["c"]  # its own partition
+            simulator.set_limits(index_read_units=None)
+            assert len(list(Tagged.by_tag.query("hot"))) == 2
         throttle = classify(caught.value)
         assert [(r.reason, r.resource) for r in throttle.reasons] == [(
             "IndexReadKeyRangeThroughputExceeded",
             f"arn:aws:dynamodb:{Tagged.Meta.region}:000000000000:table/{tagged}/index/by_tag",
         )]
         assert throttle.kind == ThrottleKind.INDEX
-        assert simulator.read_units == {(f"{tagged}/index/by_tag", "hot"): 1.0, (f"{tagged}/index/by_tag", "cold"): 0.5}
+        assert simulator.read_units == {(f"{tagged}/index/by_tag", "hot"): 1.5, (f"{tagged}/index/by_tag", "cold"): 0.5}
 
     def test_index_wide_write_limit_and_lifting_it(self, tagged: str, clock: Clock) -> None:
         with simulate_partition_limits(Tagged, index_table_write_units=2, clock=clock) as simulator:

@@ -4,7 +4,7 @@ Proves: a hot partition key over its limit is refused while a cold key beside it
 cost one unit per started KB and reads one per started 4 KB (half when eventually consistent,
 charged on what the response returned); buckets refill with (injected) time and burst one
 second; a table-level limit gives the table reason, ``capacity_limit`` picks which one
-(provisioned, account quota, on-demand maximum, the last two in a ``ThrottlingException``) and
+(provisioned, account quota, on-demand maximum, each in the error type DynamoDB uses) and
 ``set_limits`` changes it; queries of a global index are charged to its partitions and index-wide
 limits refuse with the index reasons and ARN; the error reaching user code is PynamoDB's
 own, after botocore's own retries, and ``classify`` reads it; batches forward what fits and
@@ -289,7 +289,7 @@ class TestCapacityLimit:
         assert codes == [
             (PTEE, [TABLE_WRITE]),
             ("ThrottlingException", ["TableWriteMaxOnDemandThroughputExceeded"]),
-            ("ThrottlingException", ["TableWriteAccountLimitExceeded"]),
+            ("RequestLimitExceeded", ["TableWriteAccountLimitExceeded"]),
         ]
         assert simulator.throttles == {ThrottleKind.TABLE: 3}
         assert _partition_count("b") == 0

@@ -99,7 +99,9 @@ class Upload(ShardedModel):
     )
 
 
-#: The simulator's limits that produce each reason (units per second; the clock is fixed).
+#: The simulator's limits that produce each reason (units per second; the clock is fixed). The
+#: partition limit applies to the metadata table too: 2 units leave room for the key's metadata
+#: item to be created and then grown.
 LIMITS: dict[str, dict[str, Any]] = {
     "TableWriteKeyRangeThroughputExceeded": {"write_units": 2},
     "TableWriteProvisionedThroughputExceeded": {"table_write_units": 1},

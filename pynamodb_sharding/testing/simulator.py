@@ -47,9 +47,11 @@ capacity units per second, starting full with one second of burst):
 
 Over the limit:
 
-* a single-item request gets the ``ProvisionedThroughputExceededException`` response
-  (``ThrottlingException``, its list spelled ``throttlingReasons``, for the account quota and
-  on-demand maximum reasons, which DynamoDB sends for on-demand tables);
+* a single-item request gets the error response DynamoDB sends for the reason: a
+  ``ProvisionedThroughputExceededException`` for key ranges and provisioned capacity, a
+  ``RequestLimitExceeded`` for the account quota (``...AccountLimitExceeded``), a
+  ``ThrottlingException`` (its list spelled ``throttlingReasons``) for an on-demand maximum
+  (``...MaxOnDemandThroughputExceeded``);
 * ``BatchWriteItem``/``BatchGetItem`` forward the admitted entries (the request body is
   rewritten in ``before-sign``, so the request is signed as sent) and return the refused ones
   in ``UnprocessedItems``/``UnprocessedKeys`` of the real success response; when every entry
@@ -121,6 +123,7 @@ _KEY_RANGE_SUFFIX = "KeyRangeThroughputExceeded"
 _PARTITION, _TABLE, _INDEX, _INDEX_TABLE = "partition", "table", "index", "index_table"
 _PTEE_TYPE = "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"
 _THROTTLING_TYPE = "com.amazonaws.dynamodb.v20120810#ThrottlingException"
+_REQUEST_LIMIT_TYPE = "com.amazonaws.dynamodb.v20120810#RequestLimitExceeded"
 _TRANSACTION_CANCELED_TYPE = "com.amazonaws.dynamodb.v20120810#TransactionCanceledException"
 _PTEE_MESSAGE = (
     "The level of configured provisioned throughput for the table was exceeded. "
@@ -130,10 +133,14 @@ _THROTTLING_ERROR_MESSAGE = (
     "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically "
     "scaling your table or index so please try again shortly."
 )
-_ON_DEMAND_MESSAGES = {
-    "AccountLimitExceeded": "Throughput exceeds the current throughput quota for your account.",
+# The errors DynamoDB's error reference lists for the limits of on-demand tables, by reason
+# suffix: the error type, how it spells its list of reasons, its message.
+_ON_DEMAND_ERRORS = {
+    "AccountLimitExceeded": (
+        _REQUEST_LIMIT_TYPE, "ThrottlingReasons", "Throughput exceeds the throughput limit of your account."
+    ),
     "MaxOnDemandThroughputExceeded": (
-        "Throughput exceeds the maximum on-demand throughput configured for your table or index."
+        _THROTTLING_TYPE, "throttlingReasons", "The rate of requests exceeds the throughput allowed."
     ),
 }
 _UNSET: Any = object()
@@ -800,15 +807,15 @@ def _kind(reason: str) -> ThrottleKind:
 
 
 def _throttle_body(refusals: Iterable[_Refusal], region: str) -> dict[str, Any]:
-    """The error DynamoDB sends: a ``ThrottlingException`` (its list spelled ``throttlingReasons``)
-    for the limits of an on-demand table (account quota, on-demand maximum), else a
-    ``ProvisionedThroughputExceededException``."""
+    """The error DynamoDB sends: ``RequestLimitExceeded`` for an account quota, a
+    ``ThrottlingException`` (its list spelled ``throttlingReasons``) for an on-demand maximum,
+    else a ``ProvisionedThroughputExceededException``."""
     reasons = []
     for reason, table in dict.fromkeys((refusal.reason, refusal.table) for refusal in refusals):
         reasons.append({"reason": reason, "resource": f"arn:aws:dynamodb:{region}:000000000000:table/{table}"})
-    for suffix, message in _ON_DEMAND_MESSAGES.items():
+    for suffix, (error_type, field, message) in _ON_DEMAND_ERRORS.items():
         if any(entry["reason"].endswith(suffix) for entry in reasons):
-            return {"__type": _THROTTLING_TYPE, "message": message, "throttlingReasons": reasons}
+            return {"__type": error_type, "message": message, field: reasons}
     return {"__type": _PTEE_TYPE, "message": _PTEE_MESSAGE, "ThrottlingReasons": reasons}
 
 
@@ -897,9 +904,10 @@ def simulate_partition_limits(
             ``ProvisionedThroughputExceededException``), ``"account"`` (an on-demand table
             at the account's per-table quota: ``...AccountLimitExceeded``) or
             ``"on_demand_maximum"`` (an on-demand table at its configured
-            ``OnDemandThroughput`` maximum: ``...MaxOnDemandThroughputExceeded``); the last
-            two come in a ``ThrottlingException``, as DynamoDB sends them for on-demand
-            tables. Partition limits keep their ``...KeyRangeThroughputExceeded`` reasons.
+            ``OnDemandThroughput`` maximum: ``...MaxOnDemandThroughputExceeded``). As DynamoDB
+            does, the account quota comes in a ``RequestLimitExceeded`` and the on-demand
+            maximum in a ``ThrottlingException``. Partition limits keep their
+            ``...KeyRangeThroughputExceeded`` reasons.
             *New in 0.3.0.*
 
     Yields:

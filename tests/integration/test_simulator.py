@@ -3,7 +3,10 @@
 Proves: a hot partition key over its limit is refused while a cold key beside it is not; writes
 cost one unit per started KB and reads one per started 4 KB (half when eventually consistent,
 charged on what the response returned); buckets refill with (injected) time and burst one
-second; a table-level limit gives the table reason; the error reaching user code is PynamoDB's
+second; a table-level limit gives the table reason, ``capacity_limit`` picks which one
+(provisioned, account quota, on-demand maximum, each in the error type DynamoDB uses) and
+``set_limits`` changes it; queries of a global index are charged to its partitions and index-wide
+limits refuse with the index reasons and ARN; the error reaching user code is PynamoDB's
 own, after botocore's own retries, and ``classify`` reads it; batches forward what fits and
 hand back the rest as unprocessed, which PynamoDB resends; transactions are cancelled with
 ``ThrottlingError``; concurrent writers never get more than the limit; exit leaves the client's
@@ -19,6 +22,7 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, GetError, PutError, QueryError, TransactWriteError, UpdateError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
@@ -55,6 +59,24 @@ class Log(Model):
     pk = UnicodeAttribute(hash_key=True)
     sk = NumberAttribute(range_key=True)
     body = UnicodeAttribute(null=True)
+
+
+class ByTag(GlobalSecondaryIndex["Tagged"]):
+    class Meta:
+        index_name = "by_tag"
+        projection = AllProjection()
+
+    tag = UnicodeAttribute(hash_key=True)
+
+
+class Tagged(Model):
+    class Meta:
+        table_name = "simulator_tagged"
+        max_retry_attempts = 0
+
+    pk = UnicodeAttribute(hash_key=True)
+    tag = UnicodeAttribute()
+    by_tag = ByTag()
 
 
 class Audit(Model):
@@ -228,6 +250,115 @@ class TestTableLimit:
         assert [reason.reason for reason in throttle.reasons] == [TABLE_WRITE]
         assert not throttle.grows_shards
         assert simulator.throttles == {ThrottleKind.TABLE: 1}
+
+
+class TestCapacityLimit:
+    """``capacity_limit`` says which whole-table limit is short: its reason and its error code."""
+
+    def test_an_unknown_capacity_limit_is_refused(self, table: str) -> None:
+        with pytest.raises(ValueError, match="capacity_limit 'reserved' is not one of"), \
+                simulate_partition_limits(Log, capacity_limit="reserved"):  # type: ignore[arg-type]
+            pass
+
+    @pytest.mark.parametrize(
+        "limits", [{"index_read_units": 0}, {"index_table_write_units": -1}, {"index_table_read_units": 0.0}], ids=str
+    )
+    def test_non_positive_index_limits_are_refused(self, table: str, limits: dict[str, float]) -> None:
+        with pytest.raises(ValueError, match="not positive"), simulate_partition_limits(Log, **limits):
+            pass
+
+    def test_set_limits_changes_the_reason_and_the_error_code(self, table: str, clock: Clock) -> None:
+        with simulate_partition_limits(Log, table_write_units=1, clock=clock) as simulator:
+            assert simulator.capacity_limit == "provisioned"
+            Log("a", 0).save()
+            with pytest.raises(PutError) as provisioned:
+                Log("b", 0).save()
+            simulator.set_limits(capacity_limit="on_demand_maximum")
+            with pytest.raises(PutError) as maximum:
+                Log("b", 0).save()
+            simulator.set_limits(capacity_limit="account")
+            with pytest.raises(PutError) as account:
+                Log("b", 0).save()
+            with pytest.raises(ValueError, match="capacity_limit"):
+                simulator.set_limits(capacity_limit="none")  # type: ignore[arg-type]
+            assert simulator.capacity_limit == "account"
+        codes = [
+            (classify(caught.value).code, [reason.reason for reason in classify(caught.value).reasons])
+            for caught in (provisioned, maximum, account)
+        ]
+        assert codes == [
+            (PTEE, [TABLE_WRITE]),
+            ("ThrottlingException", ["TableWriteMaxOnDemandThroughputExceeded"]),
+            ("RequestLimitExceeded", ["TableWriteAccountLimitExceeded"]),
+        ]
+        assert simulator.throttles == {ThrottleKind.TABLE: 3}
+        assert _partition_count("b") == 0
+
+    def test_partition_limits_keep_the_key_range_reason(self, table: str, clock: Clock) -> None:
+        with simulate_partition_limits(Log, write_units=1, capacity_limit="account", clock=clock) as simulator:
+            Log("hot", 0).save()
+            with pytest.raises(PutError) as caught:
+                Log("hot", 1).save()
+        assert caught.value.cause_response_code == PTEE
+        assert simulator.throttles_by_reason == {KEY_RANGE_WRITE: 1}
+
+
+class TestIndexLimits:
+    """Queries of a global index are charged to its partitions; index-wide limits refuse with the
+    index's reasons and ARN; neither touches the table's buckets."""
+
+    @pytest.fixture
+    def tagged(self, dynamodb_models: BindModels) -> str:
+        name = dynamodb_models(Tagged)[Tagged]
+        for pk, tag in (("a", "hot"), ("b", "hot"), ("c", "cold")):
+            Tagged(pk, tag=tag).save()
+        return name
+
+    def test_index_reads_are_charged_per_index_partition(self, tagged: str, clock: Clock) -> None:
+        with simulate_partition_limits(Tagged, read_units=0.5, index_read_units=1, clock=clock) as simulator:
+            for _ in range(2):  # eventually consistent: half a unit each
+                assert sorted(item.pk for item in Tagged.by_tag.query("hot")) == ["a", "b"]
+            with pytest.raises(QueryError) as caught:
+                list(Tagged.by_tag.query("hot"))
+            assert [item.pk for item in Tagged.by_tag.query("cold")] == ["c"]  # its own partition
+            simulator.set_limits(index_read_units=None)
+            assert len(list(Tagged.by_tag.query("hot"))) == 2
+        throttle = classify(caught.value)
+        assert [(r.reason, r.resource) for r in throttle.reasons] == [(
+            "IndexReadKeyRangeThroughputExceeded",
+            f"arn:aws:dynamodb:{Tagged.Meta.region}:000000000000:table/{tagged}/index/by_tag",
+        )]
+        assert throttle.kind == ThrottleKind.INDEX
+        assert simulator.read_units == {(f"{tagged}/index/by_tag", "hot"): 1.5, (f"{tagged}/index/by_tag", "cold"): 0.5}
+
+    def test_index_wide_write_limit_and_lifting_it(self, tagged: str, clock: Clock) -> None:
+        with simulate_partition_limits(Tagged, index_table_write_units=2, clock=clock) as simulator:
+            Tagged("d", tag="x").save()
+            Tagged("e", tag="y").save()
+            with pytest.raises(PutError) as caught:
+                Tagged("f", tag="z").save()
+            simulator.set_limits(index_table_write_units=None)
+            Tagged("f", tag="z").save()
+        throttle = classify(caught.value)
+        assert [(r.reason, r.index_name) for r in throttle.reasons] == [
+            ("IndexWriteProvisionedThroughputExceeded", "by_tag")
+        ]
+        assert throttle.kind == ThrottleKind.TABLE
+        assert simulator.throttles_by_reason == {"IndexWriteProvisionedThroughputExceeded": 1}
+
+    def test_index_wide_read_limit_with_the_on_demand_maximum(self, tagged: str, clock: Clock) -> None:
+        with simulate_partition_limits(
+            Tagged, index_table_read_units=0.5, capacity_limit="on_demand_maximum", clock=clock
+        ) as simulator:
+            assert [item.pk for item in Tagged.by_tag.query("cold")] == ["c"]
+            with pytest.raises(QueryError) as caught:
+                list(Tagged.by_tag.query("hot"))  # another partition, the same index
+            assert Tagged.get("a").tag == "hot"  # the table's own reads are not limited
+        throttle = classify(caught.value)
+        assert (throttle.code, [r.reason for r in throttle.reasons]) == (
+            "ThrottlingException", ["IndexReadMaxOnDemandThroughputExceeded"]
+        )
+        assert simulator.throttles_by_reason == {"IndexReadMaxOnDemandThroughputExceeded": 1}
 
 
 class TestBotocoreRetries:

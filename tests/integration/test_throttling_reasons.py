@@ -14,8 +14,9 @@ MaxOnDemand>Exceeded`` with the resource ARN. One test per reason, on DynamoDB L
 * a read reason (a query of the table or of the index) raises PynamoDB's ``QueryError`` after
   botocore's retry and grows no write shard.
 
-Each checks the error code DynamoDB uses for the reason (``ThrottlingException`` for an
-on-demand table's account quota and maximum), the resource ARN, and the simulator's count.
+Each checks the error code DynamoDB uses for the reason (``RequestLimitExceeded`` for an account
+quota, ``ThrottlingException`` for an on-demand maximum), the resource ARN, and the simulator's
+count.
 A throttle without reasons (DynamoDB Local, older DynamoDB) falls back on its error code.
 """
 
@@ -48,6 +49,7 @@ Bind = Callable[..., Any]
 
 PTEE = "ProvisionedThroughputExceededException"
 THROTTLING = "ThrottlingException"
+REQUEST_LIMIT = "RequestLimitExceeded"
 
 
 class FixedClock:
@@ -97,7 +99,9 @@ class Upload(ShardedModel):
     )
 
 
-#: The simulator's limits that produce each reason (units per second; the clock is fixed).
+#: The simulator's limits that produce each reason (units per second; the clock is fixed). The
+#: partition limit applies to the metadata table too: 2 units leave room for the key's metadata
+#: item to be created and then grown.
 LIMITS: dict[str, dict[str, Any]] = {
     "TableWriteKeyRangeThroughputExceeded": {"write_units": 2},
     "TableWriteProvisionedThroughputExceeded": {"table_write_units": 1},
@@ -130,8 +134,10 @@ LIMITED = {"write_units": None, "read_units": None, "clock": CLOCK}
 
 
 def _code(reason: str) -> str:
-    """The error DynamoDB sends the reason in: on-demand limits come in a ThrottlingException."""
-    return THROTTLING if reason.endswith(("AccountLimitExceeded", "MaxOnDemandThroughputExceeded")) else PTEE
+    """The error DynamoDB sends the reason in (its error reference lists one per limit)."""
+    if reason.endswith("AccountLimitExceeded"):
+        return REQUEST_LIMIT
+    return THROTTLING if reason.endswith("MaxOnDemandThroughputExceeded") else PTEE
 
 
 def _resource(reason: str) -> str:
@@ -222,7 +228,7 @@ def test_read_reason_raises_query_error_and_grows_no_write_shards(upload: None, 
 
 @pytest.mark.parametrize(
     ("code", "grows"),
-    [(PTEE, True), (THROTTLING, False), ("RequestLimitExceeded", False)],
+    [(PTEE, True), (THROTTLING, False), (REQUEST_LIMIT, False)],
     ids=str,
 )
 def test_a_throttle_without_reasons_falls_back_on_its_code(upload: None, code: str, grows: bool) -> None:

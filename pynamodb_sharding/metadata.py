@@ -525,8 +525,13 @@ class ShardCountStore:
         """``True`` the first time ``key`` is asked about within ``ttl`` seconds (a cold key's
         write needs no read of its count: any shard of its initial count is a valid place).
 
+        Always ``False`` with ``ttl=0``: a writer that caches nothing reads the count at
+        every write, so it sees every change at once.
+
         .. versionadded:: 0.3.0
         """
+        if self.ttl <= 0:
+            return False
         with self._lock:
             if (namespace, key) in self._seen:
                 return False

@@ -147,11 +147,13 @@ def test_the_heat_report_shows_the_write_rate_and_the_headroom(project: ModelsMo
     spec = project.spec("FastLog")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
     models = _import(project)
-    for key in ("busy", "quiet"):
-        models.FastLog(key, accessed_at=0).save()
     namespace = models.FastLog.Meta.table_name
     store = models.FastLog.shards.strategy.store
     now = models.FastLog.shards.strategy.clock()
+    for key in ("busy", "quiet"):
+        models.FastLog(key, accessed_at=0).save()
+        # A writer creates the item of a key it reports a rate for (a cold key has none).
+        store.create(namespace, key, 1, now, owner="FastLog.shards")
     store.report_writes(namespace, "busy", 1200.0, now, 60.0, owner="FastLog.shards")  # 20 units/s
     store.report_writes(namespace, "quiet", 300.0, now, 60.0, owner="FastLog.shards")  # 5 units/s
 

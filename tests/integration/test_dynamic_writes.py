@@ -108,6 +108,21 @@ def test_a_cold_key_costs_one_request_and_no_metadata_item(bound: Any, clock: Cl
     assert all(1 <= item.shards <= 3 for item in model.scan())
 
 
+def test_without_a_cache_every_write_reads_the_count(bound: Any, clock: Clock) -> None:
+    """``cache_ttl=0`` sees every change at once: the first write of a key reads its count too,
+    so a growth made elsewhere is used by the very next write."""
+    model, traffic = bound(cache_ttl=0)
+    model(KEY, 1).save()
+    assert traffic.log == ["GetItem", "PutItem"]
+    model.shards.grow(KEY)
+    model.shards.grow(KEY)  # 4 shards
+    traffic.log.clear()
+    for at in range(2, 42):
+        model(KEY, at).save()
+    assert traffic.log == ["GetItem", "PutItem"] * 40
+    assert len(set(stored_shards(model))) > 1  # the writes spread over the grown count
+
+
 def warm(model: type[ShardedModel], traffic: Traffic) -> None:
     """Write KEY twice (its count is then known to this process), then clear the log."""
     model(KEY, 100).save()

@@ -6,7 +6,11 @@ take ``--limit`` write units/s; then the steady rate after the last growth again
 ``count x limit``; then the same for ``DynamicShards`` written from ``--processes`` spawned
 processes (each with ``writers / processes`` threads and its own simulator granting
 ``limit / processes``, so the partitions take ``--limit`` in all); then the metadata reads a
-warm key costs per 10,000 writes.
+warm key costs per 10,000 writes; then the ramp: the offered write rate of one key rises from 0
+to ``--ramp-peak`` x ``--ramp-limit`` over ``--ramp-seconds`` and holds, for an unsharded model,
+reactive ``DynamicShards`` (grows on throttles) and proactive ``DynamicShards``
+(``target_utilization=0.7``, grows on the observed rate), each second's acknowledged writes
+and key-range throttles side by side.
 
 Run (starts its own DynamoDB Local unless ``DYNAMODB_LOCAL_ENDPOINT`` is set)::
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +46,8 @@ from pynamodb_sharding.testing.simulator import simulate_partition_limits
 
 KEY = "/shared/firetvGen2.txt"
 PROCESS_KEY = "/shared/from-processes.txt"
+RAMP_KEY = "/shared/ramp.txt"
+KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
 
 
 class BenchShards(ShardMetadata):
@@ -55,6 +62,159 @@ class PlainAuditLog(Model):
     file_path = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
     user_id = UnicodeAttribute(null=True)
+
+
+class RampShards(ShardMetadata):
+    class Meta:
+        table_name = "bench_ramp_shards"
+
+
+class RampPlainLog(Model):
+    class Meta:
+        table_name = "bench_ramp_plain_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+
+
+def ramp_models(args: argparse.Namespace) -> dict[str, type[Model]]:
+    """The ramp's three models: unsharded, reactive and proactive ``DynamicShards``."""
+
+    def sharding(**proactive: float) -> Sharding:
+        return Sharding(DynamicShards(
+            RampShards, max_shards=args.max_shards, cooldown=args.cooldown, backoff=(0.05, 0.2), cache_ttl=5.0,
+            max_attempts=1000, partition_write_units=args.ramp_limit, rate_interval=0.5, **proactive,
+        ))
+
+    class RampReactiveLog(ShardedModel):
+        class Meta:
+            table_name = "bench_ramp_reactive_log"
+            max_retry_attempts = 1
+
+        file_path = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        shards = sharding()
+
+    class RampProactiveLog(ShardedModel):
+        class Meta:
+            table_name = "bench_ramp_proactive_log"
+            max_retry_attempts = 1
+
+        file_path = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        shards = sharding(target_utilization=0.7)
+
+    return {"unsharded": RampPlainLog, "reactive": RampReactiveLog, "proactive": RampProactiveLog}
+
+
+def paced(model: type[Model], rate: Callable[[float], float], seconds: float, threads: int,
+          throttled: Callable[[], int]) -> tuple[list[int], list[int], int]:
+    """Offer ``rate(t)`` writes/s of ``RAMP_KEY`` for ``seconds`` from ``threads`` threads.
+
+    Returns each second's acknowledged writes and key-range throttles (``throttled()`` sampled
+    at each second), and the writes that failed. Writes still queued at the end are dropped.
+    """
+    tickets: queue.Queue[int | None] = queue.Queue()
+    acks: list[float] = []
+    failures = [0]
+    lock = threading.Lock()
+
+    def writer() -> None:
+        while (ticket := tickets.get()) is not None:
+            try:
+                model(RAMP_KEY, ticket).save()
+            except PutError:
+                with lock:
+                    failures[0] += 1
+                continue
+            with lock:
+                acks.append(time.monotonic())
+
+    workers = [threading.Thread(target=writer, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    start = last = time.monotonic()
+    issued, serial = 0.0, 0
+    samples = [throttled()]
+    while (now := time.monotonic()) - start < seconds:
+        issued += rate(now - start) * (now - last)
+        last = now
+        while issued >= 1:
+            issued -= 1
+            serial += 1
+            tickets.put(serial)
+        if now - start >= len(samples):
+            samples.append(throttled())
+        time.sleep(0.005)
+    samples.append(throttled())
+    while True:  # what the writers could not take in time is not offered any more
+        try:
+            tickets.get_nowait()
+        except queue.Empty:
+            break
+    for _ in workers:
+        tickets.put(None)
+    for worker in workers:
+        worker.join()
+    per = [0] * int(seconds)
+    for at in acks:
+        index = int(at - start)
+        if 0 <= index < len(per):
+            per[index] += 1
+    throttles = [samples[i + 1] - samples[i] for i in range(min(int(seconds), len(samples) - 1))]
+    return per, throttles, failures[0]
+
+
+def ramp_run(args: argparse.Namespace, server: DynamoDBLocal, out: Callable[[str], None]) -> None:
+    """The ramp, the three models one after the other on the same simulated partitions."""
+    models = ramp_models(args)
+    peak = args.ramp_peak * args.ramp_limit
+    seconds = args.ramp_seconds + args.ramp_hold
+
+    def rate(t: float) -> float:
+        return peak * min(1.0, t / args.ramp_seconds)
+
+    results: dict[str, tuple[list[int], list[int], int]] = {}
+    counts: dict[str, list[HistoryEntry]] = {}
+    starts: dict[str, float] = {}
+    with bound_models(server, *models.values()):
+        for name, model in models.items():
+            with simulate_partition_limits(model, write_units=args.ramp_limit) as simulator:
+                starts[name] = time.time()
+                results[name] = paced(model, rate, seconds, args.ramp_threads,
+                                      lambda s=simulator: s.throttles_by_reason.get(KEY_RANGE, 0))
+            if isinstance(model, type) and issubclass(model, ShardedModel):
+                counts[name] = model.shards.history(RAMP_KEY)
+    out("")
+    out(
+        f"## Ramp: one key from 0 to {peak:g} writes/s over {args.ramp_seconds:g} s, then held "
+        f"{args.ramp_hold:g} s; {args.ramp_limit:g} write units/s per partition"
+    )
+    out("")
+    out(
+        f"DynamicShards(partition_write_units={args.ramp_limit:g}, rate_interval=0.5, cooldown={args.cooldown:g}, "
+        f"max_shards={args.max_shards}); proactive: target_utilization=0.7, growing at "
+        f"{0.7 * args.ramp_limit:g} units/s per shard. {args.ramp_threads} writer threads per model."
+    )
+    out("")
+    out("| second | offered writes/s | unsharded writes/s | reactive writes/s | proactive writes/s | "
+        "unsharded throttles | reactive throttles | proactive throttles | reactive shards | proactive shards |")
+    out("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for second in range(int(seconds)):
+        cells = [f"{rate(second + 0.5):.0f}"]
+        cells += [str(results[name][0][second]) for name in models]
+        cells += [str(results[name][1][second]) if second < len(results[name][1]) else "0" for name in models]
+        cells += [str(count_at(counts[name], starts[name] + second + 1)) for name in ("reactive", "proactive")]
+        out(f"| {second + 1} | " + " | ".join(cells) + " |")
+    out("")
+    for name in models:
+        per, throttles, failures = results[name]
+        final = counts[name][-1].count if name in counts else 1
+        out(
+            f"- {name}: {sum(throttles)} key-range throttles, {sum(per)} writes acknowledged, {failures} failed "
+            f"after retries, {sum(per[-int(args.ramp_hold):]) / args.ramp_hold:.1f} writes/s while held at "
+            f"{peak:g}; {final} shard(s) at the end"
+        )
 
 
 def dynamic_model(args: argparse.Namespace) -> tuple[type[ShardedModel], DynamicShards]:
@@ -308,6 +468,9 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
         if args.processes > 0:
             processes_run(args, DynamicAuditLog, strategy, server, out)
 
+        if args.ramp_seconds > 0:
+            ramp_run(args, server, out)
+
         figures = metadata_reads(DynamicAuditLog, strategy, args.meta_writes, 16)
         out()
         out("## Metadata reads of a warm key")
@@ -333,6 +496,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--meta-writes", type=int, default=10_000, help="writes of the metadata-read figure (10000)")
     parser.add_argument("--cache-ttl", type=float, default=10.0, help="DynamicShards cache_ttl, s (10)")
+    parser.add_argument("--ramp-seconds", type=float, default=30.0, help="seconds of the ramp, 0 to skip (30)")
+    parser.add_argument("--ramp-hold", type=float, default=6.0, help="seconds the ramp's peak is held (6)")
+    parser.add_argument("--ramp-limit", type=float, default=12.0, help="the ramp's write units/s per partition (12)")
+    parser.add_argument("--ramp-peak", type=float, default=5.0, help="the ramp's peak, x the partition limit (5)")
+    parser.add_argument("--ramp-threads", type=int, default=16, help="writer threads of each ramp model (16)")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
     args = parser.parse_args(argv)
     lines = run(args, print)

@@ -410,6 +410,28 @@ class ShardManager(Generic[_M]):
         view = self.key(key)
         return self._possible(view.value, self._shifted(self.strategy.read_shards(view)))
 
+    def early_read_shard(self, key: str) -> tuple[int, int] | None:
+        """``(shard, likely count)`` when finding the shards a read of ``key`` covers costs a
+        request (a ``DynamicShards`` model reading fresh counts): the first of those shards,
+        which every read covers, and how many shards the read probably has. ``None``
+        otherwise, and for a ``legacy_unsharded`` model (its bare key is read first). Sends
+        nothing.
+
+        Raises:
+            ShardKeyError: ``key`` is not a valid logical key, or too long for any shard.
+
+        .. versionadded:: 0.3.0
+        """
+        hook: Callable[[ShardKey], int | None] | None = getattr(self.strategy, "likely_read_count", None)
+        if hook is None or self.legacy_unsharded:
+            return None
+        view = self.key(key)
+        count = hook(view)
+        if count is None:
+            return None
+        first = self._possible(view.value, self._shifted((1,)))
+        return (first[0], max(1, count)) if first else None
+
     def read_targets(self, key: str) -> tuple[int, ...]:
         """:meth:`read_shards`, preceded by :data:`~pynamodb_sharding.keys.LEGACY_SHARD` (the bare
         legacy key) when the model is declared ``legacy_unsharded``."""

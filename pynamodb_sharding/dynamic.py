@@ -464,6 +464,20 @@ class DynamicShards:
             state = self._state(space, key)
         return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
 
+    def likely_read_count(self, shard_key: ShardKey) -> int | None:
+        """How many shards a read of ``key`` probably covers, known without a request: the
+        count this process last read, else ``initial``. ``None`` unless reads fetch the count
+        (``fresh_reads=True``): merged queries then start shard 1's query while the count is
+        read, and the guess only sizes that first page (the shards read are the ones read
+        from the table).
+
+        .. versionadded:: 0.3.0
+        """
+        if not self.fresh_reads:
+            return None
+        cached = self.store.cached(self._namespace(shard_key.space), shard_key.value)
+        return self.initial if cached is None else cached.read_count
+
     def shards_at(self, shard_key: ShardKey, at: float, *, fresh: bool = True) -> int:
         """The highest shard ``key`` had used by epoch second ``at``: the largest count in its
         history that took effect at or before ``at`` (``initial`` before any). ``fresh`` reads

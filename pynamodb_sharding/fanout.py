@@ -24,6 +24,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -62,7 +63,7 @@ from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes
-from pynamodb_sharding.pool import BoundedSubmitter, fanout_threads
+from pynamodb_sharding.pool import BoundedSubmitter, fanout_executor, fanout_threads
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -751,8 +752,19 @@ def merged_query(
     forward = scan_index_forward is not False
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
     filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
-    plan = _plan(model, hash_key, shards, index_name, consistent_read, forward,
-                 until=_range_end(model, range_key_condition, index_name))
+    query_options: dict[str, Any] = {
+        "range_key_condition": range_key_condition,
+        "filter_condition": _with_class_filter(model, filter_condition),
+        "consistent_read": consistent_read,
+        "index_name": index_name,
+        "scan_index_forward": scan_index_forward,
+    }
+    until = _range_end(model, range_key_condition, index_name)
+    early = (_EarlyFirstPages.start(model, hash_key, query_options, attributes_to_get, rate_limit=rate_limit,
+                                    limit=limit, page_size=page_size, share_mode=filter_condition is None,
+                                    max_workers=max_workers, first_only=until is not None)
+             if shards is None and index_name is None and last_evaluated_key is None else None)
+    plan = _plan(model, hash_key, shards, index_name, consistent_read, forward, until=until)
     state = CursorState()
     tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets(),
                         shard_name=plan.shard_name)
@@ -764,17 +776,13 @@ def merged_query(
 
     hash_values = dict(plan.hash_values)
     legacy = LEGACY_SHARD if LEGACY_SHARD in hash_values else None
-    send = _ShardQuery(
-        model,
-        rate_limit,
-        range_key_condition=range_key_condition,
-        filter_condition=_with_class_filter(model, filter_condition),
-        consistent_read=consistent_read,
-        index_name=index_name,
-        scan_index_forward=scan_index_forward,
-        limit=page_size if page_size is not None else default_page_size(len(hash_values), limit),
-        attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names),
-    )
+    size = page_size if page_size is not None else default_page_size(len(hash_values), limit)
+    if early is not None:
+        send = early.send
+        send.page_size = size
+    else:
+        send = _ShardQuery(model, rate_limit, **query_options, limit=size,
+                           attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names))
 
     observer = query_observer
     trace = observer(model, index_name, len(hash_values), "query") if observer is not None else None
@@ -785,10 +793,16 @@ def merged_query(
             first = legacy_first.take(start) if shard == legacy else None
             if first is not None:
                 return first
+        sent = early.take(shard, start, hash_values[shard]) if early is not None else None
+        if sent is not None:
+            return _page(_traced(trace, shard, sent.result))
         data = _traced(trace, shard, lambda: send(hash_values[shard], start))
         return _page(data)
 
     def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
+        sent = early.take(shard, start, hash_values[shard]) if early is not None else None
+        if sent is not None:
+            return _page(_traced(trace, shard, sent.result))
         return _page(_traced(trace, shard, lambda: send(hash_values[shard], start, size)))
 
     legacy_first = _LegacyFirst(
@@ -833,6 +847,73 @@ def merged_query(
                                 shard_query=send, tokens=tokens,
                                 given_state=state if last_evaluated_key is not None else None,
                                 partial=leaves_out_keys(attributes_to_get, model._key_names()))
+
+
+class _EarlyFirstPages:
+    """The first pages of the shards a merged query probably reads, asked for while the shards
+    it does read are being found.
+
+    A ``DynamicShards`` model reading fresh counts reads the key's metadata item before a
+    merged query knows its shards. The shards this process last saw (shard 1 for a key it
+    never read: every read covers it) are queried at the same time, so a query costs one
+    round trip when the count has not changed. The shards read are always the ones the
+    metadata read returned: an early page is used only by the merge's first request of its
+    shard at its physical key, and the page of a shard the merge does not read is dropped.
+    Pages are sized for the count expected (the merge handles a page of any size); at most
+    the merge's ``max_workers`` are sent early, and only shard 1 for a query whose range may
+    let it skip shards (``written_at``).
+    """
+
+    def __init__(self, send: _ShardQuery, pages: dict[int, tuple[Any, Future[dict[str, Any]]]]) -> None:
+        self.send = send
+        self._pages = pages
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(
+        cls, model: type[ShardedModel], hash_key: Any, query_options: Mapping[str, Any],
+        attributes_to_get: Iterable[Any] | None, *, rate_limit: float | None, limit: int | None,
+        page_size: int | None, share_mode: bool, max_workers: int | None, first_only: bool,
+    ) -> _EarlyFirstPages | None:
+        """Send the likely shards' first pages now when finding the shards costs a request,
+        else ``None``. ``first_only``: the query may skip shards first used after its range
+        (``written_at``), so only the first shard, which every read covers, is sent early."""
+        manager = shard_manager(model)
+        early = manager.early_read_shard(hash_key)
+        if early is None:
+            return None
+        first, likely = early
+        key_names = tuple(table_connection(model).get_meta_table().get_key_names(None))  # type: ignore[no-untyped-call]
+        send = _ShardQuery(model, rate_limit, **query_options, limit=page_size,
+                           attributes_to_get=with_key_attributes(attributes_to_get, key_names))
+        if page_size is not None:
+            size = page_size
+        elif limit is not None and share_mode:
+            # About each shard's share of the limit, as the merge would ask for it.
+            small = limit < SHARE_MIN_PER_SHARD * likely
+            slack, extra = (SMALL_SHARE_SLACK, SMALL_SHARE_EXTRA) if small else (SHARE_SLACK, 0)
+            size = max(1, min(limit, -(-int(slack * limit) // likely) + extra))
+        else:
+            size = default_page_size(likely, limit)
+        workers = max_workers if max_workers is not None else default_workers(model, likely)
+        shards = [shard for shard in range(first, first + likely) if manager.codec.fits(hash_key, shard)]
+        executor = fanout_executor()
+        pages = {}
+        for shard in shards[:1 if first_only else max(1, workers)]:
+            hash_value = manager.physical_key(hash_key, shard)
+            pages[shard] = (hash_value, executor.submit(send, hash_value, None, size))
+        return cls(send, pages)
+
+    def take(self, shard: int, start: RawKey | None, hash_value: object) -> Future[dict[str, Any]] | None:
+        """The early page of ``shard`` if this is the merge's first request of it, once."""
+        if start is not None:
+            return None
+        with self._lock:
+            sent = self._pages.get(shard)
+            if sent is None or sent[0] != hash_value:
+                return None
+            del self._pages[shard]
+        return sent[1]
 
 
 def _page(data: Mapping[str, Any]) -> Page:

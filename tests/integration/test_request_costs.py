@@ -1,0 +1,114 @@
+"""What ``DynamicShards`` costs per write and per query, counted at the botocore level (DynamoDB Local).
+
+Proves: 1,000 writes to 1,000 new keys from 8 threads send 1,000 ``PutItem`` requests and
+nothing else, as a plain ``Model`` writing the same items does, and leave no metadata item
+(raw count of the metadata table); a warm key's writes cost one metadata read per
+``cache_ttl``, a grown key's writes none beyond the item's own; a merged query of a cold key is
+one ``GetItem`` and one ``Query``, of a key grown to 4 shards one ``GetItem`` and 4 ``Query``.
+``benchmarks/bench_cold_keys.py`` measures the same at 10,000 keys, with latency.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding.testing import record_requests
+
+
+class CostShards(ShardMetadata):
+    class Meta:
+        table_name = "cost_shards"
+
+
+class DeviceLog(ShardedModel):
+    class Meta:
+        table_name = "cost_device_log"
+
+    device_id = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(CostShards, max_shards=8, cache_ttl=3600))
+
+
+class PlainDeviceLog(Model):
+    class Meta:
+        table_name = "cost_plain_device_log"
+
+    device_id = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+
+
+def write_all(model: type[Model], items: list[tuple[str, int]], threads: int = 8) -> None:
+    lock = threading.Lock()
+    pending = iter(items)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        while True:
+            with lock:
+                item = next(pending, None)
+            if item is None:
+                return
+            try:
+                model(item[0], item[1]).save()
+            except BaseException as error:  # a failed write must fail the test
+                errors.append(error)
+
+    workers = [threading.Thread(target=writer) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+
+
+def raw_count(dynamodb_local: Any, table: str) -> int:
+    client = boto3.client(
+        "dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
+        aws_access_key_id=dynamodb_local.aws_access_key_id, aws_secret_access_key=dynamodb_local.aws_secret_access_key,
+    )
+    return sum(page["Count"] for page in client.get_paginator("scan").paginate(TableName=table, Select="COUNT"))
+
+
+def test_cold_keys_cost_one_request_per_write_and_no_metadata_item(
+    dynamodb_models: Callable[..., Any], dynamodb_local: Any
+) -> None:
+    dynamodb_models(DeviceLog, PlainDeviceLog)
+    items = [(f"device-{n:05d}", 1) for n in range(1000)]
+    with record_requests(DeviceLog) as sharded:
+        write_all(DeviceLog, items)
+    with record_requests(PlainDeviceLog) as plain:
+        write_all(PlainDeviceLog, items)
+    assert plain.requests == {"PutItem": 1000}
+    assert sharded.requests == plain.requests
+    assert raw_count(dynamodb_local, CostShards.Meta.table_name) == 0
+    assert raw_count(dynamodb_local, DeviceLog.Meta.table_name) == 1000
+
+
+def test_warm_and_grown_keys(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(DeviceLog)
+    DeviceLog("warm", 0).save()
+    with record_requests(DeviceLog) as warm:
+        write_all(DeviceLog, [("warm", n) for n in range(1, 201)])
+    assert warm.requests == {"PutItem": 200, "GetItem": 1}  # its count, read once per cache_ttl
+
+    DeviceLog("grown", 0).save()
+    DeviceLog.shards.grow("grown")
+    DeviceLog.shards.grow("grown")  # 4 shards, cached by the process that grew them
+    with record_requests(DeviceLog) as grown:
+        write_all(DeviceLog, [("grown", n) for n in range(1, 201)])
+    assert grown.requests == {"PutItem": 200}
+    assert len({item.shards for item in DeviceLog.query("grown")}) > 1
+
+    with record_requests(DeviceLog) as cold_query:
+        assert [item.at for item in DeviceLog.query("never-written")] == []
+    assert cold_query.requests == {"GetItem": 1, "Query": 1}
+    with record_requests(DeviceLog) as grown_query:
+        assert len(list(DeviceLog.query("grown"))) == 201
+    assert grown_query.requests == {"GetItem": 1, "Query": 4}

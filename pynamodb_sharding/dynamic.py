@@ -833,6 +833,10 @@ class DynamicShards:
         there by the strictly increasing lock values) counts from when this process first saw
         it, so clock skew delays growth by one cooldown at most.
         """
+        if len(state.history) <= 1 and state.count == self.initial:
+            # Never changed: the item was only created (by a first rate report), which starts
+            # no cooldown, so a key heating up grows as soon as its rate says so.
+            return False
         now = self.clock()
         changed_at = state.last_updated
         if changed_at > now + _SKEW_TOLERANCE:

@@ -865,6 +865,7 @@ def simulate_partition_limits(
     index_table_write_units: float | None = None,
     index_table_read_units: float | None = None,
     capacity_limit: CapacityLimit = "provisioned",
+    companions: bool = True,
 ) -> Iterator[PartitionLimitSimulator]:
     """Throttle ``model``'s requests per physical partition key, as DynamoDB would.
 
@@ -909,6 +910,10 @@ def simulate_partition_limits(
             maximum in a ``ThrottlingException``. Partition limits keep their
             ``...KeyRangeThroughputExceeded`` reasons.
             *New in 0.3.0.*
+        companions: Limit the companion models' tables too (``True``); ``False`` leaves them
+            alone, e.g. when each of several writer processes simulates its share of the
+            partition limit, which would also give the one metadata item of a key a share of
+            its partition's limit where DynamoDB gives it the whole. *New in 0.3.0.*
 
     Yields:
         The :class:`PartitionLimitSimulator`: counters, and ``set_limits`` to change limits.
@@ -919,7 +924,7 @@ def simulate_partition_limits(
 
     .. versionadded:: 0.1.0
     """
-    models = with_companions([model, *extra_models])
+    models = with_companions([model, *extra_models]) if companions else [model, *extra_models]
     hash_keys = {m.Meta.table_name: _hash_key_name(m) for m in models}
     simulator = PartitionLimitSimulator(
         hash_keys,

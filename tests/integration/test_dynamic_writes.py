@@ -183,6 +183,27 @@ def test_throttle_inside_the_cooldown_retries_without_growing(bound: Any, clock:
     assert sorted(item.accessed_at for item in model.query(KEY)) == [1, 2]
 
 
+def test_an_item_only_created_starts_no_cooldown(bound: Any, clock: Clock) -> None:
+    """A key's item created without a change of its count (a first write-rate report does
+    that) does not hold back its first growth; its first change does hold back the next."""
+    model, traffic = bound()
+    warm(model, traffic)
+    model.shards.strategy.store.create(model.Meta.table_name, KEY, 1, clock(), owner="AuditLog.shards")
+    assert [entry.count for entry in model.shards.history(KEY)] == [1]
+    traffic.log.clear()
+    clock.now += 5  # well inside the 30 s cooldown, had the creation been a change
+    traffic.throttle_next = 1
+    model(KEY, 2).save()
+    assert traffic.log == ["PutItem throttled", "UpdateItem", "PutItem"]
+    assert model.shards.shard_count(KEY) == 2
+    clock.now += 5
+    traffic.log.clear()
+    traffic.throttle_next = 1
+    model(KEY, 3).save()
+    assert traffic.log == ["PutItem throttled", "PutItem"]  # 5 s after a change: no growth
+    assert model.shards.shard_count(KEY) == 2
+
+
 def test_table_level_throttle_never_grows(bound: Any, clock: Clock) -> None:
     model, traffic = bound()
     warm(model, traffic)

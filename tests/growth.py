@@ -15,8 +15,9 @@ def growth_problems(
     """Everything wrong with a key's growth record; empty when it is sound.
 
     Sound means: history entries strictly increase in time and count, no two changes lie
-    within one ``cooldown`` (the creation of the item is not a change), and the growths the writers reported (``(old, new)`` from
-    ``shard_count_changed``) are exactly the steps the history records, none lost or doubled.
+    within one ``cooldown`` (the creation of the item is not a change), and the growths the
+    writers reported (``(old, new)`` from ``shard_count_changed``) are exactly the steps the
+    history records, none lost or doubled.
     """
     problems = []
     for index, (before, after) in enumerate(itertools.pairwise(history)):

@@ -280,6 +280,11 @@ def per_second(acks: list[float], start: float, seconds: int) -> list[int]:
     return counts
 
 
+def timeline(history: list[HistoryEntry], start: float) -> list[tuple[float | str, int]]:
+    """``(seconds from start, count)`` per entry; ``"start"`` for the initial count (epoch 0)."""
+    return [("start" if entry.at <= 0 else round(entry.at - start, 2), entry.count) for entry in history]
+
+
 def count_at(history: list[HistoryEntry], at: float) -> int:
     current = history[0].count if history else 1
     for entry in history:
@@ -399,7 +404,7 @@ def processes_run(
             f"{rate[1]:.1f} s = {rate[0] / (final.count * args.limit):.2f} x count x limit"
         )
     out(
-        f"- history {[(round(e.at - start, 2), e.count) for e in history]} (seconds from start, count); "
+        f"- history {timeline(history, start)} (seconds from start, count); "
         f"{failures} writes failed; {stored} items stored for {len(acks)} acknowledged writes; "
         f"the last process began {late:.1f} s after the first"
     )
@@ -460,7 +465,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
                 f"rate; run with a longer --duration"
             )
         out(
-            f"- dynamic: history {[(round(e.at - dynamic_start, 2), e.count) for e in history]} "
+            f"- dynamic: history {timeline(history, dynamic_start)} "
             f"(seconds from start, count); {dynamic_failures} writes failed; "
             f"{stored} items stored for {len(dynamic_acks)} acknowledged writes"
         )

@@ -17,6 +17,8 @@ from pynamodb_sharding.exceptions import (
     MetadataError,
     MetadataRequestError,
     PartialItemError,
+    PeriodRangeError,
+    PeriodTableMissingError,
     ShardConditionError,
     ShardCountConflictError,
     ShardingDefinitionError,
@@ -31,6 +33,7 @@ from pynamodb_sharding.exceptions import (
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.periods import PeriodTable, TimePartitioned
 from pynamodb_sharding.pool import fanout_threads, set_fanout_threads
 from pynamodb_sharding.strategies import (
     HashedShards,
@@ -69,6 +72,9 @@ __all__ = [
     "MetadataError",
     "MetadataRequestError",
     "PartialItemError",
+    "PeriodRangeError",
+    "PeriodTable",
+    "PeriodTableMissingError",
     "RandomShards",
     "ResizableShardStrategy",
     "ShardConditionError",
@@ -89,6 +95,7 @@ __all__ = [
     "Throttle",
     "ThrottleKind",
     "ThrottleReason",
+    "TimePartitioned",
     "UnknownIndexError",
     "__version__",
     "classify",

@@ -28,6 +28,7 @@ from pynamodb_sharding.exceptions import (
 )
 from pynamodb_sharding.hedging import LatencyWindow
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, KeyCodec, validate_separator
+from pynamodb_sharding.periods import shard_namespace
 from pynamodb_sharding.strategies import (
     HistoryEntry,
     ItemKey,
@@ -329,7 +330,7 @@ class ShardManager(Generic[_M]):
             attribute = hash_keyname(self.model) or ""
         else:
             attribute = index_hash_attribute_name(self.model, self.index_name)
-        table = getattr(getattr(self.model, "Meta", None), "table_name", "")
+        table = shard_namespace(self.model)
         object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, self._namespace(table), self.model))
         object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator,
                                                    self.first_shard, self.legacy_unsharded))
@@ -343,7 +344,7 @@ class ShardManager(Generic[_M]):
     def space(self) -> KeySpace:
         """The model's key space as strategies see it (its namespace follows ``Meta.table_name``)."""
         space = self._space
-        table = self._namespace(self.model.Meta.table_name)
+        table = self._namespace(shard_namespace(self.model))
         if space.namespace != table:  # a test binding or an app renamed the table at run time
             space = attrs.evolve(space, namespace=table)
             object.__setattr__(self, "_space", space)

@@ -48,6 +48,7 @@ from pynamodb_sharding.exceptions import (
 )
 from pynamodb_sharding.keys import MAX_SHARDS
 from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
+from pynamodb_sharding.partitioned import template_of
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed, warm_throughput_exceeded
 from pynamodb_sharding.strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
@@ -553,7 +554,7 @@ class DynamicShards:
                 return result
             if sent.may_have_applied:
                 pinned = shard
-            throttle_observed.send(space.model, key=key, throttle=throttle)
+            throttle_observed.send(template_of(space.model), key=key, throttle=throttle)
             if error is not None:
                 if throttle.kind is ThrottleKind.INDEX:
                     index = throttle.index_name or "a global secondary index"
@@ -623,7 +624,9 @@ class DynamicShards:
                 and quiet_for >= max(self.cooldown, 10 * self.rate_interval)):
             changed = self.store.change(self._namespace(space), key, state, needed, now, owner=self._owner(space))
             if changed is not None:
-                shard_count_changed.send(space.model, key=key, old=state.count, new=needed, reason="shrink")
+                shard_count_changed.send(
+                    template_of(space.model), key=key, old=state.count, new=needed, reason="shrink",
+                )
 
     def warm_write_units(self, model: type[Model]) -> float | None:
         """The warm write throughput ``DescribeTable`` reports for ``model``'s table (units per
@@ -657,7 +660,9 @@ class DynamicShards:
             "(WriteUnitsPerSecond) or the extra shards throttle at the table's ceiling",
             self._owner(space), key, count, wanted, self.partition_write_units, space.model.Meta.table_name, warm,
         )
-        warm_throughput_exceeded.send(space.model, key=key, shards=count, wanted=wanted, warm_write_units=warm)
+        warm_throughput_exceeded.send(
+            template_of(space.model), key=key, shards=count, wanted=wanted, warm_write_units=warm,
+        )
 
     def throttled(self, shard_key: ShardKey, attempt: int) -> int:
         """React to a key-range throttle of a write of ``shard_key`` sent outside :meth:`write`
@@ -722,7 +727,7 @@ class DynamicShards:
                 return to
             changed = self.store.change(self._namespace(space), key, state, to, self.clock(), owner=self._owner(space))
             if changed is not None:
-                shard_count_changed.send(space.model, key=key, old=state.count, new=to, reason="shrink")
+                shard_count_changed.send(template_of(space.model), key=key, old=state.count, new=to, reason="shrink")
                 return changed.count
         msg = f"{space.model_name}: key {key!r} kept changing while shrinking it; try again."
         raise ShardCountConflictError(msg)
@@ -867,12 +872,12 @@ class DynamicShards:
             # The metadata item is throttled too (many writers growing it at once, after
             # botocore's retries): growth is best effort, so the write goes on with the newest
             # count this process knows and grows at a later throttle.
-            throttle_observed.send(space.model, key=key, throttle=classify(exc))
+            throttle_observed.send(template_of(space.model), key=key, throttle=classify(exc))
             return self._newest(space, key, state)
         if changed.last_updated > now + _SKEW_TOLERANCE:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
-        shard_count_changed.send(space.model, key=key, old=state.count, new=new, reason=reason)
+        shard_count_changed.send(template_of(space.model), key=key, old=state.count, new=new, reason=reason)
         if self.target_utilization is not None and new > state.count:
             try:
                 self._check_ceiling(space, key, new)

@@ -26,6 +26,8 @@ __all__ = [
     "MetadataError",
     "MetadataRequestError",
     "MigrationError",
+    "PeriodRangeError",
+    "PeriodTableMissingError",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKeyError",
@@ -285,3 +287,25 @@ class LegacyMoveError(ShardingError):
     """
 
     code = "legacy-move"
+
+
+class PeriodTableMissingError(ShardingError):
+    """A write to a time-partitioned model whose period has no table, declared ``missing="refuse"``.
+
+    Nothing was written. Create the period's tables ahead (``pynamodb-sharding tables rotate``
+    or :func:`pynamodb_sharding.rotation.rotate`), or declare ``missing="create"``.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "period-table-missing"
+
+
+class PeriodRangeError(ShardingError):
+    """A read of a time-partitioned model would cover more periods than its ``max_periods``, or
+    was given a cursor of no period of the model; raised before anything is sent.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "period-range"

@@ -15,20 +15,28 @@ from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.constants import ITEM
-from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import DeleteError, PutError, PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
-from pynamodb_sharding import attempts
-from pynamodb_sharding._host import botocore_client, bump_local_version, guard_keys, save_arguments, version_condition
+from pynamodb_sharding import attempts, partitioned
+from pynamodb_sharding._host import (
+    botocore_client,
+    bump_local_version,
+    guard_keys,
+    indexes,
+    save_arguments,
+    version_condition,
+)
 from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.exceptions import (
     DerivedAttributeUpdateError,
     LogicalKeyError,
     PartialItemError,
+    PeriodRangeError,
     ShardingDefinitionError,
     ShardMoveError,
 )
@@ -40,6 +48,7 @@ from pynamodb_sharding.indexes import (
     write_growing_indexes,
 )
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
+from pynamodb_sharding.periods import TimePartitioned
 from pynamodb_sharding.point_reads import leaves_out_keys, locate, read_physical, with_key_attributes
 
 if TYPE_CHECKING:
@@ -65,6 +74,8 @@ class ShardedMetaModel(MetaModel):
             )
             raise ShardingDefinitionError(msg)
         cls._sharding_attr = declared[0] if declared else None
+        table_name = getattr(getattr(cls, "Meta", None), "table_name", None)
+        cls._time_partitioned = table_name if isinstance(table_name, TimePartitioned) else None
         if cls._hash_keyname is None:
             return  # an abstract base without a hash key: nothing to shard yet
         if not declared and not getattr(getattr(cls, "Meta", None), "table_name", None):
@@ -100,6 +111,8 @@ class ShardedMetaModel(MetaModel):
             *manager.derived_attributes,
         )
         cls._sharded_indexes = sharded_indexes(cls)
+        if cls._time_partitioned is not None:
+            partitioned.check_declaration(cls)
 
 
 def _check_written_at(cls: Any, manager: ShardManager[Any]) -> None:
@@ -164,7 +177,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     #: Read with a projection that left out a key attribute (fetched anyway, for decoding and
     #: merging): a full put of it is refused, as PynamoDB refuses it (see PartialItemError).
     _partial: bool = False
-
+    #: ``Meta.table_name`` when it is a ``TimePartitioned``: the model has one table per period,
+    #: and its requests run as its period models' (see :mod:`pynamodb_sharding.partitioned`).
+    _time_partitioned: ClassVar[TimePartitioned | None] = None
+    #: On a period model: the declaration of the model it serves one period of, and the period.
+    _partitioned_by: ClassVar[TimePartitioned | None] = None
+    _period: ClassVar[str | None] = None
 
     # -- the sharding declaration -------------------------------------------------------------
 
@@ -219,7 +237,30 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return cls.get_attributes()[cls._range_keyname] if cls._range_keyname else None
 
     @classmethod
+    def period_model(cls: type[_T], period: str) -> type[_T]:
+        """The model of one period's table of a time-partitioned model (``"201602"``).
+
+        A subclass of this model whose ``Meta.table_name`` is that period's table; every
+        request of it goes to that table. Made once per period and reused.
+
+        .. versionadded:: 0.4.0
+        """
+        if cls._time_partitioned is None:
+            msg = (
+                f"{cls.__name__}.period_model: {cls.__name__} is not time-partitioned; declare "
+                f"Meta.table_name = TimePartitioned('name.{{period}}', attribute=..., period=...)."
+            )
+            raise ShardingDefinitionError(msg)
+        return partitioned.period_model(cls, period)
+
+    @classmethod
     def _get_connection(cls) -> TableConnection:
+        if cls._time_partitioned is not None:
+            msg = (
+                f"{cls.__name__}: Meta.table_name is {str(cls.Meta.table_name)!r}, one table per period, so "
+                f"this request needs a period: use {cls.__name__}.period_model(period) for it."
+            )
+            raise ShardingDefinitionError(msg)
         # Every request of this model goes through this connection's client: make the client
         # refuse a key without a shard suffix (see _host: fails closed if PynamoDB changes).
         connection = super()._get_connection()
@@ -534,6 +575,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
         same instance addresses the same physical key.
         """
+        if self._time_partitioned is not None:
+            return partitioned.write(self, lambda: self.save(condition, add_version_condition=add_version_condition))
         if self._sharded_indexes:
             return write_growing_indexes(self, lambda: self._save_item(condition, add_version_condition))
         return self._save_item(condition, add_version_condition)
@@ -711,6 +754,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             ShardingError: an action sets or removes such an attribute: the item would stay in
                 a shard its new value does not select (set the attribute and call ``save()``).
         """
+        if self._time_partitioned is not None:
+            return partitioned.write(
+                self, lambda: self.update(actions, condition, add_version_condition=add_version_condition),
+            )
         self._check_actions(actions)
         if self._addresses_legacy():
             try:
@@ -722,6 +769,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return super().update(actions, self._item_condition(condition), add_version_condition=add_version_condition)
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
+        if self._time_partitioned is not None:
+            return partitioned.write(self, lambda: self.delete(condition, add_version_condition=add_version_condition))
         if self._addresses_legacy():
             try:
                 return super().delete(self._legacy_guarded(self._item_condition(condition)),
@@ -763,6 +812,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         *,
         add_version_condition: bool = True,
     ) -> dict[str, Any]:
+        if self._time_partitioned is not None:
+            with partitioned.as_period_item(self):
+                return self.get_update_kwargs_from_instance(
+                    actions, condition, return_values_on_condition_failure, add_version_condition=add_version_condition,
+                )
         self._check_actions(actions)
         condition = self._item_condition(condition)
         if self._addresses_legacy():  # moved meanwhile: the transaction fails, never recreates it
@@ -780,6 +834,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         *,
         add_version_condition: bool = True,
     ) -> dict[str, Any]:
+        if self._time_partitioned is not None:
+            with partitioned.as_period_item(self):
+                return self.get_delete_kwargs_from_instance(
+                    condition, return_values_on_condition_failure, add_version_condition=add_version_condition,
+                )
         condition = self._item_condition(condition)
         if self._addresses_legacy():
             condition = self._legacy_guarded(condition)
@@ -788,7 +847,26 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             add_version_condition=add_version_condition,
         )
 
+    def get_save_kwargs_from_instance(
+        self,
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+    ) -> dict[str, Any]:
+        if self._time_partitioned is not None:
+            with partitioned.as_period_item(self):
+                return self.get_save_kwargs_from_instance(condition, return_values_on_condition_failure)
+        kwargs: dict[str, Any] = super().get_save_kwargs_from_instance(condition, return_values_on_condition_failure)
+        return kwargs
+
     def refresh(self, consistent_read: bool = False) -> None:
+        if self._time_partitioned is not None:
+            with partitioned.as_period_item(self):
+                try:
+                    return self.refresh(consistent_read=consistent_read)
+                except PynamoDBException as error:
+                    if not partitioned.is_missing_table(error):
+                        raise
+            raise self.DoesNotExist("This item does not exist in the table.")
         if self._known_shard() == LEGACY_SHARD:  # a migration may have moved it since: look again
             self._forget_shard()
         if self._known_shard() is None:
@@ -822,6 +900,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         updated and deleted where they are stored. An item not written yet is assigned its
         write shard here, as :meth:`serialize` does.
         """
+        if self._time_partitioned is not None:
+            with partitioned.as_period_item(self):
+                return self.to_dynamodb_dict()
         data = super().to_dynamodb_dict()
         shard = self._known_shard()
         if shard is None:
@@ -847,6 +928,15 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         attributes_to_get: Sequence[str] | None = None,
     ) -> _T:
         """Read one item: one GetItem when its shard is computable, else one batched read."""
+        if cls._time_partitioned is not None:
+            model = partitioned.period_model(cls, partitioned.declaration(cls).period_of(range_key))
+            try:
+                found = model.get(hash_key, range_key, consistent_read, attributes_to_get)
+            except PynamoDBException as error:
+                if not partitioned.is_missing_table(error):
+                    raise
+                raise cls.DoesNotExist() from error
+            return partitioned.as_declared(found, cls)
         probe = cls._key_item(hash_key, range_key)
         candidates = probe._candidate_shards()
         if len(candidates) == 1:
@@ -878,6 +968,16 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         Yields each stored item found (a logical key stored in two shards yields both copies).
         """
+        if cls._time_partitioned is not None:
+            for period, period_keys in partitioned.group_keys(cls, items).items():
+                model = partitioned.period_model(cls, period)
+                try:
+                    for found in model.batch_get(period_keys, consistent_read, attributes_to_get):
+                        yield partitioned.as_declared(found, cls)
+                except PynamoDBException as error:
+                    if not partitioned.is_missing_table(error):
+                        raise
+            return
         keys: list[tuple[str, int, Any]] = []
         seen: set[tuple[Any, Any]] = set()
         for item in items:
@@ -917,6 +1017,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         condition: Condition | None = None,
     ) -> dict[str, Any]:
         """Request arguments for one item (``TransactGet.get``, ``TransactWrite.condition_check``)."""
+        if cls._time_partitioned is not None:
+            model = partitioned.period_model(cls, partitioned.declaration(cls).period_of(range_key))
+            return model.get_operation_kwargs_from_class(hash_key, range_key, condition)
         probe = cls._key_item(hash_key, range_key)
         check_item_condition(cls, condition)  # before locating the item reads
         shard = probe._locate_for_write()
@@ -944,7 +1047,16 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         billing_mode: str | None = None,
         ignore_update_ttl_errors: bool = False,
     ) -> Any:
-        """Create this model's table and the tables of its companion models that are missing."""
+        """Create this model's table and the tables of its companion models that are missing.
+
+        A time-partitioned model creates the table of the current period (see
+        :func:`pynamodb_sharding.rotation.rotate` for the periods ahead).
+        """
+        if cls._time_partitioned is not None:
+            return partitioned.period_model(cls, partitioned.declaration(cls).current()).create_table(
+                wait=wait, read_capacity_units=read_capacity_units, write_capacity_units=write_capacity_units,
+                billing_mode=billing_mode, ignore_update_ttl_errors=ignore_update_ttl_errors,
+            )
         result = super().create_table(
             wait=wait,
             read_capacity_units=read_capacity_units,
@@ -956,6 +1068,36 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             if not companion.exists():
                 companion.create_table(wait=wait)
         return result
+
+    @classmethod
+    def delete_table(cls, *, wait: bool = False) -> Any:
+        """Delete this model's table; a time-partitioned model deletes every period's table."""
+        if cls._time_partitioned is not None:
+            for period in partitioned.existing_periods(cls):
+                partitioned.period_model(cls, period).delete_table(wait=wait)
+            return None
+        return super().delete_table(wait=wait)
+
+    @classmethod
+    def exists(cls) -> bool:
+        """Whether the table exists; for a time-partitioned model, the current period's."""
+        if cls._time_partitioned is not None:
+            return partitioned.period_model(cls, partitioned.declaration(cls).current()).exists()
+        return super().exists()
+
+    @classmethod
+    def describe_table(cls) -> Any:
+        """``DescribeTable`` of the table; for a time-partitioned model, the current period's."""
+        if cls._time_partitioned is not None:
+            return partitioned.period_model(cls, partitioned.declaration(cls).current()).describe_table()
+        return super().describe_table()
+
+    @classmethod
+    def batch_write(cls: type[_T], auto_commit: bool = True) -> Any:
+        """PynamoDB's ``batch_write``; a time-partitioned model's writes each item to its period's table."""
+        if cls._time_partitioned is not None:
+            return partitioned.PeriodBatchWrite(cls, auto_commit=auto_commit)
+        return super().batch_write(auto_commit=auto_commit)
 
     # -- fan-out reads -------------------------------------------------------------------------
 
@@ -982,6 +1124,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """
         from pynamodb_sharding.fanout import merged_query
 
+        if cls._time_partitioned is not None:
+            return cls._query_periods(  # type: ignore[return-value]  # the same surface, over periods
+                hash_key, range_key_condition, filter_condition, consistent_read, index_name,
+                scan_index_forward, limit, last_evaluated_key, attributes_to_get, page_size, rate_limit,
+            )
         return merged_query(
             cls,
             hash_key,
@@ -1011,7 +1158,19 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         rate_limit: float | None = None,
         attributes_to_get: Sequence[str] | None = None,
     ) -> ResultIterator[_T]:
-        """PynamoDB's scan, with comparisons of the hash key in ``filter_condition`` rewritten."""
+        """PynamoDB's scan, with comparisons of the hash key in ``filter_condition`` rewritten.
+
+        A time-partitioned model scans the tables of every period that has one, oldest first.
+        """
+        if cls._time_partitioned is not None:
+            def scan_period(model: Any, cursor: Any, left: int | None) -> Any:
+                return model.scan(filter_condition, segment, total_segments, left, cursor, page_size,
+                                  consistent_read, index_name, rate_limit, attributes_to_get)
+
+            periods = partitioned.periods_to_read(cls, None, what="scan")
+            return partitioned.PeriodResultIterator(  # type: ignore[return-value]  # ResultIterator's surface
+                cls, periods, scan_period, limit=limit, given=last_evaluated_key,
+            )
         return super().scan(
             filter_condition=rewrite_condition(cls, filter_condition, Usage.FILTER),
             segment=segment,
@@ -1037,6 +1196,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         rate_limit: float | None = None,
     ) -> int:
         """Count the items of ``hash_key`` over every shard (in parallel); no key: the table's."""
+        if cls._time_partitioned is not None:
+            return cls._count_periods(hash_key, range_key_condition, filter_condition, consistent_read,
+                                      index_name, limit, rate_limit)
         if hash_key is None:
             total: int = super().count(None, range_key_condition, filter_condition, consistent_read,
                                        index_name, limit, rate_limit)
@@ -1053,6 +1215,74 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             limit=limit,
             rate_limit=rate_limit,
         )
+
+    # -- time-partitioned reads ----------------------------------------------------------------
+
+    @classmethod
+    def _query_periods(
+        cls: type[_T],
+        hash_key: Any,
+        range_key_condition: Condition | None,
+        filter_condition: Condition | None,
+        consistent_read: bool,
+        index_name: str | None,
+        scan_index_forward: bool | None,
+        limit: int | None,
+        last_evaluated_key: Any,
+        attributes_to_get: Iterable[str] | None,
+        page_size: int | None,
+        rate_limit: float | None,
+    ) -> partitioned.PeriodResultIterator[_T]:
+        """A query of a time-partitioned model: the periods it touches, one after the other."""
+        declared = partitioned.declaration(cls)
+        assert declared is not None
+        if index_name is not None:
+            index = indexes(cls).get(index_name)
+            sort = getattr(index, "_range_key_attribute", lambda: None)() if index is not None else None
+            if sort is not None and sort.attr_name != cls.get_attributes()[declared.attribute].attr_name:
+                msg = (
+                    f"{cls.__name__}.query: index {index_name!r} sorts by {sort.attr_name!r}, not by "
+                    f"{declared.attribute!r}, so the items of several periods' tables cannot come in its "
+                    f"order; query one period with {cls.__name__}.period_model(period).query(..., "
+                    f"index_name={index_name!r})."
+                )
+                raise PeriodRangeError(msg)
+        forward = scan_index_forward is not False
+        periods = partitioned.periods_to_read(cls, range_key_condition, forward=forward)
+
+        def query_period(model: Any, cursor: Any, left: int | None) -> Any:
+            return model.query(hash_key, range_key_condition, filter_condition, consistent_read, index_name,
+                               scan_index_forward, left, cursor, attributes_to_get, page_size, rate_limit)
+
+        return partitioned.PeriodResultIterator(cls, periods, query_period, limit=limit,
+                                                given=last_evaluated_key, forward=forward)
+
+    @classmethod
+    def _count_periods(
+        cls,
+        hash_key: Any,
+        range_key_condition: Condition | None,
+        filter_condition: Condition | None,
+        consistent_read: bool,
+        index_name: str | None,
+        limit: int | None,
+        rate_limit: float | None,
+    ) -> int:
+        """A count of a time-partitioned model: the sum over the periods it touches."""
+        total = 0
+        for period in partitioned.periods_to_read(cls, range_key_condition if hash_key is not None else None,
+                                                  what="count"):
+            left = None if limit is None else limit - total
+            if left is not None and left <= 0:
+                break
+            try:
+                total += partitioned.period_model(cls, period).count(
+                    hash_key, range_key_condition, filter_condition, consistent_read, index_name, left, rate_limit,
+                )
+            except PynamoDBException as error:
+                if not partitioned.is_missing_table(error):
+                    raise
+        return total
 
 
 def with_companions(models: Iterable[type[Model]]) -> list[type[Model]]:

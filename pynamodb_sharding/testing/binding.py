@@ -20,6 +20,8 @@ from pynamodb.models import Model
 
 from pynamodb_sharding._host import botocore_client, reset_connection, restore_connection
 from pynamodb_sharding.model import with_companions
+from pynamodb_sharding.partitioned import existing_periods, period_model
+from pynamodb_sharding.periods import TimePartitioned, is_time_partitioned
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
 __all__ = ["ModelBinding", "bound_models"]
@@ -88,7 +90,10 @@ class ModelBinding:
                 continue
             entry = _BoundMeta(meta, model)
             self._metas.append(entry)
-            meta.table_name = f"{table_name}_{suffix}"
+            if isinstance(table_name, TimePartitioned):  # one table per period: rename them all
+                meta.table_name = table_name.renamed(f"{table_name.template}_{suffix}")
+            else:
+                meta.table_name = f"{table_name}_{suffix}"
             meta.host = self.server.endpoint
             meta.region = self.server.region
             meta.aws_access_key_id = self.server.aws_access_key_id
@@ -111,7 +116,11 @@ class ModelBinding:
         """
         deleted = 0
         for entry in self._metas:
-            if entry.table_created:
+            if entry.table_created and is_time_partitioned(entry.model):
+                model: Any = entry.model
+                for period in existing_periods(model):
+                    deleted += _delete_every_item(period_model(model, period))
+            elif entry.table_created:
                 deleted += _delete_every_item(entry.model)
         for model, _ in self._connections:
             name = getattr(model, "_sharding_attr", None)

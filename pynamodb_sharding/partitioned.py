@@ -1,0 +1,574 @@
+"""Requests of a time-partitioned model, each sent to its period's table.
+
+A model declared with ``Meta.table_name = TimePartitioned(...)`` (see
+:mod:`pynamodb_sharding.periods`) has one table per period. Each period's table is served by a
+*period model*: a subclass of the declared model whose ``Meta.table_name`` is that period's
+table, made once per period and process (:func:`period_model`). The declared model sends
+nothing itself:
+
+* an item's ``save``, ``update``, ``delete`` and ``refresh`` (and its transaction and batch
+  writes) run as its period model's, the period taken from the item's time attribute, which is
+  part of its key;
+* ``get``/``batch_get`` read the period table of each key;
+* ``query``, ``count`` and ``scan`` read the periods their range touches (or, unbounded, the
+  periods whose tables exist), one after the other in period order, which is sort-key order,
+  with one cursor that names the period it stopped in.
+
+Items read come back as instances of the declared model, so saving one after changing its
+time sends it to the table of its new period, as PynamoDB would write a changed key anew.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pynamodb.attributes import NumberAttribute, UTCDateTimeAttribute
+from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING_MODE
+from pynamodb.exceptions import PynamoDBException, TableError
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import BatchWrite
+
+from pynamodb_sharding.exceptions import (
+    PeriodRangeError,
+    PeriodTableMissingError,
+    ShardingDefinitionError,
+)
+from pynamodb_sharding.periods import TimePartitioned
+
+if TYPE_CHECKING:
+    from pynamodb_sharding.model import ShardedModel
+
+__all__ = [
+    "PeriodBatchWrite",
+    "PeriodResultIterator",
+    "billing_arguments",
+    "check_declaration",
+    "existing_periods",
+    "is_missing_table",
+    "period_model",
+]
+
+_M = TypeVar("_M", bound="ShardedModel")
+_T = TypeVar("_T")
+_NOT_FOUND = "ResourceNotFoundException"
+_IN_USE = "ResourceInUseException"
+# The Meta settings a period model's connection is built from: a change (a test binding, an app
+# pointing the model elsewhere at run time) makes new period models.
+_CONNECTION_SETTINGS = ("table_name", "host", "region", "aws_access_key_id", "aws_secret_access_key",
+                        "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
+                        "max_retry_attempts", "max_pool_connections", "extra_headers")
+_lock = threading.Lock()
+
+
+def declaration(model: type[Any]) -> TimePartitioned:
+    """The ``TimePartitioned`` of a declared (template) model."""
+    declared = model.Meta.table_name
+    assert isinstance(declared, TimePartitioned)
+    return declared
+
+
+def check_declaration(model: type[Any]) -> None:
+    """Refuse a ``TimePartitioned`` whose attribute is not the model's time range key."""
+    declared = declaration(model)
+    name = model.__name__
+    where = f"{name}.{declared.attribute}"
+    attribute = model.get_attributes().get(declared.attribute)
+    if attribute is None or declared.attribute != model._range_keyname:
+        msg = (
+            f"{where}: TimePartitioned(attribute={declared.attribute!r}) must name {name}'s range key "
+            f"({model._range_keyname!r}): an item's key then names its period's table, so get, update "
+            f"and delete address one table. Make the time attribute the range key."
+        )
+        raise ShardingDefinitionError(msg)
+    if not isinstance(attribute, (NumberAttribute, UTCDateTimeAttribute)):
+        msg = (
+            f"{where}: a time-partitioned model's time attribute must be a NumberAttribute of epoch "
+            f"seconds (or milliseconds, unit='ms') or a UTCDateTimeAttribute, not a {type(attribute).__name__}."
+        )
+        raise ShardingDefinitionError(msg)
+    if declared.unit == "ms" and not isinstance(attribute, NumberAttribute):
+        msg = f"{where}: TimePartitioned(unit='ms') is for a NumberAttribute of epoch milliseconds; remove unit."
+        raise ShardingDefinitionError(msg)
+
+
+# -- period models ----------------------------------------------------------------------------
+
+
+def _fingerprint(model: type[Any]) -> tuple[Any, ...]:
+    return tuple(getattr(model.Meta, name, None) for name in _CONNECTION_SETTINGS)
+
+
+def period_model(model: type[_M], period: str) -> type[_M]:
+    """The subclass of the declared ``model`` that reads and writes ``period``'s table.
+
+    Made once per period (and per connection settings) and reused; its ``Meta`` inherits every
+    setting of ``model.Meta`` but the table name, and its shard counts are the declared model's.
+    """
+    declared = declaration(model)
+    if declared.parse(period) is None:
+        msg = f"{model.__name__}: {period!r} is not a {declared.period} period's text (e.g. {declared.current()!r})."
+        raise PeriodRangeError(msg)
+    fingerprint = _fingerprint(model)
+    cache: dict[Any, Any] | None = model.__dict__.get("_period_models")
+    found = cache.get((fingerprint, period)) if cache is not None else None
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    with _lock:
+        cache = model.__dict__.get("_period_models")
+        if cache is None or cache.get("fingerprint") != fingerprint:
+            cache = {"fingerprint": fingerprint}  # the settings changed: the old models are stale
+            model._period_models = cache  # type: ignore[attr-defined]
+        found = cache.get((fingerprint, period))
+        if found is None:
+            parent: Any = model.Meta
+            meta = type("Meta", (parent,), {"table_name": declared.table_name(period), "__module__": model.__module__})
+            metaclass: Any = type(model)
+            found = metaclass(model.__name__, (model,), {
+                "Meta": meta,
+                "__module__": model.__module__,
+                "__qualname__": model.__qualname__,
+                "DoesNotExist": model.DoesNotExist,
+                "_partitioned_by": declared,
+                "_period": period,
+                "_period_template": model,
+            })
+            cache[(fingerprint, period)] = found
+    return found  # type: ignore[no-any-return]
+
+
+def template_of(model: type[Any]) -> type[Any]:
+    """The declared model of a period model (the model itself otherwise)."""
+    return model.__dict__.get("_period_template") or model
+
+
+def item_period(item: Any) -> str:
+    """The period an item belongs in, from its time attribute."""
+    model = type(item)
+    declared = declaration(model)
+    value = getattr(item, declared.attribute)
+    if value is None:
+        msg = (
+            f"{model.__name__}.{declared.attribute}: is None, but it picks the item's table "
+            f"({declared.template!r}); set it before this request."
+        )
+        raise ValueError(msg)
+    return declared.period_of(value)
+
+
+@contextlib.contextmanager
+def as_period_item(item: _M) -> Iterator[type[_M]]:
+    """Run a request of ``item`` as an instance of its period model, then give it back its class."""
+    template = type(item)
+    model = period_model(template, item_period(item))
+    item.__class__ = model
+    try:
+        yield model
+    finally:
+        item.__class__ = template
+
+
+def as_declared(item: _M, model: type[Any]) -> _M:
+    """An item a period model read, as an instance of the declared model."""
+    item.__class__ = model
+    return item
+
+
+def is_missing_table(error: BaseException | None) -> bool:
+    """Whether ``error`` (or what it wraps) is DynamoDB's ``ResourceNotFoundException``."""
+    seen = 0
+    while error is not None and seen < 5:
+        if getattr(error, "cause_response_code", None) == _NOT_FOUND:
+            return True
+        response = getattr(error, "response", None)
+        if isinstance(response, dict) and response.get("Error", {}).get("Code") == _NOT_FOUND:
+            return True
+        error = getattr(error, "cause", None) or error.__cause__
+        seen += 1
+    return False
+
+
+def billing_arguments(model: type[Any]) -> dict[str, Any]:
+    """``create_table`` arguments of a period's table: ``Meta``'s billing, else on-demand."""
+    meta = model.Meta
+    mode = getattr(meta, "billing_mode", None)
+    read = getattr(meta, "read_capacity_units", None)
+    write = getattr(meta, "write_capacity_units", None)
+    if mode is None:
+        mode = PROVISIONED_BILLING_MODE if read and write else PAY_PER_REQUEST_BILLING_MODE
+    if mode == PAY_PER_REQUEST_BILLING_MODE:
+        return {"billing_mode": mode}
+    return {"billing_mode": mode, "read_capacity_units": read or 1, "write_capacity_units": write or 1}
+
+
+def create_period_table(model: type[Any], *, wait: bool = True) -> bool:
+    """Create a period model's table (and missing companions); ``False`` if it already existed."""
+    try:
+        model.create_table(wait=wait, **billing_arguments(template_of(model)))
+    except TableError as error:
+        if error.cause_response_code != _IN_USE:
+            raise
+        if wait:  # another writer or a rotation is creating it: wait until it is active
+            _wait_active(model)
+        return False
+    return True
+
+
+def _wait_active(model: type[Any], timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = model.describe_table().get("TableStatus")
+        if status == "ACTIVE" or time.monotonic() > deadline:
+            return
+        time.sleep(1.0)
+
+
+def write(item: Any, send: Callable[[], _T]) -> _T:
+    """Send a write of ``item`` to its period's table; a missing table is created or refused."""
+    template = type(item)
+    declared = declaration(template)
+    with as_period_item(item) as model:
+        try:
+            return send()
+        except PynamoDBException as error:
+            if not is_missing_table(error):
+                raise
+            if declared.missing == "create":
+                create_period_table(model)
+                return send()
+            table = model.Meta.table_name
+            msg = (
+                f"{template.__name__}.{declared.attribute}: the item's period {model._period!r} has no "
+                f"table {table!r}, and {template.__name__} declares missing='refuse'; nothing was written. "
+                f"Create the tables ahead (`pynamodb-sharding tables rotate {template.__module__}:"
+                f"{template.__qualname__}`, or pynamodb_sharding.rotation.rotate) or declare missing='create'."
+            )
+            raise PeriodTableMissingError(msg, error) from error
+
+
+# -- which periods a read covers --------------------------------------------------------------
+
+
+def existing_periods(model: type[Any]) -> list[str]:
+    """The periods of ``model`` whose tables exist, oldest first (one ``ListTables`` walk)."""
+    declared = declaration(model)
+    client = period_model(model, declared.current())._get_connection().connection.client
+    found: list[str] = []
+    start: str | None = None
+    while True:
+        page = client.list_tables(**({"ExclusiveStartTableName": start} if start else {}))
+        for name in page.get("TableNames", []):
+            period = declared.period_of_table(name)
+            if period is not None:
+                found.append(period)
+        start = page.get("LastEvaluatedTableName")
+        if not start:
+            return sorted(found)
+
+
+def range_bounds(model: type[Any], condition: Condition | None) -> tuple[Any, Any]:
+    """The lowest and highest time a range key ``condition`` admits (``None``: unbounded)."""
+    if condition is None:
+        return None, None
+    declared = declaration(model)
+    attribute = model.get_attributes()[declared.attribute]
+    operands = condition.values
+    path = operands[0] if operands else None
+    if getattr(path, "path", None) != [attribute.attr_name]:
+        return None, None
+
+    def value(operand: Any) -> Any:
+        stored = getattr(operand, "value", None)  # a Value operand: {"N": "..."} or {"S": "..."}
+        if not isinstance(stored, dict) or len(stored) != 1:
+            return None
+        ((_, text),) = stored.items()
+        return attribute.deserialize(text)
+
+    operator = condition.operator
+    if operator == "=" and len(operands) == 2:
+        return value(operands[1]), value(operands[1])
+    if operator in (">", ">=") and len(operands) == 2:
+        return value(operands[1]), None
+    if operator in ("<", "<=") and len(operands) == 2:
+        return None, value(operands[1])
+    if operator == "BETWEEN" and len(operands) == 3:
+        return value(operands[1]), value(operands[2])
+    return None, None
+
+
+def periods_to_read(
+    model: type[Any], condition: Condition | None, *, forward: bool = True, what: str = "query",
+) -> list[str]:
+    """The periods a read of ``model`` with range key ``condition`` covers, in reading order.
+
+    A range bounded on both sides covers the periods it touches (their tables need not exist:
+    a missing table reads as empty); otherwise the periods whose tables exist, within the
+    bounds it has.
+
+    Raises:
+        PeriodRangeError: more than ``max_periods`` periods.
+    """
+    declared = declaration(model)
+    low, high = range_bounds(model, condition)
+    if low is not None and high is not None:
+        first, last = declared.period_of(low), declared.period_of(high)
+        periods = list(declared.between(first, last)) if first <= last else []
+        if len(periods) > declared.max_periods:
+            periods = periods[:declared.max_periods + 1]
+    else:
+        periods = [period for period in existing_periods(model)
+                   if (low is None or period >= declared.period_of(low))
+                   and (high is None or period <= declared.period_of(high))]
+    if len(periods) > declared.max_periods:
+        msg = (
+            f"{model.__name__}.{what}: would read more than {declared.max_periods} {declared.period} tables "
+            f"({declared.template!r}, max_periods={declared.max_periods}); nothing was sent. Bound "
+            f"{model.__name__}.{declared.attribute} in the range key condition (e.g. "
+            f"{model.__name__}.{declared.attribute}.between(start, end)), or declare a larger max_periods."
+        )
+        raise PeriodRangeError(msg)
+    return periods if forward else periods[::-1]
+
+
+# -- one iteration over several periods ---------------------------------------------------------
+
+
+def parse_cursor(model: type[Any], cursor: Any) -> tuple[str, Any] | None:
+    """``(period, the period's own cursor)`` of a cursor a cross-period read returned."""
+    if cursor is None:
+        return None
+    declared = declaration(model)
+    period: Any = None
+    inner: Any = None
+    if isinstance(cursor, dict) and set(cursor) == {"period", "cursor"}:
+        period, inner = cursor["period"], cursor["cursor"]
+    elif isinstance(cursor, str) and "." in cursor:
+        period, _, inner = cursor.partition(".")
+        inner = inner or None
+    if not isinstance(period, str) or declared.parse(period) is None:
+        msg = (
+            f"{model.__name__}: last_evaluated_key {cursor!r} is not a cursor of {model.__name__}'s "
+            f"periods ({declared.template!r}); pass the last_evaluated_key or next_page_token a "
+            f"query of {model.__name__} returned, or None to start over."
+        )
+        raise PeriodRangeError(msg)
+    return period, inner
+
+
+class PeriodResultIterator(Iterator[_M], Generic[_M]):
+    """Items of several periods' tables, one period after the other, with one cursor.
+
+    The surface of PynamoDB's ``ResultIterator``: ``last_evaluated_key`` (``None`` before a
+    cursor-less read starts and once everything was read; otherwise
+    ``{"period": "201602", "cursor": <that period's cursor>}``, a cursor of ``None`` meaning that
+    period was read to its end), ``next_page_token`` (the same as one URL-safe ``str``) and
+    ``total_count``. Either cursor is accepted back as ``last_evaluated_key``.
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(
+        self,
+        model: type[_M],
+        periods: Sequence[str],
+        open_period: Callable[[type[_M], Any, int | None], Any],
+        *,
+        limit: int | None = None,
+        given: Any = None,
+        forward: bool = True,
+    ) -> None:
+        self._model = model
+        self._open = open_period
+        self._limit = limit
+        self._given = given
+        start = parse_cursor(model, given)
+        self._periods = list(periods)
+        self._inner_cursor: Any = None
+        if start is not None:
+            period, self._inner_cursor = start
+            self._periods = [p for p in self._periods if (p >= period if forward else p <= period)]
+            if self._inner_cursor is None:  # that period was read to its end
+                self._periods = [p for p in self._periods if p != period]
+            elif not self._periods or self._periods[0] != period:
+                self._periods.insert(0, period)
+        self._index = 0
+        self._inner: Any = None
+        self._returned = 0
+        self._counted = 0
+        self._last: tuple[str, Any] | None = None  # (period, its iterator) of the last item returned
+        self._finished = False
+
+    def __iter__(self) -> PeriodResultIterator[_M]:
+        return self
+
+    def __next__(self) -> _M:
+        while True:
+            if self._finished or (self._limit is not None and self._returned >= self._limit):
+                raise StopIteration
+            if self._index >= len(self._periods):
+                self._finished = True
+                raise StopIteration
+            period = self._periods[self._index]
+            if self._inner is None:
+                left = None if self._limit is None else self._limit - self._returned
+                self._inner = self._open(period_model(self._model, period), self._inner_cursor, left)
+                self._inner_cursor = None
+            try:
+                item = next(self._inner)
+            except StopIteration:
+                self._period_done(period)
+                continue
+            except PynamoDBException as error:
+                if not is_missing_table(error):
+                    raise
+                self._period_done(period)  # no table: the period holds nothing
+                continue
+            self._returned += 1
+            self._last = (period, self._inner)
+            return as_declared(item, self._model)  # type: ignore[no-any-return]
+
+    def _period_done(self, period: str) -> None:
+        self._counted += int(getattr(self._inner, "total_count", 0) or 0)
+        self._inner = None
+        self._index += 1
+        self._last = (period, None)
+
+    def next(self) -> _M:
+        return self.__next__()
+
+    @property
+    def last_evaluated_key(self) -> dict[str, Any] | None:
+        """The cursor to pass back as ``last_evaluated_key``; ``None`` when nothing is left."""
+        if self._finished:
+            return None
+        if self._last is None:
+            return parse_cursor_dict(self._given, self._model)
+        period, inner = self._last
+        cursor = None if inner is None else inner.last_evaluated_key
+        if cursor is None and period == self._periods[-1]:
+            return None  # the last period was read to its end
+        return {"period": period, "cursor": cursor}
+
+    @property
+    def next_page_token(self) -> str | None:
+        """The cursor as one URL-safe ``str`` (``"<period>.<that period's token>"``)."""
+        cursor = self.last_evaluated_key
+        if cursor is None:
+            return None
+        period, inner = cursor["period"], cursor["cursor"]
+        if inner is None:
+            return f"{period}."
+        if self._last is None:  # the given cursor, nothing read yet
+            if isinstance(inner, str):
+                return f"{period}.{inner}"
+            unsent = self._open(period_model(self._model, period), inner, 0)  # sends nothing
+            token = getattr(unsent, "next_page_token", None)
+        else:
+            token = getattr(self._last[1], "next_page_token", None)
+        return None if token is None else f"{period}.{token}"
+
+    @property
+    def total_count(self) -> int:
+        """The items the periods' reads counted so far (``Count`` of their pages)."""
+        return self._counted + int(getattr(self._inner, "total_count", 0) or 0)
+
+
+def parse_cursor_dict(cursor: Any, model: type[Any]) -> dict[str, Any] | None:
+    parsed = parse_cursor(model, cursor)
+    return None if parsed is None else {"period": parsed[0], "cursor": parsed[1]}
+
+
+# -- batch writes ---------------------------------------------------------------------------------
+
+
+class _PeriodTableBatch(BatchWrite[Any]):
+    """One period's ``BatchWrite``: its items are serialized as items of the period model."""
+
+    def __init__(self, model: type[Any], template: type[Any], auto_commit: bool) -> None:
+        super().__init__(model, auto_commit=auto_commit)
+        self._template = template
+
+    def commit(self) -> None:
+        items = [operation["item"] for operation in self.pending_operations]
+        for item in items:
+            item.__class__ = self.model
+        try:
+            super().commit()
+        except PynamoDBException as error:
+            if not is_missing_table(error):
+                raise
+            declared = declaration(self._template)
+            table = self.model.Meta.table_name
+            msg = (
+                f"{self._template.__name__}.{declared.attribute}: period {self.model._period!r} has no "
+                f"table {table!r}; this batch wrote nothing to it. Create the tables ahead "
+                f"(`pynamodb-sharding tables rotate`) or declare missing='create'."
+            )
+            raise PeriodTableMissingError(msg, error) from error
+        finally:
+            for item in items:
+                item.__class__ = self._template
+
+
+class PeriodBatchWrite:
+    """``Model.batch_write()`` of a time-partitioned model: one ``BatchWrite`` per period.
+
+    Used like PynamoDB's (``with UserLog.batch_write() as batch: batch.save(item)``); each
+    item goes to the table of its period. With ``missing="create"`` a period's table is
+    created (once) before its first batch is sent.
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(self, model: type[Any], auto_commit: bool = True) -> None:
+        self.model = model
+        self.auto_commit = auto_commit
+        self._batches: dict[str, _PeriodTableBatch] = {}
+
+    def _batch(self, item: Any) -> _PeriodTableBatch:
+        period = item_period(item)
+        batch = self._batches.get(period)
+        if batch is None:
+            model = period_model(self.model, period)
+            if declaration(self.model).missing == "create":
+                with contextlib.suppress(TableError):
+                    if not model.exists():
+                        create_period_table(model)
+            batch = _PeriodTableBatch(model, self.model, self.auto_commit)
+            self._batches[period] = batch
+        return batch
+
+    def save(self, put_item: Any) -> None:
+        self._batch(put_item).save(put_item)
+
+    def delete(self, del_item: Any) -> None:
+        self._batch(del_item).delete(del_item)
+
+    def commit(self) -> None:
+        for batch in self._batches.values():
+            batch.commit()
+
+    def __enter__(self) -> PeriodBatchWrite:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        if exc_type is None:
+            self.commit()
+
+
+def group_keys(model: type[Any], keys: Iterable[Any]) -> dict[str, list[Any]]:
+    """``batch_get`` keys grouped by period, in first-seen order."""
+    declared = declaration(model)
+    grouped: dict[str, list[Any]] = {}
+    for key in keys:
+        if isinstance(key, str) or not isinstance(key, (tuple, list)) or len(key) != 2:
+            msg = (
+                f"Invalid key value {key!r}: expected non-str iterable with exactly 2 elements "
+                f"(hash key, range key)"
+            )
+            raise ValueError(msg)
+        grouped.setdefault(declared.period_of(key[1]), []).append(key)
+    return grouped

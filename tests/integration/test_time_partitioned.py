@@ -1,0 +1,354 @@
+"""Time-partitioned tables (``Meta.table_name = TimePartitioned(...)``) on DynamoDB Local.
+
+Proves, with an injected clock and raw boto3 reads of each period's table: writes across a
+month boundary land in two tables; ``get``, ``refresh``, ``update``, ``delete``, ``batch_get``,
+``batch_write`` and transactions address the period of the item's key; a query spanning three
+months returns the items of all three in sort-key order (both directions) and resumes exactly
+from its cursor (dict or token) at every position, as a plain ``Model`` over one table does;
+``count`` and ``scan`` cover every period; a missing period table is refused (nothing written)
+or created, as declared; a read of a period without a table reads nothing; bad declarations
+and ranges wider than ``max_periods`` are refused before sending.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.models import Model
+from pynamodb.transactions import TransactGet, TransactWrite
+
+from pynamodb_sharding import (
+    DynamicShards,
+    PeriodRangeError,
+    PeriodTableMissingError,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardingDefinitionError,
+    ShardMetadata,
+    TimePartitioned,
+)
+from pynamodb_sharding.partitioned import existing_periods
+from tests.raw import raw_client, raw_items
+
+Bind = Callable[..., Any]
+UTC = dt.timezone.utc
+
+
+def epoch(year: int, month: int, day: int, hour: int = 0, second: int = 0) -> int:
+    return int(dt.datetime(year, month, day, hour, 0, second, tzinfo=UTC).timestamp())
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = float(epoch(2016, 2, 26))
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CLOCK = Clock()
+
+
+class UserLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("tp_user_log.{period}", attribute="accessed_at", period="month", clock=CLOCK)
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    page = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4))
+
+
+class PlainLog(Model):
+    """The reference: the same items in one unsharded table."""
+
+    class Meta:
+        table_name = "tp_plain_log"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    page = UnicodeAttribute(null=True)
+
+
+class CreatingLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("tp_creating.{period}", attribute="accessed_at", period="day",
+                                     missing="create", clock=CLOCK)
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+
+
+class HotLogShards(ShardMetadata):
+    class Meta:
+        table_name = "tp_hot_log_shards"
+
+
+class HotLog(ShardedModel):
+    """Dynamic sharding and weekly tables, with a datetime range key."""
+
+    class Meta:
+        table_name = TimePartitioned("tp_hot_log.{period}", attribute="at", period="week", clock=CLOCK)
+
+    key = UnicodeAttribute(hash_key=True)
+    at = UTCDateTimeAttribute(range_key=True)
+    shards = Sharding(DynamicShards(HotLogShards, initial=1, max_shards=8))
+
+
+def table_of(model: type[Any], period: str) -> str:
+    return str(model.Meta.table_name.table_name(period))
+
+
+def raw_table(model: type[Any], period: str) -> list[dict[str, Any]]:
+    return raw_items(model.period_model(period))
+
+
+def three_months(bind: Bind) -> None:
+    bind(UserLog, PlainLog)  # creates February's table (the clock's month)
+    UserLog.period_model("201601").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    UserLog.period_model("201603").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+
+
+def test_writes_across_a_month_boundary_land_in_two_tables(dynamodb_models: Bind) -> None:
+    three_months(dynamodb_models)
+    before, after = epoch(2016, 2, 29, 23, 59), epoch(2016, 3, 1, 0, 0)
+    UserLog(user_id="u1", accessed_at=before).save()
+    UserLog(user_id="u1", accessed_at=after).save()
+
+    february, march = raw_table(UserLog, "201602"), raw_table(UserLog, "201603")
+    assert [item["accessed_at"]["N"] for item in february] == [str(before)]
+    assert [item["accessed_at"]["N"] for item in march] == [str(after)]
+    assert raw_table(UserLog, "201601") == []
+    # Each stored under a shard of the logical key, as any sharded item.
+    assert february[0]["user_id"]["S"].startswith("u1_")
+    assert existing_periods(UserLog) == ["201601", "201602", "201603"]
+
+
+def test_point_reads_and_writes_address_the_period_of_the_key(dynamodb_models: Bind) -> None:
+    three_months(dynamodb_models)
+    at = epoch(2016, 1, 15)
+    item = UserLog(user_id="u2", accessed_at=at, page="/home")
+    item.save()
+
+    got = UserLog.get("u2", at)
+    assert type(got) is UserLog and got.page == "/home"
+    got.update(actions=[UserLog.page.set("/cart")])
+    assert raw_table(UserLog, "201601")[0]["page"] == {"S": "/cart"}
+    item.refresh()
+    assert item.page == "/cart"
+    assert [found.accessed_at for found in UserLog.batch_get([("u2", at), ("u2", epoch(2016, 3, 2))])] == [at]
+
+    got.delete()
+    assert raw_table(UserLog, "201601") == []
+    with pytest.raises(UserLog.DoesNotExist):
+        UserLog.get("u2", at)
+    with pytest.raises(UserLog.DoesNotExist):
+        item.refresh()
+    # A period without a table holds nothing: get and refresh say so, as for an absent item.
+    with pytest.raises(UserLog.DoesNotExist):
+        UserLog.get("u2", epoch(2015, 6, 1))
+
+
+def test_a_changed_time_saves_a_new_item_in_the_new_period(dynamodb_models: Bind) -> None:
+    """As PynamoDB writes an item whose key changed anew, keeping the stored one."""
+    three_months(dynamodb_models)
+    item = UserLog(user_id="u3", accessed_at=epoch(2016, 2, 10))
+    item.save()
+    item.accessed_at = epoch(2016, 3, 10)
+    item.save()
+    assert len(raw_table(UserLog, "201602")) == 1
+    assert len(raw_table(UserLog, "201603")) == 1
+
+
+def test_transactions_and_batch_writes_go_to_each_items_period(dynamodb_models: Bind) -> None:
+    three_months(dynamodb_models)
+    jan, feb, mar = epoch(2016, 1, 5), epoch(2016, 2, 5), epoch(2016, 3, 5)
+    with UserLog.batch_write() as batch:
+        for at in (jan, feb, mar):
+            batch.save(UserLog(user_id="u4", accessed_at=at, page="batch"))
+    assert [len(raw_table(UserLog, period)) for period in ("201601", "201602", "201603")] == [1, 1, 1]
+
+    connection = UserLog.period_model("201602")._get_connection().connection
+    with TransactWrite(connection=connection) as transaction:
+        transaction.update(UserLog(user_id="u4", accessed_at=jan), actions=[UserLog.page.set("tx")])
+        transaction.save(UserLog(user_id="u5", accessed_at=mar, page="tx"))
+        transaction.delete(UserLog(user_id="u4", accessed_at=feb))
+    assert raw_table(UserLog, "201601")[0]["page"] == {"S": "tx"}
+    assert raw_table(UserLog, "201602") == []
+    assert sorted(item["page"]["S"] for item in raw_table(UserLog, "201603")) == ["batch", "tx"]
+
+    with TransactGet(connection=connection) as reads:
+        future = reads.get(UserLog, "u5", mar)
+    assert future.get().page == "tx"
+
+    with UserLog.batch_write() as batch:
+        batch.delete(UserLog(user_id="u4", accessed_at=jan))
+    assert raw_table(UserLog, "201601") == []
+
+
+def save_both(user_id: str, times: list[int]) -> None:
+    for number, at in enumerate(times):
+        UserLog(user_id=user_id, accessed_at=at, page=f"p{number}").save()
+        PlainLog(user_id=user_id, accessed_at=at, page=f"p{number}").save()
+
+
+MONTHS_OF_TIMES = [epoch(2016, 1, 31, 23, second) for second in range(0, 50, 7)] + \
+    [epoch(2016, 2, day) for day in (1, 2, 15, 29)] + [epoch(2016, 3, day, 1) for day in range(1, 9)]
+
+
+def test_a_query_over_three_months_returns_every_item_in_order(dynamodb_models: Bind) -> None:
+    three_months(dynamodb_models)
+    save_both("u6", MONTHS_OF_TIMES)
+    for forward in (True, False):
+        merged = [(item.accessed_at, item.page) for item in UserLog.query("u6", scan_index_forward=forward)]
+        plain = [(item.accessed_at, item.page) for item in PlainLog.query("u6", scan_index_forward=forward)]
+        assert merged == plain and len(merged) == len(MONTHS_OF_TIMES)
+    ranged = UserLog.accessed_at.between(epoch(2016, 1, 31, 23, 10), epoch(2016, 3, 3, 1))
+    plain_ranged = PlainLog.accessed_at.between(epoch(2016, 1, 31, 23, 10), epoch(2016, 3, 3, 1))
+    assert [item.accessed_at for item in UserLog.query("u6", ranged)] == \
+        [item.accessed_at for item in PlainLog.query("u6", plain_ranged)]
+    assert UserLog.count("u6") == len(MONTHS_OF_TIMES)
+    assert UserLog.count("u6", UserLog.accessed_at >= epoch(2016, 2, 2)) == 3 + 8
+    assert UserLog.count("u6", limit=5) == 5
+    assert sorted(item.accessed_at for item in UserLog.scan()) == sorted(MONTHS_OF_TIMES)
+
+
+@pytest.mark.parametrize("forward", [True, False])
+@pytest.mark.parametrize("as_token", [False, True])
+def test_a_query_over_three_months_resumes_exactly_from_its_cursor(
+    dynamodb_models: Bind, forward: bool, as_token: bool,
+) -> None:
+    three_months(dynamodb_models)
+    save_both("u7", MONTHS_OF_TIMES)
+    expected = [item.accessed_at for item in PlainLog.query("u7", scan_index_forward=forward)]
+    for page_size in (1, 3, 4, 8):
+        seen: list[int] = []
+        cursor: Any = None
+        while True:
+            result = UserLog.query("u7", scan_index_forward=forward, limit=page_size, last_evaluated_key=cursor)
+            page = [item.accessed_at for item in result]
+            seen.extend(page)
+            cursor = result.next_page_token if as_token else result.last_evaluated_key
+            assert len(page) <= page_size
+            if cursor is None:
+                break
+            assert page, "a cursor after an empty page would never end"
+        assert seen == expected, page_size
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    stops=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=8),
+    forward=st.booleans(),
+)
+def test_property_any_sequence_of_limits_reads_each_item_once_in_order(
+    dynamodb_models_module: Any, stops: list[int], forward: bool,
+) -> None:
+    """Resuming at any positions never loses, repeats or reorders an item."""
+    if not getattr(test_property_any_sequence_of_limits_reads_each_item_once_in_order, "bound", False):
+        dynamodb_models_module.bind(UserLog, PlainLog)
+        UserLog.period_model("201601").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+        UserLog.period_model("201603").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+        save_both("u8", MONTHS_OF_TIMES)
+        test_property_any_sequence_of_limits_reads_each_item_once_in_order.bound = True  # type: ignore[attr-defined]
+    expected = [item.accessed_at for item in PlainLog.query("u8", scan_index_forward=forward)]
+    seen: list[int] = []
+    cursor: Any = None
+    for limit in stops:
+        result = UserLog.query("u8", scan_index_forward=forward, limit=limit, last_evaluated_key=cursor)
+        seen.extend(item.accessed_at for item in result)
+        cursor = result.last_evaluated_key
+        if cursor is None:
+            break
+    if cursor is not None:
+        seen.extend(item.accessed_at for item in UserLog.query("u8", scan_index_forward=forward,
+                                                               last_evaluated_key=cursor))
+    assert seen == expected
+
+
+def test_a_write_to_a_period_without_a_table_is_refused_and_writes_nothing(dynamodb_models: Bind) -> None:
+    dynamodb_models(UserLog)
+    with pytest.raises(PeriodTableMissingError) as refused:
+        UserLog(user_id="u9", accessed_at=epoch(2016, 4, 1)).save()
+    message = str(refused.value)
+    assert "UserLog.accessed_at" in message and "201604" in message and "tables rotate" in message
+    assert existing_periods(UserLog) == ["201602"]
+    with pytest.raises(PeriodTableMissingError), UserLog.batch_write() as batch:
+        batch.save(UserLog(user_id="u9", accessed_at=epoch(2016, 5, 1)))
+    assert existing_periods(UserLog) == ["201602"]
+    assert raw_table(UserLog, "201602") == []
+
+
+def test_missing_create_makes_the_table_of_the_period_on_the_fly(dynamodb_models: Bind) -> None:
+    dynamodb_models(CreatingLog)
+    CreatingLog(user_id="u10", accessed_at=epoch(2016, 2, 27, 5)).save()
+    with CreatingLog.batch_write() as batch:
+        batch.save(CreatingLog(user_id="u10", accessed_at=epoch(2016, 2, 28, 5)))
+    assert existing_periods(CreatingLog) == ["20160226", "20160227", "20160228"]
+    assert [item.accessed_at for item in CreatingLog.query("u10")] == [epoch(2016, 2, 27, 5), epoch(2016, 2, 28, 5)]
+    description = raw_client(CreatingLog.period_model("20160227")).describe_table(
+        TableName=table_of(CreatingLog, "20160227"))["Table"]
+    assert description["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_ranges_wider_than_max_periods_are_refused_before_sending(dynamodb_models: Bind) -> None:
+    dynamodb_models(UserLog)
+    wide = UserLog.accessed_at.between(epoch(2010, 1, 1), epoch(2016, 2, 1))
+    with pytest.raises(PeriodRangeError) as refused:
+        list(UserLog.query("u11", wide))
+    assert "max_periods" in str(refused.value) and "UserLog.accessed_at" in str(refused.value)
+    with pytest.raises(PeriodRangeError):
+        UserLog.count("u11", wide)
+    with pytest.raises(PeriodRangeError):
+        list(UserLog.query("u11", last_evaluated_key={"period": "2016-02", "cursor": None}))
+
+
+def test_dynamic_sharding_and_weekly_tables_together(dynamodb_models: Bind) -> None:
+    """One shard count per key across the weeks; a grown key's items merge over shards and weeks."""
+    dynamodb_models(HotLog)
+    HotLog.period_model("2016W09").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    monday = dt.datetime(2016, 2, 29, tzinfo=UTC)
+    times = [monday - dt.timedelta(hours=hours) for hours in range(1, 6)] + \
+        [monday + dt.timedelta(hours=hours) for hours in range(0, 5)]
+    for at in times[:5]:
+        HotLog(key="hot", at=at).save()
+    HotLog.shards.grow("hot")
+    assert HotLog.shards.grow("hot") == 4
+    for at in times[5:]:
+        HotLog(key="hot", at=at).save()
+    assert len({item["key"]["S"] for item in raw_table(HotLog, "2016W09")}) > 1  # over the grown shards
+    assert [item.at for item in HotLog.query("hot")] == sorted(times)
+    assert [item.at for item in HotLog.query("hot", HotLog.at < monday)] == sorted(times)[:5]
+    namespaces = {item["model"]["S"] for item in raw_items(HotLogShards)}
+    assert namespaces == {str(HotLog.Meta.table_name)}  # the template: one count for every week
+
+
+def test_a_declaration_on_anything_but_a_time_range_key_is_refused() -> None:
+    with pytest.raises(ShardingDefinitionError, match=r"Bad\.user_id.*range key"):
+        class Bad(ShardedModel):
+            class Meta:
+                table_name = TimePartitioned("bad.{period}", attribute="user_id")
+
+            user_id = UnicodeAttribute(hash_key=True)
+            accessed_at = NumberAttribute(range_key=True)
+            shards = Sharding(RandomShards(2))
+    with pytest.raises(ShardingDefinitionError, match=r"Worse\.page.*NumberAttribute"):
+        class Worse(ShardedModel):
+            class Meta:
+                table_name = TimePartitioned("worse.{period}", attribute="page")
+
+            user_id = UnicodeAttribute(hash_key=True)
+            page = UnicodeAttribute(range_key=True)
+            shards = Sharding(RandomShards(2))
+    with pytest.raises(ValueError, match=r"\{period\}"):
+        TimePartitioned("no_placeholder", attribute="at")
+    with pytest.raises(ValueError, match="retention"):
+        TimePartitioned("log.{period}", attribute="at", retention=0)

@@ -205,7 +205,7 @@ def connect(ref: ModelRef, endpoint: str | None, region: str | None) -> None:
 def where(model: type[Model]) -> str:
     """The table name and the endpoint it lives at, for messages."""
     host = getattr(model.Meta, "host", None) or f"AWS region {getattr(model.Meta, 'region', None) or 'default'}"
-    return f"table {model.Meta.table_name!r} at {host}"
+    return f"table {str(model.Meta.table_name)!r} at {host}"
 
 
 def require_tables(ref: ModelRef) -> None:
@@ -354,6 +354,49 @@ def tables_delete(
         else:
             model.delete_table(wait=True)
             click.echo(f"deleted  {where(model)} ({model.__name__})")
+
+
+@tables.command("rotate")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--dry-run", is_flag=True, help="Print every step and change nothing.")
+@click.option("--ahead", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Periods after the current one to create (default: the model's TimePartitioned(ahead=...)).")
+@click.option("--now", "now_text", metavar="TIME",
+              help="Rotate as of this ISO 8601 time (e.g. 2016-03-01T00:00:00+00:00) instead of now.")
+@_endpoint_options
+def tables_rotate(model_spec: str, dry_run: bool, ahead: int | None, now_text: str | None,
+                  endpoint: str | None, region: str | None) -> None:
+    """Rotate the period tables of a time-partitioned MODULE:Model.
+
+    Creates the current and the next periods' tables (and companion tables), lowers past
+    periods' provisioned throughput to the model's step_down, and archives (when declared)
+    then drops the tables older than its retention. Exits with status 1 if an archive or a
+    drop failed (that table is kept). Run it daily.
+    """
+    from pynamodb_sharding.periods import is_time_partitioned
+    from pynamodb_sharding.rotation import rotate
+
+    ref = load_model(model_spec)
+    if not is_time_partitioned(ref.model):
+        msg = (
+            f"{ref.spec} is not time-partitioned: its Meta.table_name is {ref.model.Meta.table_name!r}; "
+            f"declare Meta.table_name = TimePartitioned('name.{{period}}', attribute=..., period=...)."
+        )
+        raise CommandError(msg)
+    now = None
+    if now_text is not None:
+        try:
+            when = datetime.datetime.fromisoformat(now_text)
+        except ValueError:
+            msg = f"--now {now_text!r} is not an ISO 8601 time; write e.g. 2016-03-01T00:00:00+00:00."
+            raise CommandError(msg) from None
+        now = (when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)).timestamp()
+    connect(ref, endpoint, region)
+    result = rotate(ref.model, now=now, ahead=ahead, dry_run=dry_run)
+    for line in result.lines():
+        click.echo(line)
+    if result.failed:
+        raise click.exceptions.Exit(1)
 
 
 def _billing(model: type[Model]) -> str:

@@ -102,3 +102,66 @@ def test_endpoint_and_region_options_override_meta(
     assert result.returncode == 0, result.stderr
     assert f"at {dynamodb_local.endpoint}" in result.stdout
     assert {project.table("elsewhere")} == _tables(dynamodb, project.prefix)
+
+
+#: A time-partitioned model: monthly tables, 2 ahead, 1 past month kept, archived to a file.
+PERIOD_MODEL = """
+
+import json
+from pathlib import Path
+
+from pynamodb_sharding import TimePartitioned
+
+
+def archive_to_file(table):
+    with open(Path(__file__).with_name("archived.jsonl"), "a", encoding="utf-8") as out:
+        out.write(json.dumps({{"period": table.period, "items": table.model.count(None)}}) + "\\n")
+
+
+class UserLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("{prefix}_user_log.{{period}}", attribute="accessed_at", period="month",
+                                     ahead=2, retention=1, archive=archive_to_file)
+        host = HOST
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+"""
+
+
+def test_rotate_creates_ahead_archives_and_drops_and_its_dry_run_changes_nothing(
+    project: ModelsModule, cli_env: dict[str, str], dynamodb: Any
+) -> None:
+    project.append(PERIOD_MODEL)
+    spec = project.spec("UserLog")
+    table = project.table("user_log")
+    first = run_cli("tables", "rotate", spec, "--now", "2016-01-20T00:00:00+00:00", cwd=project.directory, env=cli_env)
+    assert first.returncode == 0, first.stderr
+    assert {f"{table}.201601", f"{table}.201602", f"{table}.201603"} == _tables(dynamodb, project.prefix)
+    assert first.stdout.count("done   create") == 3, first.stdout
+
+    dry = run_cli("tables", "rotate", spec, "--now", "2016-04-02T00:00:00", "--dry-run",
+                  cwd=project.directory, env=cli_env)
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run" in dry.stdout
+    assert f"would  create    {table}.201606" in dry.stdout
+    assert f"would  drop      {table}.201601" in dry.stdout and f"would  drop      {table}.201602" in dry.stdout
+    assert f"drop      {table}.201603" not in dry.stdout  # the previous month is kept (retention=1)
+    assert {f"{table}.201601", f"{table}.201602", f"{table}.201603"} == _tables(dynamodb, project.prefix)
+    assert not (project.directory / "archived.jsonl").exists()
+
+    done = run_cli("tables", "rotate", spec, "--now", "2016-04-02T00:00:00", cwd=project.directory, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    assert {f"{table}.{month}" for month in ("201603", "201604", "201605", "201606")} == \
+        _tables(dynamodb, project.prefix)
+    archived = (project.directory / "archived.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [line.split('"period": ')[1][:8] for line in archived] == ['"201601"', '"201602"']
+
+
+def test_rotate_refuses_a_model_that_is_not_time_partitioned(
+    project: ModelsModule, cli_env: dict[str, str]
+) -> None:
+    result = run_cli("tables", "rotate", project.spec("AuditLog"), cwd=project.directory, env=cli_env)
+    assert result.returncode != 0
+    assert "is not time-partitioned" in result.stderr and "TimePartitioned(" in result.stderr

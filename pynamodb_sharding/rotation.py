@@ -1,0 +1,221 @@
+"""Rotation of a time-partitioned model's tables: create ahead, step down, archive, drop.
+
+Seed 002's routine, run once a day (a cron job, a scheduled Lambda, a Kubernetes CronJob)::
+
+    pynamodb-sharding tables rotate myapp.models:UserLog
+
+or from Python, :func:`rotate`. For a model declared with
+``TimePartitioned(..., ahead=1, retention=12, step_down=(1, 1), archive=export)`` one rotation
+
+1. creates the tables of the current period and the ``ahead`` periods after it that are
+   missing (with the model's companion tables), so writes at a period boundary find their table;
+2. lowers the provisioned throughput of each past period's table (and its global secondary
+   indexes) to ``step_down`` (on-demand tables are left as they are);
+3. for each table older than the current period by more than ``retention`` periods: runs
+   ``archive`` with the table (a :class:`~pynamodb_sharding.periods.PeriodTable`), then drops
+   it. An archive that raises keeps the table; the next rotation tries again.
+
+Nothing newer than ``retention`` periods back is ever dropped, and never the current period or
+a later one (``retention`` is at least 1). A dry run (``dry_run=True``, ``--dry-run``) reports
+every step and changes nothing. Rotating twice does nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+from pynamodb.exceptions import PynamoDBException
+
+from pynamodb_sharding.partitioned import (
+    billing_arguments,
+    create_period_table,
+    declaration,
+    existing_periods,
+    period_model,
+)
+from pynamodb_sharding.periods import PeriodTable
+
+__all__ = ["Rotation", "RotationStep", "rotate"]
+
+logger = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class RotationStep:
+    """One thing a rotation does (or, in a dry run, would do) to one period's table.
+
+    .. versionadded:: 0.4.0
+    """
+
+    #: ``"create"``, ``"step-down"``, ``"archive"`` or ``"drop"``.
+    action: str
+    period: str
+    table: str
+    #: What the step changes, in words (``"on-demand"``, ``"read 100 -> 1, write 50 -> 1"``).
+    detail: str
+    #: Whether it was carried out (``False`` in a dry run and when it failed).
+    done: bool = False
+    #: Why it failed (an archive that raised; the table was kept), else ``None``.
+    error: str | None = None
+
+    def line(self, *, dry_run: bool) -> str:
+        """The step as one line of the command's report."""
+        verb = {"create": "create", "step-down": "step down", "archive": "archive", "drop": "drop"}[self.action]
+        if self.error is not None:
+            state = "FAILED"
+        elif dry_run:
+            state = "would"
+        else:
+            state = "done"
+        tail = f" ({self.detail})" if self.detail else ""
+        error = f": {self.error}" if self.error else ""
+        return f"{state:<7}{verb:<10}{self.table}{tail}{error}"
+
+
+@attrs.frozen
+class Rotation:
+    """What :func:`rotate` did.
+
+    .. versionadded:: 0.4.0
+    """
+
+    model: type[Any] = attrs.field(repr=False)
+    #: The current period the rotation worked from.
+    current: str
+    steps: tuple[RotationStep, ...]
+    dry_run: bool
+
+    @property
+    def failed(self) -> tuple[RotationStep, ...]:
+        """The steps that failed (their tables are kept)."""
+        return tuple(step for step in self.steps if step.error is not None)
+
+    def lines(self) -> list[str]:
+        """The report, a line per step (``"nothing to do"`` when there is none)."""
+        head = f"{self.model.__name__}: current period {self.current}" + (" (dry run: nothing changed)"
+                                                                          if self.dry_run else "")
+        return [head, *(step.line(dry_run=self.dry_run) for step in self.steps)] if self.steps else \
+            [head, "nothing to do"]
+
+
+def rotate(
+    model: type[Any],
+    *,
+    now: float | None = None,
+    ahead: int | None = None,
+    dry_run: bool = False,
+) -> Rotation:
+    """Create the coming periods' tables, step down past ones, archive and drop expired ones.
+
+    Args:
+        model: a model declared with ``Meta.table_name = TimePartitioned(...)``.
+        now: epoch seconds taken as now (default: the declaration's clock).
+        ahead: periods after the current one to create (default: the declaration's ``ahead``).
+        dry_run: report the steps without carrying out any.
+
+    Returns:
+        The steps, in order: creations, step-downs, then archive and drop per expired period.
+
+    .. versionadded:: 0.4.0
+    """
+    declared = declaration(model)
+    current = declared.current(now)
+    ahead = declared.ahead if ahead is None else ahead
+    if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+        msg = f"rotate({model.__name__}, ahead={ahead!r}): expected a whole number >= 0."
+        raise ValueError(msg)
+    existing = set(existing_periods(model))
+    steps: list[RotationStep] = []
+
+    for period in (declared.after(current, step) for step in range(ahead + 1)):
+        if period in existing:
+            continue
+        table = period_model(model, period)
+        billing = billing_arguments(model)
+        detail = ("on-demand" if billing["billing_mode"] == "PAY_PER_REQUEST" else
+                  f"provisioned {billing['read_capacity_units']} RCU / {billing['write_capacity_units']} WCU")
+        if not dry_run:
+            create_period_table(table)
+        steps.append(RotationStep("create", period, table.Meta.table_name, detail, done=not dry_run))
+
+    oldest_kept = None if declared.retention is None else declared.after(current, -declared.retention)
+    for period in sorted(existing):
+        if period >= current:
+            continue
+        table = period_model(model, period)
+        name = table.Meta.table_name
+        if oldest_kept is not None and period < oldest_kept:
+            steps.extend(_expire(model, table, period, name, dry_run=dry_run))
+        elif declared.step_down is not None:
+            step = _step_down(table, period, name, declared.step_down, dry_run=dry_run)
+            if step is not None:
+                steps.append(step)
+    for step in steps:
+        logger.info("%s: %s", model.__name__, step.line(dry_run=dry_run))
+    return Rotation(model=model, current=current, steps=tuple(steps), dry_run=dry_run)
+
+
+def _step_down(
+    table: type[Any], period: str, name: str, units: tuple[int, int], *, dry_run: bool,
+) -> RotationStep | None:
+    description = table.describe_table()
+    if description.get("BillingModeSummary", {}).get("BillingMode") == "PAY_PER_REQUEST":
+        return None  # on-demand: nothing provisioned to lower
+    read, write = units
+    changes: list[str] = []
+    arguments: dict[str, Any] = {"TableName": name}
+    throughput = description.get("ProvisionedThroughput", {})
+    old_read, old_write = throughput.get("ReadCapacityUnits", 0), throughput.get("WriteCapacityUnits", 0)
+    if not old_read and not old_write:
+        return None  # DynamoDB Local reports no billing summary for on-demand tables, only zeros
+    if (old_read, old_write) != (read, write):
+        arguments["ProvisionedThroughput"] = {"ReadCapacityUnits": read, "WriteCapacityUnits": write}
+        changes.append(f"read {old_read} -> {read}, write {old_write} -> {write}")
+    updates = []
+    for index in description.get("GlobalSecondaryIndexes", []):
+        current = index.get("ProvisionedThroughput", {})
+        index_units = (current.get("ReadCapacityUnits", 0), current.get("WriteCapacityUnits", 0))
+        if index_units != (0, 0) and index_units != (read, write):
+            updates.append({"Update": {"IndexName": index["IndexName"], "ProvisionedThroughput": {
+                "ReadCapacityUnits": read, "WriteCapacityUnits": write}}})
+            changes.append(f"index {index['IndexName']}: read {index_units[0]} -> {read}, "
+                           f"write {index_units[1]} -> {write}")
+    if updates:
+        arguments["GlobalSecondaryIndexUpdates"] = updates
+    if not changes:
+        return None
+    if not dry_run:
+        table._get_connection().connection.client.update_table(**arguments)
+    return RotationStep("step-down", period, name, "; ".join(changes), done=not dry_run)
+
+
+def _expire(model: type[Any], table: type[Any], period: str, name: str, *, dry_run: bool) -> list[RotationStep]:
+    declared = declaration(model)
+    steps: list[RotationStep] = []
+    if declared.archive is not None:
+        start, end = declared.bounds(period)
+        target = PeriodTable(model=table, period=period, table_name=name, start=start, end=end)
+        archive_name = getattr(declared.archive, "__qualname__", repr(declared.archive))
+        if dry_run:
+            steps.append(RotationStep("archive", period, name, f"with {archive_name}"))
+        else:
+            try:
+                declared.archive(target)
+            except Exception as error:  # the archive's own failure: keep the table, report it
+                logger.exception("%s: archiving %s failed; the table is kept", model.__name__, name)
+                reason = f"{type(error).__name__}: {error}; the table is kept"
+                return [RotationStep("archive", period, name, f"with {archive_name}", error=reason)]
+            steps.append(RotationStep("archive", period, name, f"with {archive_name}", done=True))
+    detail = f"older than {declared.retention} {declared.period}s before the current one"
+    if dry_run:
+        steps.append(RotationStep("drop", period, name, detail))
+        return steps
+    try:
+        table.delete_table(wait=False)
+    except PynamoDBException as error:
+        steps.append(RotationStep("drop", period, name, detail, error=f"{error}; the table is kept"))
+        return steps
+    steps.append(RotationStep("drop", period, name, detail, done=True))
+    return steps

@@ -1,0 +1,167 @@
+"""``rotate()`` of a time-partitioned model's tables on DynamoDB Local, with an injected clock.
+
+Proves: a rotation creates the current and ``ahead`` periods' tables (provisioned as the
+model's ``Meta`` says), lowers past provisioned tables (and their indexes) to ``step_down``,
+archives then drops the tables past ``retention`` and nothing newer; the archive step is given
+the whole table (its items read back equal what was written); an archive that raises keeps
+its table and the next rotation retries it; a dry run reports the same steps and changes
+nothing; a second rotation does nothing; the current and previous periods are never dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+from pynamodb_sharding import PeriodTable, RandomShards, ShardedModel, Sharding, TimePartitioned
+from pynamodb_sharding.partitioned import existing_periods
+from pynamodb_sharding.rotation import rotate
+from tests.raw import raw_client
+
+Bind = Callable[..., Any]
+UTC = dt.timezone.utc
+
+
+def epoch(year: int, month: int, day: int = 1, hour: int = 0) -> float:
+    return dt.datetime(year, month, day, hour, tzinfo=UTC).timestamp()
+
+
+class Clock:
+    now = epoch(2015, 10, 5)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CLOCK = Clock()
+
+
+class Archive:
+    """Records each archived period with the items its table held; fails for ``failing``."""
+
+    def __init__(self) -> None:
+        self.archived: dict[str, list[tuple[str, int]]] = {}
+        self.failing: set[str] = set()
+
+    def __call__(self, table: PeriodTable) -> None:
+        if table.period in self.failing:
+            msg = f"the export of {table.table_name} failed"
+            raise RuntimeError(msg)
+        self.archived[table.period] = sorted((item.user_id, int(item.accessed_at)) for item in table.model.scan())
+
+
+ARCHIVE = Archive()
+
+
+class ByPage(GlobalSecondaryIndex["RotLog"]):
+    class Meta:
+        index_name = "by_page"
+        projection = AllProjection()
+        read_capacity_units = 40
+        write_capacity_units = 30
+
+    page = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+
+
+class RotLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("rot_log.{period}", attribute="accessed_at", period="month", ahead=2,
+                                     retention=2, step_down=(1, 1), archive=ARCHIVE, clock=CLOCK)
+        read_capacity_units = 50
+        write_capacity_units = 20
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    page = UnicodeAttribute(default="/")
+    by_page = ByPage()
+    shards = Sharding(RandomShards(2))
+
+
+def throughput(model: type[Any], period: str) -> tuple[int, int, tuple[int, int]]:
+    table = model.period_model(period)
+    description = raw_client(table).describe_table(TableName=table.Meta.table_name)["Table"]
+    units = description["ProvisionedThroughput"]
+    index = description["GlobalSecondaryIndexes"][0]["ProvisionedThroughput"]
+    return (units["ReadCapacityUnits"], units["WriteCapacityUnits"],
+            (index["ReadCapacityUnits"], index["WriteCapacityUnits"]))
+
+
+@pytest.fixture
+def rot_log(dynamodb_models: Bind) -> type[RotLog]:
+    """October 2015's table (made by the binding), then a rotation on 5 October: November and December."""
+    CLOCK.now = epoch(2015, 10, 5)
+    ARCHIVE.archived.clear()
+    ARCHIVE.failing.clear()
+    dynamodb_models(RotLog)
+    first = rotate(RotLog)
+    assert [(step.action, step.period) for step in first.steps] == [("create", "201511"), ("create", "201512")]
+    for month in (10, 11, 12):
+        for user in ("a", "b"):
+            RotLog(user_id=user, accessed_at=epoch(2015, month, 3)).save()
+    return RotLog
+
+
+def test_rotation_creates_ahead_steps_down_archives_and_drops(rot_log: type[RotLog]) -> None:
+    assert existing_periods(rot_log) == ["201510", "201511", "201512"]
+    assert throughput(rot_log, "201512") == (50, 20, (40, 30))  # provisioned as Meta says
+
+    CLOCK.now = epoch(2016, 2, 10)
+    dry = rotate(rot_log, dry_run=True)
+    plan = [(step.action, step.period) for step in dry.steps]
+    assert plan == [("create", "201602"), ("create", "201603"), ("create", "201604"),
+                    ("archive", "201510"), ("drop", "201510"), ("archive", "201511"), ("drop", "201511"),
+                    ("step-down", "201512")]
+    assert not any(step.done for step in dry.steps)
+    assert "would" in "\n".join(dry.lines())
+    # The dry run changed nothing.
+    assert existing_periods(rot_log) == ["201510", "201511", "201512"]
+    assert throughput(rot_log, "201512") == (50, 20, (40, 30))
+    assert ARCHIVE.archived == {}
+
+    done = rotate(rot_log)
+    assert [(step.action, step.period) for step in done.steps] == plan
+    assert all(step.done for step in done.steps) and not done.failed
+    assert existing_periods(rot_log) == ["201512", "201602", "201603", "201604"]
+    assert throughput(rot_log, "201512") == (1, 1, (1, 1))
+    assert throughput(rot_log, "201603") == (50, 20, (40, 30))
+    # Each dropped table was archived whole first.
+    assert ARCHIVE.archived == {"201510": [("a", int(epoch(2015, 10, 3))), ("b", int(epoch(2015, 10, 3)))],
+                                "201511": [("a", int(epoch(2015, 11, 3))), ("b", int(epoch(2015, 11, 3)))]}
+    # December is kept and still read.
+    assert [int(item.accessed_at) for item in rot_log.query("a")] == [int(epoch(2015, 12, 3))]
+
+    again = rotate(rot_log)
+    assert again.steps == () and again.lines()[-1] == "nothing to do"
+
+
+def test_a_failed_archive_keeps_its_table_until_a_later_rotation_succeeds(rot_log: type[RotLog]) -> None:
+    ARCHIVE.failing.add("201510")
+    result = rotate(rot_log, now=epoch(2016, 2, 10))
+    assert [(step.action, step.period) for step in result.failed] == [("archive", "201510")]
+    assert "the export of rot_log" in (result.failed[0].error or "")
+    assert "FAILED" in "\n".join(result.lines())
+    assert existing_periods(rot_log) == ["201510", "201512", "201602", "201603", "201604"]
+    assert "201510" not in ARCHIVE.archived
+
+    ARCHIVE.failing.clear()
+    retried = rotate(rot_log, now=epoch(2016, 2, 10))
+    assert [(step.action, step.period) for step in retried.steps] == [("archive", "201510"), ("drop", "201510")]
+    assert existing_periods(rot_log) == ["201512", "201602", "201603", "201604"]
+
+
+@pytest.mark.parametrize("now", [epoch(2015, 12, 1), epoch(2015, 12, 31, 23), epoch(2016, 1, 1)])
+def test_retention_never_drops_the_current_or_a_kept_period(rot_log: type[RotLog], now: float) -> None:
+    """retention=2: at any time of December or 1 January, October is the oldest that can go."""
+    current = rot_log.Meta.table_name.current(now)
+    result = rotate(rot_log, now=now)
+    dropped = {step.period for step in result.steps if step.action == "drop"}
+    kept = set(existing_periods(rot_log))
+    assert current in kept
+    assert all(period < rot_log.Meta.table_name.after(current, -2) for period in dropped)
+    assert dropped == ({"201510"} if current == "201601" else set())

@@ -390,7 +390,7 @@ def tables_rotate(model_spec: str, dry_run: bool, ahead: int | None, now_text: s
         except ValueError:
             msg = f"--now {now_text!r} is not an ISO 8601 time; write e.g. 2016-03-01T00:00:00+00:00."
             raise CommandError(msg) from None
-        now = (when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)).timestamp()
+        now = (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
     connect(ref, endpoint, region)
     result = rotate(ref.model, now=now, ahead=ahead, dry_run=dry_run)
     for line in result.lines():

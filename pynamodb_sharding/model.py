@@ -860,11 +860,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     def refresh(self, consistent_read: bool = False) -> None:
         if self._time_partitioned is not None:
-            with partitioned.as_period_item(self):
+            with partitioned.as_period_item(self) as model:
                 try:
                     return self.refresh(consistent_read=consistent_read)
                 except PynamoDBException as error:
-                    if not partitioned.is_missing_table(error):
+                    if not partitioned.is_missing_period_table(model, error):
                         raise
             raise self.DoesNotExist("This item does not exist in the table.")
         if self._known_shard() == LEGACY_SHARD:  # a migration may have moved it since: look again
@@ -933,7 +933,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             try:
                 found = model.get(hash_key, range_key, consistent_read, attributes_to_get)
             except PynamoDBException as error:
-                if not partitioned.is_missing_table(error):
+                if not partitioned.is_missing_period_table(model, error):
                     raise
                 raise cls.DoesNotExist() from error
             return partitioned.as_declared(found, cls)
@@ -975,7 +975,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                     for found in model.batch_get(period_keys, consistent_read, attributes_to_get):
                         yield partitioned.as_declared(found, cls)
                 except PynamoDBException as error:
-                    if not partitioned.is_missing_table(error):
+                    if not partitioned.is_missing_period_table(model, error):
                         raise
             return
         keys: list[tuple[str, int, Any]] = []
@@ -1275,12 +1275,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             left = None if limit is None else limit - total
             if left is not None and left <= 0:
                 break
+            model = partitioned.period_model(cls, period)
             try:
-                total += partitioned.period_model(cls, period).count(
+                total += model.count(
                     hash_key, range_key_condition, filter_condition, consistent_read, index_name, left, rate_limit,
                 )
             except PynamoDBException as error:
-                if not partitioned.is_missing_table(error):
+                if not partitioned.is_missing_period_table(model, error):
                     raise
         return total
 

@@ -21,6 +21,7 @@ time sends it to the table of its new period, as PynamoDB would write a changed 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,6 +49,7 @@ __all__ = [
     "billing_arguments",
     "check_declaration",
     "existing_periods",
+    "is_missing_period_table",
     "is_missing_table",
     "period_model",
 ]
@@ -62,6 +64,16 @@ _CONNECTION_SETTINGS = ("table_name", "host", "region", "aws_access_key_id", "aw
                         "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
                         "max_retry_attempts", "max_pool_connections", "extra_headers")
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock at fork time; it does not exist here.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def declaration(model: type[Any]) -> TimePartitioned:
@@ -191,6 +203,21 @@ def is_missing_table(error: BaseException | None) -> bool:
     return False
 
 
+def is_missing_period_table(model: type[Any], error: BaseException) -> bool:
+    """Whether ``error`` says that the period model's own table does not exist.
+
+    A ``ResourceNotFoundException`` may also name another table (a ``DynamicShards`` model's
+    metadata table): only when ``DescribeTable`` confirms that the period's table is missing
+    does the period read as empty (or the write get refused or create the table).
+    """
+    if not is_missing_table(error):
+        return False
+    try:
+        return not model.exists()
+    except PynamoDBException:
+        return False
+
+
 def billing_arguments(model: type[Any]) -> dict[str, Any]:
     """``create_table`` arguments of a period's table: ``Meta``'s billing, else on-demand."""
     meta = model.Meta
@@ -234,7 +261,7 @@ def write(item: Any, send: Callable[[], _T]) -> _T:
         try:
             return send()
         except PynamoDBException as error:
-            if not is_missing_table(error):
+            if not is_missing_period_table(model, error):
                 raise
             if declared.missing == "create":
                 create_period_table(model)
@@ -422,7 +449,7 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
                 self._period_done(period)
                 continue
             except PynamoDBException as error:
-                if not is_missing_table(error):
+                if not is_missing_period_table(period_model(self._model, period), error):
                     raise
                 self._period_done(period)  # no table: the period holds nothing
                 continue
@@ -498,7 +525,7 @@ class _PeriodTableBatch(BatchWrite[Any]):
         try:
             super().commit()
         except PynamoDBException as error:
-            if not is_missing_table(error):
+            if not is_missing_period_table(self.model, error):
                 raise
             declared = declaration(self._template)
             table = self.model.Meta.table_name

@@ -146,7 +146,8 @@ def test_rotate_creates_ahead_archives_and_drops_and_its_dry_run_changes_nothing
     assert dry.returncode == 0, dry.stderr
     assert "dry run" in dry.stdout
     assert f"would  create    {table}.201606" in dry.stdout
-    assert f"would  drop      {table}.201601" in dry.stdout and f"would  drop      {table}.201602" in dry.stdout
+    assert f"would  drop      {table}.201601" in dry.stdout
+    assert f"would  drop      {table}.201602" in dry.stdout
     assert f"drop      {table}.201603" not in dry.stdout  # the previous month is kept (retention=1)
     assert {f"{table}.201601", f"{table}.201602", f"{table}.201603"} == _tables(dynamodb, project.prefix)
     assert not (project.directory / "archived.jsonl").exists()
@@ -164,4 +165,5 @@ def test_rotate_refuses_a_model_that_is_not_time_partitioned(
 ) -> None:
     result = run_cli("tables", "rotate", project.spec("AuditLog"), cwd=project.directory, env=cli_env)
     assert result.returncode != 0
-    assert "is not time-partitioned" in result.stderr and "TimePartitioned(" in result.stderr
+    assert "is not time-partitioned" in result.stderr
+    assert "TimePartitioned(" in result.stderr

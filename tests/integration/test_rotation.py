@@ -24,7 +24,7 @@ from pynamodb_sharding.rotation import rotate
 from tests.raw import raw_client
 
 Bind = Callable[..., Any]
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def epoch(year: int, month: int, day: int = 1, hour: int = 0) -> float:
@@ -126,7 +126,8 @@ def test_rotation_creates_ahead_steps_down_archives_and_drops(rot_log: type[RotL
 
     done = rotate(rot_log)
     assert [(step.action, step.period) for step in done.steps] == plan
-    assert all(step.done for step in done.steps) and not done.failed
+    assert all(step.done for step in done.steps)
+    assert not done.failed
     assert existing_periods(rot_log) == ["201512", "201602", "201603", "201604"]
     assert throughput(rot_log, "201512") == (1, 1, (1, 1))
     assert throughput(rot_log, "201603") == (50, 20, (40, 30))
@@ -137,7 +138,8 @@ def test_rotation_creates_ahead_steps_down_archives_and_drops(rot_log: type[RotL
     assert [int(item.accessed_at) for item in rot_log.query("a")] == [int(epoch(2015, 12, 3))]
 
     again = rotate(rot_log)
-    assert again.steps == () and again.lines()[-1] == "nothing to do"
+    assert again.steps == ()
+    assert again.lines()[-1] == "nothing to do"
 
 
 def test_a_failed_archive_keeps_its_table_until_a_later_rotation_succeeds(rot_log: type[RotLog]) -> None:

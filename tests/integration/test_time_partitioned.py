@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
@@ -38,7 +39,7 @@ from pynamodb_sharding.partitioned import existing_periods
 from tests.raw import raw_client, raw_items
 
 Bind = Callable[..., Any]
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def epoch(year: int, month: int, day: int, hour: int = 0, second: int = 0) -> int:
@@ -139,7 +140,8 @@ def test_point_reads_and_writes_address_the_period_of_the_key(dynamodb_models: B
     item.save()
 
     got = UserLog.get("u2", at)
-    assert type(got) is UserLog and got.page == "/home"
+    assert type(got) is UserLog
+    assert got.page == "/home"
     got.update(actions=[UserLog.page.set("/cart")])
     assert raw_table(UserLog, "201601")[0]["page"] == {"S": "/cart"}
     item.refresh()
@@ -210,11 +212,17 @@ def test_a_query_over_three_months_returns_every_item_in_order(dynamodb_models: 
     for forward in (True, False):
         merged = [(item.accessed_at, item.page) for item in UserLog.query("u6", scan_index_forward=forward)]
         plain = [(item.accessed_at, item.page) for item in PlainLog.query("u6", scan_index_forward=forward)]
-        assert merged == plain and len(merged) == len(MONTHS_OF_TIMES)
+        assert merged == plain
+        assert len(merged) == len(MONTHS_OF_TIMES)
     ranged = UserLog.accessed_at.between(epoch(2016, 1, 31, 23, 10), epoch(2016, 3, 3, 1))
     plain_ranged = PlainLog.accessed_at.between(epoch(2016, 1, 31, 23, 10), epoch(2016, 3, 3, 1))
     assert [item.accessed_at for item in UserLog.query("u6", ranged)] == \
         [item.accessed_at for item in PlainLog.query("u6", plain_ranged)]
+    # December 2015 and April 2016 have no table: a range over them reads the other months.
+    wider = UserLog.accessed_at.between(epoch(2015, 12, 1), epoch(2016, 4, 30))
+    assert [item.accessed_at for item in UserLog.query("u6", wider, scan_index_forward=False)] == \
+        sorted(MONTHS_OF_TIMES, reverse=True)
+    assert UserLog.count("u6", wider) == len(MONTHS_OF_TIMES)
     assert UserLog.count("u6") == len(MONTHS_OF_TIMES)
     assert UserLog.count("u6", UserLog.accessed_at >= epoch(2016, 2, 2)) == 3 + 8
     assert UserLog.count("u6", limit=5) == 5
@@ -279,7 +287,9 @@ def test_a_write_to_a_period_without_a_table_is_refused_and_writes_nothing(dynam
     with pytest.raises(PeriodTableMissingError) as refused:
         UserLog(user_id="u9", accessed_at=epoch(2016, 4, 1)).save()
     message = str(refused.value)
-    assert "UserLog.accessed_at" in message and "201604" in message and "tables rotate" in message
+    assert "UserLog.accessed_at" in message
+    assert "201604" in message
+    assert "tables rotate" in message
     assert existing_periods(UserLog) == ["201602"]
     with pytest.raises(PeriodTableMissingError), UserLog.batch_write() as batch:
         batch.save(UserLog(user_id="u9", accessed_at=epoch(2016, 5, 1)))
@@ -304,7 +314,8 @@ def test_ranges_wider_than_max_periods_are_refused_before_sending(dynamodb_model
     wide = UserLog.accessed_at.between(epoch(2010, 1, 1), epoch(2016, 2, 1))
     with pytest.raises(PeriodRangeError) as refused:
         list(UserLog.query("u11", wide))
-    assert "max_periods" in str(refused.value) and "UserLog.accessed_at" in str(refused.value)
+    assert "max_periods" in str(refused.value)
+    assert "UserLog.accessed_at" in str(refused.value)
     with pytest.raises(PeriodRangeError):
         UserLog.count("u11", wide)
     with pytest.raises(PeriodRangeError):
@@ -352,3 +363,19 @@ def test_a_declaration_on_anything_but_a_time_range_key_is_refused() -> None:
         TimePartitioned("no_placeholder", attribute="at")
     with pytest.raises(ValueError, match="retention"):
         TimePartitioned("log.{period}", attribute="at", retention=0)
+
+
+def test_a_missing_metadata_table_is_an_error_not_an_empty_period(dynamodb_models: Bind) -> None:
+    """Only the period's own missing table reads as empty: another missing table (the shard
+    counts') fails the read, as it does on a model with one table."""
+    dynamodb_models(HotLog)
+    at = dt.datetime(2016, 2, 26, tzinfo=UTC)
+    HotLog(key="cold", at=at).save()
+    HotLog.shards.grow("cold")
+    HotLog.shards.strategy.store.clear()  # type: ignore[attr-defined]  # forget the cached count
+    HotLogShards.delete_table(wait=True)
+    with pytest.raises(PynamoDBException) as failed:
+        list(HotLog.query("cold"))
+    assert not isinstance(failed.value, PeriodTableMissingError)
+    assert "ResourceNotFoundException" in repr(failed.value) or "non-existent" in str(failed.value)
+    assert raw_table(HotLog, "2016W08") != []  # the period's table is there all along

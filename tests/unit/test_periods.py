@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import zoneinfo
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from pynamodb_sharding import TimePartitioned
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 SEED_TIME = 1456473647  # 2016-02-26T07:20:47Z, a row of seed 002's user_log
@@ -65,9 +66,10 @@ def test_period_texts_sort_as_times_do(kind: str, zone: dt.tzinfo, first: int, s
     low, high = sorted((first, second))
     assert partitioned.period_of(low) <= partitioned.period_of(high)
     touched = list(partitioned.between(partitioned.period_of(low), partitioned.period_of(high)))
-    assert touched[0] == partitioned.period_of(low) and touched[-1] == partitioned.period_of(high)
+    assert touched[0] == partitioned.period_of(low)
+    assert touched[-1] == partitioned.period_of(high)
     assert touched == sorted(set(touched))
-    assert all(partitioned.after(one) == two for one, two in zip(touched, touched[1:]))
+    assert all(partitioned.after(one) == two for one, two in itertools.pairwise(touched))
 
 
 @given(kind=kinds, seconds=times, steps=st.integers(min_value=-60, max_value=60))

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
-from pynamodb.exceptions import PynamoDBException
+from pynamodb.exceptions import PutError, PynamoDBException
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
@@ -36,6 +36,7 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding.partitioned import existing_periods
+from tests.faults import Faults
 from tests.raw import raw_client, raw_items
 
 Bind = Callable[..., Any]
@@ -379,3 +380,29 @@ def test_a_missing_metadata_table_is_an_error_not_an_empty_period(dynamodb_model
     assert not isinstance(failed.value, PeriodTableMissingError)
     assert "ResourceNotFoundException" in repr(failed.value) or "non-existent" in str(failed.value)
     assert raw_table(HotLog, "2016W08") != []  # the period's table is there all along
+
+
+def test_lost_replies_neither_double_nor_lose_items(dynamodb_models: Bind) -> None:
+    """A save whose replies are lost raises as PynamoDB's does; saving the same instance again
+    stores the item once, in its period's table. A query whose page reply is lost once (botocore
+    resends it) returns exactly what the plain table returns."""
+    three_months(dynamodb_models)
+    at = epoch(2016, 3, 3)
+    sharded_puts, plain_puts = Faults(UserLog.period_model("201603"), "PutItem"), Faults(PlainLog, "PutItem")
+    sharded_puts.plan, plain_puts.plan = ["lost"] * 10, ["lost"] * 10
+    item, plain = UserLog(user_id="u12", accessed_at=at, page="a"), PlainLog(user_id="u12", accessed_at=at, page="a")
+    for model_item in (item, plain):
+        with pytest.raises(PutError):
+            model_item.save()
+    sharded_puts.plan.clear()
+    plain_puts.plan.clear()
+    item.save()
+    plain.save()
+    assert len(raw_table(UserLog, "201603")) == len(raw_items(PlainLog)) == 1
+
+    save_both("u13", MONTHS_OF_TIMES)
+    queries = Faults(UserLog.period_model("201602"), "Query")
+    queries.plan = ["lost", "closed"]
+    assert [found.accessed_at for found in UserLog.query("u13")] == \
+        [found.accessed_at for found in PlainLog.query("u13")]
+    assert queries.log[:2] == ["lost", "closed"]

@@ -68,6 +68,7 @@ __all__ = [
     "guard_keys",
     "hash_keyname",
     "index_hash_attribute",
+    "index_range_attribute",
     "indexes",
     "range_keyname",
     "reset_connection",
@@ -128,6 +129,15 @@ def indexes(model: type[Model]) -> dict[str, Any]:
     """The model's indexes by name (``Model._indexes``, set by PynamoDB's metaclass)."""
     found: dict[str, Any] = model._indexes
     return found
+
+
+def index_range_attribute(index: Any) -> Attribute[Any] | None:
+    """The range-key attribute of a PynamoDB index, ``None`` when it has none."""
+    for attribute in index.Meta.attributes.values():
+        if attribute.is_range_key:
+            found: Attribute[Any] = attribute
+            return found
+    return None
 
 
 def index_hash_attribute(index: Any) -> Attribute[Any]:

@@ -26,6 +26,7 @@ from pynamodb_sharding._host import (
     botocore_client,
     bump_local_version,
     guard_keys,
+    index_range_attribute,
     indexes,
     save_arguments,
     version_condition,
@@ -1238,7 +1239,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         assert declared is not None
         if index_name is not None:
             index = indexes(cls).get(index_name)
-            sort = getattr(index, "_range_key_attribute", lambda: None)() if index is not None else None
+            sort = index_range_attribute(index) if index is not None else None
             if sort is not None and sort.attr_name != cls.get_attributes()[declared.attribute].attr_name:
                 msg = (
                     f"{cls.__name__}.query: index {index_name!r} sorts by {sort.attr_name!r}, not by "

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import PutError, PynamoDBException
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
@@ -406,3 +407,50 @@ def test_lost_replies_neither_double_nor_lose_items(dynamodb_models: Bind) -> No
     assert [found.accessed_at for found in UserLog.query("u13")] == \
         [found.accessed_at for found in PlainLog.query("u13")]
     assert queries.log[:2] == ["lost", "closed"]
+
+
+class ByPage(GlobalSecondaryIndex["IndexedLog"]):
+    class Meta:
+        index_name = "by_page"
+        projection = AllProjection()
+
+    page = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+
+
+class ByUser(GlobalSecondaryIndex["IndexedLog"]):
+    class Meta:
+        index_name = "by_user"
+        projection = AllProjection()
+
+    page = UnicodeAttribute(hash_key=True)
+    user_id = UnicodeAttribute(range_key=True)
+
+
+class IndexedLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("tp_indexed.{period}", attribute="accessed_at", clock=CLOCK)
+
+    log_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    page = UnicodeAttribute()
+    user_id = UnicodeAttribute()
+    by_page = ByPage()
+    by_user = ByUser()
+    shards = Sharding(RandomShards(3))
+
+
+def test_an_index_sorted_by_the_time_is_read_across_periods_and_another_is_refused(dynamodb_models: Bind) -> None:
+    dynamodb_models(IndexedLog)
+    IndexedLog.period_model("201603").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    times = [epoch(2016, 2, day) for day in (3, 20, 28)] + [epoch(2016, 3, day) for day in (1, 9)]
+    for number, at in enumerate(times):
+        IndexedLog(log_id=f"log{number}", accessed_at=at, page="/home", user_id=f"user{9 - number}").save()
+    assert [item.accessed_at for item in IndexedLog.by_page.query("/home")] == times
+    assert [item.accessed_at for item in IndexedLog.by_page.query("/home", scan_index_forward=False)] == times[::-1]
+    march = IndexedLog.accessed_at >= epoch(2016, 3, 1)
+    assert [item.log_id for item in IndexedLog.by_page.query("/home", march)] == ["log3", "log4"]
+    with pytest.raises(PeriodRangeError, match="sorts by 'user_id'"):
+        list(IndexedLog.by_user.query("/home"))
+    by_user = IndexedLog.period_model("201602").by_user.query("/home")
+    assert [item.user_id for item in by_user] == ["user7", "user8", "user9"]

@@ -1170,7 +1170,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
             periods = partitioned.periods_to_read(cls, None, what="scan")
             return partitioned.PeriodResultIterator(  # type: ignore[return-value]  # ResultIterator's surface
-                cls, periods, scan_period, limit=limit, given=last_evaluated_key,
+                cls, periods, scan_period, limit=limit, given=last_evaluated_key, tokens=False,
             )
         return super().scan(
             filter_condition=rewrite_condition(cls, filter_condition, Usage.FILTER),

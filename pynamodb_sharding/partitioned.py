@@ -34,6 +34,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.models import BatchWrite
 
 from pynamodb_sharding.exceptions import (
+    CursorError,
     PeriodRangeError,
     PeriodTableMissingError,
     ShardingDefinitionError,
@@ -406,8 +407,10 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         limit: int | None = None,
         given: Any = None,
         forward: bool = True,
+        tokens: bool = True,
     ) -> None:
         self._model = model
+        self._tokens = tokens
         self._open = open_period
         self._limit = limit
         self._given = given
@@ -482,6 +485,12 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
     @property
     def next_page_token(self) -> str | None:
         """The cursor as one URL-safe ``str`` (``"<period>.<that period's token>"``)."""
+        if not self._tokens:
+            msg = (
+                f"{self._model.__name__}.scan: a scan's cursor is last_evaluated_key (a dict); it has "
+                f"no next_page_token."
+            )
+            raise CursorError(msg)
         cursor = self.last_evaluated_key
         if cursor is None:
             return None

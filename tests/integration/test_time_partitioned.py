@@ -26,6 +26,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import (
+    CursorError,
     DynamicShards,
     PeriodRangeError,
     PeriodTableMissingError,
@@ -229,6 +230,18 @@ def test_a_query_over_three_months_returns_every_item_in_order(dynamodb_models: 
     assert UserLog.count("u6", UserLog.accessed_at >= epoch(2016, 2, 2)) == 3 + 8
     assert UserLog.count("u6", limit=5) == 5
     assert sorted(item.accessed_at for item in UserLog.scan()) == sorted(MONTHS_OF_TIMES)
+    # A scan resumes from its dict cursor across periods, each item once.
+    scanned: list[int] = []
+    cursor: Any = None
+    while True:
+        page = UserLog.scan(limit=4, last_evaluated_key=cursor)
+        scanned.extend(item.accessed_at for item in page)
+        cursor = page.last_evaluated_key
+        if cursor is None:
+            break
+    assert sorted(scanned) == sorted(MONTHS_OF_TIMES)
+    with pytest.raises(CursorError, match="no next_page_token"):
+        _ = page.next_page_token
 
 
 @pytest.mark.parametrize("forward", [True, False])

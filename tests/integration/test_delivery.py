@@ -28,6 +28,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import UnicodeAttribute
+from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import reset_connection
@@ -194,3 +195,107 @@ class TestCrashedWorkers:
                 assert max(sent.values()) == 1
             else:
                 assert set(sent) == set(targets)
+
+
+class LostTakeReplies:
+    """Every ``every``-th TransactWriteItems that deletes targets is applied, then its reply is lost."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.seen = 0
+        self.lost = 0
+        self._http = URLLib3Session()
+        self._lock = threading.Lock()
+        DeliveryProgress._get_connection().connection.client.meta.events.register_first(
+            "before-send.dynamodb", self.before_send
+        )
+
+    def before_send(self, request: Any, **_: Any) -> None:
+        if not request.headers["X-Amz-Target"].decode().endswith(".TransactWriteItems"):
+            return
+        writes = json.loads(request.body)["TransactItems"]
+        if not any(write.get("Delete", {}).get("TableName") == DeliveryTarget.Meta.table_name for write in writes):
+            return
+        with self._lock:
+            self.seen += 1
+            if self.seen % self.every:
+                return
+            self.lost += 1
+        self._http.send(request)  # applied by the server; the reply is dropped
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+
+@pytest.mark.parametrize("mode_name", ["exactly-once", "at-most-once", "at-least-once"])
+class TestLostReplies:
+    """A take whose reply is lost is resent with its client request token: no double, no loss."""
+
+    def test_walk_with_lost_replies(self, dynamodb_models: BindModels, mode_name: str) -> None:
+        dynamodb_models(*MODELS, Inbox)
+        targets = unique_ids(600, seed=3)
+        delivery = Delivery("d-lost")
+        delivery.create(targets, max_chunk_targets=100)
+        faults = LostTakeReplies(every=3)
+        sent: list[str] = []
+        mode: DeliveryMode
+        if mode_name == "exactly-once":
+            mode = ExactlyOnce(inbox_record)
+        elif mode_name == "at-most-once":
+            mode = AtMostOnce(lambda _delivery_id, user_id: sent.append(user_id))
+        else:
+            mode = AtLeastOnce(lambda _delivery_id, user_id: sent.append(user_id))
+
+        report = delivery.walk(mode)
+
+        assert faults.lost > 3
+        assert report.taken == len(targets)
+        assert raw_items(DeliveryTarget) == []
+        if mode_name == "exactly-once":
+            recorded = Counter(item["user_id"]["S"] for item in raw_items(Inbox))
+            assert Counter(targets) == recorded
+        else:
+            assert Counter(targets) == Counter(sent)
+
+
+class TestProgress:
+    """Progress is counted at any time: chunks done, targets left (exactly, from the target items)."""
+
+    def test_counts_during_a_walk(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(*MODELS, Inbox)
+        targets = unique_ids(1000, seed=4)
+        delivery = Delivery("d-count")
+        created = delivery.create(targets, max_chunk_targets=300)
+        assert (created.chunk_count, created.chunks_done, created.target_count, created.targets_left) == (4, 0, 1000, 1000)
+        assert delivery.targets_left() == 1000
+
+        sent: list[str] = []
+
+        class StopAfter:
+            def deliver(self, delivery: Delivery, user_ids: list[str]) -> int:
+                if len(sent) >= 450:
+                    raise KeyboardInterrupt
+                return AtMostOnce(lambda _d, user_id: sent.append(user_id)).deliver(delivery, user_ids)
+
+        with pytest.raises(KeyboardInterrupt):
+            delivery.walk(StopAfter())
+        status = delivery.status()
+        assert (status.chunks_done, status.chunks_open, status.targets_left) == (1, 1, 700)
+        assert delivery.targets_left() == 1000 - len(sent)
+        assert [chunk for chunk in delivery.chunk_ids()] == [targets[0:300], targets[300:600], targets[600:900], targets[900:]]
+
+
+class TestCreate:
+    """A delivery is created once; ids that are not strings are refused before anything is written."""
+
+    def test_twice_is_refused(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(*MODELS)
+        Delivery("d").create(["1", "2"])
+        with pytest.raises(PutError):
+            Delivery("d").create(["3"])
+
+    def test_targets_written_later(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(*MODELS)
+        delivery = Delivery("d")
+        delivery.create([str(n) for n in range(100)], write_targets=False, max_chunk_targets=30)
+        assert raw_items(DeliveryTarget) == []
+        assert 100 == delivery.write_targets()
+        assert {item["user_id"]["S"] for item in raw_items(DeliveryTarget)} == {str(n) for n in range(100)}

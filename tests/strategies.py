@@ -26,3 +26,6 @@ separators = st.text(
     min_size=1,
     max_size=3,
 )
+
+#: Target ids of a delivery list: any non-empty text, multi-byte scripts and JSON escapes included.
+target_ids = st.text(min_size=1, max_size=40).filter(lambda text: "\x00" not in text)

@@ -32,8 +32,8 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.strategies import HashedShards
 
 __all__ = [
@@ -127,7 +127,7 @@ class TargetIdsAttribute(Attribute[list[str]]):
 
     def deserialize(self, value: str) -> list[str]:
         ids = json.loads(value)
-        assert isinstance(ids, list)  # noqa: S101 - written only by serialize()
+        assert isinstance(ids, list)
         return ids
 
 
@@ -325,7 +325,9 @@ class Delivery:
         max_bytes = MAX_ITEM_BYTES - _CHUNK_ITEM_OVERHEAD - len(self.delivery_id.encode())
         chunk_count = target_count = 0
         with self.chunks.batch_write() as chunk_batch, self.targets.batch_write() as target_batch:
-            for order, ids in enumerate(split_into_chunks(target_ids, max_bytes=max_bytes, max_targets=max_chunk_targets)):
+            for order, ids in enumerate(
+                split_into_chunks(target_ids, max_bytes=max_bytes, max_targets=max_chunk_targets)
+            ):
                 chunk_batch.save(self.chunks(self.delivery_id, order, user_ids=ids))
                 if write_targets:
                     for user_id in ids:
@@ -341,7 +343,7 @@ class Delivery:
         """Write the target items of every chunk (after ``create(write_targets=False)``); return how many."""
         written = 0
         with self.targets.batch_write() as batch:
-            for order in range(self._read_progress().chunk_count):
+            for order in range(int(self._read_progress().chunk_count)):
                 for user_id in self._chunk_ids(order):
                     batch.save(self.targets(user_id, self.delivery_id))
                     written += 1
@@ -349,7 +351,7 @@ class Delivery:
 
     def chunk_ids(self) -> Iterator[list[str]]:
         """The chunks' ids in order (strongly consistent reads)."""
-        for order in range(self._read_progress().chunk_count):
+        for order in range(int(self._read_progress().chunk_count)):
             yield self._chunk_ids(order)
 
     # -- counting ----------------------------------------------------------------------------
@@ -368,7 +370,9 @@ class Delivery:
     def targets_left(self) -> int:
         """The target items still stored, exactly: strongly consistent reads of the chunks not done."""
         item = self._read_progress()
-        unfinished = set(range(int(item.next_sequence), int(item.chunk_count))) | {int(n) for n in item.open_chunks or ()}
+        unfinished = set(range(int(item.next_sequence), int(item.chunk_count))) | {
+            int(n) for n in item.open_chunks or ()
+        }
         left = 0
         for order in sorted(unfinished):
             left += len(self._present(self._chunk_ids(order)))
@@ -415,7 +419,7 @@ class Delivery:
         for begin in range(0, len(ids), 25):
             if not self._renew(order, worker_id, lease_seconds):
                 return 0, taken
-            taken += mode.deliver(self, ids[begin:begin + 25])
+            taken += mode.deliver(self, ids[begin : begin + 25])
         return (1 if self._finish(order, len(ids)) else 0), taken
 
     def _lease_key(self, order: int) -> str:
@@ -444,7 +448,10 @@ class Delivery:
                 with TransactWrite(connection=self._connection(), client_request_token=uuid.uuid4().hex) as tx:
                     tx.update(
                         item,
-                        actions=[self.progress_model.next_sequence.set(order + 1), self.progress_model.open_chunks.add({order})],
+                        actions=[
+                            self.progress_model.next_sequence.set(order + 1),
+                            self.progress_model.open_chunks.add({order}),
+                        ],
                         condition=self.progress_model.next_sequence == order,
                     )
                     tx.save(self.leases(self._lease_key(order), owner=worker_id, expires=self.clock() + lease_seconds))
@@ -469,7 +476,7 @@ class Delivery:
                     actions=[self.leases.owner.set(worker_id), self.leases.expires.set(now + lease_seconds)],
                     condition=(self.leases.owner == lease.owner) & (self.leases.expires == lease.expires),
                 )
-            except Exception as error:  # noqa: BLE001 - a lost race is the expected failure
+            except Exception as error:
                 if _is_condition_failure(error):
                     continue
                 raise
@@ -515,9 +522,7 @@ class Delivery:
         found = {item.user_id for item in self.targets.batch_get(keys, consistent_read=True)}
         return [user_id for user_id in user_ids if user_id in found]
 
-    def _take(
-        self, user_ids: list[str], add: Callable[[TransactWrite, str, str], None] | None
-    ) -> list[str]:
+    def _take(self, user_ids: list[str], add: Callable[[TransactWrite, str, str], None] | None) -> list[str]:
         """Conditionally delete the targets (with ``add``'s writes, in one transaction); return the taken ones."""
         if not user_ids:
             return []
@@ -525,7 +530,7 @@ class Delivery:
         group = max(1, _TRANSACTION_ITEMS // per_target)
         taken: list[str] = []
         for begin in range(0, len(user_ids), group):
-            ids = user_ids[begin:begin + group]
+            ids = user_ids[begin : begin + group]
             if self._transact_take(ids, add):
                 taken.extend(ids)
             elif len(ids) > 1:  # one of them was taken by another worker: take them one by one
@@ -540,9 +545,7 @@ class Delivery:
             try:
                 with TransactWrite(connection=self._connection(), client_request_token=uuid.uuid4().hex) as tx:
                     for user_id in user_ids:
-                        tx.delete(
-                            self.targets(user_id, self.delivery_id), condition=self.targets.user_id.exists()
-                        )
+                        tx.delete(self.targets(user_id, self.delivery_id), condition=self.targets.user_id.exists())
                         if add is not None:
                             add(tx, self.delivery_id, user_id)
             except TransactWriteError as error:

@@ -45,7 +45,7 @@ from pynamodb_sharding.recipes.delivery import (
     ExactlyOnce,
 )
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.raw import raw_client, raw_items
+from tests.raw import raw_items
 
 MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease)
 
@@ -137,7 +137,7 @@ def _fork_worker(*args: Any) -> int:
         code = 0
         try:
             _walk_in_child(*args)
-        except BaseException:  # noqa: BLE001 - reported through the exit code
+        except BaseException:
             import traceback
 
             traceback.print_exc()
@@ -181,7 +181,7 @@ class TestCrashedWorkers:
         assert statuses == [0] * 6
 
         status = delivery.status()
-        assert status.finished and status.targets_left == 0 and status.chunks_open == 0
+        assert (status.finished, status.targets_left, status.chunks_open) == (True, 0, 0)
         assert raw_items(DeliveryTarget) == []
         assert delivery.targets_left() == 0
         if mode_name == "exactly-once":
@@ -264,7 +264,12 @@ class TestProgress:
         targets = unique_ids(1000, seed=4)
         delivery = Delivery("d-count")
         created = delivery.create(targets, max_chunk_targets=300)
-        assert (created.chunk_count, created.chunks_done, created.target_count, created.targets_left) == (4, 0, 1000, 1000)
+        assert (created.chunk_count, created.chunks_done, created.target_count, created.targets_left) == (
+            4,
+            0,
+            1000,
+            1000,
+        )
         assert delivery.targets_left() == 1000
 
         sent: list[str] = []
@@ -280,7 +285,12 @@ class TestProgress:
         status = delivery.status()
         assert (status.chunks_done, status.chunks_open, status.targets_left) == (1, 1, 700)
         assert delivery.targets_left() == 1000 - len(sent)
-        assert [chunk for chunk in delivery.chunk_ids()] == [targets[0:300], targets[300:600], targets[600:900], targets[900:]]
+        assert [chunk for chunk in delivery.chunk_ids()] == [
+            targets[0:300],
+            targets[300:600],
+            targets[600:900],
+            targets[900:],
+        ]
 
 
 class TestCreate:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from pynamodb.attributes import Attribute, NumberAttribute, NumberSetAttribute, UnicodeAttribute
 from pynamodb.constants import STRING
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
@@ -405,7 +405,8 @@ class Delivery:
                 if claim is not None:
                     takeovers += 1
             if claim is None:
-                if self._read_progress().chunks_done >= self._read_progress().chunk_count:
+                progress = self._read_progress()
+                if progress.chunks_done >= progress.chunk_count:
                     return WalkReport(chunks=chunks, taken=taken, takeovers=takeovers)
                 self.sleep(min(1.0, lease_seconds / 4))
                 continue
@@ -474,10 +475,12 @@ class Delivery:
             try:
                 lease.update(
                     actions=[self.leases.owner.set(worker_id), self.leases.expires.set(now + lease_seconds)],
-                    condition=(self.leases.owner == lease.owner) & (self.leases.expires == lease.expires),
+                    # or already ours: botocore resending this update after a lost reply
+                    condition=((self.leases.owner == lease.owner) & (self.leases.expires == lease.expires))
+                    | (self.leases.owner == worker_id),
                 )
-            except Exception as error:
-                if _is_condition_failure(error):
+            except UpdateError as error:
+                if error.cause_response_code == "ConditionalCheckFailedException":
                     continue
                 raise
             return order
@@ -490,8 +493,8 @@ class Delivery:
                 actions=[self.leases.expires.set(self.clock() + lease_seconds)],
                 condition=self.leases.owner == worker_id,
             )
-        except Exception as error:
-            if _is_condition_failure(error):
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
                 return False
             raise
         return True
@@ -566,7 +569,3 @@ def _cancelled_by(error: TransactWriteError) -> set[str]:
     codes = {reason.code for reason in error.cancellation_reasons if reason is not None}
     return {code for code in codes if code and code != "None"}
 
-
-def _is_condition_failure(error: Exception) -> bool:
-    cause = getattr(error, "cause_response_code", None)
-    return cause == "ConditionalCheckFailedException"

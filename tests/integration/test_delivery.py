@@ -49,7 +49,7 @@ from tests.raw import raw_items
 
 MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease)
 
-#: Targets of the crash test, per mode (see the module's report in the CHANGELOG for timings).
+#: Targets of the crash test, per mode: each walk takes 15 to 25 s on 2 cores.
 WALK_TARGETS = 20_000
 
 
@@ -115,7 +115,7 @@ class TestMillionTargets:
         assert status.target_count == 1_000_000
 
 
-def _walk_in_child(delivery_id: str, mode_name: str, out: str, lease_seconds: float) -> None:
+def _walk_in_child(delivery_id: str, mode_name: str, out: str, lease_seconds: float, worker_id: str) -> None:
     for model in (*MODELS, Inbox):
         reset_connection(model)
     mode: DeliveryMode
@@ -128,7 +128,8 @@ def _walk_in_child(delivery_id: str, mode_name: str, out: str, lease_seconds: fl
             os.write(fd, f"{user_id}\n".encode())
 
         mode = AtMostOnce(send) if mode_name == "at-most-once" else AtLeastOnce(send)
-    Delivery(delivery_id).walk(mode, lease_seconds=lease_seconds)
+    report = Delivery(delivery_id).walk(mode, worker_id=worker_id, lease_seconds=lease_seconds)
+    Path(out).with_name(f"report-{worker_id}.json").write_text(json.dumps(report.__dict__))
 
 
 def _fork_worker(*args: Any) -> int:
@@ -170,15 +171,24 @@ class TestCrashedWorkers:
         delivery.create(targets, max_chunk_targets=250)
         out = tmp_path / "sent.txt"
         lease = 3.0
-        pids = [_fork_worker("d1", mode_name, str(out), lease) for _ in range(8)]
-        while delivery.status().chunks_done < 4:
+        pids = [_fork_worker("d1", mode_name, str(out), lease, f"w{n}") for n in range(8)]
+
+        def owners() -> set[str]:
+            return {item["owner"]["S"] for item in raw_items(DeliveryLease)}
+
+        while delivery.status().chunks_done < 4 or not {"w0", "w1"} <= owners():
             time.sleep(0.05)
-        assert not delivery.status().finished  # the kills land mid-walk
-        for pid in pids[:2]:
+        for pid in pids[:2]:  # mid-walk, each holding the lease of a chunk
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+        orphaned = len([owner for owner in owners() if owner in {"w0", "w1"}])
+        assert not delivery.status().finished
         statuses = [_wait(pid, 150) for pid in pids[2:]]
         assert statuses == [0] * 6
+        reports = [json.loads(path.read_text()) for path in tmp_path.glob("report-*.json")]
+        assert len(reports) == 6
+        assert orphaned >= 1
+        assert sum(report["takeovers"] for report in reports) >= orphaned
 
         status = delivery.status()
         assert (status.finished, status.targets_left, status.chunks_open) == (True, 0, 0)

@@ -127,7 +127,12 @@ class TargetIdsAttribute(Attribute[list[str]]):
 
     def deserialize(self, value: str) -> list[str]:
         ids = json.loads(value)
-        assert isinstance(ids, list)
+        if not isinstance(ids, list):
+            msg = (
+                f"a chunk item's user_ids holds {type(ids).__name__}, not a JSON list of ids: "
+                f"write chunks with Delivery.create()"
+            )
+            raise TypeError(msg)
         return ids
 
 
@@ -246,7 +251,7 @@ class ExactlyOnce:
             self.in_transaction(transaction, delivery_id, user_id)
 
     def deliver(self, delivery: Delivery, user_ids: list[str]) -> int:
-        return len(delivery._take(delivery._present(user_ids), self._add))
+        return len(delivery.take(delivery.present(user_ids), self._add))
 
 
 class AtMostOnce:
@@ -256,7 +261,7 @@ class AtMostOnce:
         self.send = send
 
     def deliver(self, delivery: Delivery, user_ids: list[str]) -> int:
-        taken = delivery._take(delivery._present(user_ids), None)
+        taken = delivery.take(delivery.present(user_ids), None)
         for user_id in taken:
             self.send(delivery.delivery_id, user_id)
         return len(taken)
@@ -269,10 +274,10 @@ class AtLeastOnce:
         self.send = send
 
     def deliver(self, delivery: Delivery, user_ids: list[str]) -> int:
-        present = delivery._present(user_ids)
+        present = delivery.present(user_ids)
         for user_id in present:
             self.send(delivery.delivery_id, user_id)
-        return len(delivery._take(present, None))
+        return len(delivery.take(present, None))
 
 
 class Delivery:
@@ -375,7 +380,7 @@ class Delivery:
         }
         left = 0
         for order in sorted(unfinished):
-            left += len(self._present(self._chunk_ids(order)))
+            left += len(self.present(self._chunk_ids(order)))
         return left
 
     # -- walking -----------------------------------------------------------------------------
@@ -395,6 +400,9 @@ class Delivery:
 
         Returns:
             What this worker did.
+
+        Raises:
+            LookupError: the delivery was not created.
         """
         worker_id = worker_id or uuid.uuid4().hex
         chunks = taken = takeovers = 0
@@ -519,14 +527,27 @@ class Delivery:
             raise
         return True
 
-    def _present(self, user_ids: list[str]) -> list[str]:
-        """The ids among ``user_ids`` whose target item is still stored, in order (consistent read)."""
+    def present(self, user_ids: list[str]) -> list[str]:
+        """The ids among ``user_ids`` whose target item is still stored, in order.
+
+        A strongly consistent ``BatchGetItem``: what it says decides a delivery. For custom
+        :class:`DeliveryMode` implementations, with :meth:`take`.
+        """
         keys = [(user_id, self.delivery_id) for user_id in user_ids]
         found = {item.user_id for item in self.targets.batch_get(keys, consistent_read=True)}
         return [user_id for user_id in user_ids if user_id in found]
 
-    def _take(self, user_ids: list[str], add: Callable[[TransactWrite, str, str], None] | None) -> list[str]:
-        """Conditionally delete the targets (with ``add``'s writes, in one transaction); return the taken ones."""
+    def take(self, user_ids: list[str], add: TransactionRecorder | None = None) -> list[str]:
+        """Take the targets: delete each only if it is still there, in transactions with ``add``'s writes.
+
+        Args:
+            user_ids: targets of this delivery.
+            add: ``add(transaction, delivery_id, user_id)`` adds writes to the transaction
+                that takes ``user_id`` (both happen or neither).
+
+        Returns:
+            The ids this call took, in order; the others were taken before.
+        """
         if not user_ids:
             return []
         per_target = 2 if add is not None else 1
@@ -568,4 +589,3 @@ def _cancelled_by(error: TransactWriteError) -> set[str]:
     """The codes of the writes that cancelled the transaction (not those that were merely not run)."""
     codes = {reason.code for reason in error.cancellation_reasons if reason is not None}
     return {code for code in codes if code and code != "None"}
-

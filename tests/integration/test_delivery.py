@@ -208,10 +208,15 @@ class TestCrashedWorkers:
 
 
 class LostTakeReplies:
-    """Every ``every``-th TransactWriteItems that deletes targets is applied, then its reply is lost."""
+    """Every ``every``-th TransactWriteItems that deletes targets is applied, then its reply is lost.
 
-    def __init__(self, every: int) -> None:
+    With ``bookkeeping=True``, every ``every``-th write of the walk instead: takes, claims,
+    finishes (transactions) and lease renewals and takeovers (UpdateItem).
+    """
+
+    def __init__(self, every: int, *, bookkeeping: bool = False) -> None:
         self.every = every
+        self.bookkeeping = bookkeeping
         self.seen = 0
         self.lost = 0
         self._http = URLLib3Session()
@@ -221,10 +226,8 @@ class LostTakeReplies:
         )
 
     def before_send(self, request: Any, **_: Any) -> None:
-        if not request.headers["X-Amz-Target"].decode().endswith(".TransactWriteItems"):
-            return
-        writes = json.loads(request.body)["TransactItems"]
-        if not any(write.get("Delete", {}).get("TableName") == DeliveryTarget.Meta.table_name for write in writes):
+        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
+        if not self._chosen(operation, json.loads(request.body)):
             return
         with self._lock:
             self.seen += 1
@@ -233,6 +236,14 @@ class LostTakeReplies:
             self.lost += 1
         self._http.send(request)  # applied by the server; the reply is dropped
         raise ReadTimeoutError(endpoint_url=request.url)
+
+    def _chosen(self, operation: str, body: dict[str, Any]) -> bool:
+        if self.bookkeeping:
+            return operation in ("TransactWriteItems", "UpdateItem")
+        if operation != "TransactWriteItems":
+            return False
+        deletes = (write.get("Delete", {}).get("TableName") for write in body["TransactItems"])
+        return DeliveryTarget.Meta.table_name in deletes
 
 
 @pytest.mark.parametrize("mode_name", ["exactly-once", "at-most-once", "at-least-once"])
@@ -264,6 +275,34 @@ class TestLostReplies:
             assert Counter(targets) == recorded
         else:
             assert Counter(targets) == Counter(sent)
+
+
+class TestLostBookkeepingReplies:
+    """Lost replies to claims, finishes and lease updates neither skip, repeat nor miscount a chunk."""
+
+    def test_walk_with_lost_replies(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(*MODELS, Inbox)
+        targets = unique_ids(600, seed=5)
+        delivery = Delivery("d-lost-bookkeeping")
+        delivery.create(targets, max_chunk_targets=50)
+        # The lease model has a client of its own: lose its UpdateItem replies too.
+        faults = [LostTakeReplies(every=3, bookkeeping=True)]
+        progress_client = DeliveryProgress._get_connection().connection.client
+        lease_client = DeliveryLease._get_connection().connection.client
+        if lease_client is not progress_client:
+            faults.append(LostTakeReplies(every=3, bookkeeping=True))
+            progress_client.meta.events.unregister("before-send.dynamodb", faults[-1].before_send)
+            lease_client.meta.events.register_first("before-send.dynamodb", faults[-1].before_send)
+
+        report = delivery.walk(ExactlyOnce(inbox_record), lease_seconds=30)
+
+        assert all(fault.lost > 3 for fault in faults), [fault.lost for fault in faults]
+        status = delivery.status()
+        assert (status.chunks_done, status.chunks_open, status.targets_done) == (12, 0, 600)
+        assert (report.chunks, report.taken) == (12, 600)
+        assert raw_items(DeliveryTarget) == []
+        assert raw_items(DeliveryLease) == []
+        assert Counter(targets) == Counter(item["user_id"]["S"] for item in raw_items(Inbox))
 
 
 class TestProgress:

@@ -320,7 +320,9 @@ class Delivery:
 
         The progress item is written last, conditionally on there being none: a delivery that
         exists already is refused, and a crash before the end leaves nothing a walk would use
-        (call ``create`` again). ``write_targets=False`` leaves the target items to
+        (call ``create`` again). Ids should be unique: a repeated id is delivered once (its
+        second take finds nothing) but counted twice by :meth:`status`.
+        ``write_targets=False`` leaves the target items to
         :meth:`write_targets` (a separate job, or never when only the chunks are wanted).
 
         Raises:

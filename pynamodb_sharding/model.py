@@ -1054,9 +1054,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         :func:`pynamodb_sharding.rotation.rotate` for the periods ahead).
         """
         if cls._time_partitioned is not None:
+            billing: dict[str, Any] = {"read_capacity_units": read_capacity_units,
+                                       "write_capacity_units": write_capacity_units, "billing_mode": billing_mode}
+            if billing_mode is None and read_capacity_units is None and write_capacity_units is None:
+                billing = partitioned.billing_arguments(cls)  # Meta's, else on-demand, as rotate() does
             return partitioned.period_model(cls, partitioned.declaration(cls).current()).create_table(
-                wait=wait, read_capacity_units=read_capacity_units, write_capacity_units=write_capacity_units,
-                billing_mode=billing_mode, ignore_update_ttl_errors=ignore_update_ttl_errors,
+                wait=wait, ignore_update_ttl_errors=ignore_update_ttl_errors, **billing,
             )
         result = super().create_table(
             wait=wait,

@@ -351,11 +351,15 @@ def periods_to_read(
                    if (low is None or period >= declared.period_of(low))
                    and (high is None or period <= declared.period_of(high))]
     if len(periods) > declared.max_periods:
+        bounded = low is not None and high is not None
+        span = (f"its range spans more than {declared.max_periods} {declared.period}s, from {periods[0]}"
+                if bounded else f"more than {declared.max_periods} {declared.period} tables exist in its range")
+        fix = ("narrow the range" if bounded else
+               f"bound {model.__name__}.{declared.attribute} in the range key condition (e.g. "
+               f"{model.__name__}.{declared.attribute}.between(start, end))")
         msg = (
-            f"{model.__name__}.{what}: would read more than {declared.max_periods} {declared.period} tables "
-            f"({declared.template!r}, max_periods={declared.max_periods}); nothing was sent. Bound "
-            f"{model.__name__}.{declared.attribute} in the range key condition (e.g. "
-            f"{model.__name__}.{declared.attribute}.between(start, end)), or declare a larger max_periods."
+            f"{model.__name__}.{what}: {span} ({declared.template!r}, max_periods={declared.max_periods}); "
+            f"nothing was sent. {fix[0].upper()}{fix[1:]}, or declare a larger max_periods."
         )
         raise PeriodRangeError(msg)
     return periods if forward else periods[::-1]

@@ -24,12 +24,13 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from cachetools import TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.exceptions import PutError, PynamoDBException, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
@@ -37,7 +38,7 @@ from pynamodb.settings import get_settings_value
 
 from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, reset_connection
-from pynamodb_sharding.exceptions import MetadataError, ShardingDefinitionError
+from pynamodb_sharding.exceptions import MetadataError, MetadataRequestError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
 from pynamodb_sharding.write_rate import RateWindow, window_start
 
@@ -47,6 +48,7 @@ __all__ = [
     "ShardMetadata",
     "ShardState",
     "format_history_entry",
+    "home_model",
     "next_lock_value",
     "parse_history_entry",
 ]
@@ -112,6 +114,90 @@ class ShardMetadata(Model):
         # default without users repeating it in every metadata model.
         if meta is not None and not hasattr(meta, "billing_mode"):
             meta.billing_mode = cls.default_billing_mode
+        if meta is not None:
+            _check_regions(cls, meta)
+
+
+def _check_regions(cls: type[ShardMetadata], meta: Any) -> None:
+    """Refuse a global-table declaration that cannot be followed."""
+    home = getattr(meta, "home_region", None)
+    home_host = getattr(meta, "home_host", None)
+    strong = getattr(meta, "multi_region_strong", False)
+    where = f"{cls.__name__}.Meta"
+    if home is not None and (not isinstance(home, str) or not home):
+        msg = f"{where}.home_region = {home!r}: name the region that holds the writes, e.g. 'us-east-1'."
+        raise ShardingDefinitionError(msg)
+    if home_host is not None and home is None:
+        msg = (
+            f"{where}.home_host = {home_host!r} without home_region: declare the home region too "
+            f"(home_region = 'us-east-1'); home_host only says where to reach it."
+        )
+        raise ShardingDefinitionError(msg)
+    if strong not in (True, False):
+        msg = f"{where}.multi_region_strong = {strong!r}: expected True or False."
+        raise ShardingDefinitionError(msg)
+    if strong and home is not None:
+        msg = (
+            f"{where}: declares both home_region and multi_region_strong; a table in multi-region "
+            f"strong consistency takes conditional writes in every region, so remove home_region "
+            f"(or remove multi_region_strong if the table is eventually consistent)."
+        )
+        raise ShardingDefinitionError(msg)
+    retry = getattr(meta, "home_retry_seconds", None)
+    if retry is not None and (isinstance(retry, bool) or not isinstance(retry, (int, float)) or retry < 0):
+        msg = f"{where}.home_retry_seconds = {retry!r}: expected seconds >= 0."
+        raise ShardingDefinitionError(msg)
+
+
+_R = TypeVar("_R")
+
+
+def _unreachable(error: BaseException | None) -> bool:
+    """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent)."""
+    seen = 0
+    while error is not None and seen < 6:
+        if isinstance(error, (EndpointConnectionError, ConnectTimeoutError)):
+            return True
+        error = getattr(error, "cause", None) or error.__cause__
+        seen += 1
+    return False
+
+
+_home_models: dict[tuple[Any, ...], type[ShardMetadata]] = {}
+_home_lock = threading.Lock()
+
+#: How long a change of the count waits for an unreachable home region before it fails.
+HOME_RETRY_SECONDS = 30.0
+
+
+def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
+    """The model the count's changes are sent through: ``metadata_model`` itself, or, when its
+    ``Meta.home_region`` is set, a subclass connected to the home region (``Meta.home_host``
+    when given, else that region's AWS endpoint), with the same table and credentials.
+
+    .. versionadded:: 0.4.0
+    """
+    meta = metadata_model.Meta
+    home = getattr(meta, "home_region", None)
+    if home is None:
+        return metadata_model
+    host = getattr(meta, "home_host", None)
+    settings = tuple(getattr(meta, name, None) for name in ("table_name", *CONNECTION_SETTINGS))
+    key = (metadata_model, home, host, settings)
+    with _home_lock:
+        found = _home_models.get(key)
+        if found is None:
+            parent: Any = meta
+            home_meta = type("Meta", (parent,), {"region": home, "host": host, "__module__": metadata_model.__module__})
+            metaclass: Any = type(metadata_model)
+            found = metaclass(metadata_model.__name__, (metadata_model,), {
+                "Meta": home_meta, "__module__": metadata_model.__module__,
+                "__qualname__": metadata_model.__qualname__, "DoesNotExist": metadata_model.DoesNotExist,
+                # Its own connection: PynamoDB reuses a parent's cached one for the same table name.
+                "_connection": None,
+            })
+            _home_models[key] = found
+    return found
 
 
 #: The ``Meta`` attributes PynamoDB builds a model's connection from.
@@ -447,24 +533,61 @@ class ShardCountStore:
         mine.set_result(state)
         return state
 
-    def load(self, namespace: str, key: str, *, owner: str) -> ShardState | None:
-        """Read ``key`` from the table now (bypassing the cache) and cache what was read."""
-        state = self._read(namespace, key, owner=owner)
+    def load(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
+        """Read ``key`` from the table now (bypassing the cache) and cache what was read.
+
+        ``home``: read it in the metadata model's home region (``Meta.home_region``), where its
+        changes are made: what a writer that lost a conditional change must see.
+        """
+        state = self._read(namespace, key, owner=owner, home=home)
         if state is None:
             self.forget(namespace, key)
             return None
         return self.remember(namespace, key, state)
 
-    def item(self, namespace: str, key: str) -> ShardMetadata | None:
+    def item(self, namespace: str, key: str, *, home: bool = False) -> ShardMetadata | None:
         """The raw metadata item (``None`` if absent), read consistently and not validated."""
+        model = self.writer if home else self.metadata_model
         try:
-            return self.metadata_model.get(key, namespace, consistent_read=self.consistent_read)
+            return self._send(model, lambda: model.get(key, namespace, consistent_read=self.consistent_read))
         except self.metadata_model.DoesNotExist:
             return None
 
-    def _read(self, namespace: str, key: str, *, owner: str) -> ShardState | None:
+    @property
+    def writer(self) -> type[ShardMetadata]:
+        """The model changes of the count are sent through (see :func:`home_model`)."""
+        return home_model(self.metadata_model)
+
+    def _send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
+        """``call()``; a home region that cannot be reached is retried (with a growing pause)
+        for ``Meta.home_retry_seconds``, then refused: a change is never made elsewhere."""
+        if model is self.metadata_model:
+            return call()
+        meta: Any = self.metadata_model.Meta
+        patience = getattr(meta, "home_retry_seconds", None)
+        deadline = time.monotonic() + (HOME_RETRY_SECONDS if patience is None else float(patience))
+        pause = 0.1
+        while True:
+            try:
+                return call()
+            except PynamoDBException as exc:
+                if not _unreachable(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    msg = (
+                        f"{self.metadata_model.__name__}: the home region {meta.home_region!r} "
+                        f"({getattr(meta, 'home_host', None) or 'its AWS endpoint'}) could not be reached for "
+                        f"{patience if patience is not None else HOME_RETRY_SECONDS} s; shard counts change only "
+                        f"there (Meta.home_region), so nothing was changed. Check the home region's "
+                        f"availability, or raise Meta.home_retry_seconds."
+                    )
+                    raise MetadataRequestError(msg, exc) from exc
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 2.0)
+
+    def _read(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
         try:
-            item = self.item(namespace, key)
+            item = self.item(namespace, key, home=home)
         except (ValueError, TypeError) as exc:
             # PynamoDB could not even deserialize the item (a number stored as text, ...).
             msg = (
@@ -548,7 +671,8 @@ class ShardCountStore:
         """
         at = next_lock_value(now, None)
         entry = HistoryEntry(at=at, count=count)
-        item = self.metadata_model(
+        writer = self.writer
+        item = writer(
             key,
             namespace,
             number_of_shards=count,
@@ -556,11 +680,11 @@ class ShardCountStore:
             shard_history={format_history_entry(entry)},
         )
         try:
-            item.save(condition=self.metadata_model.partition_key.does_not_exist())
+            self._send(writer, lambda: item.save(condition=writer.partition_key.does_not_exist()))
         except PutError as exc:
             if exc.cause_response_code != _CONDITION_FAILED:
                 raise
-            state = self.load(namespace, key, owner=owner)
+            state = self.load(namespace, key, owner=owner, home=True)
             if state is None:  # deleted between our insert and our read: try once more
                 return self.create(namespace, key, count, now, owner=owner)
             return state
@@ -580,14 +704,15 @@ class ShardCountStore:
         at = next_lock_value(now, None)
         entry = HistoryEntry(at=at, count=count)
         start = HistoryEntry(at=0.0, count=initial)
-        item = self.metadata_model(
+        writer = self.writer
+        item = writer(
             key, namespace, number_of_shards=count, last_updated=at,
             shard_history={format_history_entry(start), format_history_entry(entry)},
         )
-        attempts.watch(botocore_client(self.metadata_model))
+        attempts.watch(botocore_client(writer))
         with attempts.tracking() as sent:
             try:
-                item.save(condition=self.metadata_model.partition_key.does_not_exist())
+                self._send(writer, lambda: item.save(condition=writer.partition_key.does_not_exist()))
             except PutError as exc:
                 if exc.cause_response_code != _CONDITION_FAILED:
                     raise
@@ -596,7 +721,7 @@ class ShardCountStore:
                     own = self._own_change(namespace, key, entry, owner=owner)
                     if own is not None:
                         return own
-                self.load(namespace, key, owner=owner)
+                self.load(namespace, key, owner=owner, home=True)
                 return None
         with self._lock:
             self._absent.pop((namespace, key), None)
@@ -630,20 +755,16 @@ class ShardCountStore:
             # A count the history does not show (an item from another writer of this schema,
             # or fixed by hand) is recorded with the change, so reads keep covering its shards.
             entries.add(format_history_entry(previous))
-        meta = self.metadata_model
+        meta = self.writer
         item = meta(key, namespace)
         condition = meta.last_updated == seen.last_updated
+        actions: list[Action] = [
+            meta.number_of_shards.set(count), meta.last_updated.set(at), meta.shard_history.add(entries),
+        ]
         attempts.watch(botocore_client(meta))
         with attempts.tracking() as sent:
             try:
-                item.update(
-                    actions=[
-                        meta.number_of_shards.set(count),
-                        meta.last_updated.set(at),
-                        meta.shard_history.add(entries),
-                    ],
-                    condition=condition,
-                )
+                self._send(meta, lambda: item.update(actions=actions, condition=condition))
             except UpdateError as exc:
                 if exc.cause_response_code != _CONDITION_FAILED:
                     raise
@@ -676,7 +797,7 @@ class ShardCountStore:
             cached), or ``None`` when the key has no metadata item (nothing is written then)
             or the window kept moving under this report.
         """
-        meta = self.metadata_model
+        meta = self.writer
         start = window_start(now, interval)
         exists = meta.partition_key.exists() & meta.number_of_shards.exists()
         # The window is current: add to it.
@@ -703,7 +824,7 @@ class ShardCountStore:
         item = meta(key, namespace)
         for actions, condition in variants:
             try:
-                item.update(actions=actions, condition=condition)
+                self._send(meta, lambda: item.update(actions=actions, condition=condition))  # noqa: B023
             except UpdateError as exc:
                 if exc.cause_response_code != _CONDITION_FAILED:
                     raise
@@ -729,12 +850,12 @@ class ShardCountStore:
 
         .. versionadded:: 0.3.0
         """
-        meta = self.metadata_model
+        meta = self.writer
         current = format_history_entry(HistoryEntry(at=seen.last_updated, count=seen.count))
         item = meta(key, namespace)
         try:
-            item.update(actions=[meta.shard_history.set({current})],
-                        condition=meta.last_updated == seen.last_updated)
+            self._send(meta, lambda: item.update(actions=[meta.shard_history.set({current})],
+                                                 condition=meta.last_updated == seen.last_updated))
         except UpdateError as exc:
             if exc.cause_response_code != _CONDITION_FAILED:
                 raise
@@ -745,7 +866,7 @@ class ShardCountStore:
 
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
         """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""
-        state = self.load(namespace, key, owner=owner)
+        state = self.load(namespace, key, owner=owner, home=True)
         if state is None or entry not in state.history:
             return None
         # Entries are only ever added, so a later change by another writer still shows ours;

@@ -148,6 +148,7 @@ def period_model(model: type[_M], period: str) -> type[_M]:
                 "_partitioned_by": declared,
                 "_period": period,
                 "_period_template": model,
+                "_connection": None,  # its own, never a cached one of the declared model
             })
             cache[(fingerprint, period)] = found
     return found  # type: ignore[no-any-return]

@@ -1,5 +1,5 @@
 """Test support: DynamoDB Local (install, serve), model binding, the partition-limit simulator,
-latency injection, and the pytest plugin."""
+latency injection, a global-tables replicator, and the pytest plugin."""
 
 from pynamodb_sharding.testing.binding import ModelBinding, bound_models
 from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency, record_requests
@@ -12,6 +12,7 @@ from pynamodb_sharding.testing.local import (
     running_dynamodb_local,
     serve,
 )
+from pynamodb_sharding.testing.replication import Replicator
 from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "LatencyInjector",
     "ModelBinding",
     "PartitionLimitSimulator",
+    "Replicator",
     "ServerProcess",
     "bound_models",
     "inject_latency",

@@ -80,9 +80,19 @@ class ShardMetadata(Model):
     definition is refused; ``Meta.own_connection = True`` says the difference is meant (the
     metadata table really lives elsewhere) and turns the following off.
 
+    Global tables (multi-region, eventually consistent): ``Meta.home_region = "us-east-1"``
+    sends every change of a count, and the reads that decide one, to that region
+    (``Meta.home_host`` for its endpoint when it is not AWS's; ``Meta.home_retry_seconds``,
+    default 30, for how long an unreachable home region is retried); reads of the count stay
+    local. ``Meta.multi_region_strong = True`` says the table is in multi-region strong
+    consistency, where conditional writes are safe in every region. See the "Global tables"
+    page of the documentation.
+
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        The connection settings follow the sharded model's.
+    .. versionchanged:: 0.4.0
+       ``Meta.home_region``, ``home_host``, ``home_retry_seconds`` and ``multi_region_strong``.
     """
 
     partition_key = UnicodeAttribute(hash_key=True)

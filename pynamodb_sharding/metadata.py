@@ -192,7 +192,7 @@ def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
     if home is None:
         return metadata_model
     host = getattr(meta, "home_host", None)
-    settings = tuple(getattr(meta, name, None) for name in ("table_name", *CONNECTION_SETTINGS))
+    settings = tuple(repr(getattr(meta, name, None)) for name in ("table_name", *CONNECTION_SETTINGS))  # hashable
     key = (metadata_model, home, host, settings)
     with _home_lock:
         found = _home_models.get(key)

@@ -112,7 +112,9 @@ def check_declaration(model: type[Any]) -> None:
 
 
 def _fingerprint(model: type[Any]) -> tuple[Any, ...]:
-    return tuple(getattr(model.Meta, name, None) for name in _CONNECTION_SETTINGS)
+    # repr: settings may be unhashable (extra_headers is a dict); the declaration by identity.
+    return (id(model.Meta.table_name),
+            *(repr(getattr(model.Meta, name, None)) for name in _CONNECTION_SETTINGS))
 
 
 def period_model(model: type[_M], period: str) -> type[_M]:

@@ -235,3 +235,17 @@ def test_contradictory_declarations_are_refused(meta: dict[str, Any], message: s
         type("BadShards", (ShardMetadata,), {"Meta": type("Meta", (), {"table_name": "bad", **meta}),
                                              "__module__": __name__})
     assert message in str(refused.value)
+
+
+def test_the_home_model_keeps_every_local_setting_but_the_region_and_host() -> None:
+    headers = {"x-team": "audit"}  # an unhashable setting
+    shards = type("HeaderShards", (ShardMetadata,), {"__module__": __name__, "Meta": type("Meta", (), {
+        "table_name": "header_shards", "region": OTHER, "host": "http://127.0.0.1:1", "extra_headers": headers,
+        "home_region": HOME, "home_host": CLOSED_PORT, "read_timeout_seconds": 7})})
+    home = home_model(shards)
+    assert home is home_model(shards)  # made once
+    assert (home.Meta.region, home.Meta.host) == (HOME, CLOSED_PORT)
+    assert (home.Meta.table_name, home.Meta.extra_headers, home.Meta.read_timeout_seconds) == \
+        ("header_shards", headers, 7)
+    assert issubclass(home, shards)
+    assert home.DoesNotExist is shards.DoesNotExist

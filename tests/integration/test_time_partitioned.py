@@ -85,6 +85,7 @@ class CreatingLog(ShardedModel):
     class Meta:
         table_name = TimePartitioned("tp_creating.{period}", attribute="accessed_at", period="day",
                                      missing="create", clock=CLOCK)
+        extra_headers = {"x-trace": "time-partitioned"}  # noqa: RUF012  # a setting that is not hashable
 
     user_id = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)

@@ -40,6 +40,7 @@ from pynamodb_sharding import attempts
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MetadataError, MetadataRequestError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding.throttling import error_chain
 from pynamodb_sharding.write_rate import RateWindow, window_start
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "ShardCountStore",
     "ShardMetadata",
     "ShardState",
+    "connection_fingerprint",
     "format_history_entry",
     "home_model",
     "next_lock_value",
@@ -162,15 +164,16 @@ def _check_regions(cls: type[ShardMetadata], meta: Any) -> None:
 _R = TypeVar("_R")
 
 
-def _unreachable(error: BaseException | None) -> bool:
+def _unreachable(error: BaseException) -> bool:
     """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent)."""
-    seen = 0
-    while error is not None and seen < 6:
-        if isinstance(error, (EndpointConnectionError, ConnectTimeoutError)):
-            return True
-        error = getattr(error, "cause", None) or error.__cause__
-        seen += 1
-    return False
+    return any(isinstance(current, (EndpointConnectionError, ConnectTimeoutError)) for current in error_chain(error))
+
+
+def connection_fingerprint(meta: Any) -> tuple[str, ...]:
+    """The table name and connection settings of a model's ``Meta``, comparable and hashable
+    (``repr``: ``extra_headers`` is a dict): models made from a ``Meta`` are made again when it
+    changes (a test binding, an app pointing a model elsewhere at run time)."""
+    return tuple(repr(getattr(meta, name, None)) for name in ("table_name", *CONNECTION_SETTINGS))
 
 
 _home_models: dict[tuple[Any, ...], type[ShardMetadata]] = {}
@@ -192,8 +195,7 @@ def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
     if home is None:
         return metadata_model
     host = getattr(meta, "home_host", None)
-    settings = tuple(repr(getattr(meta, name, None)) for name in ("table_name", *CONNECTION_SETTINGS))  # hashable
-    key = (metadata_model, home, host, settings)
+    key = (metadata_model, home, host, connection_fingerprint(meta))
     with _home_lock:
         found = _home_models.get(key)
         if found is None:

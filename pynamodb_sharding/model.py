@@ -970,7 +970,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         Yields each stored item found (a logical key stored in two shards yields both copies).
         """
         if cls._time_partitioned is not None:
-            for period, period_keys in partitioned.group_keys(cls, items).items():
+            pairs = [cls._batch_key(item) for item in items]
+            for period, period_keys in partitioned.group_keys(cls, pairs).items():
                 model = partitioned.period_model(cls, period)
                 try:
                     for found in model.batch_get(period_keys, consistent_read, attributes_to_get):
@@ -982,21 +983,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         keys: list[tuple[str, int, Any]] = []
         seen: set[tuple[Any, Any]] = set()
         for item in items:
-            if cls._range_keyname is not None:
-                if isinstance(item, str):
-                    raise ValueError(
-                        f"Invalid key value {item!r}: expected non-str iterable with exactly 2 elements "
-                        "(hash key, range key)"
-                    )
-                try:
-                    hash_key, range_key = item
-                except (TypeError, ValueError):
-                    raise ValueError(
-                        f"Invalid key value {item!r}: expected iterable with exactly 2 elements "
-                        "(hash key, range key)"
-                    ) from None
-            else:
-                hash_key, range_key = item, None
+            hash_key, range_key = cls._batch_key(item)
             probe = cls._key_item(hash_key, range_key)
             # Any key sequence PynamoDB accepts (tuples, lists): one request per distinct key.
             identity = (probe.logical_hash_key(), cls._serialize_range(range_key))
@@ -1009,6 +996,25 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                                          attributes_to_get=attributes_to_get):
             item = cls.from_raw_data(raw)
             yield item._marked_partial() if partial else item
+
+    @classmethod
+    def _batch_key(cls, item: Any) -> tuple[Any, Any]:
+        """``(hash key, range key)`` of one key given to ``batch_get``, refused as PynamoDB refuses it."""
+        if cls._range_keyname is None:
+            return item, None
+        if isinstance(item, str):
+            raise ValueError(
+                f"Invalid key value {item!r}: expected non-str iterable with exactly 2 elements "
+                "(hash key, range key)"
+            )
+        try:
+            hash_key, range_key = item
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"Invalid key value {item!r}: expected iterable with exactly 2 elements "
+                "(hash key, range key)"
+            ) from None
+        return hash_key, range_key
 
     @classmethod
     def get_operation_kwargs_from_class(

@@ -21,6 +21,7 @@ time sends it to the table of its new period, as PynamoDB would write a changed 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 import time
@@ -39,7 +40,9 @@ from pynamodb_sharding.exceptions import (
     PeriodTableMissingError,
     ShardingDefinitionError,
 )
+from pynamodb_sharding.metadata import connection_fingerprint
 from pynamodb_sharding.periods import TimePartitioned
+from pynamodb_sharding.throttling import error_chain
 
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
@@ -59,11 +62,6 @@ _M = TypeVar("_M", bound="ShardedModel")
 _T = TypeVar("_T")
 _NOT_FOUND = "ResourceNotFoundException"
 _IN_USE = "ResourceInUseException"
-# The Meta settings a period model's connection is built from: a change (a test binding, an app
-# pointing the model elsewhere at run time) makes new period models.
-_CONNECTION_SETTINGS = ("table_name", "host", "region", "aws_access_key_id", "aws_secret_access_key",
-                        "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
-                        "max_retry_attempts", "max_pool_connections", "extra_headers")
 _lock = threading.Lock()
 
 
@@ -111,12 +109,6 @@ def check_declaration(model: type[Any]) -> None:
 # -- period models ----------------------------------------------------------------------------
 
 
-def _fingerprint(model: type[Any]) -> tuple[Any, ...]:
-    # repr: settings may be unhashable (extra_headers is a dict); the declaration by identity.
-    return (id(model.Meta.table_name),
-            *(repr(getattr(model.Meta, name, None)) for name in _CONNECTION_SETTINGS))
-
-
 def period_model(model: type[_M], period: str) -> type[_M]:
     """The subclass of the declared ``model`` that reads and writes ``period``'s table.
 
@@ -127,7 +119,9 @@ def period_model(model: type[_M], period: str) -> type[_M]:
     if declared.parse(period) is None:
         msg = f"{model.__name__}: {period!r} is not a {declared.period} period's text (e.g. {declared.current()!r})."
         raise PeriodRangeError(msg)
-    fingerprint = _fingerprint(model)
+    # A change of the connection settings (a test binding, an app pointing the model elsewhere
+    # at run time) makes new period models.
+    fingerprint = connection_fingerprint(model.Meta)
     cache: dict[Any, Any] | None = model.__dict__.get("_period_models")
     found = cache.get((fingerprint, period)) if cache is not None else None
     if found is not None:
@@ -195,15 +189,14 @@ def as_declared(item: _M, model: type[Any]) -> _M:
 
 def is_missing_table(error: BaseException | None) -> bool:
     """Whether ``error`` (or what it wraps) is DynamoDB's ``ResourceNotFoundException``."""
-    seen = 0
-    while error is not None and seen < 5:
-        if getattr(error, "cause_response_code", None) == _NOT_FOUND:
+    if error is None:
+        return False
+    for current in error_chain(error):
+        if getattr(current, "cause_response_code", None) == _NOT_FOUND:
             return True
-        response = getattr(error, "response", None)
+        response = getattr(current, "response", None)
         if isinstance(response, dict) and response.get("Error", {}).get("Code") == _NOT_FOUND:
             return True
-        error = getattr(error, "cause", None) or error.__cause__
-        seen += 1
     return False
 
 
@@ -346,9 +339,8 @@ def periods_to_read(
     low, high = range_bounds(model, condition)
     if low is not None and high is not None:
         first, last = declared.period_of(low), declared.period_of(high)
-        periods = list(declared.between(first, last)) if first <= last else []
-        if len(periods) > declared.max_periods:
-            periods = periods[:declared.max_periods + 1]
+        # One past the cap is enough to refuse: a range over centuries of days is not listed.
+        periods = list(itertools.islice(declared.between(first, last), declared.max_periods + 1))
     else:
         periods = [period for period in existing_periods(model)
                    if (low is None or period >= declared.period_of(low))
@@ -602,16 +594,10 @@ class PeriodBatchWrite:
             self.commit()
 
 
-def group_keys(model: type[Any], keys: Iterable[Any]) -> dict[str, list[Any]]:
-    """``batch_get`` keys grouped by period, in first-seen order."""
+def group_keys(model: type[Any], keys: Iterable[tuple[Any, Any]]) -> dict[str, list[tuple[Any, Any]]]:
+    """``(hash key, range key)`` pairs grouped by the period of their range key, in first-seen order."""
     declared = declaration(model)
-    grouped: dict[str, list[Any]] = {}
+    grouped: dict[str, list[tuple[Any, Any]]] = {}
     for key in keys:
-        if isinstance(key, str) or not isinstance(key, (tuple, list)) or len(key) != 2:
-            msg = (
-                f"Invalid key value {key!r}: expected non-str iterable with exactly 2 elements "
-                f"(hash key, range key)"
-            )
-            raise ValueError(msg)
         grouped.setdefault(declared.period_of(key[1]), []).append(key)
     return grouped

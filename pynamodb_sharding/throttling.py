@@ -35,6 +35,7 @@ __all__ = [
     "ThrottleReason",
     "classify",
     "classify_response",
+    "error_chain",
     "unprocessed_items_throttle",
 ]
 
@@ -264,8 +265,8 @@ def classify_response(parsed: Mapping[str, Any], *, operation: str | None = None
     return Throttle(kind, code, reasons, index_name, operation)
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    """Yield ``error`` and every error it wraps (``.cause``, ``__cause__``, ``__context__``)."""
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """Yield ``error`` and every error it wraps (``.cause``, ``__cause__``, ``__context__``), each once."""
     seen: set[int] = set()
     pending = [error]
     while pending:
@@ -301,7 +302,7 @@ def classify(error: BaseException) -> Throttle:
     first_throttle: Throttle | None = None
     first_code: str | None = None
     first_operation: str | None = None
-    for current in _chain(error):
+    for current in error_chain(error):
         response = getattr(current, "response", None)
         if not isinstance(response, Mapping):
             continue

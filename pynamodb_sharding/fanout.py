@@ -58,6 +58,7 @@ from pynamodb_sharding.cursor import (
 )
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding.fastparse import parsed_quickly
 from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
@@ -487,11 +488,14 @@ class _ShardQuery:
                       else hash_value.condition & given}
             hash_value = hash_value.value
         window = self._window
-        data: dict[str, Any]
-        if window is None:
-            data = self._connection.query(hash_value, exclusive_start_key=start, **kwargs)
-        else:  # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins
-            data = hedged(lambda: self._connection.query(hash_value, exclusive_start_key=start, **kwargs), window)
+        connection = self._connection
+
+        def send() -> dict[str, Any]:
+            return parsed_quickly(connection.connection.client,
+                                  lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs))
+
+        # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
+        data: dict[str, Any] = send() if window is None else hedged(send, window)
         if limiter is not None:
             limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
         return data

@@ -12,6 +12,7 @@ botocore's shape.
 from __future__ import annotations
 
 import base64
+import bisect
 import heapq
 import os
 import weakref
@@ -115,12 +116,13 @@ SHARE_SLACK = 1.5
 class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
-    __slots__ = ("index", "items", "loaded", "page_key", "pending", "shard", "start")
+    __slots__ = ("index", "items", "keys", "loaded", "page_key", "pending", "shard", "start")
 
     def __init__(self, shard: int, start: RawKey | None) -> None:
         self.shard = shard
         self.start = start  # exclusive start key of the current page's request
         self.items: list[RawItem] = []
+        self.keys: list[Any] | None = None  # the items' sort values, once a batch needed them
         self.index = 0
         self.page_key: RawKey | None = None  # DynamoDB's LastEvaluatedKey of the current page
         self.pending: Future[Page] | None = None
@@ -200,6 +202,11 @@ class ShardMerge:
         self._limit = limit
         self._max_workers = max(1, min(max_workers, len(self._streams)))
         self._heap: list[tuple[Any, int, _ShardStream]] = []
+        # Without a shadowed stream, items are merged a batch at a time (see _next_batch): every
+        # item that can be returned before some shard's next page is needed, sorted at once.
+        self._batched = shadowed is None
+        self._batch: list[tuple[Any, int, int, _ShardStream]] = []
+        self._batch_pos = 0
         # Streams to load before the next item can be chosen: every stream at the start, then
         # each stream whose page ran out. One stays here until its page has arrived.
         self._loading: list[_ShardStream] = []
@@ -232,12 +239,27 @@ class ShardMerge:
         Raises:
             StopIteration: every shard is exhausted, ``limit`` items were returned, or closed.
         """
+        if self._batched:
+            pos = self._batch_pos
+            batch = self._batch
+            if pos >= len(batch):
+                self._next_batch()  # raises StopIteration at the end
+                pos, batch = 0, self._batch
+            stream = batch[pos][3]
+            value = convert(stream.shard, stream.items[stream.index])
+            stream.index += 1
+            self.returned += 1
+            self._batch_pos = pos + 1
+            if pos + 1 == len(batch):
+                self._batch_taken(stream)
+            return value
         shard, item = self._peek()
         value = convert(shard, item)
         self._take()
         return value
 
-    def _peek(self) -> tuple[int, RawItem]:
+    def _prepare(self) -> None:
+        """Stop at the end or the limit; send what a fork lost and the first requests."""
         if self.closed:
             raise StopIteration
         if self._limit is not None and self.returned >= self._limit:
@@ -250,12 +272,78 @@ class ShardMerge:
             self._loading = list(self._streams)
             for stream in self._streams:
                 stream.pending = self._submit(stream.shard, stream.start)
+
+    def _load_waiting(self) -> None:
         loading = self._loading
+        while loading:
+            # Raises with the stream still first in line: the next call loads it again.
+            self._load(loading[0])
+            del loading[0]
+
+    def _next_batch(self) -> None:
+        """Sort the next batch: every buffered item that comes before the last buffered item of
+        the first shard to run out of its page (among shards with more pages), that one
+        included. Up to there the one-at-a-time merge would return exactly these items in this
+        order, ``(sort value, shard)`` and a shard's own order; after it, that shard's next page
+        is needed. Each page's sort values are computed once, the batch is sorted in C."""
+        self._prepare()
+        self._load_waiting()
+        self._batch, self._batch_pos = [], 0
+        forward = self._forward
+        open_streams = [stream for stream in self._streams if stream.index < len(stream.items)]
+        if not open_streams:
+            self.close()
+            raise StopIteration
+        for stream in open_streams:
+            if stream.keys is None:
+                stream.keys = [self._sort_key(item) for item in stream.items]
+        # The first stream to run out: the smallest (largest, descending) last (value, shard).
+        bound: tuple[Any, int] | None = None
+        for stream in open_streams:
+            if stream.page_key is not None:
+                keys = stream.keys
+                assert keys is not None
+                last = (keys[-1], stream.shard)
+                if bound is None or (last < bound if forward else bound < last):
+                    bound = last
+        batch: list[tuple[Any, int, int, _ShardStream]] = []
+        for stream in open_streams:
+            keys = stream.keys
+            assert keys is not None
+            start, end, rank = stream.index, len(keys), stream.shard
+            if bound is not None:
+                value, bound_rank = bound
+                if forward:
+                    end = (bisect.bisect_right(keys, value, start) if rank <= bound_rank
+                           else bisect.bisect_left(keys, value, start))
+                else:
+                    end = start
+                    while end < len(keys) and (value < keys[end] or (keys[end] == value and rank >= bound_rank)):
+                        end += 1
+            if forward:
+                batch.extend([(keys[i], rank, i, stream) for i in range(start, end)])
+            else:
+                batch.extend([(keys[i], rank, -i, stream) for i in range(start, end)])
+        batch.sort(reverse=not forward)  # (value, shard, position) is unique: streams are never compared
+        if self._limit is not None:
+            del batch[self._limit - self.returned:]
+        self._batch = batch
+
+    def _batch_taken(self, stream: _ShardStream) -> None:
+        """The last item of a batch was taken (from ``stream``): a page may have run out."""
+        if stream.index >= len(stream.items):
+            stream.keys = None
+            if stream.page_key is not None:
+                self._loading.append(stream)
+                if self._fetch_share is not None:
+                    self._top_up()
+        if self._limit is not None and self.returned >= self._limit:
+            self.close()  # the prefetched pages will not be needed
+
+    def _peek(self) -> tuple[int, RawItem]:
+        self._prepare()
         while True:
-            while loading:
-                # Raises with the stream still first in line: the next call loads it again.
-                self._load(loading[0])
-                del loading[0]
+            self._load_waiting()
             if not self._heap:
                 self.close()
                 raise StopIteration
@@ -343,6 +431,7 @@ class ShardMerge:
             if stream.loaded:
                 stream.start = stream.page_key
             stream.items = page.items
+            stream.keys = None
             stream.index = 0
             stream.page_key = page.last_evaluated_key
             stream.loaded = True
@@ -353,7 +442,8 @@ class ShardMerge:
             if (page.last_evaluated_key is not None and self._fetch_share is None
                     and self._may_need_more(len(page.items))):
                 stream.pending = self._submit(stream.shard, page.last_evaluated_key)
-        heapq.heappush(self._heap, self._entry(stream, stream.index))
+        if not self._batched:
+            heapq.heappush(self._heap, self._entry(stream, stream.index))
 
     @property
     def max_workers(self) -> int:
@@ -454,6 +544,7 @@ class ShardMerge:
         """Cancel outstanding requests (the pool's threads serve other queries); idempotent."""
         self.closed = True
         self._heap = []
+        self._batch, self._batch_pos = [], 0
         self._loading = []
         if self._on_close is not None:
             self._on_close()

@@ -24,6 +24,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, ShardedModel, Sharding
+from pynamodb_sharding.hedging import WINDOW
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
 
@@ -108,8 +109,11 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
         with hedged_model.batch_write() as batch:
             for at in range(args.shards * 4):
                 batch.save(hedged_model(KEY, at))
-        unhedged = measure(unhedged_model, args, warmup=5)
-        hedged = measure(hedged_model, args, warmup=5)
+        # Warm-up: enough queries for the hedged model's latency window (1,024 requests) to
+        # hold the steady state, not the cold start; the same for both models.
+        warmup = -(-WINDOW // args.shards) + 5
+        unhedged = measure(unhedged_model, args, warmup=warmup)
+        hedged = measure(hedged_model, args, warmup=warmup)
     out(f"# {args.shards}-shard merged query, {args.latency * 1000:g} ms per request, "
         f"{args.slow_share * 100:g} % of requests {args.slow * 1000:g} ms slower")
     out()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pynamodb_sharding.hedging import MIN_SAMPLES, LatencyWindow, hedged
+from pynamodb_sharding.hedging import HEDGE_BUDGET, HEDGE_BURST, MIN_SAMPLES, LatencyWindow, hedged
 
 
 def _warm(window: LatencyWindow, seconds: float = 0.01) -> None:
@@ -105,3 +105,31 @@ def test_delay_is_the_95th_percentile_times_the_factor() -> None:
     for n in range(1, 101):
         window.add(n / 1000)  # 1..100 ms
     assert window.delay() == pytest.approx(0.096)
+
+
+def test_one_stalled_query_does_not_move_the_hedge_delay() -> None:
+    # The requests of one query are slow together: 32 requests of one stalled query among
+    # 4,000 usual ones leave the 95th percentile where it was (a 512-request window did not).
+    window = LatencyWindow()
+    for n in range(4000):
+        window.add(0.050 + (n % 100) / 10_000)  # 50..59.9 ms
+    usual = window.delay()
+    for _ in range(32):
+        window.add(0.150)
+    for _ in range(64):
+        window.add(0.055)
+    assert usual == pytest.approx(0.0595)
+    assert window.delay() == pytest.approx(usual, abs=0.0005)
+
+
+def test_hedges_stay_within_the_budget_when_every_request_is_slow() -> None:
+    # Latency doubles at once: every request is slower than the window's p95 until the window
+    # follows, but hedges stay within 5 % of the requests (plus a burst of 10).
+    window = LatencyWindow()
+    for _ in range(4000):
+        window.add(0.001)
+    for _ in range(200):
+        assert hedged(lambda: time.sleep(0.003) or "ok", window) == "ok"
+    assert window.requests == 200
+    assert HEDGE_BURST + 200 * HEDGE_BUDGET - 1 <= window.hedges <= HEDGE_BURST + 200 * HEDGE_BUDGET  # 19 or 20
+    assert window.hedges_refused == 200 - window.hedges

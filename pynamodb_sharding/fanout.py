@@ -839,9 +839,13 @@ def merged_query(
     # generous share instead (3x, plus 2), still far below the limit from every shard.
     small = limit is not None and limit < SHARE_MIN_PER_SHARD * len(starts)
     slack, extra = (SMALL_SHARE_SLACK, SMALL_SHARE_EXTRA) if small else (SHARE_SLACK, 0)
+    if share is not None and limit is not None and -(-int(slack * limit) // max(1, len(starts))) + extra > size:
+        # A share above the memory bound's page: a long read, which streams pages of that size
+        # with each shard's next page fetched ahead, as without a limit.
+        share = None
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
-                       fetch_share=share, share_slack=slack, share_extra=extra,
+                       fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        on_close=None if trace is None else trace.end)
     if trace is not None:
         weakref.finalize(merge, trace.end)  # a merge dropped unread ends its trace too
@@ -896,7 +900,7 @@ class _EarlyFirstPages:
             # About each shard's share of the limit, as the merge would ask for it.
             small = limit < SHARE_MIN_PER_SHARD * likely
             slack, extra = (SMALL_SHARE_SLACK, SMALL_SHARE_EXTRA) if small else (SHARE_SLACK, 0)
-            size = max(1, min(limit, -(-int(slack * limit) // likely) + extra))
+            size = max(1, min(limit, -(-int(slack * limit) // likely) + extra, default_page_size(likely, limit)))
         else:
             size = default_page_size(likely, limit)
         workers = max_workers if max_workers is not None else default_workers(model, likely)

@@ -34,7 +34,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
-__all__ = ["HEDGE_BUDGET", "HEDGE_BURST", "HEDGE_FACTOR", "MIN_SAMPLES", "SPREAD_FACTOR", "WINDOW", "LatencyWindow", "hedged"]
+__all__ = [
+    "HEDGE_BUDGET", "HEDGE_BURST", "HEDGE_FACTOR", "MIN_SAMPLES", "SPREAD_FACTOR", "WINDOW", "LatencyWindow", "hedged",
+]
 
 _T = TypeVar("_T")
 

@@ -179,6 +179,7 @@ class ShardMerge:
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
+        share_cap: int | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self._fetch_page = fetch_page
@@ -187,6 +188,7 @@ class ShardMerge:
         self._fetch_share = fetch_share if limit is not None else None
         self._share_slack = share_slack
         self._share_extra = share_extra
+        self._share_cap = share_cap  # the memory bound of one shard's page
         self._on_close = on_close
         self._shadowed = shadowed
         self._identity = identity if identity is not None else sort_key
@@ -482,11 +484,14 @@ class ShardMerge:
     def _share(self) -> int:
         """The ``Limit`` of a shard request in share mode: ``share_slack`` (:data:`SHARE_SLACK`)
         times an even share of the items still wanted over the shards that may still have some,
-        rounded up, plus ``share_extra`` (so N shards read at most slack x wanted + (extra+1) x N)."""
+        rounded up, plus ``share_extra`` (so N shards read at most slack x wanted + (extra+1) x N),
+        at most ``share_cap``: a large limit is read in pages no larger than the memory bound's."""
         assert self._limit is not None
         wanted = max(1, self._limit - self.returned)
         open_streams = sum(1 for stream in self._streams if not (stream.loaded and stream.page_key is None))
         share = -(-int(self._share_slack * wanted) // max(1, open_streams)) + self._share_extra
+        if self._share_cap is not None:
+            share = min(share, self._share_cap)
         return max(1, min(wanted, share))
 
     def _leave_parents_threads(self) -> list[_ShardStream]:

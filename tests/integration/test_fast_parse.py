@@ -24,7 +24,8 @@ from pynamodb.attributes import (
 )
 from pynamodb.models import Model
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fastparse
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fanout, fastparse
+from pynamodb_sharding.testing import record_requests
 
 Bind = Callable[..., Any]
 
@@ -142,3 +143,40 @@ def test_hooks_on_the_client_see_botocores_response(dynamodb_models: Bind) -> No
         assert parsed["ConsumedCapacity"]["CapacityUnits"] >= 0  # 0.0 for an empty shard on DynamoDB Local
         for raw in parsed["Items"]:
             assert isinstance(raw["digest"]["B"], bytes)
+
+
+class Reading(ShardedModel):
+    class Meta:
+        table_name = "fast_parse_reading"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(4))
+
+
+class PlainReading(Model):
+    class Meta:
+        table_name = "fast_parse_plain_reading"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+
+
+def test_a_large_limit_reads_pages_no_larger_than_the_memory_bound(
+    dynamodb_models: Bind, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A limit far above each shard's page of the memory bound (here 100 items a page, as 160
+    # shards would have) must not ask each shard for its share of the limit in one page: that
+    # held a whole 1 MB DynamoDB page per shard (236 MB for 200,000 items over 16 shards).
+    dynamodb_models(Reading, PlainReading)
+    for model in (Reading, PlainReading):
+        with model.batch_write() as batch:
+            for at in range(1200):
+                batch.save(model("s1", at))
+    monkeypatch.setattr(fanout, "DEFAULT_BUFFERED_ITEMS", 800)  # 100 items a page over 4 shards
+    with record_requests(Reading) as sent:
+        merged = [item.at for item in Reading.query("s1", limit=1000)]
+    assert merged == [item.at for item in PlainReading.query("s1", limit=1000)]
+    limits = [body["Limit"] for body in sent.bodies("Query")]
+    assert max(limits) == 100
+    assert len(limits) >= 10

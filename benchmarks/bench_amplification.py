@@ -1,13 +1,14 @@
 """Benchmark: items and read units a page of ``limit=L`` costs, merged over N shards vs plain.
 
-One key holds ``--items`` items spread at random over N shards (``RandomShards(N)``), and the
-same items under one key of a plain PynamoDB model. For several L and N, a first page of
-``limit=L`` is read three ways, side by side: the plain query; the merged query as it is now
-(each shard is first asked for 1.5 x its share of L, only a shard whose next item is needed is
-read again); and the merged query as it was (``page_size=L``: every shard asked for L). Prints
-the items read (``ScannedCount``), the read units DynamoDB reports (``ReturnConsumedCapacity``,
-requested by a botocore hook) and the median latency of the page at ``--latency`` seconds per
-request.
+``--keys`` keys each hold ``--items`` items spread at random over N shards (``RandomShards(N)``),
+and the same items under keys of a plain PynamoDB model, for small (200 B) and large (2 KB)
+items. For several L and N, a first page of ``limit=L`` of every key is read three ways, side by
+side: the plain query; the merged query as it is now (each shard is first asked for 1.5 x its
+share of L, or below 5 items per shard for as many more as fit in the read units that costs
+anyway, and only a shard whose next item is needed is read again); and the merged query as it
+was (``page_size=L``: every shard asked for L). Prints the mean items read per page
+(``ScannedCount``), the mean read units DynamoDB reports (``ReturnConsumedCapacity``, requested
+by a botocore hook) and the median latency of a page at ``--latency`` seconds per request.
 
 Run (starts its own DynamoDB Local unless ``DYNAMODB_LOCAL_ENDPOINT`` is set)::
 
@@ -33,24 +34,27 @@ from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.local import running_dynamodb_local
 
-KEY = "/shared/a.txt"
 LIMITS = (20, 100)
 SHARDS = (4, 10, 16)
+SIZES = (200, 2000)
 
 
-class PlainLog(Model):
-    class Meta:
-        table_name = "bench_amp_plain"
+def plain_model(size: int) -> type[Model]:
+    class PlainLog(Model):
+        class Meta:
+            table_name = f"bench_amp_plain_{size}"
 
-    file_path = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
-    body = UnicodeAttribute()
+        file_path = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        body = UnicodeAttribute()
+
+    return PlainLog
 
 
-def sharded_model(shards: int) -> type[ShardedModel]:
+def sharded_model(shards: int, size: int) -> type[ShardedModel]:
     class ShardedLog(ShardedModel):
         class Meta:
-            table_name = f"bench_amp_{shards}"
+            table_name = f"bench_amp_{shards}_{size}"
             max_pool_connections = 32
 
         file_path = UnicodeAttribute(hash_key=True)
@@ -58,8 +62,12 @@ def sharded_model(shards: int) -> type[ShardedModel]:
         body = UnicodeAttribute()
         shards_ = Sharding(RandomShards(shards))
 
-    ShardedLog.__name__ = f"ShardedLog{shards}"
+    ShardedLog.__name__ = f"ShardedLog{shards}x{size}"
     return ShardedLog
+
+
+def key(n: int) -> str:
+    return f"/shared/{n}.txt"
 
 
 @contextmanager
@@ -85,22 +93,26 @@ def consumed(model: type[Model]) -> Iterator[list[float]]:
         events.unregister("after-call.dynamodb.Query", unique_id="bench-amp-collect")
 
 
-def first_page(model: Any, limit: int, **kwargs: Any) -> tuple[int, int, float]:
-    """(items returned, items read, read units) of a first page of ``limit`` items."""
-    with consumed(model) as units:
-        results = model.query(KEY, limit=limit, **kwargs)
-        items = list(results)
-        scanned = results.page_iter.total_scanned_count
-    return len(items), scanned, sum(units)
+def first_pages(model: Any, limit: int, keys: int, **kwargs: Any) -> tuple[float, float]:
+    """(mean items read, mean read units) of a first page of ``limit`` items of each key."""
+    scanned, units_per_page = [], []
+    for n in range(keys):
+        with consumed(model) as units:
+            results = model.query(key(n), limit=limit, **kwargs)
+            assert len(list(results)) == limit
+            scanned.append(results.page_iter.total_scanned_count)
+        units_per_page.append(sum(units))
+    return statistics.mean(scanned), statistics.mean(units_per_page)
 
 
-def latency_ms(model: Any, limit: int, seconds: float, repeat: int, **kwargs: Any) -> float:
+def latency_ms(model: Any, limit: int, seconds: float, repeat: int, keys: int, **kwargs: Any) -> float:
     times = []
     with inject_latency(model, seconds):
         for _ in range(repeat):
-            start = time.perf_counter()
-            list(model.query(KEY, limit=limit, **kwargs))
-            times.append(time.perf_counter() - start)
+            for n in range(keys):
+                start = time.perf_counter()
+                list(model.query(key(n), limit=limit, **kwargs))
+                times.append(time.perf_counter() - start)
     return statistics.median(times) * 1000
 
 
@@ -111,54 +123,56 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
         lines.append(line)
         say(line)
 
-    models = {shards: sharded_model(shards) for shards in SHARDS}
+    plains = {size: plain_model(size) for size in SIZES}
+    models = {(shards, size): sharded_model(shards, size) for shards in SHARDS for size in SIZES}
     rows = []
-    with running_dynamodb_local() as server, bound_models(server, PlainLog, *models.values()):
-        body = "x" * args.item_bytes
-        with PlainLog.batch_write() as batch:
-            for n in range(args.items):
-                batch.save(PlainLog(KEY, n, body=body))
-        for model in models.values():
+    with running_dynamodb_local() as server, bound_models(server, *plains.values(), *models.values()):
+        for (_shards, size), model in [((0, size), plain) for size, plain in plains.items()] + list(models.items()):
+            body = "x" * size
             with model.batch_write() as batch:
-                for n in range(args.items):
-                    batch.save(model(KEY, n, body=body))
-        for limit in LIMITS:
-            plain = first_page(PlainLog, limit)
-            plain_ms = latency_ms(PlainLog, limit, args.latency, args.repeat)
-            for shards, model in models.items():
-                share = first_page(model, limit)
-                before = first_page(model, limit, page_size=limit)
-                share_ms = latency_ms(model, limit, args.latency, args.repeat)
-                before_ms = latency_ms(model, limit, args.latency, args.repeat, page_size=limit)
-                rows.append((limit, shards, plain, share, before, plain_ms, share_ms, before_ms))
-    out(f"# Items read by a first page of limit L over N shards ({args.items} items, "
-        f"{args.item_bytes} B each, {args.latency * 1000:g} ms per request)")
+                for n in range(args.keys):
+                    for at in range(args.items):
+                        batch.save(model(key(n), at, body=body))
+        for size in SIZES:
+            for limit in LIMITS:
+                plain = first_pages(plains[size], limit, args.keys)
+                plain_ms = latency_ms(plains[size], limit, args.latency, args.repeat, args.keys)
+                for shards in SHARDS:
+                    model = models[(shards, size)]
+                    list(model.query(key(0), limit=limit))  # the model learns its item size
+                    share = first_pages(model, limit, args.keys)
+                    before = first_pages(model, limit, args.keys, page_size=limit)
+                    share_ms = latency_ms(model, limit, args.latency, args.repeat, args.keys)
+                    before_ms = latency_ms(model, limit, args.latency, args.repeat, args.keys, page_size=limit)
+                    rows.append((size, limit, shards, plain, share, before, plain_ms, share_ms, before_ms))
+    out(f"# Items read by a first page of limit L over N shards ({args.keys} keys of {args.items} items, "
+        f"{args.latency * 1000:g} ms per request)")
     out()
-    out("| L | N | plain items read | merged items read | merged / L | target 1.5 x L + N | met | "
+    out("| item | L | N | plain items read | merged items read | merged / L | target 1.5 x L + N | met | "
         "before (page_size=L) items read | plain read units | merged read units | before read units |")
-    out("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
-    for limit, shards, plain, share, before, *_ in rows:
+    out("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for size, limit, shards, plain, share, before, *_ in rows:
         target = 1.5 * limit + shards
-        out(f"| {limit} | {shards} | {plain[1]} | {share[1]} | {share[1] / limit:.2f} | {target:g} | "
-            f"{'met' if share[1] <= target else 'missed'} | {before[1]} | {plain[2]:g} | {share[2]:g} | "
-            f"{before[2]:g} |")
+        out(f"| {size} B | {limit} | {shards} | {plain[0]:g} | {share[0]:g} | {share[0] / limit:.2f} | {target:g} | "
+            f"{'met' if share[0] <= target else 'missed'} | {before[0]:g} | {plain[1]:g} | {share[1]:g} | "
+            f"{before[1]:g} |")
     out()
-    out("| L | N | plain page (ms) | merged page (ms) | before (page_size=L) page (ms) | merged / before | "
+    out("| item | L | N | plain page (ms) | merged page (ms) | before (page_size=L) page (ms) | merged / before | "
         "target <= 1.3 | met |")
-    out("|---:|---:|---:|---:|---:|---:|---:|---|")
-    for limit, shards, _plain, _share, _before, plain_ms, share_ms, before_ms in rows:
+    out("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for size, limit, shards, _plain, _share, _before, plain_ms, share_ms, before_ms in rows:
         ratio = share_ms / before_ms
-        out(f"| {limit} | {shards} | {plain_ms:.1f} | {share_ms:.1f} | {before_ms:.1f} | {ratio:.2f} | 1.3 | "
-            f"{'met' if ratio <= 1.3 else 'missed'} |")
+        out(f"| {size} B | {limit} | {shards} | {plain_ms:.1f} | {share_ms:.1f} | {before_ms:.1f} | {ratio:.2f} | "
+            f"1.3 | {'met' if ratio <= 1.3 else 'missed'} |")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--items", type=int, default=2000, help="items of the key (2000)")
-    parser.add_argument("--item-bytes", type=int, default=200, help="body size of an item (200)")
+    parser.add_argument("--items", type=int, default=300, help="items of each key (300)")
+    parser.add_argument("--keys", type=int, default=5, help="keys read (5)")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every request (0.05)")
-    parser.add_argument("--repeat", type=int, default=5, help="pages timed per case (5)")
+    parser.add_argument("--repeat", type=int, default=3, help="pages timed per key and case (3)")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
     args = parser.parse_args(argv)
     lines = run(args, print)

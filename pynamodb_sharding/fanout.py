@@ -19,6 +19,7 @@ re-exported here for code written against earlier releases.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import warnings
@@ -58,7 +59,7 @@ from pynamodb_sharding.cursor import (
 )
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
-from pynamodb_sharding.fastparse import parsed_quickly
+from pynamodb_sharding.fastparse import ItemSizes, parsed_quickly
 from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
@@ -373,14 +374,51 @@ _warned_pools: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
-#: A ``limit`` of at least this many items per shard reads each shard's share (see
+#: A ``limit`` of at least this many items per shard reads 1.5 x each shard's share (see
 #: :class:`~pynamodb_sharding.merge.ShardMerge`'s ``fetch_share``); below it, a shard holding
-#: more than its share would often cost a second round trip, so every shard is asked for the
-#: whole limit, as before (``benchmarks/bench_amplification.py``).
+#: more than that would often cost a second round trip (``benchmarks/bench_amplification.py``).
 SHARE_MIN_PER_SHARD = 5
-#: Below it, each shard is first asked for ``3 x`` its share plus 2 items.
+#: Below it, each shard is first asked for up to ``3 x`` its share plus 2 items: as many of
+#: those as fit in the read units that 1.5 x its share costs anyway (:func:`first_share`).
 SMALL_SHARE_SLACK = 3.0
 SMALL_SHARE_EXTRA = 2
+#: DynamoDB bills a Query by the size of the items it reads, rounded up to 4 KB per request.
+READ_UNIT_BYTES = 4096
+
+
+def first_share(limit: int, shards: int, bytes_per_item: float | None) -> tuple[float, int]:
+    """The ``(share_slack, share_extra)`` of a merged query of ``limit`` items over ``shards``.
+
+    From :data:`SHARE_MIN_PER_SHARD` items per shard: 1.5 x each shard's share. Below it, a
+    shard often holds more than 1.5 x its share of a page, which costs a second round trip; so
+    each shard is asked for as many more items as fit in the read units that 1.5 x its share
+    costs anyway, up to 3 x its share plus 2: small items (20 of 200 bytes fit in 4 KB) are
+    read generously for nothing, large ones leanly. ``bytes_per_item`` is the model's recent
+    item size as read (:class:`~pynamodb_sharding.fastparse.ItemSizes`); unknown, generously.
+    """
+    shards = max(1, shards)
+    if limit >= SHARE_MIN_PER_SHARD * shards:
+        return SHARE_SLACK, 0
+    lean = max(1, -(-int(SHARE_SLACK * limit) // shards))
+    generous = -(-int(SMALL_SHARE_SLACK * limit) // shards) + SMALL_SHARE_EXTRA
+    if bytes_per_item is None or bytes_per_item <= 0:
+        return SHARE_SLACK, generous - lean
+    units = max(1, math.ceil(lean * bytes_per_item / READ_UNIT_BYTES))
+    fits = int(units * READ_UNIT_BYTES // bytes_per_item)
+    return SHARE_SLACK, max(lean, min(generous, fits)) - lean
+
+
+_item_sizes: weakref.WeakKeyDictionary[type, ItemSizes] = weakref.WeakKeyDictionary()
+_item_sizes_lock = threading.Lock()
+
+
+def item_sizes(model: type[Any]) -> ItemSizes:
+    """The recent item size of ``model``'s merged query pages (one per model class)."""
+    sizes = _item_sizes.get(model)
+    if sizes is None:
+        with _item_sizes_lock:
+            sizes = _item_sizes.setdefault(model, ItemSizes())
+    return sizes
 
 
 def default_page_size(shard_count: int, limit: int | None) -> int:
@@ -466,6 +504,7 @@ class _ShardQuery:
         self._limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
         self._kwargs = {**query_kwargs, "return_consumed_capacity": TOTAL if self._limiter else None}
         self._window = shard_manager(model).latency_window
+        self._sizes = item_sizes(model)
 
     @property
     def page_size(self) -> int | None:
@@ -492,7 +531,8 @@ class _ShardQuery:
 
         def send() -> dict[str, Any]:
             return parsed_quickly(connection.connection.client,
-                                  lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs))
+                                  lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs),
+                                  self._sizes.add)
 
         # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
         data: dict[str, Any] = send() if window is None else hedged(send, window)
@@ -837,8 +877,8 @@ def merged_query(
              and filter_condition is None else None)
     # Under 5 items a shard, a 1.5x share would often cost a second round trip: ask for a
     # generous share instead (3x, plus 2), still far below the limit from every shard.
-    small = limit is not None and limit < SHARE_MIN_PER_SHARD * len(starts)
-    slack, extra = (SMALL_SHARE_SLACK, SMALL_SHARE_EXTRA) if small else (SHARE_SLACK, 0)
+    slack, extra = (first_share(limit, len(starts), item_sizes(model).bytes_per_item) if limit is not None
+                    else (SHARE_SLACK, 0))
     if share is not None and limit is not None and -(-int(slack * limit) // max(1, len(starts))) + extra > size:
         # A share above the memory bound's page: a long read, which streams pages of that size
         # with each shard's next page fetched ahead, as without a limit.
@@ -898,8 +938,7 @@ class _EarlyFirstPages:
             size = page_size
         elif limit is not None and share_mode:
             # About each shard's share of the limit, as the merge would ask for it.
-            small = limit < SHARE_MIN_PER_SHARD * likely
-            slack, extra = (SMALL_SHARE_SLACK, SMALL_SHARE_EXTRA) if small else (SHARE_SLACK, 0)
+            slack, extra = first_share(limit, likely, item_sizes(model).bytes_per_item)
             size = max(1, min(limit, -(-int(slack * limit) // likely) + extra, default_page_size(likely, limit)))
         else:
             size = default_page_size(likely, limit)

@@ -22,7 +22,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import QueryError
 from pynamodb.models import Model
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fanout
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
 from pynamodb_sharding.pool import fanout_threads
 from pynamodb_sharding.strategies import ItemKey, ShardKey
@@ -67,6 +67,27 @@ class EvenMetric(ShardedModel):
     name = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     shards = Sharding(EveryFourth())
+
+
+class Document(ShardedModel):
+    """Items of about 2 KB: three fill two read units."""
+
+    class Meta:
+        table_name = "fanout_document"
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    body = UnicodeAttribute()
+    shards = Sharding(RandomShards(4))
+
+
+class PlainDocument(Model):
+    class Meta:
+        table_name = "fanout_plain_document"
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    body = UnicodeAttribute()
 
 
 class Flag(ShardedModel):
@@ -189,6 +210,28 @@ def test_a_small_limit_asks_for_a_generous_share(metrics: None, limit: int, firs
         assert [int(m.at) for m in Metric.query("cpu", limit=limit)] == list(range(limit))
     assert {body["Limit"] for body in bodies} == {first}
     assert len(bodies) == 4
+
+
+def test_a_small_limit_of_large_items_asks_for_what_its_read_units_hold(dynamodb_models: BindModels) -> None:
+    """Reading more than 1.5x each shard's share is free for small items (many fit in the 4 KB
+    a request is billed for anyway), not for large ones: once the model's item size is known,
+    a shard is asked for as many items as fit in the read units of 1.5x its share."""
+    dynamodb_models(Document, PlainDocument)
+    for model in (Document, PlainDocument):
+        with model.batch_write() as batch:
+            for at in range(120):
+                batch.save(model("doc", at, body=f"{at:04d}" + "x" * 2000))
+    fanout._item_sizes.pop(Document, None)  # as in a new process: nothing read yet
+    expected = [item.at for item in PlainDocument.query("doc", limit=12)]
+    with sent_queries(Document) as unknown:
+        assert [item.at for item in Document.query("doc", limit=12)] == expected
+    with sent_queries(Document) as known:
+        assert [item.at for item in Document.query("doc", limit=12)] == expected
+    # Unknown size: 3x the share plus 2 (11), as for small items. Known (about 2 KB): 1.5x the
+    # share (5 items, 3 read units) holds no sixth item, so 5.
+    assert {body["Limit"] for body in unknown[:4]} == {11}
+    assert {body["Limit"] for body in known[:4]} == {5}
+    assert fanout.item_sizes(Document).bytes_per_item == pytest.approx(2060, abs=80)
 
 
 def test_arguments_reach_every_shard(metrics: None) -> None:

@@ -94,13 +94,19 @@ class Sharding:
         hedged_requests: send a shard request of a merged query or count once more when it is
             slower than the model's recent 95th percentile; the first answer wins
             (see :mod:`pynamodb_sharding.hedging`).
+        page_reads: how a merged query with a ``limit`` (and no ``page_size``) asks the shards
+            for items: ``"one_round_trip"`` (default) asks each shard for enough that a page
+            rarely needs a second request to any shard; ``"fewest_items"`` asks each for 1.5 x
+            its share of the limit and reads again the shards that hold more, fewer items (and
+            read units) for more round trips. See :doc:`query`.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
     .. versionchanged:: 0.3.0
        ``layout`` and ``shard_attribute``, for sharded global secondary indexes;
-       ``written_at``, ``written_at_unit`` and ``written_at_margin``; ``hedged_requests``.
+       ``written_at``, ``written_at_unit`` and ``written_at_margin``; ``hedged_requests``;
+       ``page_reads``.
     """
 
     def __init__(
@@ -118,6 +124,7 @@ class Sharding:
         written_at_unit: Literal["s", "ms"] = "s",
         written_at_margin: float = 300.0,
         hedged_requests: bool = False,
+        page_reads: Literal["one_round_trip", "fewest_items"] = "one_round_trip",
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -187,6 +194,11 @@ class Sharding:
             msg = f"Sharding(hedged_requests=...): expected True or False, got {hedged_requests!r}."
             raise ShardingDefinitionError(msg)
         self.hedged_requests = hedged_requests
+        if page_reads not in ("one_round_trip", "fewest_items"):
+            msg = (f"Sharding(page_reads=...): expected \"one_round_trip\" (the default) or \"fewest_items\", "
+                   f"got {page_reads!r}.")
+            raise ShardingDefinitionError(msg)
+        self.page_reads = page_reads
         self.written_at = written_at
         self.written_at_unit = written_at_unit
         self.written_at_margin = float(written_at_margin)
@@ -251,7 +263,8 @@ class Sharding:
             manager = ShardManager(owner, self.strategy, self.separator, self.max_workers,
                                    first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
                                    cursor_secret=self.cursor_secret, written_at=written_at,
-                                   latency_window=LatencyWindow() if self.hedged_requests else None)
+                                   latency_window=LatencyWindow() if self.hedged_requests else None,
+                                   page_reads=self.page_reads)
             if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
                 self._managers[owner] = manager
         return manager
@@ -321,6 +334,8 @@ class ShardManager(Generic[_M]):
     written_at: WrittenAt | None = attrs.field(default=None, kw_only=True)
     #: ``Sharding(hedged_requests=True)``: the recent latencies slow shard requests are hedged by.
     latency_window: LatencyWindow | None = attrs.field(default=None, kw_only=True, repr=False)
+    #: ``Sharding(page_reads=...)``: how a merged query with a limit asks the shards for items.
+    page_reads: str = attrs.field(default="one_round_trip", kw_only=True, repr=False)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)

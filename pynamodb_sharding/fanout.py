@@ -19,7 +19,6 @@ re-exported here for code written against earlier releases.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import threading
 import warnings
@@ -59,7 +58,7 @@ from pynamodb_sharding.cursor import (
 )
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
-from pynamodb_sharding.fastparse import ItemSizes, parsed_quickly
+from pynamodb_sharding.fastparse import parsed_quickly
 from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
@@ -374,51 +373,50 @@ _warned_pools: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
-#: A ``limit`` of at least this many items per shard reads 1.5 x each shard's share (see
-#: :class:`~pynamodb_sharding.merge.ShardMerge`'s ``fetch_share``); below it, a shard holding
-#: more than that would often cost a second round trip (``benchmarks/bench_amplification.py``).
+#: With ``Sharding(page_reads="fewest_items")``: below this many items per shard of a
+#: ``limit``, a shard read again is asked for at least its first share, not a share of the few
+#: items still wanted (which would cost a round trip after another).
 SHARE_MIN_PER_SHARD = 5
-#: Below it, each shard is first asked for up to ``3 x`` its share plus 2 items: as many of
-#: those as fit in the read units that 1.5 x its share costs anyway (:func:`first_share`).
-SMALL_SHARE_SLACK = 3.0
-SMALL_SHARE_EXTRA = 2
-#: DynamoDB bills a Query by the size of the items it reads, rounded up to 4 KB per request.
-READ_UNIT_BYTES = 4096
+#: ``page_reads="one_round_trip"``: the chance that some shard of a page needs a second request.
+ONE_ROUND_TRIP_MISS = 0.05
 
 
-def first_share(limit: int, shards: int, bytes_per_item: float | None) -> tuple[float, int]:
-    """The ``(share_slack, share_extra)`` of a merged query of ``limit`` items over ``shards``.
+@functools.lru_cache(maxsize=1024)
+def one_round_trip_share(limit: int, shards: int) -> int:
+    """Items to ask each of ``shards`` shards for, so that a page of ``limit`` items of randomly
+    spread data needs a second request to some shard with a chance of at most
+    :data:`ONE_ROUND_TRIP_MISS`.
 
-    From :data:`SHARE_MIN_PER_SHARD` items per shard: 1.5 x each shard's share. Below it, a
-    shard often holds more than 1.5 x its share of a page, which costs a second round trip; so
-    each shard is asked for as many more items as fit in the read units that 1.5 x its share
-    costs anyway, up to 3 x its share plus 2: small items (20 of 200 bytes fit in 4 KB) are
-    read generously for nothing, large ones leanly. ``bytes_per_item`` is the model's recent
-    item size as read (:class:`~pynamodb_sharding.fastparse.ItemSizes`); unknown, generously.
+    A shard is read again when it holds at least as many of the page's first ``limit - 1``
+    items as it was asked for; that count is binomial (``limit - 1`` items, ``1 / shards``
+    each). The share is the smallest count whose upper tail is at most the miss chance divided
+    by the shards (the union bound), never more than ``limit``.
     """
     shards = max(1, shards)
-    if limit >= SHARE_MIN_PER_SHARD * shards:
+    if shards == 1 or limit <= 1:
+        return max(1, limit)
+    n, p = limit - 1, 1.0 / shards
+    bound = ONE_ROUND_TRIP_MISS / shards
+    tail, pmf = 1.0, (1.0 - p) ** n  # P(X >= 0) and P(X = 0)
+    for k in range(n + 1):
+        tail -= pmf  # now P(X >= k + 1)
+        if tail <= bound:
+            return min(limit, k + 1)
+        pmf *= (n - k) / (k + 1) * p / (1.0 - p)
+    return limit
+
+
+def first_share(limit: int, shards: int, page_reads: str = "one_round_trip") -> tuple[float, int]:
+    """The ``(share_slack, share_extra)`` of a merged query of ``limit`` items over ``shards``:
+    the merge first asks each shard for ``ceil(share_slack x limit / shards) + share_extra``.
+
+    ``"one_round_trip"``: :func:`one_round_trip_share`. ``"fewest_items"``: 1.5 x each shard's
+    share, so that a page reads about ``1.5 x limit + shards`` items.
+    """
+    if page_reads == "fewest_items":
         return SHARE_SLACK, 0
-    lean = max(1, -(-int(SHARE_SLACK * limit) // shards))
-    generous = -(-int(SMALL_SHARE_SLACK * limit) // shards) + SMALL_SHARE_EXTRA
-    if bytes_per_item is None or bytes_per_item <= 0:
-        return SHARE_SLACK, generous - lean
-    units = max(1, math.ceil(lean * bytes_per_item / READ_UNIT_BYTES))
-    fits = int(units * READ_UNIT_BYTES // bytes_per_item)
-    return SHARE_SLACK, max(lean, min(generous, fits)) - lean
-
-
-_item_sizes: weakref.WeakKeyDictionary[type, ItemSizes] = weakref.WeakKeyDictionary()
-_item_sizes_lock = threading.Lock()
-
-
-def item_sizes(model: type[Any]) -> ItemSizes:
-    """The recent item size of ``model``'s merged query pages (one per model class)."""
-    sizes = _item_sizes.get(model)
-    if sizes is None:
-        with _item_sizes_lock:
-            sizes = _item_sizes.setdefault(model, ItemSizes())
-    return sizes
+    lean = -(-int(SHARE_SLACK * limit) // max(1, shards))
+    return SHARE_SLACK, one_round_trip_share(limit, shards) - lean
 
 
 def default_page_size(shard_count: int, limit: int | None) -> int:
@@ -504,7 +502,6 @@ class _ShardQuery:
         self._limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
         self._kwargs = {**query_kwargs, "return_consumed_capacity": TOTAL if self._limiter else None}
         self._window = shard_manager(model).latency_window
-        self._sizes = item_sizes(model)
 
     @property
     def page_size(self) -> int | None:
@@ -531,8 +528,7 @@ class _ShardQuery:
 
         def send() -> dict[str, Any]:
             return parsed_quickly(connection.connection.client,
-                                  lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs),
-                                  self._sizes.add)
+                                  lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs))
 
         # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
         data: dict[str, Any] = send() if window is None else hedged(send, window)
@@ -877,8 +873,8 @@ def merged_query(
              and filter_condition is None else None)
     # Under 5 items a shard, a 1.5x share would often cost a second round trip: ask for a
     # generous share instead (3x, plus 2), still far below the limit from every shard.
-    slack, extra = (first_share(limit, len(starts), item_sizes(model).bytes_per_item) if limit is not None
-                    else (SHARE_SLACK, 0))
+    page_reads = shard_manager(model).page_reads
+    slack, extra = first_share(limit, len(starts), page_reads) if limit is not None else (SHARE_SLACK, 0)
     if share is not None and limit is not None and -(-int(slack * limit) // max(1, len(starts))) + extra > size:
         # A share above the memory bound's page: a long read, which streams pages of that size
         # with each shard's next page fetched ahead, as without a limit.
@@ -886,6 +882,8 @@ def merged_query(
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
+                       refill_first_share=(page_reads == "fewest_items" and limit is not None
+                                           and limit < SHARE_MIN_PER_SHARD * len(starts)),
                        on_close=None if trace is None else trace.end)
     if trace is not None:
         weakref.finalize(merge, trace.end)  # a merge dropped unread ends its trace too
@@ -938,7 +936,7 @@ class _EarlyFirstPages:
             size = page_size
         elif limit is not None and share_mode:
             # About each shard's share of the limit, as the merge would ask for it.
-            slack, extra = first_share(limit, likely, item_sizes(model).bytes_per_item)
+            slack, extra = first_share(limit, likely, manager.page_reads)
             size = max(1, min(limit, -(-int(slack * limit) // likely) + extra, default_page_size(likely, limit)))
         else:
             size = default_page_size(likely, limit)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["ItemSizes", "decode_binary_values", "parsed_quickly"]
+__all__ = ["decode_binary_values", "parsed_quickly"]
 
 _T = TypeVar("_T")
 _local = threading.local()
@@ -71,9 +71,6 @@ def _parse_query_page(response_dict: dict[str, Any], customized_response_dict: d
             decode_binary_values(value)
     customized_response_dict.update(parsed)
     response_dict["body"] = b"{}"  # botocore parses nothing more, then adds the above
-    items = parsed.get("Items")
-    if isinstance(items, list) and items:
-        _local.page_size = (len(body), len(items))
 
 
 @contextmanager
@@ -86,35 +83,8 @@ def _active() -> Iterator[None]:
         _local.active = previous
 
 
-def parsed_quickly(client: Any, send: Callable[[], _T], on_page: Callable[[int, int], None] | None = None) -> _T:
-    """Run ``send()``, one Query on ``client`` from this thread, parsing its response quickly;
-    then ``on_page(body bytes, items)`` when the page parsed here held items."""
+def parsed_quickly(client: Any, send: Callable[[], _T]) -> _T:
+    """Run ``send()``, one Query on ``client`` from this thread, parsing its response quickly."""
     client.meta.events.register(_EVENT, _parse_query_page, unique_id=_HOOK_ID)
-    _local.page_size = None
     with _active():
-        result = send()
-    page, _local.page_size = _local.page_size, None
-    if page is not None and on_page is not None:
-        on_page(*page)
-    return result
-
-
-class ItemSizes:
-    """The recent size of a model's items as read (bytes of DynamoDB's JSON per item): an
-    exponentially weighted mean over the pages its merged queries parsed."""
-
-    __slots__ = ("_lock", "bytes_per_item")
-
-    #: The weight of a new page.
-    WEIGHT = 0.2
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        #: ``None`` until a page was read.
-        self.bytes_per_item: float | None = None
-
-    def add(self, body_bytes: int, items: int) -> None:
-        size = body_bytes / items
-        with self._lock:
-            known = self.bytes_per_item
-            self.bytes_per_item = size if known is None else known + self.WEIGHT * (size - known)
+        return send()

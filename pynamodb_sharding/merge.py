@@ -180,6 +180,7 @@ class ShardMerge:
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
         share_cap: int | None = None,
+        refill_first_share: bool = False,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self._fetch_page = fetch_page
@@ -189,6 +190,8 @@ class ShardMerge:
         self._share_slack = share_slack
         self._share_extra = share_extra
         self._share_cap = share_cap  # the memory bound of one shard's page
+        self._first_share: int | None = None
+        self._refill_first_share = refill_first_share
         self._on_close = on_close
         self._shadowed = shadowed
         self._identity = identity if identity is not None else sort_key
@@ -312,16 +315,8 @@ class ShardMerge:
         for stream in open_streams:
             keys = stream.keys
             assert keys is not None
-            start, end, rank = stream.index, len(keys), stream.shard
-            if bound is not None:
-                value, bound_rank = bound
-                if forward:
-                    end = (bisect.bisect_right(keys, value, start) if rank <= bound_rank
-                           else bisect.bisect_left(keys, value, start))
-                else:
-                    end = start
-                    while end < len(keys) and (value < keys[end] or (keys[end] == value and rank >= bound_rank)):
-                        end += 1
+            start, rank = stream.index, stream.shard
+            end = len(keys) if bound is None else self._cut(stream, bound)
             if forward:
                 batch.extend([(keys[i], rank, i, stream) for i in range(start, end)])
             else:
@@ -330,6 +325,21 @@ class ShardMerge:
         if self._limit is not None:
             del batch[self._limit - self.returned:]
         self._batch = batch
+
+    def _cut(self, stream: _ShardStream, bound: tuple[Any, int]) -> int:
+        """Where the items of ``stream`` that come no later than ``bound`` (a sort value and a
+        shard) end, from its current position; its ``keys`` must be known."""
+        keys = stream.keys
+        assert keys is not None
+        start, rank = stream.index, stream.shard
+        value, bound_rank = bound
+        if self._forward:
+            return (bisect.bisect_right(keys, value, start) if rank <= bound_rank
+                    else bisect.bisect_left(keys, value, start))
+        end = start
+        while end < len(keys) and (value < keys[end] or (keys[end] == value and rank >= bound_rank)):
+            end += 1
+        return end
 
     def _batch_taken(self, stream: _ShardStream) -> None:
         """The last item of a batch was taken (from ``stream``): a page may have run out."""
@@ -475,10 +485,27 @@ class ShardMerge:
         assert self._limit is not None
         wanted = max(1, self._limit - self.returned)
         open_streams = [stream for stream in self._streams if not (stream.loaded and stream.page_key is None)]
-        likely = -(-wanted // max(1, len(open_streams)))  # an even share of what is still wanted
-        for stream in open_streams:
-            if (stream.loaded and stream.page_key is not None and stream.pending is None
-                    and len(stream.items) - stream.index < likely):
+        if not self._batched:
+            likely = -(-wanted // max(1, len(open_streams)))  # an even share of what is still wanted
+            for stream in open_streams:
+                if (stream.loaded and stream.page_key is not None and stream.pending is None
+                        and len(stream.items) - stream.index < likely):
+                    stream.pending = self._submit(stream.shard, stream.page_key)
+            return
+        # A shard may run out within this page only if fewer than ``wanted`` of the items held
+        # come no later than its last one (the items not yet read can only come between).
+        held = [stream for stream in self._streams if stream.index < len(stream.items)]
+        for stream in held:
+            if stream.keys is None:
+                stream.keys = [self._sort_key(item) for item in stream.items]
+        for stream in held:
+            if stream.page_key is None or stream.pending is not None:
+                continue
+            keys = stream.keys
+            assert keys is not None
+            last = (keys[-1], stream.shard)
+            before = sum(self._cut(other, last) - other.index for other in held)
+            if before < wanted:
                 stream.pending = self._submit(stream.shard, stream.page_key)
 
     def _share(self) -> int:
@@ -490,6 +517,13 @@ class ShardMerge:
         wanted = max(1, self._limit - self.returned)
         open_streams = sum(1 for stream in self._streams if not (stream.loaded and stream.page_key is None))
         share = -(-int(self._share_slack * wanted) // max(1, open_streams)) + self._share_extra
+        if self._first_share is None:
+            self._first_share = share
+        elif self._refill_first_share:
+            # A shard read again holds more than its share of a small page: ask it for at least
+            # as much as the first time, not a share of the few items still wanted, so that it
+            # rarely needs a third round trip.
+            share = max(share, self._first_share)
         if self._share_cap is not None:
             share = min(share, self._share_cap)
         return max(1, min(wanted, share))

@@ -23,6 +23,7 @@ from pynamodb.exceptions import QueryError
 from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fanout
+from pynamodb_sharding.exceptions import ShardingDefinitionError
 from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
 from pynamodb_sharding.pool import fanout_threads
 from pynamodb_sharding.strategies import ItemKey, ShardKey
@@ -69,25 +70,28 @@ class EvenMetric(ShardedModel):
     shards = Sharding(EveryFourth())
 
 
-class Document(ShardedModel):
-    """Items of about 2 KB: three fill two read units."""
+class LeanEvenMetric(ShardedModel):
+    """The same table, read with ``page_reads="fewest_items"``."""
 
     class Meta:
-        table_name = "fanout_document"
+        table_name = "fanout_even_metric"
 
     name = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
-    body = UnicodeAttribute()
-    shards = Sharding(RandomShards(4))
+    shards = Sharding(EveryFourth(), page_reads="fewest_items")
 
 
-class PlainDocument(Model):
+class LeanMetric(ShardedModel):
+    """``fanout_metric`` read with ``page_reads="fewest_items"``."""
+
     class Meta:
-        table_name = "fanout_plain_document"
+        table_name = "fanout_metric"
 
     name = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
-    body = UnicodeAttribute()
+    value = NumberAttribute()
+    unit = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4), page_reads="fewest_items")
 
 
 class Flag(ShardedModel):
@@ -124,7 +128,7 @@ def sent_queries(model: type[Model]) -> Iterator[list[dict[str, Any]]]:
 
 @pytest.fixture
 def metrics(dynamodb_models: BindModels) -> None:
-    dynamodb_models(Metric)
+    dynamodb_models(Metric, LeanMetric)
     with Metric.batch_write() as batch:
         for at in range(200):
             batch.save(Metric("cpu", at, value=at % 10, unit="%" if at % 2 else None))
@@ -171,11 +175,26 @@ def test_limit_fetches_at_most_one_page_ahead_per_shard(metrics: None) -> None:
 
 
 @pytest.mark.parametrize("limit", [20, 50, 120])
-def test_a_limit_reads_about_each_shards_share(dynamodb_models: BindModels, limit: int) -> None:
-    """Without page_size, a limit of 5 or more items per shard asks each shard for 1.5 x its
-    share and reads again only a shard whose next item the merge needs: on evenly spread data
-    the items read stay within 1.5 x limit + shards (a plain query reads exactly the limit),
-    not limit x shards."""
+def test_fewest_items_reads_about_each_shards_share(dynamodb_models: BindModels, limit: int) -> None:
+    """``page_reads="fewest_items"``: each shard is first asked for 1.5 x its share and read
+    again only when the merge needs its next item: on evenly spread data the items read stay
+    within 1.5 x limit + shards (a plain query reads exactly the limit), not limit x shards."""
+    dynamodb_models(EvenMetric, LeanEvenMetric)
+    with EvenMetric.batch_write() as batch:
+        for at in range(200):
+            batch.save(EvenMetric("cpu", at))
+    with sent_queries(LeanEvenMetric) as bodies:
+        results = LeanEvenMetric.query("cpu", limit=limit)
+        got = [int(m.at) for m in results]
+    assert got == list(range(limit))
+    assert {body["Limit"] for body in bodies[:4]} == {-(-int(1.5 * limit) // 4)}
+    assert results.page_iter.total_scanned_count <= 1.5 * limit + 4
+
+
+@pytest.mark.parametrize("limit", [5, 12, 20, 50, 120])
+def test_one_round_trip_by_default(dynamodb_models: BindModels, limit: int) -> None:
+    """By default each shard is first asked for enough that a page rarely needs a second
+    request (``fanout.one_round_trip_share``): on evenly spread data, exactly one per shard."""
     dynamodb_models(EvenMetric)
     with EvenMetric.batch_write() as batch:
         for at in range(200):
@@ -184,54 +203,28 @@ def test_a_limit_reads_about_each_shards_share(dynamodb_models: BindModels, limi
         results = EvenMetric.query("cpu", limit=limit)
         got = [int(m.at) for m in results]
     assert got == list(range(limit))
-    first = bodies[:4]
-    assert {body["Limit"] for body in first} == {-(-int(1.5 * limit) // 4)}
-    assert results.page_iter.total_scanned_count <= 1.5 * limit + 4
+    assert len(bodies) == 4
+    assert {body["Limit"] for body in bodies} == {fanout.one_round_trip_share(limit, 4)}
+    assert fanout.one_round_trip_share(limit, 4) < limit or limit < 8  # far below the limit per shard
 
 
-@pytest.mark.parametrize("limit", [20, 50, 120])
-def test_a_limit_over_randomly_spread_data_reads_less_than_a_limit_per_shard(metrics: None, limit: int) -> None:
-    """Where random writes put more of the first items in one shard, that shard is read again
-    (its share of what is still wanted, not the whole limit): the page stays exact and reads
-    fewer items than asking every shard for the whole limit would."""
-    with sent_queries(Metric) as bodies:
-        results = Metric.query("cpu", limit=limit)
+@pytest.mark.parametrize("model", [Metric, LeanMetric], ids=["one_round_trip", "fewest_items"])
+@pytest.mark.parametrize("limit", [3, 12, 20, 50, 120])
+def test_a_limit_over_randomly_spread_data(metrics: None, model: type[ShardedModel], limit: int) -> None:
+    """Where random writes put more of the first items in one shard, that shard is read again:
+    the page stays exact, in order, and reads fewer items than asking every shard for the
+    whole limit would."""
+    with sent_queries(model) as bodies:
+        results = model.query("cpu", limit=limit)
         got = [int(m.at) for m in results]
     assert got == list(range(limit))
-    assert all(body["Limit"] < limit for body in bodies)
-    assert results.page_iter.total_scanned_count < limit * 4
+    assert all(body["Limit"] <= limit for body in bodies)
+    assert results.page_iter.total_scanned_count < limit * 4 or limit < 8
 
 
-@pytest.mark.parametrize(("limit", "first"), [(3, 3), (12, 11)])
-def test_a_small_limit_asks_for_a_generous_share(metrics: None, limit: int, first: int) -> None:
-    """Under 5 items per shard, a 1.5x share would often cost a second round trip: each shard
-    is asked for 3x its share plus 2 (never more than the limit), so no shard is read twice."""
-    with sent_queries(Metric) as bodies:
-        assert [int(m.at) for m in Metric.query("cpu", limit=limit)] == list(range(limit))
-    assert {body["Limit"] for body in bodies} == {first}
-    assert len(bodies) == 4
-
-
-def test_a_small_limit_of_large_items_asks_for_what_its_read_units_hold(dynamodb_models: BindModels) -> None:
-    """Reading more than 1.5x each shard's share is free for small items (many fit in the 4 KB
-    a request is billed for anyway), not for large ones: once the model's item size is known,
-    a shard is asked for as many items as fit in the read units of 1.5x its share."""
-    dynamodb_models(Document, PlainDocument)
-    for model in (Document, PlainDocument):
-        with model.batch_write() as batch:
-            for at in range(120):
-                batch.save(model("doc", at, body=f"{at:04d}" + "x" * 2000))
-    fanout._item_sizes.pop(Document, None)  # as in a new process: nothing read yet
-    expected = [item.at for item in PlainDocument.query("doc", limit=12)]
-    with sent_queries(Document) as unknown:
-        assert [item.at for item in Document.query("doc", limit=12)] == expected
-    with sent_queries(Document) as known:
-        assert [item.at for item in Document.query("doc", limit=12)] == expected
-    # Unknown size: 3x the share plus 2 (11), as for small items. Known (about 2 KB): 1.5x the
-    # share (5 items, 3 read units) holds no sixth item, so 5.
-    assert {body["Limit"] for body in unknown[:4]} == {11}
-    assert {body["Limit"] for body in known[:4]} == {5}
-    assert fanout.item_sizes(Document).bytes_per_item == pytest.approx(2060, abs=80)
+def test_page_reads_must_be_one_of_two(dynamodb_models: BindModels) -> None:
+    with pytest.raises(ShardingDefinitionError, match=r"Sharding\(page_reads=...\).*one_round_trip.*fewest_items"):
+        Sharding(RandomShards(4), page_reads="fast")  # type: ignore[arg-type]
 
 
 def test_arguments_reach_every_shard(metrics: None) -> None:

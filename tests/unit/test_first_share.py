@@ -1,44 +1,56 @@
-"""``first_share``: how many items a merged query with a limit asks each shard for first.
+"""How many items a merged query with a ``limit`` first asks each shard for.
 
-Known values for small and large items, and the invariant: beyond 1.5 x each shard's share,
-a shard is only asked for items that fit in the read units it is billed for anyway.
+``page_reads="one_round_trip"`` (the default): the smallest count that a shard holds of a
+page's first ``limit - 1`` randomly spread items with a chance of at most 5 % / shards, checked
+here against an exact binomial tail in fractions; ``"fewest_items"``: 1.5 x the shard's share.
 """
 
 from __future__ import annotations
 
-import math
+from fractions import Fraction
+from math import comb
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynamodb_sharding.fanout import READ_UNIT_BYTES, first_share
+from pynamodb_sharding.fanout import ONE_ROUND_TRIP_MISS, first_share, one_round_trip_share
 
 
-def asked(limit: int, shards: int, size: float | None) -> int:
-    slack, extra = first_share(limit, shards, size)
+def asked(limit: int, shards: int, page_reads: str = "one_round_trip") -> int:
+    slack, extra = first_share(limit, shards, page_reads)
     return -(-int(slack * limit) // shards) + extra
 
 
+def exact_tail(n: int, shards: int, k: int) -> Fraction:
+    """P(a shard holds at least k of n items), each item in one of ``shards`` shards at random."""
+    p = Fraction(1, shards)
+    return sum((comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1)), Fraction(0))
+
+
 def test_known_values() -> None:
-    assert first_share(100, 10, None) == (1.5, 0)  # 10 per shard: 1.5 x the share, 15
-    assert asked(100, 10, 5000.0) == 15
-    assert asked(20, 10, None) == 8  # 2 per shard, size unknown: 3 x 2 + 2
-    assert asked(20, 10, 200.0) == 8  # 20 items of 200 B fit in one 4 KB unit: 8 is free
-    assert asked(20, 10, 2000.0) == 4  # 3 x 2 KB costs 2 units, which hold 4
-    assert asked(20, 10, 5000.0) == 3  # 3 x 5 KB costs 4 units, which hold 3
-    assert asked(20, 16, 200.0) == 6
-    assert asked(20, 16, 3000.0) == 2
+    assert [one_round_trip_share(20, n) for n in (4, 10, 16)] == [10, 7, 6]
+    assert [one_round_trip_share(100, n) for n in (4, 10, 16)] == [36, 19, 15]
+    assert one_round_trip_share(3, 4) == 3  # never more than the limit
+    assert one_round_trip_share(1, 8) == 1
+    assert one_round_trip_share(40, 1) == 40  # one shard: the limit, as a plain query
+    assert asked(20, 10) == 7
+    assert asked(20, 10, "fewest_items") == 3  # 1.5 x 2
+    assert asked(100, 16, "fewest_items") == 10
 
 
-@given(limit=st.integers(1, 500), shards=st.integers(1, 64),
-       size=st.one_of(st.none(), st.floats(1, 400_000)))
-def test_more_than_the_lean_share_only_where_it_is_free(limit: int, shards: int, size: float | None) -> None:
-    lean = max(1, -(-int(1.5 * limit) // shards))
-    first = asked(limit, shards, size)
-    assert first >= lean
-    if limit >= 5 * shards:
-        assert first == lean
-    else:
-        assert first <= -(-3 * limit // shards) + 2
-        if size is not None and first > lean:
-            assert math.ceil(first * size / READ_UNIT_BYTES) == math.ceil(lean * size / READ_UNIT_BYTES)
+@given(limit=st.integers(2, 60), shards=st.integers(2, 16))
+def test_the_share_is_the_smallest_that_rarely_leaves_a_shard_short(limit: int, shards: int) -> None:
+    k = one_round_trip_share(limit, shards)
+    bound = Fraction(ONE_ROUND_TRIP_MISS).limit_denominator(1000) / shards
+    assert 1 <= k <= limit
+    if k < limit:
+        assert exact_tail(limit - 1, shards, k) <= bound * Fraction(1001, 1000)
+    if k > 1:
+        assert exact_tail(limit - 1, shards, k - 1) > bound * Fraction(999, 1000)
+
+
+@given(limit=st.integers(1, 2000), shards=st.integers(1, 64))
+def test_at_least_an_even_share_and_more_items_for_more_limit(limit: int, shards: int) -> None:
+    k = one_round_trip_share(limit, shards)
+    assert k >= min(limit, -(-limit // shards))
+    assert one_round_trip_share(limit + 1, shards) >= k

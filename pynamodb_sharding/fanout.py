@@ -19,7 +19,9 @@ re-exported here for code written against earlier releases.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import statistics
 import threading
 import warnings
 import weakref
@@ -398,6 +400,10 @@ def one_round_trip_share(limit: int, shards: int) -> int:
     n, p = limit - 1, 1.0 / shards
     bound = ONE_ROUND_TRIP_MISS / shards
     tail, pmf = 1.0, (1.0 - p) ** n  # P(X >= 0) and P(X = 0)
+    if pmf < 1e-200:  # thousands of items a shard: the normal approximation, exact enough
+        spread = math.sqrt(n * p * (1.0 - p))
+        z = statistics.NormalDist().inv_cdf(1.0 - bound)
+        return min(limit, math.ceil(n * p + z * spread + 0.5))
     for k in range(n + 1):
         tail -= pmf  # now P(X >= k + 1)
         if tail <= bound:
@@ -871,8 +877,7 @@ def merged_query(
     # filter would take many more round trips.
     share = (fetch_share if limit is not None and page_size is None and legacy is None
              and filter_condition is None else None)
-    # Under 5 items a shard, a 1.5x share would often cost a second round trip: ask for a
-    # generous share instead (3x, plus 2), still far below the limit from every shard.
+    # How much of the limit each shard is first asked for: Sharding(page_reads=...).
     page_reads = shard_manager(model).page_reads
     slack, extra = first_share(limit, len(starts), page_reads) if limit is not None else (SHARE_SLACK, 0)
     if share is not None and limit is not None and -(-int(slack * limit) // max(1, len(starts))) + extra > size:

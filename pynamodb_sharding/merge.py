@@ -343,6 +343,9 @@ class ShardMerge:
 
     def _batch_taken(self, stream: _ShardStream) -> None:
         """The last item of a batch was taken (from ``stream``): a page may have run out."""
+        # A fork since the batch began: what is sent from here goes to a pool of this process.
+        for lost in self._leave_parents_threads():
+            lost.pending = self._submit(lost.shard, lost.next_start())
         if stream.index >= len(stream.items):
             stream.keys = None
             if stream.page_key is not None:

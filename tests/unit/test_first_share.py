@@ -54,3 +54,10 @@ def test_at_least_an_even_share_and_more_items_for_more_limit(limit: int, shards
     k = one_round_trip_share(limit, shards)
     assert k >= min(limit, -(-limit // shards))
     assert one_round_trip_share(limit + 1, shards) >= k
+
+
+def test_large_limits_are_computed_at_once() -> None:
+    # (15/16) ** 999,999 underflows: the normal approximation answers, near the mean plus 2.7
+    # standard deviations, far below the limit (such a share then streams pages instead).
+    share = one_round_trip_share(1_000_000, 16)
+    assert 62_500 < share < 62_500 + 4 * 242

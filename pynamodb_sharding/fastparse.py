@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from pynamodb_sharding.hedging import mark_sent
+
 __all__ = ["decode_binary_values", "parsed_quickly"]
 
 _T = TypeVar("_T")
@@ -83,8 +85,17 @@ def _active() -> Iterator[None]:
         _local.active = previous
 
 
+def _leaving(**_: Any) -> None:
+    if getattr(_local, "active", False):
+        mark_sent()
+
+
 def parsed_quickly(client: Any, send: Callable[[], _T]) -> _T:
-    """Run ``send()``, one Query on ``client`` from this thread, parsing its response quickly."""
-    client.meta.events.register(_EVENT, _parse_query_page, unique_id=_HOOK_ID)
+    """Run ``send()``, one Query on ``client`` from this thread, parsing its response quickly
+    (and telling a hedged call when its request leaves: :func:`~pynamodb_sharding.hedging.mark_sent`)."""
+    events = client.meta.events
+    events.register(_EVENT, _parse_query_page, unique_id=_HOOK_ID)
+    # First among the request's before-send handlers: what runs after it is the network's time.
+    events.register_first("before-send.dynamodb.Query", _leaving, unique_id=_HOOK_ID + "-sent")
     with _active():
         return send()

@@ -36,6 +36,7 @@ from typing import TypeVar
 
 __all__ = [
     "HEDGE_BUDGET", "HEDGE_BURST", "HEDGE_FACTOR", "MIN_SAMPLES", "SPREAD_FACTOR", "WINDOW", "LatencyWindow", "hedged",
+    "mark_sent",
 ]
 
 _T = TypeVar("_T")
@@ -139,28 +140,68 @@ def _hedge_executor() -> ThreadPoolExecutor:
         return _executor
 
 
+class _Attempt:
+    """One attempt of a hedged call: when its request left, once the sender says so."""
+
+    __slots__ = ("sent_at",)
+
+    def __init__(self) -> None:
+        self.sent_at: float | None = None
+
+
+_current = threading.local()
+
+
+def mark_sent() -> None:
+    """Called by the code that sends a hedged call's request, as it leaves (botocore's
+    ``before-send``): the hedge delay and the latency recorded count from here, not from when
+    the call was queued behind others of the same fan-out."""
+    attempt = getattr(_current, "attempt", None)
+    if attempt is not None and attempt.sent_at is None:
+        attempt.sent_at = time.perf_counter()
+
+
+def _run(send: Callable[[], _T], attempt: _Attempt) -> _T:
+    _current.attempt = attempt
+    try:
+        return send()
+    finally:
+        _current.attempt = None
+
+
 def hedged(send: Callable[[], _T], window: LatencyWindow) -> _T:
     """Call ``send()``; if it has not answered after the window's hedge delay, call it once
     more in parallel and return the first answer that succeeds (or raise the first error when
-    both fail). Every first attempt's latency is recorded in ``window``."""
+    both fail). Every first attempt's latency is recorded in ``window``.
+
+    When ``send`` calls :func:`mark_sent` as its request leaves, the latency recorded counts
+    from then, and so does the delay once the request has left: a call is hedged when its
+    request has been out for the delay, or when it has waited the delay without leaving (a
+    ``send`` that never says is timed from the call)."""
     window.count()
     delay = window.delay()
+    attempt = _Attempt()
+    start = time.perf_counter()
     if delay is None:
-        start = time.perf_counter()
-        result = send()
-        window.add(time.perf_counter() - start)
+        result = _run(send, attempt)
+        window.add(time.perf_counter() - (attempt.sent_at or start))
         return result
     executor = _hedge_executor()
-    start = time.perf_counter()
-    primary = executor.submit(send)
-    primary.add_done_callback(lambda _: window.add(time.perf_counter() - start))
-    try:
-        return primary.result(timeout=delay)
-    except FutureTimeout:
-        pass
+    primary = executor.submit(_run, send, attempt)
+    primary.add_done_callback(lambda _: window.add(time.perf_counter() - (attempt.sent_at or start)))
+    timeout = delay
+    while True:
+        try:
+            return primary.result(timeout=timeout)
+        except FutureTimeout:
+            pass
+        sent = attempt.sent_at
+        timeout = (sent if sent is not None else start) + delay - time.perf_counter()
+        if timeout <= 0:
+            break
     if not window.take_hedge():
         return primary.result()
-    backup = executor.submit(send)
+    backup = executor.submit(_run, send, _Attempt())
     pending: set[Future[_T]] = {primary, backup}
     failure: BaseException | None = None
     while pending:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pynamodb_sharding.hedging import HEDGE_BUDGET, HEDGE_BURST, MIN_SAMPLES, LatencyWindow, hedged
+from pynamodb_sharding.hedging import HEDGE_BUDGET, HEDGE_BURST, MIN_SAMPLES, LatencyWindow, hedged, mark_sent
 
 
 def _warm(window: LatencyWindow, seconds: float = 0.01) -> None:
@@ -134,3 +134,22 @@ def test_hedges_stay_within_the_budget_when_every_request_is_slow() -> None:
     # 64 at once, then one per 10 requests: 83 or 84 of the 200 slow requests are hedged.
     assert HEDGE_BURST <= window.hedges <= HEDGE_BURST + 200 * HEDGE_BUDGET
     assert window.hedges_refused >= 200 - HEDGE_BURST - 200 * HEDGE_BUDGET - 5  # a few may answer in time
+
+
+def test_the_delay_counts_from_when_the_request_leaves() -> None:
+    # In a wide fan-out a request may wait its turn (serialising, signing) before it leaves:
+    # that wait is not the service being slow. A call that leaves after 15 ms and answers 15 ms
+    # later is not hedged with a 20 ms delay; timed from the call (no mark_sent), it is.
+    def queued_then_quick(mark: bool) -> str:
+        time.sleep(0.015)
+        if mark:
+            mark_sent()
+        time.sleep(0.015)
+        return "ok"
+
+    marked, unmarked = LatencyWindow(), LatencyWindow()
+    _warm(marked, 0.02)
+    _warm(unmarked, 0.02)
+    assert hedged(lambda: queued_then_quick(True), marked) == "ok"
+    assert hedged(lambda: queued_then_quick(False), unmarked) == "ok"
+    assert (marked.hedges, unmarked.hedges) == (0, 1)

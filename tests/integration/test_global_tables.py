@@ -178,9 +178,16 @@ def test_growth_in_two_regions_while_replication_lags(regions: tuple[Region, Reg
         assert fresh_query(second, "hot") == written
         assert replication.overwritten == 0
     else:
-        assert 4 not in counts  # eu-west-1's growth is gone: readers cover shards 1-2 only
+        # Last writer wins: one region's change of the count overwrote the other's.
         assert replication.overwritten >= 1
-        assert len(fresh_query(first, "hot")) < len(written)  # items in shards 3-4 unreachable
+        if 4 not in counts:
+            # us-east-1's later change won, the usual order: eu-west-1's growth is gone, and
+            # readers cover shards 1-2 only, so the items in shards 3-4 are unreachable.
+            assert len(fresh_query(first, "hot")) < len(written)
+        else:
+            # Under heavy load the replicator can see eu-west-1's version last (one CI run in
+            # about ten): then us-east-1's growth is the one lost, still a lost change.
+            assert counts == {1, 2, 4}
 
 
 def test_an_unreachable_home_region_fails_growth_and_writes_nothing_locally(

@@ -138,18 +138,19 @@ def test_hedges_stay_within_the_budget_when_every_request_is_slow() -> None:
 
 def test_the_delay_counts_from_when_the_request_leaves() -> None:
     # In a wide fan-out a request may wait its turn (serialising, signing) before it leaves:
-    # that wait is not the service being slow. A call that leaves after 15 ms and answers 15 ms
-    # later is not hedged with a 20 ms delay; timed from the call (no mark_sent), it is.
+    # that wait is not the service being slow. A call that leaves after 150 ms and answers
+    # 100 ms later is not hedged with a 200 ms delay (it would be at 350 ms); timed from the
+    # call (no mark_sent), it is (at 200 ms, before its answer at 250 ms).
     def queued_then_quick(mark: bool) -> str:
-        time.sleep(0.015)
+        time.sleep(0.15)
         if mark:
             mark_sent()
-        time.sleep(0.015)
+        time.sleep(0.1)
         return "ok"
 
     marked, unmarked = LatencyWindow(), LatencyWindow()
-    _warm(marked, 0.02)
-    _warm(unmarked, 0.02)
+    _warm(marked, 0.2)
+    _warm(unmarked, 0.2)
     assert hedged(lambda: queued_then_quick(True), marked) == "ok"
     assert hedged(lambda: queued_then_quick(False), unmarked) == "ok"
     assert (marked.hedges, unmarked.hedges) == (0, 1)

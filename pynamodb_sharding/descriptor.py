@@ -347,8 +347,11 @@ class ShardManager(Generic[_M]):
             attribute = index_hash_attribute_name(self.model, self.index_name)
         table = shard_namespace(self.model)
         object.__setattr__(self, "_space", KeySpace(self.model.__name__, attribute, self._namespace(table), self.model))
+        # A legacy key ending in the separator and a number above every shard the layout can
+        # have is a bare key (`sensor_2016` under RandomShards(8)), never that shard of another key.
+        highest = self.strategy.max_shards + self.first_shard - 1 if self.legacy_unsharded else None
         object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator,
-                                                   self.first_shard, self.legacy_unsharded))
+                                                   self.first_shard, self.legacy_unsharded, highest))
 
     def _namespace(self, table: str) -> str:
         # An index's keys are apart from the table's: a shard count of `day` on the index is

@@ -102,7 +102,9 @@ class KeyCodec:
     ``model_name`` and ``attribute`` only serve the error messages. Shards are numbered from
     ``first_shard`` (0 or 1). With ``legacy`` (``Sharding(legacy_unsharded=True)``) a stored
     value without a shard suffix is a bare legacy key: it decodes to :data:`LEGACY_SHARD`, and
-    encoding :data:`LEGACY_SHARD` gives the logical key itself.
+    encoding :data:`LEGACY_SHARD` gives the logical key itself. So is a value whose suffix is
+    above ``highest_shard``, the highest shard the layout can have: a plain model's
+    ``sensor_2016`` is that legacy key, not shard 2016 of ``sensor``.
     """
 
     model_name: str
@@ -110,6 +112,9 @@ class KeyCodec:
     separator: str = DEFAULT_SEPARATOR
     first_shard: int = 1
     legacy: bool = False
+    #: The highest shard number the layout can have (its strategy's ``max_shards``, shifted by
+    #: ``first_shard``); ``None``: any shard up to :attr:`last_shard`.
+    highest_shard: int | None = None
 
     @property
     def last_shard(self) -> int:
@@ -190,7 +195,8 @@ class KeyCodec:
             msg = f"{self.where}: expected a physical key string, got {type(physical_key).__name__}."
             raise ShardKeyError(msg)
         split = _split(physical_key, self.separator, self.first_shard)
-        if split is None or split[1] > self.last_shard:
+        highest = self.last_shard if self.highest_shard is None or not self.legacy else self.highest_shard
+        if split is None or split[1] > highest:
             if self.legacy and physical_key:
                 return physical_key, LEGACY_SHARD
             msg = f"{self.where}: {_not_physical(physical_key, self.separator, self.first_shard)}"

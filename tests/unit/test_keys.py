@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
-from pynamodb_sharding.keys import MAX_PARTITION_KEY_BYTES, KeyCodec, decode, encode, validate_separator
+from pynamodb_sharding.keys import LEGACY_SHARD, MAX_PARTITION_KEY_BYTES, KeyCodec, decode, encode, validate_separator
 from tests.strategies import logical_keys, separators, shards, tricky_logical_keys
 
 
@@ -70,3 +70,31 @@ class TestSeparatorValidation:
     @pytest.mark.parametrize("separator", ["_", "#", "::", "-shard-"])
     def test_accepted(self, separator: str) -> None:
         assert separator == validate_separator(separator, "x")
+
+
+class TestLegacyCodec:
+    """A ``legacy_unsharded`` codec reads a suffix above every shard its layout can have as part
+    of a bare legacy key, and a suffix the layout can have as that shard."""
+
+    codec = KeyCodec("Sensor", "sensor", "_", 1, legacy=True, highest_shard=8)
+
+    def test_known_values(self) -> None:
+        assert ("sensor_2016", LEGACY_SHARD) == self.codec.decode("sensor_2016")
+        assert ("sensor_9", LEGACY_SHARD) == self.codec.decode("sensor_9")
+        assert ("sensor", 8) == self.codec.decode("sensor_8")
+        assert ("sensor", 1) == self.codec.decode("sensor_1")
+        assert ("sensor_0", LEGACY_SHARD) == self.codec.decode("sensor_0")
+        assert ("sensor", LEGACY_SHARD) == self.codec.decode("sensor")
+
+    def test_without_legacy_the_bound_does_not_apply(self) -> None:
+        plain = KeyCodec("Sensor", "sensor", "_", 1, highest_shard=8)
+        assert ("sensor", 2016) == plain.decode("sensor_2016")
+
+    @given(key=st.one_of(logical_keys, tricky_logical_keys), number=st.integers(9, 10**6))
+    def test_above_the_highest_shard_is_bare(self, key: str, number: int) -> None:
+        value = f"{key}_{number}"
+        assert (value, LEGACY_SHARD) == self.codec.decode(value)
+
+    @given(key=st.one_of(logical_keys, tricky_logical_keys), shard=st.integers(1, 8))
+    def test_a_shard_the_layout_can_have_round_trips(self, key: str, shard: int) -> None:
+        assert (key, shard) == self.codec.decode(self.codec.encode(key, shard))

@@ -493,6 +493,56 @@ class ShardManager(Generic[_M]):
         basis = view.key.value.encode("utf-8") + (view.range_bytes or b"")
         return md5_shard(basis, self.strategy.shard_count(view.key)) + self._offset
 
+    def misplaced(self, item: _M, shard: int) -> bool:
+        """Whether ``item``, stored in ``shard``, is not where this layout writes it now, so a
+        job (``migrate reshard`` or ``compact``, or a legacy move) may move it at any time: a bare
+        legacy key; under a strategy that computes shards, another shard than the computed one
+        (an older count, ``previous_counts``); otherwise a shard above the key's current count.
+
+        .. versionadded:: 0.4.0
+        """
+        if shard == LEGACY_SHARD:
+            return True
+        if self.keeps_keys_unique:
+            view = self.item_key(item)
+            if not all(view.is_set(name) for name in self.derived_attributes):
+                return False  # an item built by hand without its user_id: nothing to compare
+            return shard != self.write_shard(item)
+        if shard == self.first_shard:  # every key has its first shard: no count to read
+            return False
+        return shard >= self.first_shard + self.shard_count(self.codec.check_logical(getattr(item, self.attribute)))
+
+    def move_targets(self, item: _M, shard: int) -> tuple[int, ...]:
+        """Where a move of ``item`` out of its misplaced ``shard`` puts it, best first.
+
+        The same answer for a job and for the application, so both address one physical key:
+        a bare legacy item goes to :meth:`legacy_target_shard`; under a strategy that computes
+        shards, to its computed shard; otherwise every shard of the key's current count, from
+        one derived from the stored physical key and range key (a move retried or run again
+        picks the same shard; the next ones serve when another item of the same primary key,
+        which random strategies allow, holds it).
+
+        .. versionadded:: 0.4.0
+        """
+        if shard == LEGACY_SHARD:
+            return (self.legacy_target_shard(item),)
+        if self.keeps_keys_unique:
+            return (self.write_shard(item),)
+        view = self.item_key(item)
+        return self.spread_from(view.key.value, self.codec.encode_unchecked(view.key.value, shard),
+                                view.range_bytes or b"")
+
+    def spread_from(self, logical: str, source_physical: str, range_bytes: bytes) -> tuple[int, ...]:
+        """Every shard of ``logical``'s current count, starting at the one an md5 of the item's
+        stored physical key and range key selects: where a random or dynamic strategy moves
+        (or copies) the item, deterministically.
+
+        .. versionadded:: 0.4.0
+        """
+        count = self.shard_count(logical)
+        start = md5_shard(source_physical.encode("utf-8") + b"\x1f" + range_bytes, count) - 1
+        return tuple((start + step) % count + self.first_shard for step in range(count))
+
     def point_targets(self, item: _M) -> tuple[int, ...]:
         """:meth:`point_shards`, preceded by the bare legacy key for ``legacy_unsharded`` models."""
         shards = self.point_shards(item)

@@ -65,7 +65,7 @@ from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
-from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes
+from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes, without_stale_bare_copies
 from pynamodb_sharding.pool import BoundedSubmitter, fanout_executor, fanout_threads
 
 if TYPE_CHECKING:
@@ -833,23 +833,36 @@ def merged_query(
     observer = query_observer
     trace = observer(model, index_name, len(hash_values), "query") if observer is not None else None
 
+    # A bare legacy copy that a shard also holds is stale. Without a filter a table query sees
+    # both copies and the merge keeps the sharded one; a filter or an index query may see only
+    # the stale one, so its bare items are looked up in their shards (see point_reads).
+    stale_bare = shard_manager(model).legacy_unsharded and (index_name is not None or filter_condition is not None)
+
+    def current(page: Page) -> Page:
+        if not stale_bare or not page.items:
+            return page
+        items = without_stale_bare_copies(model, page.items, consistent_read=consistent_read)
+        if len(items) == len(page.items):
+            return page
+        return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
+
     def fetch_page(shard: int, start: RawKey | None) -> Page:
         if legacy is not None:
             legacy_first.wait()
             first = legacy_first.take(start) if shard == legacy else None
             if first is not None:
-                return first
+                return current(first)
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
-            return _page(_traced(trace, shard, sent.result))
+            return current(_page(_traced(trace, shard, sent.result)))
         data = _traced(trace, shard, lambda: send(hash_values[shard], start))
-        return _page(data)
+        return current(_page(data))
 
     def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
-            return _page(_traced(trace, shard, sent.result))
-        return _page(_traced(trace, shard, lambda: send(hash_values[shard], start, size)))
+            return current(_page(_traced(trace, shard, sent.result)))
+        return current(_page(_traced(trace, shard, lambda: send(hash_values[shard], start, size))))
 
     legacy_first = _LegacyFirst(
         lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,

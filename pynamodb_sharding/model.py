@@ -14,17 +14,26 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.connection.table import TableConnection
-from pynamodb.constants import ITEM
-from pynamodb.exceptions import DeleteError, PutError, PynamoDBException, TransactWriteError, UpdateError
+from pynamodb.constants import CAMEL_COUNT, ITEM, ITEMS
+from pynamodb.exceptions import (
+    DeleteError,
+    PutError,
+    PynamoDBException,
+    TransactWriteError,
+    UpdateError,
+    VerboseClientError,
+)
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
 from pynamodb_sharding import attempts, partitioned
+from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding._host import (
     botocore_client,
     bump_local_version,
+    discriminator_attribute,
     guard_keys,
     index_range_attribute,
     indexes,
@@ -50,7 +59,13 @@ from pynamodb_sharding.indexes import (
 )
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
 from pynamodb_sharding.periods import TimePartitioned
-from pynamodb_sharding.point_reads import leaves_out_keys, locate, read_physical, with_key_attributes
+from pynamodb_sharding.point_reads import (
+    leaves_out_keys,
+    locate,
+    read_physical,
+    with_key_attributes,
+    without_stale_bare_copies,
+)
 
 if TYPE_CHECKING:
     from pynamodb_sharding.fanout import MergedResultIterator
@@ -141,6 +156,35 @@ def _check_written_at(cls: Any, manager: ShardManager[Any]) -> None:
             f"{manager.strategy!r} never adds shards over time; use DynamicShards, or drop written_at."
         )
         raise ShardingDefinitionError(msg)
+
+
+#: How often a write follows an item that jobs keep moving before it gives up.
+_MAX_RELOCATIONS = 3
+
+_E = TypeVar("_E", bound=PynamoDBException)
+_R = TypeVar("_R")
+
+
+class _TargetTaken(Exception):
+    """A move's target shard holds another item of the same primary key (random strategies)."""
+
+
+def condition_failed(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError) -> _E:
+    """PynamoDB's own error for a condition the library sent inside a transaction:
+    ``PutError("Failed to put item: An error occurred (ConditionalCheckFailedException) on request
+    (...) on table (...) when calling the PutItem operation: The conditional request failed")``,
+    with the same ``cause_response_code``, as applications match on either."""
+    reasons = failed.cancellation_reasons or []
+    message = next((reason.message for reason in reasons if reason is not None and reason.message), None)
+    original = getattr(failed.cause, "__cause__", None)
+    headers = getattr(original, "response", {}).get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    cause = VerboseClientError(
+        {"Error": {"Code": "ConditionalCheckFailedException",
+                   "Message": message or "The conditional request failed"}},
+        operation,
+        {"request_id": headers.get("x-amzn-requestid", ""), "table_name": table},
+    )
+    return error(f"Failed to {action}: {cause}", cause)
 
 
 class ShardedModel(Model, metaclass=ShardedMetaModel):
@@ -380,6 +424,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                         f"sent. Call save() on it, which moves the stored item in one transaction."
                     )
                     raise ShardMoveError(msg)
+            # Under an older layout a job may move it: a batch sends it through save(), which
+            # moves it; a transaction's put requires it to be still there (see _get_save_args).
             return self._pin_shard(stored)
         return self._pin_shard(manager.write_shard(self))
 
@@ -455,7 +501,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         if shard == LEGACY_SHARD:
             # A batch or transactional put of an item read from its bare key: a migration may
             # have moved it meanwhile, so put it where a move puts it; the bare copy it shadows
-            # is deleted by the migration.
+            # is deleted by the migration, and reads never return it (the sharded copy wins).
             shard = self._pin_shard(self._shard_manager().legacy_target_shard(self))
         elif shard is None:
             shard = self._new_item_shard()
@@ -582,14 +628,16 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return write_growing_indexes(self, lambda: self._save_item(condition, add_version_condition))
         return self._save_item(condition, add_version_condition)
 
-    def _save_item(self, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
+    def _save_item(
+        self, condition: Condition | None, add_version_condition: bool, *, relocations: int = 0,
+    ) -> dict[str, Any]:
         check_item_condition(type(self), condition)  # before the strategy reads anything
-        known = self._known_shard()
-        if known == LEGACY_SHARD:
-            return self._save_legacy(condition, add_version_condition)
-        if known is not None:
-            return super().save(condition, add_version_condition=add_version_condition)
         manager = self._shard_manager()
+        known = self._known_shard()
+        if known is not None:
+            if manager.misplaced(self, known):  # a job may move it: the save moves it first
+                return self._save_misplaced(known, condition, add_version_condition, relocations)
+            return super().save(condition, add_version_condition=add_version_condition)
         manager.check_writable(getattr(self, self._hash_keyname or ""))  # before any I/O
         cls = type(self)
         moved_from = self._moved_from()
@@ -601,15 +649,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return super().save(condition, add_version_condition=add_version_condition)
         self._forget_shard()
         stored = self._stored_shard_of_key()
-        if stored == LEGACY_SHARD:
-            self._pin_shard(stored)
-            return self._save_legacy(condition, add_version_condition)
         if stored is not None:  # overwrite by key where the key is stored, never a second copy
-            if self._derives_from_other_attributes():
-                target = manager.write_shard(self)  # where this item's user_id puts it
-                if target != stored:
-                    return self._save_moving(stored, target, condition, add_version_condition)
             self._pin_shard(stored)
+            if manager.misplaced(self, stored):  # an older layout, or this item's user_id moved it
+                return self._save_misplaced(stored, condition, add_version_condition, relocations)
             return super().save(condition, add_version_condition=add_version_condition)
         self._forget_shard()
 
@@ -633,48 +676,78 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         return manager.write(self, send)
 
-    def _save_legacy(self, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
-        """Save an item stored under its bare legacy key: move it into its shard.
+    def _save_misplaced(
+        self, stored: int, condition: Condition | None, add_version_condition: bool, relocations: int,
+    ) -> dict[str, Any]:
+        """Save an item stored where the layout no longer writes it (a bare legacy key, an older
+        count): move it where a job would, in one transaction (put the new copy, delete the
+        stored one if it is still there and meets ``condition`` and the version check).
 
-        When a migration moved it first (the transaction finds the bare key gone), the save
-        goes to the shard it was moved to.
+        When a job moved the item first (the transaction finds the stored copy gone), the save
+        goes to the item where it is now, with the user's change; when the item was deleted
+        meanwhile, the save puts it where the layout writes it, as PynamoDB recreates a deleted
+        item; when ``condition`` failed on the stored copy, PynamoDB's ``PutError`` is raised.
         """
-        target = self._shard_manager().legacy_target_shard(self)  # where a migration would put it
-        try:
-            return self._save_moving(LEGACY_SHARD, target, condition, add_version_condition)
-        except PutError as exc:
-            moved = self._moved_meanwhile(exc)
-            if moved is None:
-                raise
-            return super().save(condition, add_version_condition=add_version_condition)
+        manager = self._shard_manager()
+        targets = manager.move_targets(self, stored)
+        # A random or dynamic strategy lets another item of the same primary key live in another
+        # shard: never overwrite it (a legacy move's target, or a computed shard, is this item's).
+        target_free = stored != LEGACY_SHARD and not manager.keeps_keys_unique
+        for target in targets:
+            try:
+                return self._save_moving(stored, target, condition, add_version_condition, target_free=target_free)
+            except _TargetTaken:
+                continue
+            except PutError as exc:
+                if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
+                    raise
+                where = self._relocate(stored)
+                if where == stored or relocations >= _MAX_RELOCATIONS:
+                    raise  # the condition or the version check failed on the stored copy
+                if where is None:  # deleted meanwhile: recreated where the layout writes it
+                    self._pin_shard(target)
+                    return super().save(condition, add_version_condition=add_version_condition)
+                return self._save_item(condition, add_version_condition, relocations=relocations + 1)
+        cls = type(self)
+        msg = (
+            f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} with range key "
+            f"{self._range_value()!r} must move out of shard {stored}, but every shard it could move to "
+            f"holds another item of the same primary key (random and dynamic strategies do not keep "
+            f"keys unique); nothing was written. Delete the extra copies (read them with "
+            f"{cls.__name__}.query), or use HashedShards where items are overwritten by key."
+        )
+        raise ShardMoveError(msg)
 
-    def _moved_meanwhile(self, exc: Exception) -> int | None:
-        """After a write addressed to the bare legacy key failed its condition: the shard the item
-        now lives in (pinned) when a migration moved it meanwhile, else ``None``."""
-        if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
-            return None
+    def _relocate(self, stored: int) -> int | None:
+        """After a write addressed to ``stored`` failed its condition: where the item is now
+        (pinned there), ``stored`` itself when it is still there (the condition failed on it),
+        or ``None`` when no shard holds it (deleted meanwhile; the pin is kept)."""
         pinned = (self._physical_shard, self._pinned_basis)
         self._forget_shard()
         shard, _ = self._locate(self._candidate_shards())
-        if shard is None or shard == LEGACY_SHARD:
+        if shard is None:
             self._physical_shard, self._pinned_basis = pinned
             return None
-        return self._pin_shard(shard)
+        self._pin_shard(shard)
+        return shard
 
-    def _legacy_guarded(self, condition: Condition | None) -> Condition | None:
-        """The condition of a write to this item's bare legacy key: it must still be there (a
-        migration may have moved it), else the write would recreate it beside its moved copy."""
+    def _guarded(self, condition: Condition | None) -> Condition | None:
+        """The condition of a write to this item where a job may move it from: it must still be
+        there, else the write would recreate it beside its moved copy."""
         exists = self._hash_attr().exists()
         return exists if condition is None else condition & exists
 
     def _save_moving(
         self, stored: int, target: int, condition: Condition | None, add_version_condition: bool,
+        *, target_free: bool = False,
     ) -> dict[str, Any]:
         """Put this item in ``target`` and delete its copy in ``stored``, in one transaction.
 
         ``condition`` and the version check apply to the stored copy, as they would on an
         unsharded table; the delete also requires that copy to still exist, so a concurrent
-        move or delete makes the transaction fail instead of leaving two copies.
+        move or delete makes the transaction fail instead of leaving two copies. With
+        ``target_free`` the put also requires ``target`` to hold nothing (else
+        :class:`_TargetTaken`).
         """
         cls = type(self)
         connection = self._get_connection()
@@ -692,6 +765,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         attributes, range_key = save_arguments(self)
         put = connection.get_operation_kwargs(
             self._physical_hash_key(target), range_key=range_key, key=ITEM, attributes=attributes,
+            condition=hash_attr.does_not_exist() if target_free else None,
         )
         delete = connection.get_operation_kwargs(old_physical, range_key=range_ser, condition=delete_condition)
         try:
@@ -701,19 +775,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             )
         except TransactWriteError as exc:
             self._physical_shard, self._pinned_basis = before  # nothing moved
-            reasons = exc.cancellation_reasons
-            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
-                msg = (
-                    f"Failed to put item: {cls.__name__} {self.logical_hash_key()!r}: the condition "
-                    f"(or version check) failed on the stored copy in shard {stored}, or it was "
-                    f"deleted or moved meanwhile; nothing was written."
-                )
-                cause = ClientError(
-                    {"Error": {"Code": "ConditionalCheckFailedException", "Message": msg}},
-                    "TransactWriteItems",
-                )
-                raise PutError(msg, cause) from exc
-            raise PutError(f"Failed to move item to shard {target}: {exc}", exc.cause) from exc
+            reasons = exc.cancellation_reasons or []
+            codes = [reason.code if reason is not None else None for reason in reasons] + [None, None]
+            if codes[0] == "ConditionalCheckFailed":
+                raise condition_failed(PutError, "put item", "PutItem", cls.Meta.table_name, exc) from exc
+            if codes[1] == "ConditionalCheckFailed" and target_free:
+                raise _TargetTaken from exc
+            raise PutError(f"Failed to put item: {exc.cause}", exc.cause) from exc
         self._pin_shard(target)
         bump_local_version(self)
         return data
@@ -741,9 +809,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         raw_args, kwargs = super()._get_save_args(condition, add_version_condition=add_version_condition)
         args = tuple(raw_args)
         physical = args[0]
-        kwargs["condition"] = rewrite_condition(
-            cls, kwargs["condition"], Usage.ITEM, lambda: self._shard_manager().codec.decode(physical)[1],
-        )
+        shard = self._shard_manager().codec.decode(physical)[1]
+        kwargs["condition"] = rewrite_condition(cls, kwargs["condition"], Usage.ITEM, lambda: shard)
+        if shard != LEGACY_SHARD and self._shard_manager().misplaced(self, shard):
+            # A transaction's put of an item where a job may move it from (save() moves it
+            # instead): it must still be there, else the transaction fails rather than leave a
+            # second copy beside the moved one.
+            kwargs["condition"] = self._guarded(kwargs["condition"])
         return args, kwargs
 
     def update(
@@ -760,30 +832,61 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 self, lambda: self.update(actions, condition, add_version_condition=add_version_condition),
             )
         self._check_actions(actions)
-        if self._addresses_legacy():
-            try:
-                return super().update(actions, self._legacy_guarded(self._item_condition(condition)),
-                                      add_version_condition=add_version_condition)
-            except UpdateError as exc:
-                if self._moved_meanwhile(exc) is None:
-                    raise
-        return super().update(actions, self._item_condition(condition), add_version_condition=add_version_condition)
+        return self._write_in_place(
+            lambda guarded: Model.update(self, actions, guarded, add_version_condition=add_version_condition),
+            condition, UpdateError, "update item", "UpdateItem",
+        )
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
         if self._time_partitioned is not None:
             return partitioned.write(self, lambda: self.delete(condition, add_version_condition=add_version_condition))
-        if self._addresses_legacy():
-            try:
-                return super().delete(self._legacy_guarded(self._item_condition(condition)),
-                                      add_version_condition=add_version_condition)
-            except DeleteError as exc:
-                if self._moved_meanwhile(exc) is None:
-                    raise
-        return super().delete(self._item_condition(condition), add_version_condition=add_version_condition)
+        return self._write_in_place(
+            lambda guarded: Model.delete(self, guarded, add_version_condition=add_version_condition),
+            condition, DeleteError, "delete item", "DeleteItem",
+        )
 
-    def _addresses_legacy(self) -> bool:
-        """Whether this item's requests address its bare legacy key (``legacy_unsharded``)."""
-        return self._shard_manager().legacy_unsharded and self._locate_for_write() == LEGACY_SHARD
+    def _write_in_place(
+        self, send: Callable[[Condition | None], _R], condition: Condition | None,
+        error: type[PynamoDBException], action: str, operation: str,
+    ) -> _R:
+        """Send an update or delete of this item where it is stored.
+
+        Where a job may move the item (:meth:`ShardManager.misplaced`), the request also
+        requires it to still be there; when a job moved it meanwhile, the request is sent again
+        where it is now; when it was deleted meanwhile, it is sent where the layout writes the
+        item, so DynamoDB answers as it would on an unsharded table (an update creates the
+        item, a delete does nothing, a condition sees no item).
+        """
+        manager = self._shard_manager()
+        for _ in range(_MAX_RELOCATIONS + 1):
+            stored = self._locate_for_write()
+            if not manager.misplaced(self, stored):
+                return send(self._item_condition(condition))
+            try:
+                return send(self._guarded(self._item_condition(condition)))
+            except error as exc:
+                if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
+                    raise
+                where = self._relocate(stored)
+                if where == stored:  # the condition or the version check failed there
+                    raise
+                if where is None:  # deleted meanwhile
+                    self._pin_shard(manager.move_targets(self, stored)[0])
+                    return send(self._item_condition(condition))
+        raise self._kept_moving(action)
+
+    def _kept_moving(self, action: str) -> ShardMoveError:
+        cls = type(self)
+        msg = (
+            f"{cls.__name__}.{cls._hash_keyname}: the item {self.logical_hash_key()!r} with range key "
+            f"{self._range_value()!r} moved between shards {_MAX_RELOCATIONS + 1} times while this "
+            f"{action} followed it (jobs running at once?); nothing was written. Try again."
+        )
+        return ShardMoveError(msg)
+
+    def _addresses_misplaced(self) -> bool:
+        """Whether this item's requests address a shard a job may move it from."""
+        return self._shard_manager().misplaced(self, self._locate_for_write())
 
     def _check_actions(self, actions: Any) -> None:
         if self._sharded_indexes and isinstance(actions, list):
@@ -820,8 +923,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 )
         self._check_actions(actions)
         condition = self._item_condition(condition)
-        if self._addresses_legacy():  # moved meanwhile: the transaction fails, never recreates it
-            condition = self._legacy_guarded(condition)
+        if self._addresses_misplaced():  # moved meanwhile: the transaction fails, never recreates it
+            condition = self._guarded(condition)
         kwargs: dict[str, Any] = super().get_update_kwargs_from_instance(
             actions, condition, return_values_on_condition_failure,
             add_version_condition=add_version_condition,
@@ -841,8 +944,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                     condition, return_values_on_condition_failure, add_version_condition=add_version_condition,
                 )
         condition = self._item_condition(condition)
-        if self._addresses_legacy():
-            condition = self._legacy_guarded(condition)
+        if self._addresses_misplaced():
+            condition = self._guarded(condition)
         return super().get_delete_kwargs_from_instance(
             condition, return_values_on_condition_failure,
             add_version_condition=add_version_condition,
@@ -868,8 +971,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                     if not partitioned.is_missing_period_table(model, error):
                         raise
             raise self.DoesNotExist("This item does not exist in the table.")
-        if self._known_shard() == LEGACY_SHARD:  # a migration may have moved it since: look again
-            self._forget_shard()
+        known = self._known_shard()
+        if known is not None and self._shard_manager().misplaced(self, known):
+            self._forget_shard()  # a job may have moved it since: look again
         if self._known_shard() is None:
             if self._moved_from() is not None:
                 raise self._move_refused("refreshed")
@@ -1107,7 +1211,25 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """PynamoDB's ``batch_write``; a time-partitioned model's writes each item to its period's table."""
         if cls._time_partitioned is not None:
             return partitioned.PeriodBatchWrite(cls, auto_commit=auto_commit)
-        return super().batch_write(auto_commit=auto_commit)
+        return ShardedBatchWrite(cls, auto_commit=auto_commit)
+
+    def _batch_alone(self, put: bool) -> bool:
+        """Whether a batch put (``put``) or delete of this item must be sent on its own, by
+        :meth:`save` or :meth:`delete`: a job may be moving it (see :mod:`pynamodb_sharding.batch`).
+
+        A put of a new instance is assigned its shard here (reading where its key is stored, as
+        :meth:`serialize` would), so the batch reads nothing twice.
+        """
+        manager = self._shard_manager()
+        if not put:
+            return manager.misplaced(self, self._locate_for_write())
+        known = self._known_shard()
+        if known is None:
+            if self._moved_from() is not None:
+                return False  # serialize refuses it: save() moves it (see _new_item_shard)
+            known = self._new_item_shard()
+        # A legacy item's put shadows its bare copy where a move puts it (see serialize).
+        return known != LEGACY_SHARD and manager.misplaced(self, known)
 
     # -- fan-out reads -------------------------------------------------------------------------
 
@@ -1181,6 +1303,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return partitioned.PeriodResultIterator(  # type: ignore[return-value]  # ResultIterator's surface
                 cls, periods, scan_period, limit=limit, given=last_evaluated_key, tokens=False,
             )
+        if cls._shard_manager().legacy_unsharded:
+            return cls._scan_current(filter_condition, segment, total_segments, limit, last_evaluated_key,
+                                     page_size, consistent_read, index_name, rate_limit, attributes_to_get)
         return super().scan(
             filter_condition=rewrite_condition(cls, filter_condition, Usage.FILTER),
             segment=segment,
@@ -1192,6 +1317,51 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             index_name=index_name,
             rate_limit=rate_limit,
             attributes_to_get=attributes_to_get,
+        )
+
+    @classmethod
+    def _scan_current(
+        cls: type[_T],
+        filter_condition: Condition | None,
+        segment: int | None,
+        total_segments: int | None,
+        limit: int | None,
+        last_evaluated_key: dict[str, dict[str, Any]] | None,
+        page_size: int | None,
+        consistent_read: bool | None,
+        index_name: str | None,
+        rate_limit: float | None,
+        attributes_to_get: Sequence[str] | None,
+    ) -> ResultIterator[_T]:
+        """PynamoDB's scan of a ``legacy_unsharded`` model, without the stale bare copies of
+        items a shard also holds (a scan may meet the two in different pages or segments)."""
+        discriminator = discriminator_attribute(cls)
+        filter_condition = rewrite_condition(cls, filter_condition, Usage.FILTER)
+        if discriminator:  # as Model.scan: a polymorphic model reads items of its own classes
+            filter_condition &= discriminator.is_in(*discriminator.get_registered_subclasses(cls))
+        connection = cls._get_connection()
+
+        def scan_page(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            data: dict[str, Any] = connection.scan(*args, **kwargs)
+            items = data.get(ITEMS)
+            if items:
+                kept = without_stale_bare_copies(cls, items, consistent_read=consistent_read)
+                if len(kept) != len(items):
+                    data = {**data, ITEMS: kept, CAMEL_COUNT: data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)}
+            return data
+
+        return ResultIterator(
+            scan_page,
+            (),
+            {
+                "filter_condition": filter_condition, "exclusive_start_key": last_evaluated_key,
+                "segment": segment, "limit": page_size if page_size is not None else limit,
+                "total_segments": total_segments, "consistent_read": consistent_read,
+                "index_name": index_name, "attributes_to_get": attributes_to_get,
+            },
+            map_fn=cls.from_raw_data,
+            limit=limit,
+            rate_limit=rate_limit,
         )
 
     @classmethod

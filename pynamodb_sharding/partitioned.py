@@ -32,8 +32,8 @@ from pynamodb.attributes import NumberAttribute, UTCDateTimeAttribute
 from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING_MODE
 from pynamodb.exceptions import PynamoDBException, TableError
 from pynamodb.expressions.condition import Condition
-from pynamodb.models import BatchWrite
 
+from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding.exceptions import (
     CursorError,
     PeriodRangeError,
@@ -519,7 +519,7 @@ def parse_cursor_dict(cursor: Any, model: type[Any]) -> dict[str, Any] | None:
 # -- batch writes ---------------------------------------------------------------------------------
 
 
-class _PeriodTableBatch(BatchWrite[Any]):
+class _PeriodTableBatch(ShardedBatchWrite[Any]):
     """One period's ``BatchWrite``: its items are serialized as items of the period model."""
 
     def __init__(self, model: type[Any], template: type[Any], auto_commit: bool) -> None:

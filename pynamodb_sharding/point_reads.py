@@ -22,7 +22,14 @@ from pynamodb_sharding.keys import LEGACY_SHARD
 if TYPE_CHECKING:
     from pynamodb_sharding.model import ShardedModel
 
-__all__ = ["BATCH_GET_LIMIT", "leaves_out_keys", "locate", "read_physical", "with_key_attributes"]
+__all__ = [
+    "BATCH_GET_LIMIT",
+    "leaves_out_keys",
+    "locate",
+    "read_physical",
+    "with_key_attributes",
+    "without_stale_bare_copies",
+]
 
 #: DynamoDB's limit on keys in one BatchGetItem request.
 BATCH_GET_LIMIT = 100
@@ -81,28 +88,85 @@ def read_physical(
             request[range_attr.attr_name] = {range_attr.attr_type: range_attr.serialize(range_key)}
         requests.append(request)
     projection = with_key_attributes(attributes_to_get, model._key_names())
-    table = model.Meta.table_name
     found: list[tuple[int, dict[str, Any]]] = []
     # Bare legacy keys are read before any shard: an item a migration moves meanwhile is then
     # seen in one of the two places (see _shadowed for the one kept when seen in both).
     legacy = [request for (_, shard, _), request in zip(keys, requests, strict=True) if shard == LEGACY_SHARD]
     sharded = [request for (_, shard, _), request in zip(keys, requests, strict=True) if shard != LEGACY_SHARD]
     for group in (legacy, sharded):
-        for start in range(0, len(group), BATCH_GET_LIMIT):
-            pending: list[dict[str, Any]] | None = group[start:start + BATCH_GET_LIMIT]
-            while pending:
-                data = table_connection(model).batch_get_item(
-                    pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
-                    consistent_read=consistent_read, attributes_to_get=projection,
-                )
-                for raw in data.get(RESPONSES, {}).get(table, []):
-                    _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
-                    found.append((shard, raw))
-                pending = data.get(UNPROCESSED_KEYS, {}).get(table, {}).get(KEYS)
+        for raw in _batch_read(model, group, consistent_read=consistent_read, projection=projection):
+            _, shard = codec.decode(raw[hash_attr.attr_name]["S"])
+            found.append((shard, raw))
     if legacy:
         found = _without_shadowed(model, found)
     found.sort(key=lambda pair: pair[0])
     return found
+
+
+def _batch_read(
+    model: type[ShardedModel], keys: Sequence[dict[str, Any]], *, consistent_read: bool | None,
+    projection: Sequence[Any] | None,
+) -> list[dict[str, Any]]:
+    """The items stored under raw ``keys``, read with BatchGetItem (unprocessed keys read again)."""
+    table = model.Meta.table_name
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(keys), BATCH_GET_LIMIT):
+        pending: list[dict[str, Any]] | None = list(keys[start:start + BATCH_GET_LIMIT])
+        while pending:
+            data = table_connection(model).batch_get_item(
+                pending,  # type: ignore[arg-type]  # pynamodb annotates keys as Sequence[str]
+                consistent_read=consistent_read, attributes_to_get=projection,
+            )
+            found.extend(data.get(RESPONSES, {}).get(table, []))
+            pending = data.get(UNPROCESSED_KEYS, {}).get(table, {}).get(KEYS)
+    return found
+
+
+def without_stale_bare_copies(
+    model: type[ShardedModel], items: list[dict[str, Any]], *, consistent_read: bool | None,
+) -> list[dict[str, Any]]:
+    """``items`` without the bare legacy copies of items that a shard also holds.
+
+    A ``legacy_unsharded`` item read from its bare key and then written by a batch or a
+    transaction gets a copy in the shard a migration would move it to, and the bare copy stays
+    until the migration deletes it. A merged query without a filter sees both and keeps the
+    sharded copy; a filter, an index query or a scan may see only the stale bare copy (the
+    sharded copy fails the filter, is filed under another index value, or is in another
+    segment). So every bare item of such a read is looked up in the shards of its key, keys
+    only, with the read's consistency, and dropped when a shard holds it: the sharded copy is
+    the item as it is now. Reads without bare items send nothing more.
+    """
+    manager = shard_manager(model)
+    codec = manager.codec
+    hash_name = model._hash_attr().attr_name
+    range_attr = model._range_attr()
+    range_name = range_attr.attr_name if range_attr is not None else None
+    bare: dict[tuple[Any, ...], list[int]] = {}
+    keys: list[dict[str, Any]] = []
+    for position, item in enumerate(items):
+        stored = item.get(hash_name, {}).get("S")
+        if not isinstance(stored, str) or (range_name is not None and range_name not in item):
+            continue
+        logical, shard = codec.decode(stored)
+        if shard != LEGACY_SHARD:
+            continue
+        identity = (logical, *(tuple(item[range_name].items()) if range_name else ()))
+        if identity not in bare:
+            for candidate in manager.read_shards(logical):
+                key = {hash_name: {"S": codec.encode(logical, candidate)}}
+                if range_name is not None:
+                    key[range_name] = item[range_name]
+                keys.append(key)
+        bare.setdefault(identity, []).append(position)
+    if not keys:
+        return items
+    names = [name for name in (hash_name, range_name) if name is not None]
+    shadowed: set[int] = set()
+    for raw in _batch_read(model, keys, consistent_read=consistent_read, projection=names):
+        logical = codec.decode(raw[hash_name]["S"])[0]
+        identity = (logical, *(tuple(raw[range_name].items()) if range_name else ()))
+        shadowed.update(bare.get(identity, ()))
+    return [item for position, item in enumerate(items) if position not in shadowed]
 
 
 def _without_shadowed(

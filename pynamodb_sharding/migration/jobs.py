@@ -28,7 +28,7 @@ from pynamodb.models import Model
 from pynamodb_sharding._host import hash_keyname, range_keyname
 from pynamodb_sharding.descriptor import ShardManager, shard_manager
 from pynamodb_sharding.exceptions import MigrationError
-from pynamodb_sharding.strategies import md5_shard, stored_bytes
+from pynamodb_sharding.strategies import stored_bytes
 
 __all__ = [
     "CompactJob",
@@ -171,9 +171,7 @@ def _target_hash_keys(target: KeyLayout, logical: str, item: Mapping[str, Any], 
     if manager.keeps_keys_unique:
         shard = manager.write_shard(cast(Any, target.item_view(logical, item)))
         return (manager.physical_key(logical, shard),)
-    count, first = manager.shard_count(logical), manager.first_shard
-    start = md5_shard(source_hash.encode("utf-8") + b"\x1f" + source_range, count) - 1
-    return tuple(manager.physical_key(logical, (start + step) % count + first) for step in range(count))
+    return tuple(manager.physical_key(logical, shard) for shard in manager.spread_from(logical, source_hash, source_range))
 
 
 class Job:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 from pynamodb.constants import PUT
-from pynamodb.models import BatchWrite
+from pynamodb.models import BatchWrite, Model
 
 __all__ = ["BatchItem", "ShardedBatchWrite"]
 
-_T = TypeVar("_T")
+_T = TypeVar("_T", bound=Model)
 
 
 class BatchItem(Protocol):
@@ -42,7 +42,7 @@ class ShardedBatchWrite(BatchWrite[_T]):
         alone: list[tuple[bool, BatchItem]] = []
         batched: list[dict[str, Any]] = []
         for operation in self.pending_operations:
-            item: BatchItem = operation["item"]
+            item: Any = operation["item"]  # a ShardedModel (see BatchItem)
             put = operation["action"] == PUT
             if item._batch_alone(put):
                 alone.append((put, item))

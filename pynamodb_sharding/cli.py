@@ -657,7 +657,7 @@ def migrate() -> None:
     Jobs resume after a kill: each parallel-scan segment records its progress in the DynamoDB
     table 'pynamodb_sharding_migrations' (created on first use in the source model's account
     and region; --checkpoint-table names another), and a re-run continues from there without
-    copying any item twice.
+    copying any item twice. A job run again after it finished makes a new pass over the table.
     """
 
 
@@ -679,6 +679,10 @@ def _job_options(command: Any) -> Any:
                      metavar="N", help="Items per scan page; a checkpoint is written after each page."),
         click.option("--checkpoint-table", default="pynamodb_sharding_migrations", show_default=True, metavar="NAME",
                      help="The DynamoDB table holding checkpoints (created if missing)."),
+        click.option("--pass", "pass_name", default=None, metavar="NAME",
+                     help="Name the pass of the job this run belongs to, for external schedulers: every "
+                     "--segment run of one scheduled job passes the same NAME (e.g. the Job's name). "
+                     "Default: resume the unfinished pass, or start a new one when the last finished."),
         click.option("--json", "json_lines", is_flag=True, help="Print progress and the report as JSON lines."),
     ]
     for option in reversed(options):
@@ -688,7 +692,7 @@ def _job_options(command: Any) -> Any:
 
 def _run_job(job_factory: Any, refs: Sequence[ModelRef], *, dry_run: bool, workers: int, segment: int | None,
              total_segments: int | None, rate: float | None, page_size: int, checkpoint_table: str,
-             json_lines: bool) -> None:
+             pass_name: str | None, json_lines: bool) -> None:
     import json
 
     from pynamodb_sharding.migration import JobOptions, plan, run
@@ -702,7 +706,7 @@ def _run_job(job_factory: Any, refs: Sequence[ModelRef], *, dry_run: bool, worke
         require_tables(ref)
     job = job_factory()
     options = JobOptions(total_segments=total, segment=segment, workers=workers, rate=rate, page_size=page_size,
-                         checkpoint_table=checkpoint_table)
+                         checkpoint_table=checkpoint_table, pass_name=pass_name)
     if dry_run:
         the_plan = plan(job, options)
         if json_lines:

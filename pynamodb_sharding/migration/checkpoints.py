@@ -27,7 +27,9 @@ __all__ = ["DEFAULT_CHECKPOINT_TABLE", "Checkpoint", "CheckpointStore"]
 DEFAULT_CHECKPOINT_TABLE = "pynamodb_sharding_migrations"
 
 _HASH, _RANGE = "job", "segment"
-_COUNTS = ("read", "written", "moved", "skipped", "conflicts", "undecodable", "units")
+#: The ``segment`` of a job's item that numbers its passes (segments count from 0).
+_PASSES = -1
+_COUNTS = ("read", "written", "moved", "skipped", "waiting", "conflicts", "undecodable", "units")
 
 
 @attrs.frozen
@@ -128,6 +130,31 @@ class CheckpointStore:
         for name, value in checkpoint.counts.items():
             item[name] = {"N": repr(float(value))}
         self.client.put_item(TableName=self.table_name, Item=item)
+
+    def generation(self, job_id: str) -> int:
+        """The number of the job's current pass (0 before its first pass is finished and run again)."""
+        reply = self.client.get_item(TableName=self.table_name,
+                                     Key={_HASH: {"S": job_id}, _RANGE: {"N": str(_PASSES)}}, ConsistentRead=True)
+        item = reply.get("Item")
+        return int(item["generation"]["N"]) if item and "generation" in item else 0
+
+    def advance(self, job_id: str, seen: int) -> int:
+        """Start pass ``seen + 1`` of the job, unless another run started a newer pass since
+        ``seen`` was read; returns the job's current pass either way."""
+        condition = ("attribute_not_exists(#g)" if seen == 0 else "#g = :seen")
+        values = {} if seen == 0 else {"ExpressionAttributeValues": {":seen": {"N": str(seen)}}}
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item={_HASH: {"S": job_id}, _RANGE: {"N": str(_PASSES)}, "generation": {"N": str(seen + 1)},
+                      "updated_at": {"N": repr(time.time())}},
+                ConditionExpression=condition, ExpressionAttributeNames={"#g": "generation"}, **values,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return self.generation(job_id)
+        return seen + 1
 
     def reset(self, job_id: str, total_segments: int) -> None:
         """Forget the job's checkpoints, so the next run starts from the beginning."""

@@ -30,11 +30,11 @@ from botocore.exceptions import ConnectionError as EndpointUnreachable
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MigrationError, ShardKeyError
 from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
-from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, StoredItem
+from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, ReshardJob, StoredItem, Wait
 from pynamodb_sharding.migration.progress import MigrationReport, NullProgress, ProgressSink, Tally
 from pynamodb_sharding.throttling import classify
 
-__all__ = ["JobOptions", "RateLimiter", "item_write_units", "run", "run_segment"]
+__all__ = ["JobOptions", "RateLimiter", "current_pass", "item_write_units", "run", "run_segment"]
 
 #: Items per ``BatchWriteItem`` request (DynamoDB's maximum).
 BATCH_SIZE = 25
@@ -56,7 +56,11 @@ class JobOptions:
         page_size: items per scan page (a checkpoint is written after each page).
         threads: requests in flight per process (batches or moves of one page).
         checkpoint_table: the DynamoDB table holding checkpoints (created if missing).
-        dry_run: plan only; see :func:`pynamodb_sharding.migration.planning.plan`.
+        pass_name: names the pass of the job that this run belongs to, for external schedulers
+            (every segment's run of one Kubernetes Job or Batch array passes the same name, e.g.
+            the Job's name): runs of one name resume each other, a new name starts a new pass.
+            ``None``: a run without ``segment`` resumes the job's unfinished pass, or starts a new
+            pass when the last one finished; a run with ``segment`` works in the current pass.
     """
 
     total_segments: int = 4
@@ -66,6 +70,7 @@ class JobOptions:
     page_size: int = 500
     threads: int = 4
     checkpoint_table: str = DEFAULT_CHECKPOINT_TABLE
+    pass_name: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.total_segments < 1:
@@ -79,6 +84,9 @@ class JobOptions:
             raise MigrationError(msg)
         if self.workers < 1 or self.page_size < 1 or self.threads < 1:
             msg = "workers, page_size and threads must be at least 1."
+            raise MigrationError(msg)
+        if self.pass_name is not None and (not self.pass_name or "#" in self.pass_name):
+            msg = f"pass_name must be a non-empty name without '#', got {self.pass_name!r}."
             raise MigrationError(msg)
         if self.rate is not None and self.rate <= 0:
             msg = f"rate must be a positive number of write units per second, got {self.rate}."
@@ -407,6 +415,8 @@ def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[M
             continue
         if action is None:
             tally.skipped += 1
+        elif isinstance(action, Wait):
+            tally.waiting += 1
         elif isinstance(action, Put):
             puts.append(action)
         else:
@@ -431,18 +441,43 @@ def _batches(puts: Sequence[Put], hash_name: str, range_name: str | None) -> lis
     return batches
 
 
+def current_pass(job: Job, options: JobOptions, store: CheckpointStore, *, new_when_done: bool = False) -> str:
+    """The checkpoint key of the pass of ``job`` a run works in.
+
+    A pass is one scan of the whole table. Runs of a pass resume it after a kill; a run
+    without ``options.segment`` that finds the current pass finished starts a new one (with
+    ``new_when_done``), so a job run again after it finished runs again: a compaction moves
+    what writers put above the count since, a copy catches up with the source.
+    ``options.pass_name`` names the pass instead (external schedulers).
+
+    .. versionadded:: 0.4.0
+    """
+    base = job.job_id(options.total_segments)
+    if options.pass_name is not None:
+        return f"{base}#{options.pass_name}"
+    generation = store.generation(base)
+    key = f"{base}#{generation}"
+    if new_when_done and all(c.done for c in store.load_all(key, options.total_segments)):
+        return f"{base}#{store.advance(base, generation)}"
+    return key
+
+
 def run_segment(job: Job, segment: int, total_segments: int, store: CheckpointStore, *,
                 options: JobOptions | None = None, limiter: RateLimiter | None = None,
-                progress: ProgressSink | None = None, sleep: Callable[[float], None] = time.sleep) -> Tally:
+                progress: ProgressSink | None = None, sleep: Callable[[float], None] = time.sleep,
+                pass_key: str | None = None) -> Tally:
     """Run one segment of ``job`` from its checkpoint to its end; returns this run's counts.
 
     Safe to run again at any point (also after a kill): it resumes after the last page whose
-    writes all completed, and redoing a page changes nothing.
+    writes all completed, and redoing a page changes nothing. ``pass_key`` is the pass to work
+    in (:func:`current_pass`), default the job's current pass.
     """
     options = options or JobOptions()
     progress = progress or NullProgress()
     limiter = limiter or RateLimiter(options.rate)
-    job_id = job.job_id(total_segments)
+    if total_segments != options.total_segments:
+        options = attrs.evolve(options, total_segments=total_segments, segment=None)
+    job_id = pass_key if pass_key is not None else current_pass(job, options, store)
     checkpoint = store.load(job_id, segment)
     total = Tally()
     if checkpoint.done:
@@ -504,7 +539,7 @@ def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink |
     started = time.monotonic()
     store = _checkpoint_store(job, options)
     total_segments = options.total_segments
-    job_id = job.job_id(total_segments)
+    job_id = current_pass(job, options, store, new_when_done=options.segment is None)
     wanted = [options.segment] if options.segment is not None else list(range(total_segments))
     checkpoints = {c.segment: c for c in store.load_all(job_id, total_segments)}
     pending = [segment for segment in wanted if not checkpoints[segment].done]
@@ -515,18 +550,27 @@ def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink |
         limiter = RateLimiter(options.rate)
         for segment in pending:
             tally.add(run_segment(job, segment, total_segments, store, options=options, limiter=limiter,
-                                  progress=progress, sleep=sleep))
+                                  progress=progress, sleep=sleep, pass_key=job_id))
     else:
-        tally.add(_run_in_processes(job, pending, options, progress))
+        tally.add(_run_in_processes(job, pending, options, progress, job_id))
     done = sum(1 for c in store.load_all(job_id, total_segments) if c.done)
     report = MigrationReport(job=job.describe(), tally=tally, duration=time.monotonic() - started,
                              segments_done=done, total_segments=total_segments)
+    if tally.waiting:
+        report.notes.append(_waiting_note(job, tally.waiting))
     if done == total_segments and isinstance(job, CompactJob):
         from pynamodb_sharding.migration.compaction import trim_histories
 
         report.notes.extend(trim_histories(job))
     progress.finish(report)
     return report
+
+
+def _waiting_note(job: Job, waiting: int) -> str:
+    ttl = job._ttl() if isinstance(job, ReshardJob) else 0.0
+    return (f"waiting:    {waiting} items were left in shards above their key's count, which changed less "
+            f"than the metadata cache TTL ({ttl:g} s) ago (a writer may still use the old count): run the "
+            f"job again after that; it moves them.")
 
 
 # -- worker processes ---------------------------------------------------------------------------
@@ -551,7 +595,7 @@ class _QueueProgress:
         pass
 
 
-def _worker(job: Job, segments: Any, events: Any, options: JobOptions, rate: float | None) -> None:
+def _worker(job: Job, segments: Any, events: Any, options: JobOptions, rate: float | None, pass_key: str) -> None:
     try:
         for model in job.models:  # connections made before the fork belong to the parent
             reset_connection(model)
@@ -564,13 +608,14 @@ def _worker(job: Job, segments: Any, events: Any, options: JobOptions, rate: flo
             if segment is None:
                 break
             tally.add(run_segment(job, segment, options.total_segments, store, options=options,
-                                  limiter=limiter, progress=sink))
+                                  limiter=limiter, progress=sink, pass_key=pass_key))
         events.put(("exit", attrs.asdict(tally)))
     except BaseException:
         events.put(("error", traceback.format_exc()))
 
 
-def _run_in_processes(job: Job, pending: list[int], options: JobOptions, progress: ProgressSink) -> Tally:
+def _run_in_processes(job: Job, pending: list[int], options: JobOptions, progress: ProgressSink,
+                      pass_key: str) -> Tally:
     context = multiprocessing.get_context("fork")
     segments: Any = context.Queue()
     events: Any = context.Queue()
@@ -580,7 +625,7 @@ def _run_in_processes(job: Job, pending: list[int], options: JobOptions, progres
     for _ in range(workers):
         segments.put(None)
     rate = options.rate / workers if options.rate is not None else None
-    processes = [context.Process(target=_worker, args=(job, segments, events, options, rate), daemon=True)
+    processes = [context.Process(target=_worker, args=(job, segments, events, options, rate, pass_key), daemon=True)
                  for _ in range(workers)]
     for process in processes:
         process.start()

@@ -17,17 +17,20 @@ Exactly once rests on two choices made here:
 
 from __future__ import annotations
 
+import hashlib
 import types
 from collections.abc import Mapping
 from typing import Any, cast
 
 import attrs
+from cachetools import LRUCache
 from pynamodb.attributes import Attribute
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import hash_keyname, range_keyname
 from pynamodb_sharding.descriptor import ShardManager, shard_manager
 from pynamodb_sharding.exceptions import MigrationError
+from pynamodb_sharding.metadata import ShardCountStore
 from pynamodb_sharding.strategies import stored_bytes
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "Put",
     "ReshardJob",
     "StoredItem",
+    "Wait",
 ]
 
 #: An item as the DynamoDB client returns it: ``{"name": {"S": "value"}, ...}``.
@@ -71,7 +75,15 @@ class Move:
     legacy: bool = False
 
 
-Action = Put | Move
+@attrs.frozen
+class Wait:
+    """Leave the item where it is for now: its key's shard count changed less than the metadata
+    cache TTL ago, so a writer may still write under the old count; a later run moves it."""
+
+    logical_key: str
+
+
+Action = Put | Move | Wait
 
 
 def _sharded(model: type[Model]) -> bool:
@@ -119,6 +131,21 @@ class KeyLayout:
         if self.manager is None:
             return stored, None
         return self.manager.decode_stored(stored)
+
+    def fingerprint(self) -> str:
+        """A short digest of where this layout puts items: its strategy and counts, separator,
+        first shard, legacy flag and sharded indexes (the identity of the jobs moving to it)."""
+        manager = self.manager
+        if manager is None:
+            described = "unsharded"
+        else:
+            indexes: dict[str, Any] = getattr(self.model, "_sharded_indexes", None) or {}
+            described = repr((
+                repr(manager.strategy), manager.separator, manager.first_shard, manager.legacy_unsharded,
+                sorted((name, repr(index.manager.strategy), index.manager.separator, index.shard_attr_name)
+                       for name, index in indexes.items()),
+            ))
+        return hashlib.sha256(described.encode("utf-8")).hexdigest()[:10]
 
     def key_of(self, item: Mapping[str, Any]) -> StoredItem:
         key = {self.hash_name: item[self.hash_name]}
@@ -171,7 +198,8 @@ def _target_hash_keys(target: KeyLayout, logical: str, item: Mapping[str, Any], 
     if manager.keeps_keys_unique:
         shard = manager.write_shard(cast(Any, target.item_view(logical, item)))
         return (manager.physical_key(logical, shard),)
-    return tuple(manager.physical_key(logical, shard) for shard in manager.spread_from(logical, source_hash, source_range))
+    shards = manager.spread_from(logical, source_hash, source_range)
+    return tuple(manager.physical_key(logical, shard) for shard in shards)
 
 
 class Job:
@@ -189,8 +217,11 @@ class Job:
         return tuple(with_companions(dict.fromkeys([self.source.model, self.target.model])))
 
     def job_id(self, total_segments: int) -> str:
-        """The job's key in the checkpoint table: the same job over the same tables resumes."""
-        return f"{self.kind}:{self.source.table}->{self.target.table}/{total_segments}"
+        """The job's key in the checkpoint table: the same job over the same tables, moving to the
+        same layout, resumes; a job to another layout (a second reshard, 16 -> 32 after 4 -> 16)
+        is another job with checkpoints of its own."""
+        tables = f"{self.source.table}->{self.target.table}"
+        return f"{self.kind}:{tables}/{total_segments}/{self.target.fingerprint()}"
 
     def plan(self, item: StoredItem) -> Action | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -246,8 +277,10 @@ class ReshardJob(Job):
             )
             raise MigrationError(msg)
         self.source = self.target = KeyLayout.of(model)
+        #: When each key's count last changed, read once per key (see _count_changed).
+        self._changes: LRUCache[str, float | None] = LRUCache(maxsize=10_000)
 
-    def plan(self, item: StoredItem) -> Move | None:
+    def plan(self, item: StoredItem) -> Move | Wait | None:
         layout = self.target
         manager = layout.manager
         assert manager is not None
@@ -258,8 +291,15 @@ class ReshardJob(Job):
                 wanted = manager.write_shard(cast(Any, layout.item_view(logical, item)))
                 if shard == wanted:
                     return None
-            elif shard < manager.first_shard + manager.shard_count(logical):
-                return None
+            else:
+                changed = self._count_changed(logical)  # reads the count afresh, once per key
+                if shard < manager.first_shard + manager.shard_count(logical):
+                    return None
+                if changed is not None and changed < self._ttl():
+                    # A writer may still write this shard from its cached count: moving its
+                    # items now could race a put the move cannot see. Every process knows the
+                    # new count once the change is older than the cache TTL.
+                    return Wait(logical)
         keys = _target_hash_keys(layout, logical, item, stored, layout.range_bytes(item))
         return Move(
             old_key=layout.key_of(item),
@@ -268,6 +308,31 @@ class ReshardJob(Job):
             new_hash_keys=keys,
             legacy=shard is None,
         )
+
+
+    def _count_changed(self, logical: str) -> float | None:
+        """Seconds since ``logical``'s shard count last changed (read from the metadata table once
+        per key per job, which also refreshes the count this process uses), ``None`` for a
+        strategy without a count table."""
+        manager = self.target.manager
+        assert manager is not None
+        strategy: Any = manager.strategy
+        store = getattr(strategy, "store", None)
+        if not isinstance(store, ShardCountStore):
+            return None
+        if logical in self._changes:
+            changed_at = self._changes[logical]
+        else:
+            namespace = strategy.namespace if strategy.namespace is not None else manager.space.namespace
+            state = store.load(namespace, logical, owner=manager.space.name)
+            changed_at = self._changes[logical] = None if state is None else state.last_updated
+        return None if changed_at is None else float(strategy.clock()) - changed_at
+
+    def _ttl(self) -> float:
+        manager = self.target.manager
+        assert manager is not None
+        store = getattr(manager.strategy, "store", None)
+        return float(store.ttl) if isinstance(store, ShardCountStore) else 0.0
 
 
 class CompactJob(ReshardJob):

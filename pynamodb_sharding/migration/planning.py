@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.exceptions import ShardKeyError
 from pynamodb_sharding.migration.checkpoints import CheckpointStore
-from pynamodb_sharding.migration.engine import JobOptions, item_write_units
+from pynamodb_sharding.migration.engine import JobOptions, current_pass, item_write_units
 from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, Move, Put
 
 __all__ = ["MigrationPlan", "plan"]
@@ -122,7 +122,7 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
     done = 0
     store = CheckpointStore(client, options.checkpoint_table)
     try:
-        done = sum(1 for c in store.load_all(job.job_id(options.total_segments), options.total_segments) if c.done)
+        done = sum(1 for c in store.load_all(current_pass(job, options, store), options.total_segments) if c.done)
     except ClientError:  # no checkpoint table yet: nothing done
         done = 0
     return MigrationPlan(

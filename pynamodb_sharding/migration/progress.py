@@ -37,6 +37,9 @@ class Tally:
     written: int = 0
     moved: int = 0
     skipped: int = 0
+    #: Items left where they are for now: their key's count changed less than the metadata
+    #: cache TTL ago, so some writer may still write under the old count (a later run moves them).
+    waiting: int = 0
     conflicts: int = 0
     undecodable: int = 0
     #: Write units consumed, as DynamoDB reported them (``ReturnConsumedCapacity``).
@@ -51,6 +54,7 @@ class Tally:
         self.written += other.written
         self.moved += other.moved
         self.skipped += other.skipped
+        self.waiting += other.waiting
         self.conflicts += other.conflicts
         self.undecodable += other.undecodable
         self.units += other.units
@@ -60,7 +64,8 @@ class Tally:
     def counts(self) -> dict[str, float]:
         """The numeric counts, as a checkpoint stores them."""
         return {"read": self.read, "written": self.written, "moved": self.moved, "skipped": self.skipped,
-                "conflicts": self.conflicts, "undecodable": self.undecodable, "units": self.units}
+                "waiting": self.waiting, "conflicts": self.conflicts, "undecodable": self.undecodable,
+                "units": self.units}
 
 
 @attrs.define
@@ -69,6 +74,8 @@ class MigrationReport:
 
     ``read``: items scanned; ``written``: items copied (copy); ``moved``: items moved to
     another shard (reshard, compact: one delete each); ``skipped``: items already in place;
+    ``waiting``: items left for a later run (their key's count changed less than the metadata
+    cache TTL ago);
     ``conflicts``: items left where they were because their target key holds another item;
     ``undecodable``: stored keys the source model cannot decode (left alone).
     """
@@ -106,7 +113,8 @@ class MigrationReport:
         yield f"job:        {self.job}"
         yield f"segments:   {self.segments_done}/{self.total_segments} done"
         yield (f"items:      read {tally.read}, written {tally.written}, moved {tally.moved}, "
-               f"skipped {tally.skipped}, conflicts {tally.conflicts}, undecodable {tally.undecodable}")
+               f"skipped {tally.skipped}, conflicts {tally.conflicts}, undecodable {tally.undecodable}"
+               + (f", waiting {tally.waiting}" if tally.waiting else ""))
         yield f"units:      {tally.units:g} write units consumed"
         rate = tally.read / self.duration if self.duration > 0 else 0.0
         yield f"duration:   {self.duration:.1f} s ({rate:,.0f} items/s)"

@@ -24,7 +24,7 @@ from pynamodb.models import Model
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MigrationError
 from pynamodb_sharding.migration.checkpoints import CheckpointStore
-from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, run_segment
+from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, current_pass, run_segment
 from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReshardJob
 from pynamodb_sharding.migration.progress import MigrationReport, Tally
 
@@ -95,10 +95,11 @@ class JobSpec:
         raise MigrationError(msg)
 
 
-def _task(spec: JobSpec, options: JobOptions, rate: float | None, segment: int) -> dict[str, Any]:
+def _task(spec: JobSpec, options: JobOptions, rate: float | None, segment: int, pass_key: str) -> dict[str, Any]:
     job = spec.build()
     store = CheckpointStore(botocore_client(job.source.model), options.checkpoint_table)
-    tally = run_segment(job, segment, options.total_segments, store, options=options, limiter=RateLimiter(rate))
+    tally = run_segment(job, segment, options.total_segments, store, options=options, limiter=RateLimiter(rate),
+                        pass_key=pass_key)
     return attrs.asdict(tally)
 
 
@@ -119,14 +120,14 @@ def run_on_spark(spark: Any, spec: JobSpec, options: JobOptions | None = None) -
     store = CheckpointStore(botocore_client(job.source.model), options.checkpoint_table)
     store.ensure_table()
     total = options.total_segments
-    job_id = job.job_id(total)
+    job_id = current_pass(job, options, store, new_when_done=True)
     pending = [c.segment for c in store.load_all(job_id, total) if not c.done]
     running = max(1, min(len(pending) or 1, int(context.defaultParallelism)))
     rate = options.rate / running if options.rate is not None else None
     tally = Tally()
     if pending:
         results = (context.parallelize(pending, len(pending))
-                   .map(lambda segment: _task(spec, options, rate, segment))
+                   .map(lambda segment: _task(spec, options, rate, segment, job_id))
                    .collect())
         for result in results:
             tally.add(Tally(**result))

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -198,13 +199,30 @@ class TestCopy:
         # A point read finds each item where HashedShards computes it.
         assert HashedReadings.get(KEYS[2], 7).value == f"{KEYS[2]}/7"
 
-    def test_a_finished_job_does_nothing_when_run_again(self, dynamodb_models: Callable[..., Any],
-                                                        options: JobOptions) -> None:
+    def test_a_finished_job_run_again_is_a_new_pass(self, dynamodb_models: Callable[..., Any],
+                                                    options: JobOptions) -> None:
+        """Run again after it finished, a copy catches up with the source and adds no second copy."""
         dynamodb_models(Readings, RandomReadings)
         _fill(Readings, 10)
         copy(Readings, RandomReadings, options)
+        put_raw(Readings, [{"sensor": {"S": KEYS[0]}, "at": {"N": "10"}, "value": {"S": f"{KEYS[0]}/10"}}])
         again = copy(Readings, RandomReadings, options)
-        assert (again.tally.read, again.tally.written, again.complete) == (0, 0, True)
+        assert (again.tally.read, again.tally.written, again.complete) == (51, 51, True)
+        assert _decoded(RandomReadings) == _expected(10) + collections.Counter([(KEYS[0], 10, f"{KEYS[0]}/10")])
+
+    def test_runs_of_one_named_pass_resume_each_other(self, dynamodb_models: Callable[..., Any],
+                                                      options: JobOptions) -> None:
+        """External schedulers: segment runs of one --pass share checkpoints; a new name starts over."""
+        dynamodb_models(Readings, RandomReadings)
+        _fill(Readings, 10)
+        named = attrs.evolve(options, pass_name="job-1")
+        for segment in range(options.total_segments):
+            copy(Readings, RandomReadings, attrs.evolve(named, segment=segment))
+        assert copy(Readings, RandomReadings, attrs.evolve(named, segment=0)).tally.read == 0  # done in job-1
+        assert copy(Readings, RandomReadings, named).tally.read == 0  # every segment of job-1 is done
+        fresh = copy(Readings, RandomReadings, attrs.evolve(options, pass_name="job-2"))
+        assert (fresh.tally.read, fresh.complete) == (50, True)
+        assert _decoded(RandomReadings) == _expected(10)
 
     def test_throttled_writes_are_retried_not_lost(self, dynamodb_models: Callable[..., Any],
                                                    options: JobOptions) -> None:

@@ -1265,7 +1265,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                                scan_index_forward, left, cursor, attributes_to_get, page_size, rate_limit)
 
         return partitioned.PeriodResultIterator(cls, periods, query_period, limit=limit,
-                                                given=last_evaluated_key, forward=forward)
+                                                given=last_evaluated_key, forward=forward, page_size=page_size,
+                                                filtered=filter_condition is not None, ends_as_one_query=True)
 
     @classmethod
     def _count_periods(

@@ -281,7 +281,7 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
             return None
         try:
             left = merge.items_left()
-        except Exception:  # noqa: BLE001 - a cursor is never wrong: resuming reads what is left
+        except Exception:  # a cursor is never wrong: resuming reads what is left
             left = True
         return state if left else None
 
@@ -394,7 +394,7 @@ class MergedResultIterator(Iterator[_M]):
             return False
         try:
             return merge.items_left()
-        except Exception:  # noqa: BLE001 - "maybe" keeps a cursor, which is never wrong
+        except Exception:  # "maybe" keeps a cursor, which is never wrong
             return True
 
     @property

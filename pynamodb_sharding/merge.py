@@ -633,7 +633,7 @@ class ShardMerge:
             return None
         try:
             return pending.result()
-        except Exception:  # noqa: BLE001 - cancelled meanwhile, or failed: ask again
+        except Exception:  # cancelled meanwhile, or failed: ask again
             return None
 
     def _returned_copy(self, stream: _ShardStream, item: RawItem) -> bool:

@@ -496,9 +496,9 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         cursor = None if inner is None else inner.last_evaluated_key
         if self._ends_as_one_query and self._returned > 0:
             size = self._plain_page_size
-            if size is None or not (self._filtered or self._returned % size == 0):
-                if not self._items_left(inner):
-                    return None
+            on_a_page_end = size is not None and (self._filtered or self._returned % size == 0)
+            if not on_a_page_end and not self._items_left(inner):
+                return None
             # The period's own cursor is None only when nothing is left in it.
             return {"period": period, "cursor": cursor}
         if cursor is None and period == self._periods[-1]:

@@ -404,7 +404,7 @@ class HashedShards:
         space = item.key.space
         try:
             result = function(value)
-        except Exception as error:  # noqa: BLE001 - any failure of the user's function: name its input
+        except Exception as error:  # any failure of the user's function: name its input
             if self.attributes is None:
                 what = f"hash key {space.attribute!r}" + (" and range key" if item.range_bytes is not None else "")
                 fix = "a hash function that accepts every key"

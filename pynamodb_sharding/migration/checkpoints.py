@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_CHECKPOINT_TABLE", "Checkpoint", "CheckpointStore"]
 DEFAULT_CHECKPOINT_TABLE = "pynamodb_sharding_migrations"
 
 _HASH, _RANGE = "job", "segment"
-_COUNTS = ("read", "written", "moved", "skipped", "conflicts", "undecodable", "units")
+_COUNTS = ("read", "written", "moved", "skipped", "conflicts", "undecodable", "units", "read_units")
 
 
 @attrs.frozen

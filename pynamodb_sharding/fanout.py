@@ -918,7 +918,8 @@ def merged_query(
         return _page(_traced(trace, shard, lambda: send(hash_values[shard], start, size)))
 
     legacy_first = _LegacyFirst(
-        lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,
+        lambda start: _traced(trace, LEGACY_SHARD, lambda: send(hash_values[LEGACY_SHARD], start)),
+        starts.get(LEGACY_SHARD), limit,
     )
 
     sort_name = plan.sort_name

@@ -48,7 +48,7 @@ from pynamodb_sharding.indexes import (
     sharded_indexes,
     write_growing_indexes,
 )
-from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
+from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec, describe_shard
 from pynamodb_sharding.periods import TimePartitioned
 from pynamodb_sharding.point_reads import leaves_out_keys, locate, read_physical, with_key_attributes
 
@@ -548,8 +548,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def _move_refused(self, action: str) -> ShardMoveError:
         cls = type(self)
         derived = ", ".join(self._shard_manager().derived_attributes)
+        read_from = "its shard" if self._physical_shard is None else describe_shard(self._physical_shard)
         msg = (
-            f"{cls.__name__}.{cls._hash_keyname}: this item was read from shard {self._physical_shard}, "
+            f"{cls.__name__}.{cls._hash_keyname}: this item was read from {read_from}, "
             f"but its {derived} changed since, which selects another shard, so it cannot be {action} "
             f"where it is stored; call save() on it, which moves it to its new shard in one transaction."
         )

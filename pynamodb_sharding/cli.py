@@ -555,15 +555,21 @@ class ShardStatus:
     ceiling: float | None = None
     #: The table's warm write throughput (DescribeTable), ``None`` when none is reported.
     warm_write_units: float | None = None
+    #: A ``legacy_unsharded`` model: the items still under the bare key (not a shard), which
+    #: reads cover until ``migrate reshard`` moves them; ``None`` for other models.
+    unsharded: ShardCount | None = None
 
     @property
     def total_items(self) -> int:
+        """The items in the key's shards (the bare key's are :attr:`unsharded`)."""
         return sum(shard.items for shard in self.shards)
 
     @property
     def query_requests(self) -> int:
-        """Requests a full query of the key sends: every page of every shard, plus metadata."""
-        return sum(shard.pages for shard in self.shards) + self.metadata_reads
+        """Requests a full query of the key sends: every page of every shard and of the bare
+        key, plus metadata."""
+        bare = self.unsharded.pages if self.unsharded is not None else 0
+        return sum(shard.pages for shard in self.shards) + bare + self.metadata_reads
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -573,6 +579,10 @@ class ShardStatus:
             "shards": [{"shard": s.shard, "physical_key": s.physical_key, "items": s.items, "pages": s.pages}
                        for s in self.shards],
             "items": self.total_items, "query_requests": self.query_requests,
+            "unsharded": None if self.unsharded is None else {
+                "physical_key": self.unsharded.physical_key, "items": self.unsharded.items,
+                "pages": self.unsharded.pages,
+            },
             "ceiling": self.ceiling, "warm_write_units": self.warm_write_units,
             "effective_ceiling": self.effective_ceiling,
         }
@@ -605,10 +615,17 @@ class ShardStatus:
         for shard in self.shards:
             yield f"{shard.shard:>7}  {shard.physical_key:<{width}}  {shard.items:>8}  {shard.pages:>5}"
         yield f"{'total':>7}  {'':<{width}}  {self.total_items:>8}  {sum(s.pages for s in self.shards):>5}"
+        bare = self.unsharded
+        if bare is not None:
+            yield (f"unsharded (bare key): {bare.items} items under {bare.physical_key!r} "
+                   f"({bare.pages} {'page' if bare.pages == 1 else 'pages'}; reads cover them until "
+                   f"`pynamodb-sharding migrate reshard` moves them into shards)")
         metadata = f" + {self.metadata_reads} metadata read" if self.metadata_reads else ""
+        bare_key = " and the bare key" if bare is not None else ""
+        pages = sum(s.pages for s in self.shards) + (bare.pages if bare is not None else 0)
         yield (
             f"full query:     {self.query_requests} requests "
-            f"({len(self.shards)} shards, {sum(s.pages for s in self.shards)} pages{metadata})"
+            f"({len(self.shards)} shards{bare_key}, {pages} pages{metadata})"
         )
 
 
@@ -621,15 +638,21 @@ def _when(epoch: float) -> str:
 def shard_status(ref: ModelRef, key: str) -> ShardStatus:
     """Read the shard layout of ``key`` and count the items under each physical key."""
     from pynamodb_sharding.dynamic import DynamicShards
+    from pynamodb_sharding.keys import LEGACY_SHARD
     from pynamodb_sharding.model import ShardedModel
 
     assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
     manager = shard_manager(ref.model)
     history = tuple((float(entry.at), int(entry.count)) for entry in manager.history(key))
+    counted = count_by_shard(ref.model, key)
+    bare = counted.pop(LEGACY_SHARD, None)  # a legacy_unsharded model's bare key: not a shard
     shards = tuple(
         ShardCount(shard=shard, physical_key=manager.physical_key(key, shard), items=sum(pages), pages=len(pages))
-        for shard, pages in sorted(count_by_shard(ref.model, key).items())
+        for shard, pages in sorted(counted.items())
     )
+    unsharded = None
+    if bare is not None:
+        unsharded = ShardCount(shard=LEGACY_SHARD, physical_key=key, items=sum(bare), pages=len(bare))
     count = int(manager.shard_count(key))
     ceiling = warm = None
     strategy = manager.strategy
@@ -647,6 +670,7 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
         metadata_reads=1 if ref.has_companions else 0,
         ceiling=ceiling,
         warm_write_units=warm,
+        unsharded=unsharded,
     )
 
 

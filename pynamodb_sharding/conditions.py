@@ -34,6 +34,7 @@ from pynamodb.expressions.condition import (
     Or,
 )
 from pynamodb.expressions.operand import Path, Value
+from pynamodb.indexes import Index
 
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardConditionError
@@ -117,6 +118,18 @@ class _Rewriter:
         self.separator = manager.separator
         self.attr_name = model._hash_attr().attr_name if index is None else index.attr_name
         self.where = f"{model.__name__}.{manager.attribute}"
+        if index is None:
+            self.what = "the sharded hash key"
+            self.stored_as = f"a physical key ('<key>{self.separator}<shard>')"
+            self.query = f"{model.__name__}.query"
+            self.stored_values = "physical keys"
+            self.logical_values = "logical keys"
+        else:
+            self.what = f"the sharded hash key of index {index.index_name!r}"
+            self.stored_as = f"'<value>{self.separator}<shard>' in the index"
+            self.query = _index_query(model, index.index_name)
+            self.stored_values = "the values the index stores"
+            self.logical_values = "logical values"
 
     # -- finding the attribute -----------------------------------------------------------------
 
@@ -141,9 +154,8 @@ class _Rewriter:
     def refuse(self, condition: Condition, fix: str) -> ShardConditionError:
         operator = _OPERATORS.get(condition.operator, condition.operator)
         msg = (
-            f"{self.where}: the {self.usage.value} `{condition!r}` uses {operator} on the sharded "
-            f"hash key, which DynamoDB stores as a physical key ('<key>{self.separator}<shard>'), "
-            f"so it cannot be sent as written; {fix}"
+            f"{self.where}: the {self.usage.value} `{condition!r}` uses {operator} on {self.what}, "
+            f"which DynamoDB stores as {self.stored_as}, so it cannot be sent as written; {fix}"
         )
         return ShardConditionError(msg)
 
@@ -159,7 +171,7 @@ class _Rewriter:
         return self.refuse(
             condition,
             f"compare {self.where} with values using ==, !=, is_in or startswith, which are "
-            f"rewritten to physical keys, or test the logical keys in Python after reading.",
+            f"rewritten to {self.stored_values}, or test the {self.logical_values} in Python after reading.",
         )
 
     # -- the walk ------------------------------------------------------------------------------
@@ -236,7 +248,7 @@ class _Rewriter:
                 condition,
                 f"listing every shard each value may be stored in makes it IN of {len(result)} "
                 f"physical keys, over DynamoDB's limit of {MAX_IN_OPERANDS}; compare with fewer "
-                f"values at a time, or query each key with {self.model.__name__}.query.",
+                f"values at a time, or query each value with {self.query}.",
             )
         return result
 
@@ -329,6 +341,16 @@ def check_item_condition(model: type[ShardedModel], condition: Condition | None)
         _Rewriter(model, Usage.ITEM, None, validate_only=True).visit(condition)
         for index in _suffixed_indexes(model):
             _Rewriter(model, Usage.ITEM, None, validate_only=True, index=index).visit(condition)
+
+
+def _index_query(model: type[ShardedModel], index_name: str) -> str:
+    """How the user queries the index: ``AuditLog.by_day.query`` (the attribute the index is
+    declared as), else ``AuditLog.query(..., index_name='by_day')``."""
+    for owner in model.__mro__:
+        for name, value in vars(owner).items():
+            if isinstance(value, Index) and getattr(value.Meta, "index_name", None) == index_name:
+                return f"{model.__name__}.{name}.query"
+    return f"{model.__name__}.query(..., index_name={index_name!r})"
 
 
 def _suffixed_indexes(model: type[ShardedModel]) -> tuple[ShardedIndex, ...]:

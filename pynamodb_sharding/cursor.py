@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from pynamodb_sharding.exceptions import CursorError, ShardKeyError
+from pynamodb_sharding.keys import LEGACY_SHARD, describe_shard
 
 __all__ = [
     "CURSOR_VERSION",
@@ -196,26 +197,27 @@ class _CursorReader:
                 raise self.fail(f"has a malformed shard position {entry!r}")
             shard = self._shard(entry["shard"])
             if shard in positions:
-                raise self.fail(f"names shard {shard} twice")
+                raise self.fail(f"names {describe_shard(shard)} twice")
             positions[shard] = self.start_key(shard, entry["start_key"])
         return positions
 
     def start_key(self, shard: int, value: object) -> RawKey:
         if not isinstance(value, dict) or set(value) != self.key_names:
             raise self.fail(
-                f"has a start key for shard {shard} with attributes "
+                f"has a start key for {describe_shard(shard)} with attributes "
                 f"{sorted(value) if isinstance(value, dict) else value!r}, expected {sorted(self.key_names)}"
             )
         key = {name: self._raw_value(shard, name, raw) for name, raw in value.items()}
         try:
             expected = self.hash_value(shard)
         except ShardKeyError:
-            raise self.fail(f"names shard {shard}, which this key cannot have") from None
+            raise self.fail(f"names {describe_shard(shard)}, which this key cannot have") from None
         (actual,) = key[self.hash_name].values()
         if actual != expected:
+            whose = "that key" if shard == LEGACY_SHARD else "that shard's key"
             raise self.fail(
-                f"has a start key for shard {shard} whose {self.hash_name} is {actual!r}, "
-                f"not that shard's key {expected!r}"
+                f"has a start key for {describe_shard(shard)} whose {self.hash_name} is {actual!r}, "
+                f"not {whose} {expected!r}"
             )
         if self.shard_name is not None and key[self.shard_name] != {"N": str(shard)}:
             raise self.fail(
@@ -226,22 +228,22 @@ class _CursorReader:
 
     def _raw_value(self, shard: int, name: str, value: object) -> RawValue:
         if not isinstance(value, dict) or len(value) != 1:
-            raise self.fail(f"has a malformed value {value!r} for {name} in shard {shard}")
+            raise self.fail(f"has a malformed value {value!r} for {name} in {describe_shard(shard)}")
         ((kind, inner),) = value.items()
         if kind not in _KEY_TYPES or not isinstance(inner, str):
-            raise self.fail(f"has a malformed value {value!r} for {name} in shard {shard}")
+            raise self.fail(f"has a malformed value {value!r} for {name} in {describe_shard(shard)}")
         if kind == "B":
             try:
                 return {"B": base64.b64decode(inner, validate=True)}
             except (binascii.Error, ValueError):
                 raise self.fail(
-                    f"has a binary value for {name} in shard {shard} that is not base64"
+                    f"has a binary value for {name} in {describe_shard(shard)} that is not base64"
                 ) from None
         if kind == "N":
             try:
                 Decimal(inner)
             except InvalidOperation:
-                raise self.fail(f"has a number for {name} in shard {shard} that is not a number") from None
+                raise self.fail(f"has a number for {name} in {describe_shard(shard)} that is not a number") from None
         return {kind: inner}
 
 
@@ -476,13 +478,13 @@ class TokenCodec:
             for _ in range(data.varint()):
                 shard = data.varint() - 1
                 if shard in positions:
-                    raise reader.fail(f"names shard {shard} twice")
+                    raise reader.fail(f"names {describe_shard(shard)} twice")
                 start: dict[str, Any] = {}
                 for name in self._stored_names:
                     (code,) = data.take(1)
                     kind = _CODE_KINDS.get(code)
                     if kind is None:
-                        raise reader.fail(f"has an unknown value type for {name} in shard {shard}")
+                        raise reader.fail(f"has an unknown value type for {name} in {describe_shard(shard)}")
                     shared = data.varint()
                     if shared > len(previous[name]):
                         raise reader.fail("is malformed")
@@ -504,7 +506,7 @@ class TokenCodec:
         try:
             value = hash_value(shard)
         except ShardKeyError:
-            raise reader.fail(f"names shard {shard}, which this key cannot have") from None
+            raise reader.fail(f"names {describe_shard(shard)}, which this key cannot have") from None
         (kind,) = self.scope.key
         return {kind: value}
 

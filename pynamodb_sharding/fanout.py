@@ -141,6 +141,7 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         shard_query: _ShardQuery | None = None,
         tokens: TokenCodec | None = None,
         given_state: CursorState | None = None,
+        filtered: bool = False,
     ) -> None:
         self._merge = merge
         self._scope = scope
@@ -149,6 +150,9 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         self._given_state = given_state
         self._key_names = tuple(key_names)
         self._page_size = page_size
+        #: What a plain query's pages would hold: its ``Limit`` (``page_size``, else ``limit``).
+        self._plain_page_size = page_size
+        self._filtered = filtered
         self._shard_query = shard_query
         self._default_request_limit = shard_query.page_size if shard_query is not None else None
         self._is_last_page = False
@@ -215,16 +219,16 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
 
     @property
     def last_evaluated_key(self) -> dict[str, Any] | str | None:
-        """The merged cursor: resumes right after the last item returned; ``None`` at the end.
+        """The merged cursor: resumes right after the last item returned; ``None`` where
+        PynamoDB's would be ``None`` (see :meth:`MergedResultIterator.last_evaluated_key`).
 
         A dict of JSON types; the page token (a ``str``, see :attr:`next_page_token`) for a
         model whose tokens are signed (``Sharding(cursor_secret=...)``).
         """
-        merge = self._merge
-        if not merge.started:
+        if not self._merge.started:
             return self._given_cursor
-        state, remaining = merge.state()
-        if not remaining:
+        state = self._resume_state()
+        if state is None:
             return None
         if self._tokens is not None and self._tokens.secrets:
             return self._tokens.encode(state)
@@ -232,7 +236,8 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
 
     @property
     def next_page_token(self) -> str | None:
-        """The compact, URL-safe form of the cursor; ``None`` when nothing is left.
+        """The compact, URL-safe form of the cursor; ``None`` exactly when
+        :attr:`last_evaluated_key` is.
 
         Pass it back as ``last_evaluated_key`` to resume right after the last item returned.
         It holds no table or model name, and is signed when the model has a ``cursor_secret``.
@@ -248,10 +253,37 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
             if isinstance(self._given_cursor, str):
                 return self._given_cursor
             return None if self._given_state is None else tokens.encode(self._given_state)
+        state = self._resume_state()
+        return None if state is None else tokens.encode(state)
+
+    def _resume_state(self) -> CursorState | None:
+        """Where a resumed query starts, or ``None`` where a plain PynamoDB query of the same
+        items would have no ``last_evaluated_key``.
+
+        PynamoDB's ``ResultIterator`` gives DynamoDB's ``LastEvaluatedKey`` once a page is used
+        up, and DynamoDB gives one for every page that stopped on its ``Limit`` (the query's
+        ``page_size``, else its ``limit``), even when no item follows. Without a filter a plain
+        query's pages are the items returned, ``page_size`` at a time: after ``r`` items it has
+        a cursor when ``r`` is a multiple of the page size, otherwise only when an item follows.
+        A filter hides where DynamoDB's ``Limit`` cut the items it evaluated: a query with a
+        page size then has a cursor until a ``next()`` found the end.
+        """
+        merge = self._merge
         state, remaining = merge.state()
+        if merge.exhausted:
+            return None  # a next() found the end: a plain query's last page has no key
+        if merge.returned == 0:
+            return state if remaining else None
+        size = self._plain_page_size
+        if size is not None and (self._filtered or merge.returned % size == 0):
+            return state
         if not remaining:
             return None
-        return tokens.encode(state)
+        try:
+            left = merge.items_left()
+        except Exception:  # a cursor is never wrong: resuming reads what is left
+            left = True
+        return state if left else None
 
     @property
     def total_scanned_count(self) -> int:
@@ -272,9 +304,9 @@ class MergedResultIterator(Iterator[_M]):
     before the first item is asked for. Close it (or use it as a context manager) to cancel
     the prefetched pages of a query you stop reading early; garbage collection does the same.
 
-    ``last_evaluated_key`` follows ``ResultIterator``: before iteration it is the cursor the
-    query was given (or ``None``); once every shard is exhausted it is ``None``; otherwise it is
-    a cursor (a dict of JSON types) that resumes right after the last item returned.
+    ``last_evaluated_key`` is ``None`` exactly where ``ResultIterator``'s is over the same
+    items (see :attr:`last_evaluated_key`); otherwise it is a cursor (a dict of JSON types)
+    that resumes right after the last item returned.
 
     A ``next()`` that raised (a shard's request failed, after botocore's retries) can be called
     again: it sends the failed request again and carries on where it stopped, like
@@ -294,6 +326,7 @@ class MergedResultIterator(Iterator[_M]):
         tokens: TokenCodec | None = None,
         given_state: CursorState | None = None,
         partial: bool = False,
+        filtered: bool = False,
     ) -> None:
         self._model = model
         self._from_raw_data: Callable[[dict[str, Any]], _M] = model.from_raw_data
@@ -302,7 +335,7 @@ class MergedResultIterator(Iterator[_M]):
         self._merge = merge
         self.page_iter = MergedPageIterator(
             merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
-            shard_query=shard_query, tokens=tokens, given_state=given_state,
+            shard_query=shard_query, tokens=tokens, given_state=given_state, filtered=filtered,
         )
 
     def __iter__(self) -> MergedResultIterator[_M]:
@@ -319,17 +352,50 @@ class MergedResultIterator(Iterator[_M]):
 
     @property
     def last_evaluated_key(self) -> dict[str, Any] | str | None:
-        """The cursor to pass back as ``last_evaluated_key``, ``None`` when nothing is left."""
+        """The cursor to pass back as ``last_evaluated_key``, or ``None``, as PynamoDB's.
+
+        Before the first item it is the cursor the query was given (or ``None``). Once a
+        ``next()`` found the end of the data (``StopIteration`` before ``limit``) it is ``None``.
+        Otherwise, after ``r`` items, with ``P`` the query's ``page_size`` (else its ``limit``):
+
+        - an item follows: a cursor;
+        - no item follows and ``r`` is a multiple of ``P``: a cursor, and the page it resumes
+          is empty, because DynamoDB gives a ``LastEvaluatedKey`` for a page that stopped on its
+          ``Limit`` even on the last item (``limit=20`` over exactly 20 items);
+        - no item follows otherwise (or without ``page_size`` and ``limit``): ``None``.
+
+        One difference: with a ``filter_condition`` (or a polymorphic model's class filter)
+        and a ``page_size`` or ``limit``, it is a cursor until a ``next()`` found the end, where
+        PynamoDB's is ``None`` if DynamoDB's last page happened to end short of its ``Limit``:
+        the filter hides from the merge where DynamoDB cut the items it evaluated. The page it
+        resumes is then empty, with ``None``. Whether an item follows may cost one request per
+        shard whose next page was not read yet; the answer is kept until the next item.
+        """
         return self.page_iter.last_evaluated_key
 
     @property
     def next_page_token(self) -> str | None:
-        """The cursor as a compact URL-safe ``str`` (``None`` at the end); see
-        :attr:`MergedPageIterator.next_page_token`.
+        """The cursor as a compact URL-safe ``str``, ``None`` exactly when
+        :attr:`last_evaluated_key` is; see :attr:`MergedPageIterator.next_page_token`.
 
         .. versionadded:: 0.2.0
         """
         return self.page_iter.next_page_token
+
+    def _items_left(self) -> bool:
+        """Whether an item follows the last one returned (reading ahead if the pages held
+        cannot tell; a request that fails counts as items left)."""
+        merge = self._merge
+        if merge.exhausted:
+            return False
+        if not merge.started:
+            return True
+        if not merge.state()[1]:
+            return False
+        try:
+            return merge.items_left()
+        except Exception:  # "maybe" keeps a cursor, which is never wrong
+            return True
 
     @property
     def total_count(self) -> int:
@@ -865,7 +931,8 @@ def merged_query(
         return current(_page(_traced(trace, shard, lambda: send(hash_values[shard], start, size))))
 
     legacy_first = _LegacyFirst(
-        lambda start: send(hash_values[LEGACY_SHARD], start), starts.get(LEGACY_SHARD), limit,
+        lambda start: _traced(trace, LEGACY_SHARD, lambda: send(hash_values[LEGACY_SHARD], start)),
+        starts.get(LEGACY_SHARD), limit,
     )
 
     sort_name = plan.sort_name
@@ -910,7 +977,8 @@ def merged_query(
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
                                 shard_query=send, tokens=tokens,
                                 given_state=state if last_evaluated_key is not None else None,
-                                partial=leaves_out_keys(attributes_to_get, model._key_names()))
+                                partial=leaves_out_keys(attributes_to_get, model._key_names()),
+                                filtered=query_options["filter_condition"] is not None)
 
 
 class _EarlyFirstPages:

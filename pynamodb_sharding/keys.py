@@ -17,6 +17,7 @@ __all__ = [
     "MAX_SHARDS",
     "KeyCodec",
     "decode",
+    "describe_shard",
     "encode",
     "validate_separator",
 ]
@@ -33,6 +34,12 @@ MAX_SHARDS = 10_000
 #: The shard number the codec of a ``Sharding(legacy_unsharded=True)`` model gives a bare
 #: legacy key (a stored value without a shard suffix); never a real shard.
 LEGACY_SHARD = -1
+
+
+def describe_shard(shard: int) -> str:
+    """How messages name a shard: ``"shard 3"``, and ``"the unsharded (bare) key"`` for
+    :data:`LEGACY_SHARD`, a number users never see."""
+    return "the unsharded (bare) key" if shard == LEGACY_SHARD else f"shard {shard}"
 
 
 def validate_separator(separator: object, where: str) -> str:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pynamodb_sharding._host import botocore_client
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SEPARATOR_CANDIDATES",
+    "MoveCapacity",
     "MoveOutcome",
     "check_legacy_keys",
     "find_ambiguous_keys",
     "legacy_target_shard",
+    "move_and_count",
     "move_legacy_item",
 ]
 
@@ -60,6 +63,29 @@ class MoveOutcome(enum.Enum):
     SHADOWED = "shadowed"
     #: Neither the bare key nor a shard holds the item: it was deleted.
     GONE = "gone"
+
+
+@attrs.define
+class MoveCapacity:
+    """The capacity units the requests of legacy moves consumed, as DynamoDB reported them.
+
+    Every request of a move asks for ``ReturnConsumedCapacity``; a request DynamoDB refused
+    (a cancelled transaction, a failed condition) reports none.
+
+    .. versionadded:: 0.4.0
+    """
+
+    #: Units of the writes: the moving transaction, the delete of a shadowed bare copy.
+    write_units: float = 0.0
+    #: Units of the reads: the bare key and the shards read again after a failed attempt.
+    read_units: float = 0.0
+
+
+def _units(reply: Mapping[str, Any]) -> float:
+    capacity = reply.get("ConsumedCapacity") or []
+    if isinstance(capacity, Mapping):
+        capacity = [capacity]
+    return float(sum(entry.get("CapacityUnits", 0.0) for entry in capacity))
 
 
 def _require_legacy(model: type[ShardedModel]) -> KeyCodec:
@@ -111,8 +137,18 @@ def move_legacy_item(model: type[ShardedModel], raw_item_or_key: Any, *, max_att
 
     .. versionadded:: 0.2.0
     """
+    return move_and_count(model, raw_item_or_key, MoveCapacity(), max_attempts=max_attempts)
+
+
+def move_and_count(model: type[ShardedModel], raw_item_or_key: Any, capacity: MoveCapacity, *,
+                   max_attempts: int = 5) -> MoveOutcome:
+    """:func:`move_legacy_item`, adding the capacity its requests consumed to ``capacity``
+    (also of the requests sent before an error it raises): what a migration's report counts.
+
+    .. versionadded:: 0.4.0
+    """
     codec = _require_legacy(model)
-    mover = _Mover(model, codec)
+    mover = _Mover(model, codec, capacity)
     raw = mover.raw_item(raw_item_or_key)
     last_error: Exception | None = None
     for _ in range(max(1, max_attempts)):
@@ -145,9 +181,10 @@ def move_legacy_item(model: type[ShardedModel], raw_item_or_key: Any, *, max_att
 class _Mover:
     """The requests of one legacy item's move, through the model's own botocore client."""
 
-    def __init__(self, model: type[ShardedModel], codec: KeyCodec) -> None:
+    def __init__(self, model: type[ShardedModel], codec: KeyCodec, capacity: MoveCapacity) -> None:
         self.model = model
         self.codec = codec
+        self.capacity = capacity
         self.client = botocore_client(model)
         self.table = model.Meta.table_name
         self.hash_name = model._hash_attr().attr_name
@@ -227,7 +264,9 @@ class _Mover:
         self.checked_by_read = [] if self.others else other_keys
 
     def read_bare(self) -> RawItem | None:
-        reply = self.client.get_item(TableName=self.table, Key=self.bare, ConsistentRead=True)
+        reply = self.client.get_item(TableName=self.table, Key=self.bare, ConsistentRead=True,
+                                     ReturnConsumedCapacity="TOTAL")
+        self.capacity.read_units += _units(reply)
         item: RawItem | None = reply.get("Item")
         return item
 
@@ -236,7 +275,8 @@ class _Mover:
         for start in range(0, len(keys), 100):
             pending: dict[str, Any] | None = {self.table: {"Keys": keys[start:start + 100], "ConsistentRead": True}}
             while pending:
-                reply = self.client.batch_get_item(RequestItems=pending)
+                reply = self.client.batch_get_item(RequestItems=pending, ReturnConsumedCapacity="TOTAL")
+                self.capacity.read_units += _units(reply)
                 if reply.get("Responses", {}).get(self.table):
                     return True
                 pending = reply.get("UnprocessedKeys") or None
@@ -254,10 +294,14 @@ class _Mover:
             {"Delete": {"TableName": self.table, "Key": self.bare, **self._unchanged(raw)}},
             *({"ConditionCheck": {"TableName": self.table, "Key": key, **absent}} for key in self.others),
         ]
-        self.client.transact_write_items(TransactItems=actions, ClientRequestToken=self._token(raw))
+        reply = self.client.transact_write_items(TransactItems=actions, ClientRequestToken=self._token(raw),
+                                                 ReturnConsumedCapacity="TOTAL")
+        self.capacity.write_units += _units(reply)
 
     def delete_unchanged(self, raw: RawItem) -> None:
-        self.client.delete_item(TableName=self.table, Key=self.bare, **self._unchanged(raw))
+        reply = self.client.delete_item(TableName=self.table, Key=self.bare, ReturnConsumedCapacity="TOTAL",
+                                        **self._unchanged(raw))
+        self.capacity.write_units += _units(reply)
 
     def _unchanged(self, raw: RawItem) -> dict[str, Any]:
         """A condition that holds while the stored item has exactly ``raw``'s values."""

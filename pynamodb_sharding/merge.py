@@ -220,11 +220,14 @@ class ShardMerge:
         self._finalizer: weakref.finalize[Any, ShardMerge] | None = None
         self.started = False
         self.closed = False
+        #: The end of every shard was reached: a ``next()`` found no item left (not ``limit``).
+        self.exhausted = False
         self.returned = 0
         self.total_count = 0
         self.total_scanned_count = 0
         self.total_consumed_capacity: float | None = None
         self.requests = 0
+        self._items_left: tuple[int, bool] | None = None  # (returned, answer) of items_left()
 
     # -- iteration ---------------------------------------------------------------------------
 
@@ -297,6 +300,7 @@ class ShardMerge:
         forward = self._forward
         open_streams = [stream for stream in self._streams if stream.index < len(stream.items)]
         if not open_streams:
+            self.exhausted = True
             self.close()
             raise StopIteration
         for stream in open_streams:
@@ -360,6 +364,7 @@ class ShardMerge:
         while True:
             self._load_waiting()
             if not self._heap:
+                self.exhausted = True
                 self.close()
                 raise StopIteration
             if not self._drop_shadowed():
@@ -578,6 +583,64 @@ class ShardMerge:
             if start is not None:
                 positions[stream.shard] = start
         return CursorState(positions=positions), remaining
+
+    def items_left(self) -> bool:
+        """Whether any item comes after those returned, reading ahead where the pages held
+        cannot tell.
+
+        :meth:`state` says a shard has items left whenever DynamoDB gave its last page a
+        ``LastEvaluatedKey``, which it does for a page that stopped on its ``Limit`` even when
+        nothing follows. This answers exactly: an item held and not yet returned is one; a
+        shard whose next page is not held is asked for it (its prefetched request is used
+        when there is one), page after page while they come back empty with a
+        ``LastEvaluatedKey``. What is read here is not returned by the merge nor moves the
+        cursor: a ``next()`` after it reads the same pages again. The answer is kept until
+        another item is returned.
+        """
+        if self._items_left is not None and self._items_left[0] == self.returned:
+            return self._items_left[1]
+        left = self._read_ahead()
+        self._items_left = (self.returned, left)
+        return left
+
+    def _read_ahead(self) -> bool:
+        self._leave_parents_threads()  # a forked child never sees its parent's requests complete
+        streams = self._streams
+        if any(stream.index < len(stream.items) for stream in streams):
+            return True
+        for stream in streams:
+            if stream.loaded and stream.page_key is None:
+                continue  # read to its end
+            start = stream.next_start()
+            page = self._held_next_page(stream)
+            while True:
+                if page is None:
+                    self.requests += 1
+                    page = self._fetch_page(stream.shard, start)
+                if any(not self._returned_copy(stream, item) for item in page.items):
+                    return True
+                start = page.last_evaluated_key
+                if start is None:
+                    break
+                page = None
+        return False
+
+    @staticmethod
+    def _held_next_page(stream: _ShardStream) -> Page | None:
+        """The page already requested for ``stream``'s next start, if that request went through."""
+        pending = stream.pending
+        if pending is None or pending.cancelled():
+            return None
+        try:
+            return pending.result()
+        except Exception:  # cancelled meanwhile, or failed: ask again
+            return None
+
+    def _returned_copy(self, stream: _ShardStream, item: RawItem) -> bool:
+        """Whether ``item`` of the shadowed stream is a copy of an item another stream returned."""
+        if stream.shard != self._shadowed or self._tie_value is _NOTHING:
+            return False
+        return self._sort_key(item) == self._tie_value and self._identity(item) in self._tie_ids
 
     def _key_of(self, item: RawItem) -> RawKey:
         return {name: item[name] for name in self._key_names}

@@ -56,7 +56,7 @@ from pynamodb_sharding.indexes import (
     sharded_indexes,
     write_growing_indexes,
 )
-from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
+from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec, describe_shard
 from pynamodb_sharding.periods import TimePartitioned
 from pynamodb_sharding.point_reads import (
     leaves_out_keys,
@@ -593,8 +593,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     def _move_refused(self, action: str) -> ShardMoveError:
         cls = type(self)
         derived = ", ".join(self._shard_manager().derived_attributes)
+        read_from = "its shard" if self._physical_shard is None else describe_shard(self._physical_shard)
         msg = (
-            f"{cls.__name__}.{cls._hash_keyname}: this item was read from shard {self._physical_shard}, "
+            f"{cls.__name__}.{cls._hash_keyname}: this item was read from {read_from}, "
             f"but its {derived} changed since, which selects another shard, so it cannot be {action} "
             f"where it is stored; call save() on it, which moves it to its new shard in one transaction."
         )
@@ -1435,7 +1436,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                                scan_index_forward, left, cursor, attributes_to_get, page_size, rate_limit)
 
         return partitioned.PeriodResultIterator(cls, periods, query_period, limit=limit,
-                                                given=last_evaluated_key, forward=forward)
+                                                given=last_evaluated_key, forward=forward, page_size=page_size,
+                                                filtered=filter_condition is not None, ends_as_one_query=True)
 
     @classmethod
     def _count_periods(

@@ -33,6 +33,7 @@ from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING
 from pynamodb.exceptions import PynamoDBException, TableError
 from pynamodb.expressions.condition import Condition
 
+from pynamodb_sharding._host import discriminator_attribute
 from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding.exceptions import (
     CursorError,
@@ -407,9 +408,17 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         given: Any = None,
         forward: bool = True,
         tokens: bool = True,
+        page_size: int | None = None,
+        filtered: bool = False,
+        ends_as_one_query: bool = False,
     ) -> None:
         self._model = model
         self._tokens = tokens
+        # A query ends where a plain query of one table holding every period's items would:
+        # the Limit of its pages is page_size, else limit (see last_evaluated_key).
+        self._ends_as_one_query = ends_as_one_query
+        self._plain_page_size = page_size if page_size is not None else limit
+        self._filtered = filtered or discriminator_attribute(model) is not None  # the class filter too
         self._open = open_period
         self._limit = limit
         self._given = given
@@ -470,16 +479,55 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
 
     @property
     def last_evaluated_key(self) -> dict[str, Any] | None:
-        """The cursor to pass back as ``last_evaluated_key``; ``None`` when nothing is left."""
+        """The cursor to pass back as ``last_evaluated_key``, or ``None``.
+
+        A query's is ``None`` exactly where a plain PynamoDB query of one table holding every
+        period's items would have none (the rule of
+        :attr:`~pynamodb_sharding.MergedResultIterator.last_evaluated_key`, counted over the
+        whole query: after ``r`` items, a cursor if an item follows in this period or a later
+        one, or if ``r`` is a multiple of ``page_size`` (else ``limit``), and ``None`` once a
+        ``next()`` found the end). A scan's is ``None`` once the last period was read to its end.
+        """
         if self._finished:
             return None
         if self._last is None:
             return parse_cursor_dict(self._given, self._model)
         period, inner = self._last
         cursor = None if inner is None else inner.last_evaluated_key
+        if self._ends_as_one_query and self._returned > 0:
+            size = self._plain_page_size
+            on_a_page_end = size is not None and (self._filtered or self._returned % size == 0)
+            if not on_a_page_end and not self._items_left(inner):
+                return None
+            # The period's own cursor is None only when nothing is left in it.
+            return {"period": period, "cursor": cursor}
         if cursor is None and period == self._periods[-1]:
             return None  # the last period was read to its end
         return {"period": period, "cursor": cursor}
+
+    def _items_left(self, inner: Any) -> bool:
+        """Whether an item follows the last one returned, in its period or a later one (asking
+        each later period for one item, in order, until one has some)."""
+        if inner is not None and inner._items_left():
+            return True
+        later = self._index + 1 if inner is not None else self._index
+        for period in self._periods[later:]:
+            model = period_model(self._model, period)
+            probe = self._open(model, None, 1)
+            try:
+                next(probe)
+            except StopIteration:
+                continue
+            except PynamoDBException as error:
+                if is_missing_period_table(model, error):
+                    continue
+                return True  # unknown: a cursor is never wrong, resuming reads what is left
+            finally:
+                close = getattr(probe, "close", None)
+                if close is not None:
+                    close()
+            return True
+        return False
 
     @property
     def next_page_token(self) -> str | None:

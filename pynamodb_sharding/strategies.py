@@ -401,9 +401,25 @@ class HashedShards:
         else:
             self._check_set(item)
             value = tuple(item.attribute_value(name) for name in self.attributes)
-        result = function(value)
+        space = item.key.space
+        try:
+            result = function(value)
+        except Exception as error:  # any failure of the user's function: name its input
+            if self.attributes is None:
+                what = f"hash key {space.attribute!r}" + (" and range key" if item.range_bytes is not None else "")
+                fix = "a hash function that accepts every key"
+            else:
+                names = " and ".join(repr(name) for name in self.attributes)
+                what = f"attribute{'s' if len(self.attributes) > 1 else ''} {names}"
+                fix = f"a hash function that accepts every value {names} can hold"
+            function_name = getattr(function, "__name__", function)
+            msg = (
+                f"{space.name}: HashedShards(hash={function_name}) raised {type(error).__name__} "
+                f"for the {what} of this {space.model_name} ({value!r}): {error}. Store a value "
+                f"{function_name} accepts there, or declare {fix}. Nothing was sent."
+            )
+            raise ShardLocationError(msg) from error
         if isinstance(result, bool) or not isinstance(result, int):
-            space = item.key.space
             msg = (
                 f"{space.name}: HashedShards(hash={getattr(function, '__name__', function)}) returned "
                 f"{result!r} for {value!r}; the hash function must return an int. Nothing was sent."

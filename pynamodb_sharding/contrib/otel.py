@@ -16,7 +16,8 @@
 
 * spans (tracer ``pynamodb_sharding``): ``pynamodb_sharding.query`` or
   ``pynamodb_sharding.count`` per merged read, with a child ``pynamodb_sharding.shard_request``
-  per shard request (attribute ``pynamodb_sharding.shard``), parented correctly although the
+  per shard request (attribute ``pynamodb_sharding.shard``, or ``pynamodb_sharding.unsharded``
+  true for the bare key of a ``legacy_unsharded`` model), parented correctly although the
   requests run on the fan-out pool's threads.
 
 Attributes name the model, table and index, never a key value: keys are unbounded in number
@@ -38,11 +39,17 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
 from pynamodb_sharding import fanout
+from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
 
 __all__ = ["Instrumentation", "instrument", "uninstrument"]
 
 _T = TypeVar("_T")
+
+
+def _shard_attribute(shard: int) -> dict[str, Any]:
+    # The bare key of a legacy_unsharded model is numbered internally, never shown as a shard.
+    return {"pynamodb_sharding.unsharded": True} if shard == LEGACY_SHARD else {"pynamodb_sharding.shard": shard}
 _SCOPE = "pynamodb_sharding"
 _lock = threading.Lock()
 _active: Instrumentation | None = None
@@ -70,7 +77,7 @@ class _ReadTrace:
         try:
             with self._owner.tracer.start_as_current_span(
                 "pynamodb_sharding.shard_request",
-                attributes={**self._attributes, "pynamodb_sharding.shard": shard},
+                attributes={**self._attributes, **_shard_attribute(shard)},
             ):
                 return call()
         finally:

@@ -29,7 +29,7 @@ DEFAULT_CHECKPOINT_TABLE = "pynamodb_sharding_migrations"
 _HASH, _RANGE = "job", "segment"
 #: The ``segment`` of a job's item that numbers its passes (segments count from 0).
 _PASSES = -1
-_COUNTS = ("read", "written", "moved", "skipped", "waiting", "conflicts", "undecodable", "units")
+_COUNTS = ("read", "written", "moved", "skipped", "waiting", "conflicts", "undecodable", "units", "read_units")
 
 
 @attrs.frozen

@@ -270,7 +270,7 @@ class _Sender:
                     backoff.wait(f"a move in {self.table!r}")
                     continue
                 if delete_reason == _CONDITION_FAILED:
-                    fresh = self._read(move.old_key)
+                    fresh = self._read(move.old_key, tally)
                     replanned = None if fresh is None else self.job.plan(fresh)
                     if not isinstance(replanned, Move):  # moved or deleted by someone else meanwhile
                         tally.skipped += 1
@@ -294,15 +294,16 @@ class _Sender:
     def _move_legacy(self, move: Move) -> Tally:
         """A bare legacy item goes through :func:`~pynamodb_sharding.legacy.move_legacy_item`
         (one transaction; it also settles a sharded copy the application wrote meanwhile)."""
-        from pynamodb_sharding.legacy import MoveOutcome, move_legacy_item
+        from pynamodb_sharding.legacy import MoveCapacity, MoveOutcome, move_and_count
 
         tally = Tally()
         old_item = {**move.item, self.job.target.hash_name: move.old_key[self.job.target.hash_name]}
         self.limiter.acquire(4 * item_write_units(old_item))
         backoff = _Backoff(self.sleep)
+        capacity = MoveCapacity()  # every attempt's requests, also those of an attempt that raised
         while True:
             try:
-                outcome = move_legacy_item(self.job.target.model, old_item)  # type: ignore[arg-type]
+                outcome = move_and_count(self.job.target.model, old_item, capacity)  # type: ignore[arg-type]
             except _NETWORK_ERRORS:
                 backoff.wait(f"a legacy move in {self.table!r}")
                 continue
@@ -312,17 +313,20 @@ class _Sender:
                 backoff.wait(f"a legacy move in {self.table!r}")
                 continue
             break
+        tally.units += capacity.write_units
+        tally.read_units += capacity.read_units
         if outcome is MoveOutcome.MOVED:
             tally.moved += 1
         else:  # already moved, deleted, or shadowed by a sharded copy (whose stale legacy copy went)
             tally.skipped += 1
         return tally
 
-    def _read(self, key: StoredItem) -> StoredItem | None:
+    def _read(self, key: StoredItem, tally: Tally) -> StoredItem | None:
         backoff = _Backoff(self.sleep)
         while True:
             try:
-                reply = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+                reply = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True,
+                                             ReturnConsumedCapacity="TOTAL")
             except _NETWORK_ERRORS:
                 backoff.wait(f"a read of {self.table!r}")
                 continue
@@ -331,6 +335,7 @@ class _Sender:
                     raise
                 backoff.wait(f"a read of {self.table!r}")
                 continue
+            tally.read_units += _consumed(reply)
             item: StoredItem | None = reply.get("Item")
             return item
 

@@ -42,8 +42,12 @@ class Tally:
     waiting: int = 0
     conflicts: int = 0
     undecodable: int = 0
-    #: Write units consumed, as DynamoDB reported them (``ReturnConsumedCapacity``).
+    #: Write units consumed, as DynamoDB reported them (``ReturnConsumedCapacity``): the puts of
+    #: a copy, the transactions of moves, the deletes of shadowed legacy copies.
     units: float = 0.0
+    #: Read units of the reads a move makes besides the scan (an item read again after it
+    #: changed, a legacy item's bare key and shards after a failed attempt), as reported.
+    read_units: float = 0.0
     #: Keys of items not moved because the target key was taken (listed up to KEYS_LISTED).
     conflict_keys: list[str] = attrs.field(factory=list)
     #: Stored hash keys the source model cannot decode (listed up to KEYS_LISTED).
@@ -58,6 +62,7 @@ class Tally:
         self.conflicts += other.conflicts
         self.undecodable += other.undecodable
         self.units += other.units
+        self.read_units += other.read_units
         self.conflict_keys = (self.conflict_keys + other.conflict_keys)[:KEYS_LISTED]
         self.undecodable_keys = (self.undecodable_keys + other.undecodable_keys)[:KEYS_LISTED]
 
@@ -65,7 +70,7 @@ class Tally:
         """The numeric counts, as a checkpoint stores them."""
         return {"read": self.read, "written": self.written, "moved": self.moved, "skipped": self.skipped,
                 "waiting": self.waiting, "conflicts": self.conflicts, "undecodable": self.undecodable,
-                "units": self.units}
+                "units": self.units, "read_units": self.read_units}
 
 
 @attrs.define
@@ -115,7 +120,8 @@ class MigrationReport:
         yield (f"items:      read {tally.read}, written {tally.written}, moved {tally.moved}, "
                f"skipped {tally.skipped}, conflicts {tally.conflicts}, undecodable {tally.undecodable}"
                + (f", waiting {tally.waiting}" if tally.waiting else ""))
-        yield f"units:      {tally.units:g} write units consumed"
+        reads = f" (and {tally.read_units:g} read units by moves' own reads)" if tally.read_units else ""
+        yield f"units:      {tally.units:g} write units consumed{reads}"
         rate = tally.read / self.duration if self.duration > 0 else 0.0
         yield f"duration:   {self.duration:.1f} s ({rate:,.0f} items/s)"
         if tally.conflict_keys:

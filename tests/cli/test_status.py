@@ -168,3 +168,61 @@ def test_the_heat_report_shows_the_write_rate_and_the_headroom(project: ModelsMo
 
     one = run_cli("status", spec, "busy", cwd=project.directory, env=cli_env)
     assert "ceiling:        100 write units/s (the table reports no warm throughput)" in one.stdout
+
+
+LEGACY_MODEL = """
+
+class PlainSensor(Model):
+    class Meta:
+        table_name = "{prefix}_sensors"
+        host = HOST
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+
+
+class Sensor(ShardedModel):
+    \"\"\"The same table adopted in place: bare keys are read until reshard moves them.\"\"\"
+
+    class Meta:
+        table_name = "{prefix}_sensors"
+        host = HOST
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(8), legacy_unsharded=True)
+"""
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_status_of_a_legacy_key_shows_the_bare_key_apart(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """Under RandomShards(8) the bare key is not a ninth shard nor "shard -1": the shard rows
+    are 1..8, and a separate line says how many items are still unsharded."""
+    import json
+
+    project.append(LEGACY_MODEL)
+    spec = project.spec("Sensor")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    for n in range(5):
+        models.PlainSensor("sensor", n).save()  # the table before adoption
+    landed: collections.Counter[int] = collections.Counter()
+    for n in range(5, 17):
+        item = models.Sensor("sensor", n)
+        item.save()
+        landed[item.shards] += 1
+
+    result = run_cli("status", spec, "sensor", cwd=project.directory, env=cli_env)
+
+    assert result.returncode == 0, result.stderr
+    assert "-1" not in result.stdout
+    assert {shard: (f"sensor_{shard}", landed[shard], 1) for shard in range(1, 9)} == _shard_rows(result.stdout)
+    assert re.search(r"^\s+total\s+12\s+8$", result.stdout, flags=re.MULTILINE), result.stdout
+    assert ("unsharded (bare key): 5 items under 'sensor' (1 page; reads cover them until "
+            "`pynamodb-sharding migrate reshard` moves them into shards)") in result.stdout
+    assert "full query:     9 requests (8 shards and the bare key, 9 pages)" in result.stdout
+
+    report = json.loads(run_cli("status", spec, "sensor", "--json", cwd=project.directory, env=cli_env).stdout)
+    assert [shard["shard"] for shard in report["shards"]] == list(range(1, 9))
+    assert report["unsharded"] == {"physical_key": "sensor", "items": 5, "pages": 1}
+    assert (report["items"], report["query_requests"]) == (12, 9)

@@ -26,6 +26,7 @@ from pynamodb_sharding import (
     RandomShards,
     ShardedModel,
     Sharding,
+    ShardLocationError,
     ShardMetadata,
     shard_manager,
 )
@@ -221,3 +222,41 @@ def test_dynamic_shards_number_from_zero(dynamodb_models: Callable[..., Any]) ->
     assert f"2024-01-15.{new_count - 1}" in stored
     assert tuple(range(new_count)) == ZeroDynamic.shards.read_shards("2024-01-15")
     assert list(range(90)) == [item.item_id for item in ZeroDynamic.query("2024-01-15", consistent_read=True)]
+
+
+class TextIdEvent(ShardedModel):
+    """The sample's ``int(item_id) % N`` over ids stored as text, some of them not digits."""
+
+    class Meta:
+        table_name = "text_id_events"
+
+    date = UnicodeAttribute(hash_key=True)
+    item_id = UnicodeAttribute(range_key=True)
+    shards = Sharding(HashedShards(SAMPLE_SHARDS, attributes=("item_id",), hash=int), separator=".", first_shard=0)
+
+
+class TestHashFunctionThatRaises:
+    """``hash=int`` over a value it cannot convert: a ShardLocationError naming the model, the
+    attribute, the value and the fix (not a bare ``ValueError``), and nothing written."""
+
+    def test_save_names_the_attribute_and_the_value(self, dynamodb_models: Callable[..., Any]) -> None:
+        dynamodb_models(TextIdEvent)
+        TextIdEvent("2024-01-15", "17").save()
+        with pytest.raises(ShardLocationError) as raised:
+            TextIdEvent("2024-01-15", "order-17").save()
+        message = str(raised.value)
+        assert message.startswith("TextIdEvent.date: HashedShards(hash=int) raised ValueError for the "
+                                  "attribute 'item_id' of this TextIdEvent ('order-17'): invalid literal for int()")
+        assert "Store a value int accepts there, or declare a hash function that accepts every value " \
+               "'item_id' can hold. Nothing was sent." in message
+        assert isinstance(raised.value.__cause__, ValueError)
+        assert [(raw["date"]["S"], raw["item_id"]["S"]) for raw in raw_items(TextIdEvent)] == [("2024-01-15.1", "17")]
+
+    def test_batch_write_sends_nothing(self, dynamodb_models: Callable[..., Any]) -> None:
+        """The batch's items are keyed when it commits: the refused one stops the whole request."""
+        dynamodb_models(TextIdEvent)
+        with (pytest.raises(ShardLocationError, match=r"'item_id' of this TextIdEvent \('x9'\)"),
+              TextIdEvent.batch_write() as batch):
+            batch.save(TextIdEvent("2024-01-15", "9"))
+            batch.save(TextIdEvent("2024-01-15", "x9"))
+        assert raw_items(TextIdEvent) == []

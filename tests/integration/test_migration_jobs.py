@@ -12,6 +12,7 @@ a dry run writes nothing; ``verify`` names the keys that differ.
 from __future__ import annotations
 
 import collections
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -433,6 +434,122 @@ class TestLegacyAdoption:
         assert the_plan.ambiguous_keys == ("sensor_2016_3",)
         assert "ambiguous:  'sensor_2016_3'" in "\n".join(the_plan.lines())
         assert len(raw_items(LegacyReadings)) == 2
+
+
+class ConsumedCapacity:
+    """What DynamoDB reported as consumed to ``model``'s client for ``model``'s table, per
+    operation (a botocore ``after-call`` hook): the reference a job's report is compared with."""
+
+    WRITES = frozenset({"PutItem", "DeleteItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"})
+
+    def __init__(self, model: type[Model]) -> None:
+        self.table = model.Meta.table_name
+        self.events = model._get_connection().connection.client.meta.events
+        self.by_operation: collections.Counter[str] = collections.Counter()
+        self.requests: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ConsumedCapacity:
+        self.events.register("after-call.dynamodb", self.after_call)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.events.unregister("after-call.dynamodb", self.after_call)
+
+    def after_call(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        entries = parsed.get("ConsumedCapacity") or []
+        for entry in [entries] if isinstance(entries, dict) else entries:
+            if entry.get("TableName") == self.table:
+                with self._lock:
+                    self.by_operation[model.name] += entry.get("CapacityUnits", 0.0)
+                    self.requests[model.name] += 1
+
+    @property
+    def write_units(self) -> float:
+        return sum(units for operation, units in self.by_operation.items() if operation in self.WRITES)
+
+    @property
+    def read_units(self) -> float:
+        return sum(units for operation, units in self.by_operation.items() if operation not in self.WRITES)
+
+
+class TestReportedUnits:
+    """Every job's report counts the units DynamoDB reported for its requests (on DynamoDB
+    Local: 1 unit a small put, delete or consistent read of an item found, 2 a transaction moving
+    a small item), and a dry run estimates 4 units a move."""
+
+    def test_copy(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+        dynamodb_models(Readings, RandomReadings)
+        _fill(Readings, 10)
+        with ConsumedCapacity(RandomReadings) as consumed:
+            report = copy(Readings, RandomReadings, options)
+        assert (report.tally.written, report.tally.units, report.tally.read_units) == (50, 50.0, 0.0)
+        assert consumed.write_units == report.tally.units
+        assert "units:      50 write units consumed" in list(report.lines())
+
+    def test_reshard(self, dynamodb_models: Callable[..., Any], options: JobOptions,
+                     shared: Callable[[type[Model], type[Model]], None]) -> None:
+        dynamodb_models(Random16)
+        for n in range(40):
+            Random16(KEYS[0], n, value=f"{KEYS[0]}/{n}").save()
+        shared(Random16, Random4)
+        with ConsumedCapacity(Random4) as consumed:
+            report = reshard(Random4, options)
+        assert report.tally.moved > 20
+        assert report.tally.units == 2.0 * report.tally.moved == consumed.write_units
+        assert consumed.requests["TransactWriteItems"] == report.tally.moved
+
+    def test_compact(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+        dynamodb_models(CompactLog)
+        CompactLog(KEYS[0], 0, value="v").save()
+        CompactLog.shards.grow(KEYS[0])
+        CompactLog.shards.grow(KEYS[0])
+        for n in range(1, 30):
+            CompactLog(KEYS[0], n, value="v").save()
+        CompactLog.shards.shrink(KEYS[0], to=1)
+        with ConsumedCapacity(CompactLog) as consumed:
+            report = compact(CompactLog, options)
+        assert report.tally.moved > 10
+        assert report.tally.units == 2.0 * report.tally.moved == consumed.write_units
+
+    def test_a_changed_item_reread_by_a_move_counts_its_read(
+        self, dynamodb_models: Callable[..., Any], shared: Callable[[type[Model], type[Model]], None],
+    ) -> None:
+        from pynamodb_sharding.migration.engine import RateLimiter, _Sender
+
+        dynamodb_models(Random16)
+        shared(Random16, Random4)
+        stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
+        put_raw(Random4, [stale])
+        job = ReshardJob(Random4)
+        move = job.plan(stale)
+        assert move is not None
+        put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # changed meanwhile: read again
+        with ConsumedCapacity(Random4) as consumed:
+            tally = _Sender(job, RateLimiter(None)).move(move)
+        assert (tally.moved, tally.units, tally.read_units) == (1, 2.0, 1.0)
+        assert (consumed.write_units, consumed.read_units) == (2.0, 1.0)
+
+    def test_legacy_moves(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+        """20 bare items moved, and one whose sharded copy the application wrote first: its
+        transaction is cancelled, the bare key and the shards are read, the stale copy deleted."""
+        dynamodb_models(LegacyReadings)
+        _fill(LegacyReadings, 4)
+        put_raw(LegacyReadings, [{"sensor": {"S": f"{KEYS[0]}_2"}, "at": {"N": "3"}, "value": {"S": "newer"}}])
+        the_plan = plan(ReshardJob(LegacyReadings), options)
+        assert (the_plan.estimated_moves, the_plan.estimated_write_units) == (20, 80)
+        with ConsumedCapacity(LegacyReadings) as consumed:
+            report = reshard(LegacyReadings, options)
+        assert report.tally.moved == 19  # the shadowed one is skipped (and moved items scanned again)
+        # 19 transactions of 2 units, the delete of the stale copy 1; one consistent GetItem
+        # of the bare key and one BatchGetItem of the 4 shards' keys, which finds one item: 1 each.
+        assert (report.tally.units, report.tally.read_units) == (39.0, 2.0)
+        assert (consumed.write_units, consumed.read_units) == (39.0, 2.0), (consumed.by_operation, consumed.requests)
+        assert consumed.requests == {"TransactWriteItems": 19, "GetItem": 1, "BatchGetItem": 1, "DeleteItem": 1}
+        assert "units:      39 write units consumed (and 2 read units by moves' own reads)" in list(report.lines())
+        assert sorted(item["sensor"]["S"] for item in raw_items(LegacyReadings)
+                      if item["at"]["N"] == "3" and item["sensor"]["S"].startswith(KEYS[0])) == [f"{KEYS[0]}_2"]
+        assert [item.value for item in LegacyReadings.query(KEYS[0]) if item.at == 3] == ["newer"]
 
 
 class _RequestFaults:

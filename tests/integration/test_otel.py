@@ -134,3 +134,32 @@ def test_uninstrument_stops_recording(dynamodb_models: Bind) -> None:
     dynamodb_models(Traced)
     list(Traced.query(KEY))
     assert spans.get_finished_spans() == ()
+
+
+class Adopted(ShardedModel):
+    """A table adopted in place: its bare keys are read beside the shards."""
+
+    class Meta:
+        table_name = "otel_adopted"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(4), legacy_unsharded=True)
+
+
+def test_the_bare_key_request_is_unsharded_not_shard_minus_one(
+    dynamodb_models: Bind, exported: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    from tests.raw import put_raw
+
+    spans, _ = exported
+    dynamodb_models(Adopted)
+    put_raw(Adopted, [{"file_path": {"S": KEY}, "at": {"N": str(at)}} for at in range(3)])
+    Adopted(KEY, 10).save()
+    spans.clear()
+    assert Adopted.count(KEY) == 4
+    children = [span for span in spans.get_finished_spans() if span.name == "pynamodb_sharding.shard_request"]
+    assert sorted(child.attributes["pynamodb_sharding.shard"] for child in children
+                  if "pynamodb_sharding.shard" in child.attributes) == [1, 2, 3, 4]
+    assert [child.attributes.get("pynamodb_sharding.unsharded") for child in children
+            if "pynamodb_sharding.shard" not in child.attributes] == [True]

@@ -358,6 +358,19 @@ class TestUpdatesAndConditions:
             AuditLog("/x", 1, user_id="u", day="d").save(condition=AuditLog.day < "e")
         assert sent.requests == {}
 
+    def test_refusals_name_the_index_and_its_query(self, bound: None) -> None:
+        """Not "the sharded hash key" and ``AuditLog.query``: the index and ``AuditLog.by_day.query``."""
+        with record_requests(AuditLog) as sent:
+            with pytest.raises(ShardConditionError, match=r"uses < on the sharded hash key of index 'by_day', which "
+                               r"DynamoDB stores as '<value>_<shard>' in the index"):
+                AuditLog("/x", 1, user_id="u", day="d").save(condition=AuditLog.day < "e")
+            days = [f"201602{n:02}" for n in range(13)]  # 8 index shards each: 104 values
+            with pytest.raises(ShardConditionError, match=r"IN of 104 physical keys, .* or query each value with "
+                               r"AuditLog\.by_day\.query\."):
+                list(AuditLog.query("/x", filter_condition=AuditLog.day.is_in(*days)))
+        assert sent.requests == {}
+        assert raw_items(AuditLog) == []
+
 
 class FlakyByDay(GlobalSecondaryIndex["FlakyLog"]):
     class Meta:

@@ -26,6 +26,7 @@ from pynamodb.expressions.condition import (
     size,
 )
 from pynamodb.expressions.operand import Path, Value
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import RandomShards, ShardConditionError, ShardedModel, Sharding
 from pynamodb_sharding.conditions import MAX_IN_OPERANDS, Usage, prefix_ambiguity, rewrite_condition
@@ -244,3 +245,59 @@ class TestRefused:
         with pytest.raises(ShardConditionError, match=r"IN of 108 physical keys, over DynamoDB's limit of 100"):
             rewrite_condition(Log, Log.file_path.is_in(*keys), Usage.FILTER)
         rewrite_condition(Log, Log.file_path.is_in(*keys[:-1]), Usage.FILTER)  # 96: fine
+
+
+class ByDay(GlobalSecondaryIndex["DayLog"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(8))
+
+
+class DayLog(ShardedModel):
+    class Meta:
+        table_name = "unit_conditions_day"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute(null=True)
+    by_day = ByDay()
+    shards = Sharding(RandomShards(2))
+
+
+class TestRefusedOnAShardedIndex:
+    """A refusal about a sharded index's attribute names the index and its query, not the table's
+    hash key and ``Model.query``."""
+
+    def test_an_inexact_comparison(self) -> None:
+        with pytest.raises(ShardConditionError) as raised:
+            rewrite_condition(DayLog, DayLog.day > "2016", Usage.FILTER)
+        assert str(raised.value).startswith(
+            "DayLog.day: the filter_condition `day > {'S': '2016'}` uses > on the sharded hash key of index "
+            "'by_day', which DynamoDB stores as '<value>_<shard>' in the index, so it cannot be sent as written; "
+            "compare DayLog.day with values using ==, !=, is_in or startswith, which are rewritten to the values "
+            "the index stores, or test the logical values in Python after reading."
+        )
+
+    def test_too_many_values_advise_the_index_query(self) -> None:
+        days = [f"201602{n:02}" for n in range(13)]  # 8 shards each: 104 values
+        with pytest.raises(ShardConditionError) as raised:
+            rewrite_condition(DayLog, DayLog.day.is_in(*days), Usage.FILTER)
+        message = str(raised.value)
+        assert "on the sharded hash key of index 'by_day'" in message
+        assert message.endswith(
+            "listing every shard each value may be stored in makes it IN of 104 physical keys, over DynamoDB's "
+            "limit of 100; compare with fewer values at a time, or query each value with DayLog.by_day.query. "
+            "(see https://pynamodb-sharding.readthedocs.io/en/latest/errors.html#condition)"
+        )
+
+    def test_the_table_key_keeps_its_words(self) -> None:
+        keys = [f"/k{i}" for i in range(51)]  # 2 shards each: 102 values
+        with pytest.raises(ShardConditionError) as raised:
+            rewrite_condition(DayLog, DayLog.file_path.is_in(*keys), Usage.FILTER)
+        message = str(raised.value)
+        assert "on the sharded hash key, which DynamoDB stores as a physical key ('<key>_<shard>')" in message
+        assert "or query each value with DayLog.query." in message

@@ -187,3 +187,43 @@ class TestDeclaration:
 
         with pytest.raises(ShardLocationError, match=r"must return an int"):
             shard_manager(Bad).write_shard(Bad("d", 1))
+
+
+class TestHashFunctionThatRaises:
+    """A hash function that raises on a value: the message names what it was given and the fix."""
+
+    def test_over_the_primary_key(self) -> None:
+        def digits(key: tuple[str, int]) -> int:
+            return int(key[0])
+
+        class ByKey(ShardedModel):
+            class Meta:
+                table_name = "by_key"
+
+            date = UnicodeAttribute(hash_key=True)
+            item_id = NumberAttribute(range_key=True)
+            shards = Sharding(HashedShards(3, hash=digits))
+
+        assert 2 == shard_manager(ByKey).write_shard(ByKey("7", 1))  # 7 % 3 + 1
+        with pytest.raises(ShardLocationError) as raised:
+            shard_manager(ByKey).write_shard(ByKey("2024-01-15", 1))
+        assert str(raised.value).startswith(
+            "ByKey.date: HashedShards(hash=digits) raised ValueError for the hash key 'date' and range key "
+            "of this ByKey (('2024-01-15', 1)): invalid literal for int() with base 10: '2024-01-15'. Store a "
+            "value digits accepts there, or declare a hash function that accepts every key. Nothing was sent."
+        )
+
+    def test_over_several_attributes(self) -> None:
+        class Pairs(ShardedModel):
+            class Meta:
+                table_name = "pairs"
+
+            date = UnicodeAttribute(hash_key=True)
+            item_id = NumberAttribute(range_key=True)
+            user = UnicodeAttribute()
+            shards = Sharding(HashedShards(3, attributes=("item_id", "user"), hash=sum))
+
+        with pytest.raises(ShardLocationError, match=r"^Pairs\.date: HashedShards\(hash=sum\) raised TypeError "
+                           r"for the attributes 'item_id' and 'user' of this Pairs \(\(1, 'u'\)\): .*accepts "
+                           r"every value 'item_id' and 'user' can hold\. Nothing was sent\."):
+            shard_manager(Pairs).write_shard(Pairs("d", 1, user="u"))

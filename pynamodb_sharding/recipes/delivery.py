@@ -249,7 +249,8 @@ class DeliveryFailure(ShardedModel):
     error = UnicodeAttribute()  # the last attempt's exception: "TypeName: message"
     attempts = NumberAttribute()  # sends tried, the walk's and every resend's
     failed_at = NumberAttribute()  # epoch seconds of the last failed attempt
-    shards = Sharding(HashedShards(16))
+    # Reading failures back is not latency-bound: 8 threads fit PynamoDB's default pool of 10.
+    shards = Sharding(HashedShards(16), max_workers=8)
 
 
 @dataclass(frozen=True)

@@ -179,13 +179,13 @@ class TestRefusedCreate:
         Delivery("d").create(original, max_chunk_targets=100)
         before = snapshot()
 
-        with pytest.raises(DeliveryExistsError) as refused:
+        with pytest.raises(PutError) as refused:  # what create() raised before: except PutError still works
             Delivery("d").create(users(120, prefix="other-"), max_chunk_targets=100)
 
-        assert isinstance(refused.value, PutError)  # what create() raised before: except PutError still works
+        assert before == snapshot()
+        assert isinstance(refused.value, DeliveryExistsError)
         assert "ConditionalCheckFailedException" == refused.value.cause_response_code
         assert "Delivery 'd' exists already with other targets" in str(refused.value)
-        assert before == snapshot()
         Delivery("d").walk(ExactlyOnce(inbox_record))
         assert Counter(original) == recorded()
 
@@ -195,10 +195,11 @@ class TestRefusedCreate:
         Delivery("d").create(targets, max_chunk_targets=100)
         before = snapshot()
 
-        with pytest.raises(DeliveryExistsError):
+        with pytest.raises(PutError) as refused:
             Delivery("d").create(targets, max_chunk_targets=50)  # other chunks under the same orders
 
         assert before == snapshot()
+        assert isinstance(refused.value, DeliveryExistsError)
         assert [targets[0:100], targets[100:200], targets[200:]] == stored_chunks()
 
     def test_while_another_create_holds_the_id(self, dynamodb_models: BindModels) -> None:
@@ -251,7 +252,7 @@ class TestRetriedCreate:
         dynamodb_models(*MODELS, Inbox)
         targets = users(300)
         first = Delivery("d").create(targets, max_chunk_targets=100)
-        assert first.ready
+        assert (first.chunk_count, first.target_count) == (3, 300)
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
@@ -431,13 +432,14 @@ class TestTargetsWrittenLater:
         targets = [str(n) for n in range(100)]
         delivery = Delivery("d")
         status = delivery.create(targets, write_targets=False, max_chunk_targets=30)
-        assert (status.state, status.ready, status.finished, status.targets_left) == ("chunks", False, False, 100)
+        assert (status.finished, status.targets_left) == (False, 100)
         sent: list[str] = []
 
         with pytest.raises(DeliveryNotReadyError, match=r"call write_targets\(\) first"):
             delivery.walk(AtLeastOnce(lambda _d, user_id: sent.append(user_id)))
 
         assert 100 == delivery.targets_left()  # nobody delivered: every target is left
+        assert (status.state, status.ready) == ("chunks", False)
         progress = raw_progress("d")
         assert ({"N": "0"}, {"N": "0"}) == (progress["nextSequence"], progress["chunks_done"])
         assert [] == raw_items(DeliveryLease)

@@ -249,8 +249,9 @@ class DeliveryFailure(ShardedModel):
     error = UnicodeAttribute()  # the last attempt's exception: "TypeName: message"
     attempts = NumberAttribute()  # sends tried, the walk's and every resend's
     failed_at = NumberAttribute()  # epoch seconds of the last failed attempt
-    # Reading failures back is not latency-bound: 8 threads fit PynamoDB's default pool of 10.
-    shards = Sharding(HashedShards(16), max_workers=8)
+    # Reading failures back is not latency-bound: two resends at once, 4 threads each, fit
+    # PynamoDB's default pool of 10 connections.
+    shards = Sharding(HashedShards(16), max_workers=4)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,13 @@ __all__ = [
     "AmbiguousLegacyKeyError",
     "ConsistentIndexReadError",
     "CursorError",
+    "DeliveryConflictError",
+    "DeliveryDataError",
+    "DeliveryError",
+    "DeliveryExistsError",
+    "DeliveryInputError",
+    "DeliveryNotFoundError",
+    "DeliveryNotReadyError",
     "DerivedAttributeUpdateError",
     "FixedShardCountError",
     "GrowthPolicyError",
@@ -309,3 +316,79 @@ class PeriodRangeError(ShardingError):
     """
 
     code = "period-range"
+
+
+class DeliveryError(ShardingError):
+    """Base class of the errors of the delivery-list recipe (:mod:`pynamodb_sharding.recipes.delivery`).
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery"
+
+
+class DeliveryExistsError(DeliveryError, PutError):
+    """``Delivery.create()`` for an id that exists already with other targets (or other chunking).
+
+    Raised before anything is written. Also a :class:`pynamodb.exceptions.PutError`, what
+    ``create()`` raised for an existing id before 0.4.0; ``cause`` is DynamoDB's
+    ``ConditionalCheckFailedException`` when the refusal came from the conditional write.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery-exists"
+
+
+class DeliveryNotFoundError(DeliveryError, LookupError):
+    """A delivery was walked, counted or resent before ``Delivery.create()`` made it.
+
+    Also a ``LookupError``, what the recipe raised before 0.4.0.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery-not-found"
+
+
+class DeliveryNotReadyError(DeliveryError):
+    """A delivery was walked before its target items were written (``create()`` still running,
+    or ``create(write_targets=False)`` without ``write_targets()`` yet). Nothing was claimed.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery-not-ready"
+
+
+class DeliveryInputError(DeliveryError, ValueError):
+    """An argument of the delivery recipe is invalid: a target id that is not a non-empty string
+    or too long for a chunk, a chunk bound below 1, a delivery mode without its write, a retry
+    policy out of range. Raised before anything is written; also a ``ValueError``.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery-input"
+
+
+class DeliveryConflictError(DeliveryError, RuntimeError):
+    """A delivery's write kept losing to concurrent writers: a take that conflicted in ten
+    transactions in a row, or a ``create()``/``write_targets()`` that another call of the same
+    delivery took over while it was writing. Nothing was doubled or lost; calling again is safe.
+    Also a ``RuntimeError``, what the recipe raised for conflicts before 0.4.0.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery-conflict"
+
+
+class DeliveryDataError(DeliveryError, TypeError):
+    """A delivery item read from DynamoDB is not what the recipe writes (a chunk's ``user_ids``
+    that is not a JSON list of ids). Also a ``TypeError``.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "delivery-data"

@@ -14,8 +14,11 @@ from pynamodb_sharding.recipes.delivery import (
     AtMostOnce,
     Delivery,
     DeliveryChunk,
+    DeliveryFailure,
     DeliveryStatus,
     ExactlyOnce,
+    ResendReport,
+    Retry,
     WalkReport,
     split_into_chunks,
 )
@@ -58,3 +61,11 @@ def check() -> None:
     assert_type(delivery.walk(AtMostOnce(send)), WalkReport)
     assert_type(delivery.walk(AtLeastOnce(send)), WalkReport)
     assert_type(split_into_chunks(["1"], max_bytes=100, max_targets=10), Iterator[list[str]])
+    retry = Retry(attempts=5, backoff=0.5, max_backoff=30.0)
+    assert_type(delivery.walk(AtLeastOnce(send, retry=retry)), WalkReport)
+    assert_type(delivery.walk(ExactlyOnce(record, retry=retry)), WalkReport)
+    assert_type(delivery.status().targets_failed, int)
+    assert_type(delivery.status().state, str)
+    assert_type(delivery.failed(), Iterator[DeliveryFailure])
+    assert_type(delivery.resend_failed(AtMostOnce(send), limit=10), ResendReport)
+    assert_type(delivery.resend_failed(ExactlyOnce(record)).resent, int)

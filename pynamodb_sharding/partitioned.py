@@ -34,6 +34,7 @@ from pynamodb.exceptions import PynamoDBException, TableError
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import BatchWrite
 
+from pynamodb_sharding._host import unshared_connection
 from pynamodb_sharding.exceptions import (
     CursorError,
     PeriodRangeError,
@@ -144,7 +145,7 @@ def period_model(model: type[_M], period: str) -> type[_M]:
                 "_partitioned_by": declared,
                 "_period": period,
                 "_period_template": model,
-                "_connection": None,  # its own, never a cached one of the declared model
+                "_connection": unshared_connection(model),  # its own, never a cached one of the declared model
             })
             cache[(fingerprint, period)] = found
     return found  # type: ignore[no-any-return]

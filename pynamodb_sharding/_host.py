@@ -46,7 +46,6 @@ is not a model's client; the contract tests pin that path.)
 
 from __future__ import annotations
 
-import inspect
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -127,9 +126,13 @@ def unshared_connection(parent: type[Model]) -> Any:
     home-region metadata model) starts with: ``None``, so that it builds a connection from its own
     ``Meta`` instead of reusing ``parent``'s cached one (PynamoDB reuses it for the same table
     name); or, while the test tools' loopback guard (``pynamodb_sharding.testing.guard``) holds
-    ``parent``, the guard's descriptor, so that the derived class is refused like its parent."""
-    slot = inspect.getattr_static(parent, "_connection", None)
-    return slot if getattr(slot, "follows_subclasses", False) is True else None
+    a class ``parent`` derives from, the guard's descriptor: the derived class is then refused
+    when its own ``Meta`` (a home region's endpoint, say) is not on this machine."""
+    for cls in parent.__mro__:
+        slot = vars(cls).get("_connection")
+        if getattr(slot, "follows_subclasses", False) is True:
+            return slot
+    return None
 
 
 def restore_connection(model: type[Model], previous: Any, *, inherited: bool) -> None:

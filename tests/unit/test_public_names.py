@@ -55,7 +55,8 @@ def _type_checking_imports(package: ModuleType) -> dict[str, str]:
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for statement in node.body:
-                assert isinstance(statement, ast.ImportFrom) and statement.module is not None
+                assert isinstance(statement, ast.ImportFrom)
+                assert statement.module is not None
                 for alias in statement.names:
                     found[alias.name] = statement.module
     return found

@@ -81,11 +81,22 @@ class _Refusal:
         if name.startswith("__"):
             raise AttributeError(name)  # copy, pickle and hasattr probes are not requests
         model = self.model
+        bound_base = any(is_loopback(getattr(getattr(base, "Meta", None), "host", None)) for base in model.__mro__[1:])
+        if bound_base:  # a class the library derived from a bound one (a home-region model, say)
+            fix = (
+                "The class derives from a class bound to DynamoDB Local but its own Meta names another "
+                "endpoint (a metadata model's Meta.home_region without Meta.home_host, for example): point "
+                "that endpoint at DynamoDB Local too."
+            )
+        else:
+            fix = (
+                f"Bind the class to DynamoDB Local in the test: dynamodb_models({model.__name__}) (or "
+                f"dynamodb_models_module / dynamodb_models_session)."
+            )
         msg = (
             f"{model.__name__} (table {str(model.Meta.table_name)!r}) was about to send a DynamoDB request "
             f"to {endpoint(model)}, which is not on this machine, while requests may only go to loopback "
-            f"endpoints (dynamodb_loopback_only); nothing was sent. Bind the class to DynamoDB Local in "
-            f"the test: dynamodb_models({model.__name__}) (or dynamodb_models_module / dynamodb_models_session)."
+            f"endpoints (dynamodb_loopback_only); nothing was sent. {fix}"
         )
         raise UnboundModelError(msg)
 

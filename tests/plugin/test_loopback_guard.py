@@ -179,7 +179,10 @@ class TestRefused:
             HotPage("/top", at=1).save()
             with pytest.raises(UnboundModelError, match=(
                 r"^PageShards \(table 'page_shards_\w+'\) was about to send a DynamoDB request to "
-                r"https://dynamodb.us-west-2.amazonaws.com, which is not on this machine"
+                r"https://dynamodb.us-west-2.amazonaws.com, which is not on this machine, .*; nothing was sent\. "
+                r"The class derives from a class bound to DynamoDB Local but its own Meta names another endpoint "
+                r"\(a metadata model's Meta.home_region without Meta.home_host, for example\): point that "
+                r"endpoint at DynamoDB Local too\."
             )):
                 HotPage.shards.grow("/top")
         assert [] == network

@@ -25,7 +25,9 @@ Overridden on :class:`~pynamodb_sharding.ShardedModel` (``OVERRIDDEN_HOOKS``):
 Read or called (accessors below): ``Model._hash_keyname``/``_range_keyname`` (the key
 attribute names; set by PynamoDB's metaclass), ``Model._get_connection()`` (the table
 connection and its botocore client) and ``Model._connection`` (reset when ``Meta`` is
-rebound), ``Model._indexes``, ``Index._hash_key_attribute()``,
+rebound; the test tools' loopback guard puts a descriptor there), ``Model._get_schema()`` and
+``Model._ttl_attribute()`` (what ``create_table`` sends; a test binding merges the schemas of
+the classes sharing one table), ``Model._indexes``, ``Index._hash_key_attribute()``,
 ``Model._get_discriminator_attribute()``,
 ``Model._get_save_args``/``_handle_version_attribute``/``update_local_version_attribute``
 (a move of an item builds its put and its version check as ``save`` would),
@@ -75,6 +77,9 @@ __all__ = [
     "restore_connection",
     "save_arguments",
     "table_connection",
+    "table_schema",
+    "ttl_attribute_name",
+    "unshared_connection",
     "version_condition",
 ]
 
@@ -116,6 +121,20 @@ def reset_connection(model: type[Model]) -> Any:
     return previous
 
 
+def unshared_connection(parent: type[Model]) -> Any:
+    """The ``_connection`` a class derived from ``parent`` at run time (a period model, a
+    home-region metadata model) starts with: ``None``, so that it builds a connection from its own
+    ``Meta`` instead of reusing ``parent``'s cached one (PynamoDB reuses it for the same table
+    name); or, while the test tools' loopback guard (``pynamodb_sharding.testing.guard``) holds
+    a class ``parent`` derives from, the guard's descriptor: the derived class is then refused
+    when its own ``Meta`` (a home region's endpoint, say) is not on this machine."""
+    for cls in parent.__mro__:
+        slot = vars(cls).get("_connection")
+        if getattr(slot, "follows_subclasses", False) is True:
+            return slot
+    return None
+
+
 def restore_connection(model: type[Model], previous: Any, *, inherited: bool) -> None:
     """Put back what :func:`reset_connection` returned (``inherited``: the class had none of its own)."""
     if inherited:
@@ -123,6 +142,19 @@ def restore_connection(model: type[Model], previous: Any, *, inherited: bool) ->
             del model._connection
     else:
         model._connection = previous
+
+
+def table_schema(model: type[Model]) -> dict[str, Any]:
+    """The schema ``create_table`` sends for the model (``Model._get_schema()``): attribute
+    definitions, key schema, global and local secondary indexes."""
+    schema: dict[str, Any] = dict(model._get_schema())
+    return schema
+
+
+def ttl_attribute_name(model: type[Model]) -> str | None:
+    """The stored name of the model's ``TTLAttribute`` (``Model._ttl_attribute()``), if it has one."""
+    attribute = model._ttl_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+    return None if attribute is None else attribute.attr_name
 
 
 def indexes(model: type[Model]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from pynamodb.models import Model
 from pynamodb.settings import get_settings_value
 
 from pynamodb_sharding import attempts
-from pynamodb_sharding._host import botocore_client, reset_connection
+from pynamodb_sharding._host import botocore_client, reset_connection, unshared_connection
 from pynamodb_sharding.exceptions import MetadataError, MetadataRequestError, ShardingDefinitionError
 from pynamodb_sharding.strategies import HistoryEntry
 from pynamodb_sharding.throttling import error_chain
@@ -206,7 +206,7 @@ def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
                 "Meta": home_meta, "__module__": metadata_model.__module__,
                 "__qualname__": metadata_model.__qualname__, "DoesNotExist": metadata_model.DoesNotExist,
                 # Its own connection: PynamoDB reuses a parent's cached one for the same table name.
-                "_connection": None,
+                "_connection": unshared_connection(metadata_model),
             })
             _home_models[key] = found
     return found

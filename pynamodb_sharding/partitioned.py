@@ -33,7 +33,7 @@ from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING
 from pynamodb.exceptions import PynamoDBException, TableError
 from pynamodb.expressions.condition import Condition
 
-from pynamodb_sharding._host import discriminator_attribute
+from pynamodb_sharding._host import discriminator_attribute, unshared_connection
 from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding.exceptions import (
     CursorError,
@@ -145,7 +145,7 @@ def period_model(model: type[_M], period: str) -> type[_M]:
                 "_partitioned_by": declared,
                 "_period": period,
                 "_period_template": model,
-                "_connection": None,  # its own, never a cached one of the declared model
+                "_connection": unshared_connection(model),  # its own, never a cached one of the declared model
             })
             cache[(fingerprint, period)] = found
     return found  # type: ignore[no-any-return]

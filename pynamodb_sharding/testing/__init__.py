@@ -1,29 +1,44 @@
 """Test support: DynamoDB Local (install, serve), model binding, the partition-limit simulator,
-latency injection, a global-tables replicator, and the pytest plugin."""
+latency injection, a global-tables replicator, the loopback-only guard, and the pytest plugin.
 
-from pynamodb_sharding.testing.binding import ModelBinding, bound_models
-from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency, record_requests
-from pynamodb_sharding.testing.local import (
-    DynamoDBLocal,
-    DynamoDBLocalError,
-    DynamoDBLocalWarning,
-    ServerProcess,
-    install,
-    running_dynamodb_local,
-    serve,
-)
-from pynamodb_sharding.testing.replication import Replicator
-from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits
+The names below are loaded when first used (PEP 562 ``__getattr__``), like the package's own:
+the pytest plugin lives in this package, and importing it must not load PynamoDB or botocore
+before a test suite's ``gevent.monkey.patch_all()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pynamodb_sharding.testing.binding import ModelBinding, SharedTableError, bound_models
+    from pynamodb_sharding.testing.guard import LoopbackGuard, UnboundModelError
+    from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency, record_requests
+    from pynamodb_sharding.testing.local import (
+        DynamoDBLocal,
+        DynamoDBLocalError,
+        DynamoDBLocalWarning,
+        ServerProcess,
+        install,
+        running_dynamodb_local,
+        serve,
+    )
+    from pynamodb_sharding.testing.replication import Replicator
+    from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits
 
 __all__ = [
     "DynamoDBLocal",
     "DynamoDBLocalError",
     "DynamoDBLocalWarning",
     "LatencyInjector",
+    "LoopbackGuard",
     "ModelBinding",
     "PartitionLimitSimulator",
     "Replicator",
     "ServerProcess",
+    "SharedTableError",
+    "UnboundModelError",
     "bound_models",
     "inject_latency",
     "install",
@@ -32,3 +47,31 @@ __all__ = [
     "serve",
     "simulate_partition_limits",
 ]
+
+#: The module of this package that defines each public name (the imports above, for type checkers).
+_MODULES: dict[str, tuple[str, ...]] = {
+    "binding": ("ModelBinding", "SharedTableError", "bound_models"),
+    "guard": ("LoopbackGuard", "UnboundModelError"),
+    "latency": ("LatencyInjector", "inject_latency", "record_requests"),
+    "local": (
+        "DynamoDBLocal", "DynamoDBLocalError", "DynamoDBLocalWarning", "ServerProcess", "install",
+        "running_dynamodb_local", "serve",
+    ),
+    "replication": ("Replicator",),
+    "simulator": ("PartitionLimitSimulator", "simulate_partition_limits"),
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later uses find it without this call
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

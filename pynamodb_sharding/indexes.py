@@ -389,7 +389,9 @@ def index_not_ready(model: type[Model], index_name: str | None, cause: Exception
     else:
         return None
     msg = f"{where}: the sharded index {index.index_name!r} cannot be queried: {why}."
-    return IndexNotReadyError(msg, cause)
+    # Keep botocore's error as the cause, as PynamoDB's QueryError does (cause_response_code).
+    botocore_error = cause.cause if isinstance(cause, PynamoDBException) and cause.cause is not None else cause
+    return IndexNotReadyError(msg, botocore_error)
 
 
 def index_shard_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:

@@ -13,6 +13,7 @@ of its own is the reference for index reads.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import pytest
@@ -331,10 +332,8 @@ class TestShardedIndex:
             assert {entry["day_shard"]["N"] for entry in entries} == {"1", "2", "3", "4"}
         for forward in (True, False):
             for limit in (1, 7, 50):
-                got = pages(lambda **kw: sharded.by_day.query("20160226", scan_index_forward=forward, **kw),
-                            limit=limit)
-                expected = pages(lambda **kw: RefItem.by_day.query("20160226", scan_index_forward=forward, **kw),
-                                 limit=limit)
+                got = pages(partial(sharded.by_day.query, "20160226", scan_index_forward=forward), limit=limit)
+                expected = pages(partial(RefItem.by_day.query, "20160226", scan_index_forward=forward), limit=limit)
                 assert [values(i) for i in got] == [values(i) for i in expected]
                 assert len(got) == 48
         filtered = list(sharded.by_day.query("20160226", sharded.at.between(1010, 1030),

@@ -285,10 +285,11 @@ class _Sender:
 
     def rewrite(self, rewrite: Rewrite) -> Tally:
         """Set one item's index entry with one UpdateItem, applied only while the item still
-        holds the value the job read; retried on throttles and lost replies.
+        holds the value the job read; retried on throttles, lost replies and server errors.
 
         A failed condition means the application wrote the item meanwhile, and its write wins
-        (skipped), unless an earlier attempt whose reply was lost applied it (written).
+        (skipped), unless the item now holds what this rewrite sets: an attempt whose reply was
+        lost applied it (botocore's retries, or ours), so it counts as written.
         """
         tally = Tally()
         names = {"#a": rewrite.attribute}
@@ -304,7 +305,6 @@ class _Sender:
             conditions.append(f"attribute_not_exists(#x{number})")
         self.limiter.acquire(rewrite.units)
         backoff = _Backoff(self.sleep)
-        maybe_applied = False
         while True:
             try:
                 reply = self.client.update_item(
@@ -313,19 +313,21 @@ class _Sender:
                     ExpressionAttributeValues=values, ReturnConsumedCapacity="TOTAL",
                 )
             except _NETWORK_ERRORS:
-                maybe_applied = True
                 backoff.wait(f"an index rewrite in {self.table!r}")
                 continue
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    current = self._read(rewrite.key) if maybe_applied else None
+                    current = self._read(rewrite.key)
                     if current is not None and all(current.get(name) == value
                                                    for name, value in rewrite.values.items()):
                         tally.written += 1  # an attempt whose reply was lost applied it
                     else:
                         tally.skipped += 1  # the application wrote the item meanwhile: its write wins
                     return tally
-                if not _is_throttle(error):
+                # A server error (5xx) may or may not have been applied: the conditional update is
+                # safe to send again either way.
+                server_error = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+                if not (server_error or _is_throttle(error)):
                     raise
                 backoff.wait(f"an index rewrite in {self.table!r}")
                 continue

@@ -283,6 +283,20 @@ class TestReindex:
         again = reindex(Event, "by_day", options)  # the finished job
         assert (again.tally.read, again.tally.written) == (0, 0)
 
+    def test_lost_replies_throttles_and_server_errors(self, adopted: None, options: JobOptions) -> None:
+        """Faults on the rewrites (more in a row than botocore's own retries): every bare entry
+        is rewritten once, and a rewrite whose reply was lost counts as written."""
+        from tests.faults import Faults
+
+        updates = Faults(Event, "UpdateItem")
+        updates.plan = ["lost"] * 5 + ["throttle"] * 2 + ["server-error"] * 5 + ["closed", "lost"]
+        report = reindex(Event, "by_day", options)
+        assert updates.plan == []
+        assert (report.tally.written, report.tally.skipped, report.complete) == (160, 1, True)
+        values = index_values(Event)
+        assert len(values) == 160
+        assert all(sharded_form(value) for value in values)
+
     def test_an_application_write_meanwhile_wins(self, adopted: None) -> None:
         job = ReindexJob(Event, "by_day")
         held = next(entry for entry in raw_items(Event) if entry["event_id"]["S"] == "e0001")

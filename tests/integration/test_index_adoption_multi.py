@@ -15,6 +15,7 @@ what to do, not DynamoDB's ``ValidationException``.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -138,7 +139,12 @@ def create_new_index(model: type[Model]) -> None:
                               {"AttributeName": "at", "AttributeType": "N"}],
         GlobalSecondaryIndexUpdates=[{"Create": SHARDED_INDEX}],
     )
-    client.get_waiter("table_exists").wait(TableName=model.Meta.table_name)
+    for _ in range(300):  # DynamoDB (Local too) builds the index in the background
+        indexes = client.describe_table(TableName=model.Meta.table_name)["Table"]["GlobalSecondaryIndexes"]
+        if {index["IndexName"]: index["IndexStatus"] for index in indexes}["by_day_sharded"] == "ACTIVE":
+            return
+        time.sleep(0.1)
+    raise AssertionError("the new index never became ACTIVE")
 
 
 @pytest.fixture

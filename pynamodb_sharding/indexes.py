@@ -26,7 +26,12 @@ from pynamodb.indexes import GlobalSecondaryIndex
 
 from pynamodb_sharding._host import botocore_client, hash_keyname, index_range_attribute, indexes, range_keyname
 from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
-from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, IndexNotReadyError, ShardingDefinitionError
+from pynamodb_sharding.exceptions import (
+    DerivedAttributeUpdateError,
+    IndexNotReadyError,
+    ShardingDefinitionError,
+    ShardKeyError,
+)
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.throttling import ThrottleKind, classify
 
@@ -92,7 +97,10 @@ class ShardedIndex:
         if stored is None:  # not in the index, or projected away
             return
         if self.shard_attr_name is None:
-            logical, shard = self.manager.codec.decode(stored)
+            try:
+                logical, shard = self.manager.codec.decode(stored)
+            except ShardKeyError:
+                raise self._bare_value(item, stored) from None
             values[self.attribute] = logical
             if shard != LEGACY_SHARD:  # a bare value (legacy_unsharded) gets a shard when saved
                 item._pin_index_shard(self.index_name, logical, shard)
@@ -101,6 +109,19 @@ class ShardedIndex:
         text = number.get("N") if isinstance(number, Mapping) else None
         if isinstance(text, str) and text.isdecimal():  # else written by another program: drawn anew
             item._pin_index_shard(self.index_name, stored, int(text))
+
+    def _bare_value(self, item: ShardedModel, stored: object) -> ShardKeyError:
+        """The error of reading an index value stored without an index shard, which an index
+        adopted in place would read."""
+        model = type(item).__name__
+        msg = (
+            f"{model}.{self.attribute}: the sharded index {self.index_name!r} reads {stored!r}, which "
+            f"has no index shard suffix ({self.manager.separator!r} and a shard number): it was written "
+            f"without one, by a plain model or another program. Declare Sharding(..., "
+            f"legacy_unsharded=True) on the index, whose reads then cover such values, and rewrite them "
+            f"with `pynamodb-sharding migrate reindex MODULE:{model} {self.index_name}`."
+        )
+        return ShardKeyError(msg)
 
     def shard_of(self, item: ShardedModel, value: str) -> int:
         """The index shard of ``item``: computed for hashed strategies, else the one it was read

@@ -28,7 +28,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardKeyError
 from pynamodb_sharding.migration import JobOptions, plan, reindex, reshard
 from pynamodb_sharding.migration.engine import RateLimiter, _Sender
 from pynamodb_sharding.migration.jobs import ReindexJob, Rewrite
@@ -135,6 +135,38 @@ def index_values(model: type[Model]) -> list[str]:
 def sharded_form(value: str) -> bool:
     logical, _, shard = value.rpartition("_")
     return logical in (DAY, "2016_12") and shard.isdecimal() and 1 <= int(shard) <= 8
+
+
+class NotAdoptedByDay(GlobalSecondaryIndex["NotAdopted"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(8))
+
+
+class NotAdopted(ShardedModel):
+    """The index declared sharded without legacy_unsharded over bare values."""
+
+    Meta = PlainEvent.Meta
+    event_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute(null=True)
+    at = NumberAttribute(null=True)
+    payload = UnicodeAttribute(null=True)
+    by_day = NotAdoptedByDay()
+
+
+def test_bare_values_without_the_flag_name_the_fix(dynamodb_models: BindModels) -> None:
+    dynamodb_models(PlainEvent, NotAdopted)
+    populate(5)
+    with pytest.raises(ShardKeyError) as refused:
+        NotAdopted.get("e0001")
+    message = str(refused.value)
+    assert "NotAdopted.day: the sharded index 'by_day' reads '20160226'" in message
+    assert "legacy_unsharded=True" in message
+    assert "migrate reindex MODULE:NotAdopted by_day" in message
 
 
 class TestReadsOfTheBareEntries:

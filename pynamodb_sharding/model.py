@@ -172,7 +172,9 @@ def _check_written_at(cls: Any, manager: ShardManager[Any]) -> None:
 class ShardedModel(Model, metaclass=ShardedMetaModel):
     """A PynamoDB model whose hash key is spread over shards.
 
-    Declare a ``Sharding`` descriptor on the subclass; everything else is PynamoDB::
+    Declare a ``Sharding`` descriptor on the subclass (or only on one of its
+    ``GlobalSecondaryIndex`` classes, to shard that index and keep the table's keys as they
+    are); everything else is PynamoDB::
 
         class AuditLog(ShardedModel):
             class Meta:
@@ -1163,6 +1165,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         Same arguments as :meth:`pynamodb.models.Model.query`; ``last_evaluated_key`` of the
         result is one JSON-serialisable cursor covering every shard, and ``next_page_token`` the
         same cursor as a compact URL-safe ``str``; either is accepted as ``last_evaluated_key``.
+
+        A model that shards only an index (no ``Sharding`` of its own) queries its table, and
+        its unsharded indexes, with PynamoDB's own query: the result is PynamoDB's
+        ``ResultIterator``, with PynamoDB's ``last_evaluated_key``.
+
+        .. versionchanged:: 0.4.0
+           PynamoDB's own query of the table of a model that shards only an index.
         """
         from pynamodb_sharding.fanout import merged_query
 

@@ -674,9 +674,10 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
     )
 
 
-@cli.group(short_help="Copy, re-shard, compact or verify tables (resumable).")
+@cli.group(short_help="Copy, re-shard, compact, reindex or verify tables (resumable).")
 def migrate() -> None:
-    """Copy a table into a sharded model, re-shard or compact one, verify the result.
+    """Copy a table into a sharded model, re-shard or compact one, rewrite the bare entries of a
+    sharded index, verify the result.
 
     Jobs resume after a kill: each parallel-scan segment records its progress in the DynamoDB
     table 'pynamodb_sharding_migrations' (created on first use in the source model's account
@@ -798,6 +799,27 @@ def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, *
     _run_job(lambda: CompactJob(ref.model), (ref,), **options)
 
 
+@migrate.command("reindex")
+@click.argument("model_spec", metavar="MODEL")
+@click.argument("index_name", metavar="INDEX")
+@_job_options
+def migrate_reindex(model_spec: str, index_name: str, endpoint: str | None, region: str | None,
+                    **options: Any) -> None:
+    """Rewrite the entries of MODEL's sharded index INDEX that are not stored sharded.
+
+    For an index adopted in place (Sharding(..., legacy_unsharded=True) on the index): bare
+    values become suffixed ones, or, with layout="multi_attribute", items get their shard
+    attribute. Each rewrite is one update conditional on the value read, so an application
+    write meanwhile wins; then remove legacy_unsharded from the index.
+    """
+    from pynamodb_sharding.migration import ReindexJob
+
+    ref = load_model(model_spec)
+    require_sharded(ref)
+    connect(ref, endpoint, region)
+    _run_job(lambda: ReindexJob(ref.model, index_name), (ref,), **options)
+
+
 @migrate.command("verify")
 @click.argument("source_spec", metavar="SOURCE")
 @click.argument("target_spec", metavar="TARGET")
@@ -809,7 +831,8 @@ def migrate_verify(source_spec: str, target_spec: str, total_segments: int, json
                    endpoint: str | None, region: str | None) -> None:
     """Compare SOURCE's and TARGET's tables per logical key: item count and checksum.
 
-    Reads consistently. Exits with code 1 and lists the differing keys when they differ.
+    Also per value of each sharded global index: the items a query of it finds. Reads
+    consistently. Exits with code 1 and lists the differing keys (and indexes) when they differ.
     """
     import json
 

@@ -320,11 +320,13 @@ def rewrite_condition(
     if usage is not Usage.ITEM:
         shard = None
     sharded = _suffixed_indexes(model)
+    table = not model._index_only  # a model that shards only an index stores its keys as they are
     # Refuse before any request: finding the item's shard may read, a filter's shards too.
-    _Rewriter(model, usage, None, validate_only=True).visit(condition)
+    if table:
+        _Rewriter(model, usage, None, validate_only=True).visit(condition)
     for index in sharded:
         _Rewriter(model, usage, None, validate_only=True, index=index).visit(condition)
-    rewritten = _Rewriter(model, usage, shard).visit(condition)
+    rewritten = _Rewriter(model, usage, shard).visit(condition) if table else condition
     for index in sharded:
         # An item's index shard is not what its request addresses: compare with every
         # physical value the logical one may be stored under, exactly as a filter does.
@@ -338,7 +340,8 @@ def check_item_condition(model: type[ShardedModel], condition: Condition | None)
     For the writes whose strategy reads or locates before the shard is known.
     """
     if condition is not None:
-        _Rewriter(model, Usage.ITEM, None, validate_only=True).visit(condition)
+        if not model._index_only:
+            _Rewriter(model, Usage.ITEM, None, validate_only=True).visit(condition)
         for index in _suffixed_indexes(model):
             _Rewriter(model, Usage.ITEM, None, validate_only=True, index=index).visit(condition)
 

@@ -27,7 +27,7 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
 )
 from pynamodb_sharding.hedging import LatencyWindow
-from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, KeyCodec, validate_separator
+from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
 from pynamodb_sharding.periods import shard_namespace
 from pynamodb_sharding.strategies import (
     HistoryEntry,
@@ -36,6 +36,7 @@ from pynamodb_sharding.strategies import (
     ResizableShardStrategy,
     ShardKey,
     ShardStrategy,
+    UnshardedKeys,
     md5_shard,
     stored_bytes,
 )
@@ -350,8 +351,10 @@ class ShardManager(Generic[_M]):
         # A legacy key ending in the separator and a number above every shard the layout can
         # have is a bare key (`sensor_2016` under RandomShards(8)), never that shard of another key.
         highest = self.strategy.max_shards + self.first_shard - 1 if self.legacy_unsharded else None
-        object.__setattr__(self, "codec", KeyCodec(self.model.__name__, attribute, self.separator,
-                                                   self.first_shard, self.legacy_unsharded, highest))
+        # A model that shards only an index stores its table keys as they are.
+        codec = BareKeyCodec if isinstance(self.strategy, UnshardedKeys) else KeyCodec
+        object.__setattr__(self, "codec", codec(self.model.__name__, attribute, self.separator,
+                                                self.first_shard, self.legacy_unsharded, highest))
 
     def _namespace(self, table: str) -> str:
         # An index's keys are apart from the table's: a shard count of `day` on the index is

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from pynamodb.exceptions import PutError, PynamoDBException
+from pynamodb.exceptions import PutError, PynamoDBException, QueryError
 
 __all__ = [
     "DOCS_URL",
@@ -27,6 +27,7 @@ __all__ = [
     "FixedShardCountError",
     "GrowthPolicyError",
     "HostContractError",
+    "IndexNotReadyError",
     "IndexThrottleError",
     "LegacyMoveError",
     "LogicalKeyError",
@@ -180,6 +181,21 @@ class ConsistentIndexReadError(ShardingError):
     """
 
     code = "consistent-index-read"
+
+
+class IndexNotReadyError(ShardingError, QueryError):
+    """A query of a sharded global secondary index that the table cannot answer in full yet:
+    a ``layout="multi_attribute"`` index still declared ``legacy_unsharded`` (its shard
+    attribute not backfilled), or a table index that does not exist, is not ``ACTIVE`` or lacks
+    the shard attribute in its key schema.
+
+    Also a :class:`pynamodb.exceptions.QueryError`, which PynamoDB raises for a query DynamoDB
+    refuses; ``cause`` is DynamoDB's error when there is one.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "index-not-ready"
 
 
 class SortKeyTypeError(ShardingError):

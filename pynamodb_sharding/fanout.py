@@ -41,6 +41,7 @@ from pynamodb.constants import (
     TABLE_NAME,
     TOTAL,
 )
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
@@ -62,7 +63,7 @@ from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding.fastparse import parsed_quickly
 from pynamodb_sharding.hedging import hedged
-from pynamodb_sharding.indexes import sharded_index
+from pynamodb_sharding.indexes import backfill_pending, index_not_ready, sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes, without_stale_bare_copies
@@ -567,6 +568,7 @@ class _ShardQuery:
     """Sends one page request of one shard, paced by the logical query's shared rate limiter."""
 
     def __init__(self, model: type[ShardedModel], rate_limit: float | None, **query_kwargs: Any) -> None:
+        self._model = model
         self._connection = table_connection(model)
         # botocore creates a connection's client lazily and not thread-safely: create it now,
         # before the shards' threads share it.
@@ -590,6 +592,7 @@ class _ShardQuery:
         if limiter is not None:
             limiter.acquire()
         kwargs = self._kwargs if limit is None else {**self._kwargs, "limit": limit}
+        partition = isinstance(hash_value, IndexPartition)
         if isinstance(hash_value, IndexPartition):  # a multi-attribute index key: value and shard
             given = kwargs.get("range_key_condition")
             kwargs = {**kwargs, "range_key_condition": hash_value.condition if given is None
@@ -603,7 +606,15 @@ class _ShardQuery:
                                   lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs))
 
         # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
-        data: dict[str, Any] = send() if window is None else hedged(send, window)
+        try:
+            data: dict[str, Any] = send() if window is None else hedged(send, window)
+        except PynamoDBException as error:
+            if partition and error.cause_response_code == "ValidationException":
+                # A multi-attribute index DynamoDB cannot answer yet: say why, not its message.
+                not_ready = index_not_ready(self._model, kwargs.get("index_name"), error)
+                if not_ready is not None:
+                    raise not_ready from error
+            raise
         if limiter is not None:
             limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
         return data
@@ -761,9 +772,12 @@ def _plan(
     if index is not None:
         # A sharded global index: one query per index shard of the logical value.
         index_manager = index.manager
-        index_shards = given if given is not None else index_manager.read_shards(hash_key)
-        scope = CursorScope(model.__name__, table, {"S": hash_key}, index_name, forward)
         shard_name = index.shard_attr_name
+        if shard_name is not None and index_manager.legacy_unsharded:
+            raise backfill_pending(model, index)
+        # With the bare value too while the index may hold bare entries (legacy_unsharded).
+        index_shards = given if given is not None else index_manager.read_targets(hash_key)
+        scope = CursorScope(model.__name__, table, {"S": hash_key}, index_name, forward)
         if shard_name is not None:
             def partition(shard: int) -> IndexPartition:
                 index_manager.physical_key(hash_key, shard)  # refuses a shard the value cannot have
@@ -947,8 +961,17 @@ def merged_query(
     if starts:
         _check_pool(model, min(workers, len(starts)))
     identity: Callable[[RawItem], Any] | None = None
-    table_sort = table_connection(model).get_meta_table().range_keyname
-    if legacy is not None and table_sort != sort_name:  # an index query: one item is one table key
+    meta = table_connection(model).get_meta_table()
+    table_sort = meta.range_keyname
+    if legacy is not None and sharded_index(model, index_name) is not None:
+        # A sharded index's bare stream: its entries are items of any table key, and an item
+        # rewritten (``migrate reindex``) while the query runs may be seen in both streams.
+        table_hash = meta.hash_keyname
+
+        def identity(item: RawItem) -> Any:
+            return (sort_value(item[table_hash]),
+                    sort_value(item[table_sort]) if table_sort is not None else b"")
+    elif legacy is not None and table_sort != sort_name:  # an index query: one item is one table key
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
     # With a limit and no page size: each shard is asked for about its share, not the whole
@@ -1134,7 +1157,9 @@ def merged_count(
         UnknownIndexError: the model has no index ``index_name``.
         ConsistentIndexReadError: ``consistent_read`` on a global secondary index.
     """
-    if shards is None and shard_manager(model).legacy_unsharded:
+    index = sharded_index(model, index_name)
+    manager = shard_manager(model) if index is None else index.manager
+    if shards is None and manager.legacy_unsharded:
         # A legacy item may be moving into a shard meanwhile: count what a merged query
         # returns, each item once (the same reads: DynamoDB charges what it reads, not sends).
         merged = merged_query(model, hash_key, range_key_condition=range_key_condition,

@@ -24,9 +24,15 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
-from pynamodb_sharding._host import hash_keyname, indexes, range_keyname
+from pynamodb_sharding._host import botocore_client, hash_keyname, index_range_attribute, indexes, range_keyname
 from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
-from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, ShardingDefinitionError
+from pynamodb_sharding.exceptions import (
+    DerivedAttributeUpdateError,
+    IndexNotReadyError,
+    ShardingDefinitionError,
+    ShardKeyError,
+)
+from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.throttling import ThrottleKind, classify
 
 if TYPE_CHECKING:
@@ -37,7 +43,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ShardedIndex",
     "add_shard_attributes",
+    "backfill_pending",
     "check_index_actions",
+    "declares_sharded_index",
+    "index_not_ready",
     "index_shard_manager",
     "sharded_index",
     "sharded_indexes",
@@ -88,14 +97,31 @@ class ShardedIndex:
         if stored is None:  # not in the index, or projected away
             return
         if self.shard_attr_name is None:
-            logical, shard = self.manager.codec.decode(stored)
+            try:
+                logical, shard = self.manager.codec.decode(stored)
+            except ShardKeyError:
+                raise self._bare_value(item, stored) from None
             values[self.attribute] = logical
-            item._pin_index_shard(self.index_name, logical, shard)
+            if shard != LEGACY_SHARD:  # a bare value (legacy_unsharded) gets a shard when saved
+                item._pin_index_shard(self.index_name, logical, shard)
             return
         number = (raw or {}).get(self.shard_attr_name)
         text = number.get("N") if isinstance(number, Mapping) else None
         if isinstance(text, str) and text.isdecimal():  # else written by another program: drawn anew
             item._pin_index_shard(self.index_name, stored, int(text))
+
+    def _bare_value(self, item: ShardedModel, stored: object) -> ShardKeyError:
+        """The error of reading an index value stored without an index shard, which an index
+        adopted in place would read."""
+        model = type(item).__name__
+        msg = (
+            f"{model}.{self.attribute}: the sharded index {self.index_name!r} reads {stored!r}, which "
+            f"has no index shard suffix ({self.manager.separator!r} and a shard number): it was written "
+            f"without one, by a plain model or another program. Declare Sharding(..., "
+            f"legacy_unsharded=True) on the index, whose reads then cover such values, and rewrite them "
+            f"with `pynamodb-sharding migrate reindex MODULE:{model} {self.index_name}`."
+        )
+        return ShardKeyError(msg)
 
     def shard_of(self, item: ShardedModel, value: str) -> int:
         """The index shard of ``item``: computed for hashed strategies, else the one it was read
@@ -211,6 +237,12 @@ def _index_sharding(index: GlobalSecondaryIndex[Any]) -> Sharding | None:
     return found[0] if found else None
 
 
+def declares_sharded_index(model: type[Model]) -> bool:
+    """Whether a global secondary index of ``model`` declares a ``Sharding``."""
+    return any(is_global_index_class(type(index)) and _index_sharding(index) is not None
+               for index in indexes(model).values())
+
+
 def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
     """Bind and validate the sharded global secondary indexes of ``model``, by index name.
 
@@ -227,15 +259,15 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
             continue
         manager: ShardManager[Any] = ShardManager(model, sharding.strategy, sharding.separator,
                                                   sharding.max_workers, index_name=index_name,
-                                                  first_shard=sharding.first_shard)
+                                                  first_shard=sharding.first_shard,
+                                                  legacy_unsharded=sharding.legacy_unsharded)
         attribute = manager.attribute
         model_attribute = model.get_attributes()[attribute]
         where = f"{model.__name__}.{attribute}"
-        if sharding.legacy_unsharded or sharding.cursor_secret is not None:
+        if sharding.cursor_secret is not None:
             msg = (
-                f"{where}: the sharded index {index_name!r} takes neither legacy_unsharded nor "
-                f"cursor_secret (an index has no bare legacy entries to adopt, and its queries are "
-                f"the model's: set cursor_secret on the model's Sharding); remove them from the index."
+                f"{where}: the sharded index {index_name!r} takes no cursor_secret (its queries are "
+                f"the model's: set cursor_secret on the model's Sharding); remove it from the index."
             )
             raise ShardingDefinitionError(msg)
         if not isinstance(model_attribute, UnicodeAttribute):
@@ -313,6 +345,74 @@ def add_shard_attributes(model: type[Model], schema: _S) -> _S:
         if all(entry["AttributeName"] != index.shard_attr_name for entry in definitions):
             definitions.append({"AttributeName": index.shard_attr_name, "AttributeType": "N"})
     return schema
+
+
+def _key_schema_text(model: type[Model], index: ShardedIndex) -> str:
+    """The key schema a ``layout="multi_attribute"`` index needs, as messages show it."""
+    keys = [f"{index.attr_name} HASH", f"{index.shard_attr_name} HASH"]
+    sort = index_range_attribute(indexes(model)[index.index_name])
+    if sort is not None:
+        keys.append(f"{sort.attr_name} RANGE")
+    return "[" + ", ".join(keys) + "]"
+
+
+def backfill_pending(model: type[Model], index: ShardedIndex) -> IndexNotReadyError:
+    """The error of a query of a ``layout="multi_attribute"`` index still declared
+    ``legacy_unsharded``: items written before it have no shard attribute, so the table's index
+    does not list them and the query would miss them."""
+    msg = (
+        f"{model.__name__}.{index.attribute}: the index {index.index_name!r} is declared "
+        f"layout='multi_attribute' with legacy_unsharded=True: items written before it hold no "
+        f"{index.shard_attr_name!r} yet, so the table's index does not list them and a query would "
+        f"miss them; nothing was sent. Query the index the application used before meanwhile, run "
+        f"`pynamodb-sharding migrate reindex MODULE:{model.__name__} {index.index_name}` to backfill "
+        f"{index.shard_attr_name!r}, then remove legacy_unsharded from the index."
+    )
+    return IndexNotReadyError(msg)
+
+
+def index_not_ready(model: type[Model], index_name: str | None, cause: Exception) -> IndexNotReadyError | None:
+    """After DynamoDB refused a query of a ``layout="multi_attribute"`` index
+    (``ValidationException``): the error that says why, when the table's index does not exist,
+    is not ``ACTIVE`` or lacks the shard attribute in its key schema; ``None`` otherwise (one
+    ``DescribeTable``)."""
+    index = sharded_index(model, index_name)
+    if index is None or index.shard_attr_name is None:
+        return None
+    table = str(model.Meta.table_name)
+    try:
+        described = botocore_client(model).describe_table(TableName=table)["Table"]
+    except Exception:  # the query's own error is the one to raise then
+        return None
+    found = next((entry for entry in described.get("GlobalSecondaryIndexes", ())
+                  if entry.get("IndexName") == index.index_name), None)
+    schema = _key_schema_text(model, index)
+    where = f"{model.__name__}.{index.attribute}"
+    if found is None:
+        why = (
+            f"the table {table!r} has no index {index.index_name!r} yet; create it with UpdateTable "
+            f"(key schema {schema}, see the 'Sharded global secondary indexes' docs) and backfill "
+            f"{index.shard_attr_name!r} with `pynamodb-sharding migrate reindex`"
+        )
+    elif found.get("IndexStatus") != "ACTIVE" or found.get("Backfilling"):
+        why = (
+            f"the table's index {index.index_name!r} is {found.get('IndexStatus')} (DynamoDB is still "
+            f"building it); query it once DescribeTable shows it ACTIVE"
+        )
+    elif index.shard_attr_name not in {key.get("AttributeName") for key in found.get("KeySchema", ())}:
+        keys = ", ".join(f"{key.get('AttributeName')} {key.get('KeyType')}" for key in found.get("KeySchema", ()))
+        why = (
+            f"the table's index {index.index_name!r} is keyed on [{keys}], without "
+            f"{index.shard_attr_name!r}, and an existing index's key schema cannot change; create a "
+            f"new index under another name with the key schema {schema}, declare the sharded index "
+            f"under that name and keep the old one as a plain GlobalSecondaryIndex until it is dropped"
+        )
+    else:
+        return None
+    msg = f"{where}: the sharded index {index.index_name!r} cannot be queried: {why}."
+    # Keep botocore's error as the cause, as PynamoDB's QueryError does (cause_response_code).
+    botocore_error = cause.cause if isinstance(cause, PynamoDBException) and cause.cause is not None else cause
+    return IndexNotReadyError(msg, botocore_error)
 
 
 def index_shard_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:

@@ -15,6 +15,7 @@ __all__ = [
     "LEGACY_SHARD",
     "MAX_PARTITION_KEY_BYTES",
     "MAX_SHARDS",
+    "BareKeyCodec",
     "KeyCodec",
     "decode",
     "describe_shard",
@@ -209,3 +210,57 @@ class KeyCodec:
             msg = f"{self.where}: {_not_physical(physical_key, self.separator, self.first_shard)}"
             raise ShardKeyError(msg)
         return split
+
+
+@attrs.frozen
+class BareKeyCodec(KeyCodec):
+    """The codec of a table whose hash key a model does not shard (it shards only a global
+    secondary index): the table has one shard, and its physical key *is* the logical key.
+
+    Every value read back decodes to ``(value, first_shard)``, and ``first_shard`` encodes to
+    the value itself, so the model's reads and writes address exactly the keys a plain PynamoDB
+    model over the same table addresses.
+    """
+
+    @property
+    def last_shard(self) -> int:
+        return self.first_shard
+
+    def encode(self, logical_key: object, shard: int) -> str:
+        """Return ``logical_key`` itself, the only physical key it has.
+
+        Raises:
+            ShardKeyError: wrong type, empty, a shard other than the one, or over 2,048 bytes.
+        """
+        key = self.check_logical(logical_key)
+        if isinstance(shard, bool) or shard != self.first_shard:
+            msg = (
+                f"{self.where}: the table's keys are not sharded (the model shards only an index), "
+                f"so its one shard is {self.first_shard}, not {shard!r}."
+            )
+            raise ShardKeyError(msg)
+        size = len(key.encode("utf-8"))
+        if size > MAX_PARTITION_KEY_BYTES:
+            msg = (
+                f"{self.where}: the key is {size} bytes, over DynamoDB's {MAX_PARTITION_KEY_BYTES:,}-byte "
+                f"partition-key limit; keep keys within {MAX_PARTITION_KEY_BYTES:,} bytes (UTF-8)."
+            )
+            raise ShardKeyError(msg)
+        return key
+
+    def encode_unchecked(self, logical_key: str, shard: int) -> str:
+        return logical_key
+
+    def max_logical_bytes(self, shard: int) -> int:
+        return MAX_PARTITION_KEY_BYTES
+
+    def decode(self, physical_key: object) -> tuple[str, int]:
+        """Return ``(physical_key, first_shard)``: a stored key is the logical key.
+
+        Raises:
+            ShardKeyError: the value is not a string.
+        """
+        if not isinstance(physical_key, str):
+            msg = f"{self.where}: expected a key string, got {type(physical_key).__name__}."
+            raise ShardKeyError(msg)
+        return physical_key, self.first_shard

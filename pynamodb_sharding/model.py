@@ -53,6 +53,8 @@ from pynamodb_sharding.indexes import (
     ShardedIndex,
     add_shard_attributes,
     check_index_actions,
+    declares_sharded_index,
+    sharded_index,
     sharded_indexes,
     write_growing_indexes,
 )
@@ -65,6 +67,7 @@ from pynamodb_sharding.point_reads import (
     with_key_attributes,
     without_stale_bare_copies,
 )
+from pynamodb_sharding.strategies import UnshardedKeys
 
 if TYPE_CHECKING:
     from pynamodb_sharding.fanout import MergedResultIterator
@@ -73,6 +76,9 @@ __all__ = ["ShardedModel", "with_companions"]
 
 _T = TypeVar("_T", bound="ShardedModel")
 
+#: Where the metaclass puts the one-shard table layout of a model that shards only an index.
+TABLE_KEYS = "_table_keys"
+
 
 class ShardedMetaModel(MetaModel):
     """Validates the sharding declaration when a ``ShardedModel`` subclass is defined."""
@@ -80,8 +86,9 @@ class ShardedMetaModel(MetaModel):
     def __init__(self, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:
         super().__init__(name, bases, namespace, discriminator)
         cls: Any = self
+        # The one-shard layout given to a model that shards only an index is not a declaration.
         declared = sorted({attr for klass in cls.__mro__ for attr, value in vars(klass).items()
-                           if isinstance(value, Sharding)})
+                           if isinstance(value, Sharding) and not isinstance(value.strategy, UnshardedKeys)})
         if len(declared) > 1:
             msg = (
                 f"{name}: has {len(declared)} Sharding descriptors ({', '.join(declared)}); a model "
@@ -89,6 +96,7 @@ class ShardedMetaModel(MetaModel):
             )
             raise ShardingDefinitionError(msg)
         cls._sharding_attr = declared[0] if declared else None
+        cls._index_only = False
         table_name = getattr(getattr(cls, "Meta", None), "table_name", None)
         cls._time_partitioned = table_name if isinstance(table_name, TimePartitioned) else None
         if cls._hash_keyname is None:
@@ -96,14 +104,32 @@ class ShardedMetaModel(MetaModel):
         if not declared and not getattr(getattr(cls, "Meta", None), "table_name", None):
             return  # an abstract base (no table): its concrete subclasses declare the Sharding
         if not declared:
-            msg = (
-                f"{name}: a ShardedModel needs a Sharding descriptor; add e.g. "
-                f"`shards = Sharding(RandomShards(10))` to the class, or derive from Model "
-                f"(a base class shared by sharded models has no Meta.table_name)."
-            )
-            raise ShardingDefinitionError(msg)
+            if not declares_sharded_index(cls):
+                msg = (
+                    f"{name}: a ShardedModel needs a Sharding descriptor; add e.g. "
+                    f"`shards = Sharding(RandomShards(10))` to the class to shard its hash key, or to "
+                    f"one of its GlobalSecondaryIndex classes to shard only that index, or derive "
+                    f"from Model (a base class shared by sharded models has no Meta.table_name)."
+                )
+                raise ShardingDefinitionError(msg)
+            # Only an index is sharded: the table gets one shard stored as the logical key itself,
+            # so every request of the table addresses what a plain Model's would.
+            layout = Sharding(UnshardedKeys())
+            layout.__set_name__(cls, TABLE_KEYS)
+            setattr(cls, TABLE_KEYS, layout)
+            declared = [TABLE_KEYS]
+            cls._sharding_attr = TABLE_KEYS
+            cls._index_only = True
         attribute = cls.get_attributes()[cls._hash_keyname]
         if not isinstance(attribute, UnicodeAttribute):
+            if cls._index_only:
+                msg = (
+                    f"{name}.{cls._hash_keyname}: the hash key is a {type(attribute).__name__}; a "
+                    f"ShardedModel that shards only an index keeps the table's keys as they are, but "
+                    f"needs them to be strings (UnicodeAttribute) in this release; declare the index "
+                    f"on a model whose hash key is a UnicodeAttribute."
+                )
+                raise ShardingDefinitionError(msg)
             msg = (
                 f"{name}.{cls._hash_keyname}: the hash key is a {type(attribute).__name__}, but "
                 f"sharding appends a suffix to it; declare it as a UnicodeAttribute (string keys)."
@@ -189,7 +215,9 @@ def condition_failed(error: type[_E], action: str, operation: str, table: str, f
 class ShardedModel(Model, metaclass=ShardedMetaModel):
     """A PynamoDB model whose hash key is spread over shards.
 
-    Declare a ``Sharding`` descriptor on the subclass; everything else is PynamoDB::
+    Declare a ``Sharding`` descriptor on the subclass (or only on one of its
+    ``GlobalSecondaryIndex`` classes, to shard that index and keep the table's keys as they
+    are); everything else is PynamoDB::
 
         class AuditLog(ShardedModel):
             class Meta:
@@ -202,6 +230,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     """
 
     _sharding_attr: ClassVar[str | None] = None
+    #: The model shards only global secondary indexes: its table keys are stored as they are
+    #: (a one-shard layout whose physical key is the logical key), set when the class is defined.
+    _index_only: ClassVar[bool] = False
     #: What ``Sharding.__set_name__`` checks (without importing this module).
     _is_sharded_model: ClassVar[bool] = True
     #: The class's ``ShardManager.codec``, kept here for per-item decoding; set when the class is defined.
@@ -308,7 +339,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         # Every request of this model goes through this connection's client: make the client
         # refuse a key without a shard suffix (see _host: fails closed if PynamoDB changes).
         connection = super()._get_connection()
-        if cls._shard_codec is not None:
+        if cls._shard_codec is not None and not cls._index_only:  # bare keys are its keys
             guard_keys(cls, connection)
         return connection
 
@@ -512,6 +543,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _serialize_keys(cls, hash_key: Any, range_key: Any = None) -> tuple[Any, Any]:
+        if cls._index_only:  # the table's keys are stored as they are: PynamoDB's are right
+            keys: tuple[Any, Any] = super()._serialize_keys(hash_key, range_key)
+            return keys
         msg = (
             f"{cls.__name__}.{cls._hash_keyname}: a logical key cannot be sent to DynamoDB without "
             f"choosing a shard; use {cls.__name__}'s own get/query/count/batch_get, or "
@@ -1253,6 +1287,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         Same arguments as :meth:`pynamodb.models.Model.query`; ``last_evaluated_key`` of the
         result is one JSON-serialisable cursor covering every shard, and ``next_page_token`` the
         same cursor as a compact URL-safe ``str``; either is accepted as ``last_evaluated_key``.
+
+        A model that shards only an index (no ``Sharding`` of its own) queries its table, and
+        its unsharded indexes, with PynamoDB's own query: the result is PynamoDB's
+        ``ResultIterator``, with PynamoDB's ``last_evaluated_key``.
+
+        .. versionchanged:: 0.4.0
+           PynamoDB's own query of the table of a model that shards only an index.
         """
         from pynamodb_sharding.fanout import merged_query
 
@@ -1260,6 +1301,22 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return cls._query_periods(  # type: ignore[return-value]  # the same surface, over periods
                 hash_key, range_key_condition, filter_condition, consistent_read, index_name,
                 scan_index_forward, limit, last_evaluated_key, attributes_to_get, page_size, rate_limit,
+            )
+        if cls._index_only and sharded_index(cls, index_name) is None:
+            # The table (or an unsharded index) of a model that shards only an index: PynamoDB's
+            # own query, its cursor and pages, with conditions on sharded index attributes rewritten.
+            return super().query(  # type: ignore[return-value]  # PynamoDB's ResultIterator
+                hash_key,
+                range_key_condition=rewrite_condition(cls, range_key_condition, Usage.KEY),
+                filter_condition=rewrite_condition(cls, filter_condition, Usage.FILTER),
+                consistent_read=consistent_read,
+                index_name=index_name,
+                scan_index_forward=scan_index_forward,
+                limit=limit,
+                last_evaluated_key=last_evaluated_key,  # type: ignore[arg-type]  # a key, as PynamoDB's
+                attributes_to_get=attributes_to_get,
+                page_size=page_size,
+                rate_limit=rate_limit,
             )
         return merged_query(
             cls,
@@ -1384,6 +1441,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             total: int = super().count(None, range_key_condition, filter_condition, consistent_read,
                                        index_name, limit, rate_limit)
             return total
+        if cls._index_only and sharded_index(cls, index_name) is None:  # PynamoDB's, as in query
+            counted: int = super().count(hash_key, rewrite_condition(cls, range_key_condition, Usage.KEY),
+                                         rewrite_condition(cls, filter_condition, Usage.FILTER), consistent_read,
+                                         index_name, limit, rate_limit)
+            return counted
         from pynamodb_sharding.fanout import merged_count
 
         return merged_count(

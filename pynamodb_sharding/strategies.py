@@ -42,6 +42,7 @@ __all__ = [
     "ResizableShardStrategy",
     "ShardKey",
     "ShardStrategy",
+    "UnshardedKeys",
     "canonical_number",
     "md5_shard",
     "stored_bytes",
@@ -443,6 +444,39 @@ class HashedShards:
         if self.attributes is not None and not all(item.is_set(name) for name in self.attributes):
             return self.read_shards(item.key)
         return tuple(sorted({self._shard(item, count) for count in (self.count, *self.previous_counts)}))
+
+
+class UnshardedKeys:
+    """The table layout of a model that shards only a global secondary index: one shard, whose
+    physical key is the logical key itself (see :class:`~pynamodb_sharding.keys.BareKeyCodec`).
+
+    Not declared by users: a ``ShardedModel`` without a ``Sharding`` of its own whose index
+    declares one gets it, so every read and write of its table addresses the keys a plain
+    PynamoDB model addresses.
+
+    .. versionadded:: 0.4.0
+    """
+
+    max_shards = 1
+    keeps_keys_unique = True
+
+    def __repr__(self) -> str:
+        return "UnshardedKeys()"
+
+    def describe(self) -> str:
+        return "table keys stored as they are (only an index is sharded)"
+
+    def shard_count(self, key: ShardKey) -> int:
+        return 1
+
+    def read_shards(self, key: ShardKey) -> tuple[int, ...]:
+        return (1,)
+
+    def write_shard(self, item: ItemKey) -> int:
+        return 1
+
+    def point_shards(self, item: ItemKey) -> tuple[int, ...]:
+        return (1,)
 
 
 #: Attribute types whose stored value is one scalar that can be hashed: string, number, binary.

@@ -12,6 +12,7 @@ Each planned fault answers (or loses the reply of) one attempt, in order:
   ``ThrottlingReasons``, as DynamoDB Local and DynamoDB before reasons existed answer (every
   reason itself is produced by the partition-limit simulator);
 - ``"denied"``: an ``AccessDeniedException`` (nothing applied);
+- ``"server-error"``: a 500 ``InternalServerError`` (nothing applied; botocore retries it);
 - ``"ok"``: the attempt goes through untouched.
 
 When the plan is used up, attempts go through. botocore parses the answers and retries
@@ -94,5 +95,7 @@ class Faults:
             return _error(request.url, 400, fault.removeprefix("no-reasons:"), "throttled, no reasons (injected)")
         if fault == "denied":
             return _error(request.url, 400, "AccessDeniedException", "not authorized (injected)")
+        if fault == "server-error":
+            return _error(request.url, 500, "InternalServerError", "internal server error (injected)")
         msg = f"unknown fault {fault!r}"
         raise AssertionError(msg)

@@ -1,4 +1,5 @@
-"""Migrations: copy a table into a sharded model, re-shard or compact one, verify the result.
+"""Migrations: copy a table into a sharded model, re-shard or compact one, rewrite the bare
+entries of a sharded index, verify the result.
 
 Every job runs on one engine (:mod:`~pynamodb_sharding.migration.engine`): a parallel scan
 split into segments, batched writes, one transaction per move, and a checkpoint per segment in
@@ -14,7 +15,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
 from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, run, run_segment
-from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReshardJob
+from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReindexJob, ReshardJob
 from pynamodb_sharding.migration.planning import MigrationPlan, plan
 from pynamodb_sharding.migration.progress import (
     JsonProgress,
@@ -24,7 +25,15 @@ from pynamodb_sharding.migration.progress import (
     RichProgress,
     Tally,
 )
-from pynamodb_sharding.migration.verification import KeyDifference, Snapshot, VerifyReport, compare, snapshot, verify
+from pynamodb_sharding.migration.verification import (
+    IndexDifference,
+    KeyDifference,
+    Snapshot,
+    VerifyReport,
+    compare,
+    snapshot,
+    verify,
+)
 
 __all__ = [
     "DEFAULT_CHECKPOINT_TABLE",
@@ -32,6 +41,7 @@ __all__ = [
     "CheckpointStore",
     "CompactJob",
     "CopyJob",
+    "IndexDifference",
     "Job",
     "JobOptions",
     "JsonProgress",
@@ -41,6 +51,7 @@ __all__ = [
     "NullProgress",
     "ProgressSink",
     "RateLimiter",
+    "ReindexJob",
     "ReshardJob",
     "RichProgress",
     "Snapshot",
@@ -50,6 +61,7 @@ __all__ = [
     "compare",
     "copy",
     "plan",
+    "reindex",
     "reshard",
     "run",
     "run_segment",
@@ -96,3 +108,23 @@ def compact(model: type[Model], options: JobOptions | None = None,
     """
     options = options or JobOptions()
     return run(CompactJob(model), options, progress=progress)
+
+
+def reindex(model: type[Model], index_name: str, options: JobOptions | None = None,
+            *, progress: ProgressSink | None = None) -> MigrationReport:
+    """Rewrite the entries of ``model``'s sharded index ``index_name`` that are not stored
+    sharded: bare values of an index adopted in place (suffixed layout), or items without the
+    shard attribute (``layout="multi_attribute"``).
+
+    Each rewrite is one UpdateItem conditional on the item still holding the value read, so it
+    applies once and an application write meanwhile wins. Safe to run while the application
+    reads and writes the table; resumable like every job.
+
+    Raises:
+        MigrationError: ``model`` has no sharded index ``index_name``, or a suffixed one that is
+            not declared ``legacy_unsharded``.
+
+    .. versionadded:: 0.4.0
+    """
+    options = options or JobOptions()
+    return run(ReindexJob(model, index_name), options, progress=progress)

@@ -30,7 +30,7 @@ from botocore.exceptions import ConnectionError as EndpointUnreachable
 from pynamodb_sharding._host import botocore_client, reset_connection
 from pynamodb_sharding.exceptions import MigrationError, ShardKeyError
 from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
-from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, ReshardJob, StoredItem, Wait
+from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, ReshardJob, Rewrite, StoredItem, Wait
 from pynamodb_sharding.migration.progress import MigrationReport, NullProgress, ProgressSink, Tally
 from pynamodb_sharding.throttling import classify
 
@@ -291,6 +291,58 @@ class _Sender:
             tally.moved += 1
             return tally
 
+    def rewrite(self, rewrite: Rewrite) -> Tally:
+        """Set one item's index entry with one UpdateItem, applied only while the item still
+        holds the value the job read; retried on throttles, lost replies and server errors.
+
+        A failed condition means the application wrote the item meanwhile, and its write wins
+        (skipped), unless the item now holds what this rewrite sets: an attempt whose reply was
+        lost applied it (botocore's retries, or ours), so it counts as written.
+        """
+        tally = Tally()
+        names = {"#a": rewrite.attribute}
+        values: dict[str, Any] = {":read": rewrite.expected}
+        conditions = ["#a = :read"]
+        sets = []
+        for number, (name, value) in enumerate(sorted(rewrite.values.items())):
+            names[f"#s{number}"] = name
+            values[f":s{number}"] = value
+            sets.append(f"#s{number} = :s{number}")
+        for number, name in enumerate(rewrite.absent):
+            names[f"#x{number}"] = name
+            conditions.append(f"attribute_not_exists(#x{number})")
+        self.limiter.acquire(rewrite.units)
+        backoff = _Backoff(self.sleep)
+        while True:
+            try:
+                reply = self.client.update_item(
+                    TableName=self.table, Key=rewrite.key, UpdateExpression="SET " + ", ".join(sets),
+                    ConditionExpression=" AND ".join(conditions), ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values, ReturnConsumedCapacity="TOTAL",
+                )
+            except _NETWORK_ERRORS:
+                backoff.wait(f"an index rewrite in {self.table!r}")
+                continue
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    current = self._read(rewrite.key, tally)
+                    if current is not None and all(current.get(name) == value
+                                                   for name, value in rewrite.values.items()):
+                        tally.written += 1  # an attempt whose reply was lost applied it
+                    else:
+                        tally.skipped += 1  # the application wrote the item meanwhile: its write wins
+                    return tally
+                # A server error (5xx) may or may not have been applied: the conditional update is
+                # safe to send again either way.
+                server_error = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+                if not (server_error or _is_throttle(error)):
+                    raise
+                backoff.wait(f"an index rewrite in {self.table!r}")
+                continue
+            tally.units += _consumed(reply)
+            tally.written += 1
+            return tally
+
     def _move_legacy(self, move: Move) -> Tally:
         """A bare legacy item goes through :func:`~pynamodb_sharding.legacy.move_legacy_item`
         (one transaction; it also settles a sharded copy the application wrote meanwhile)."""
@@ -406,9 +458,10 @@ def _scan_page(job: Job, segment: int, total: int, position: StoredItem | None, 
             backoff.wait(f"a scan of {job.source.table!r}")
 
 
-def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[Move], Tally]:
+def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[Move], list[Rewrite], Tally]:
     puts: list[Put] = []
     moves: list[Move] = []
+    rewrites: list[Rewrite] = []
     tally = Tally()
     for item in items:
         tally.read += 1
@@ -424,9 +477,11 @@ def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[M
             tally.waiting += 1
         elif isinstance(action, Put):
             puts.append(action)
+        elif isinstance(action, Rewrite):
+            rewrites.append(action)
         else:
             moves.append(action)
-    return puts, moves, tally
+    return puts, moves, rewrites, tally
 
 
 def _batches(puts: Sequence[Put], hash_name: str, range_name: str | None) -> list[list[Put]]:
@@ -493,11 +548,13 @@ def run_segment(job: Job, segment: int, total_segments: int, store: CheckpointSt
     with ThreadPoolExecutor(max_workers=options.threads, thread_name_prefix="migrate") as pool:
         while True:
             page = _scan_page(job, segment, total_segments, position, options.page_size, sleep)
-            puts, moves, tally = _plan_page(job, page.get("Items", []))
+            puts, moves, rewrites, tally = _plan_page(job, page.get("Items", []))
             batches = _batches(puts, job.target.hash_name, job.target.range_name)
             for result in pool.map(sender.put_batch, batches):
                 tally.add(result)
             for result in pool.map(sender.move, moves):
+                tally.add(result)
+            for result in pool.map(sender.rewrite, rewrites):
                 tally.add(result)
             position = page.get("LastEvaluatedKey")
             for name, value in tally.counts().items():

@@ -1,10 +1,10 @@
 """What each migration job does to one stored item: copy it, move it, or leave it.
 
 A job looks at one raw item (as the scan returned it, physical key included) and answers with
-a :class:`Put` (copy into another table), a :class:`Move` (to another shard of the same table)
-or ``None`` (already where the model's current layout puts it). The engine
-(:mod:`pynamodb_sharding.migration.engine`) does the I/O; jobs only decide, so a re-run decides
-the same way.
+a :class:`Put` (copy into another table), a :class:`Move` (to another shard of the same table),
+a :class:`Rewrite` (its index entry set in place) or ``None`` (already where the model's
+current layout puts it). The engine (:mod:`pynamodb_sharding.migration.engine`) does the I/O;
+jobs only decide, so a re-run decides the same way.
 
 Exactly once rests on two choices made here:
 
@@ -12,7 +12,14 @@ Exactly once rests on two choices made here:
   the item's shard from its *source* key (an md5 of the source's stored hash key and range
   key), so copying the same item again overwrites the first copy instead of adding a second;
 * a move is one transaction: a conditional put of the new copy and a conditional delete of the
-  old one, so a kill between never leaves two copies or none.
+  old one, so a kill between never leaves two copies or none;
+* a rewrite of an index entry is one UpdateItem conditional on the item still holding the
+  value the job read, so it applies once and never over a write of the application.
+
+A copy writes what the target's ``save()`` would write, index entries included: the value of
+each sharded index of the target is stored sharded (suffixed, or its shard attribute set), the
+shard derived from the item (a random or dynamic index strategy: an md5 of the index value and
+the item's key), so a re-run writes the same thing.
 """
 
 from __future__ import annotations
@@ -29,9 +36,11 @@ from pynamodb.models import Model
 
 from pynamodb_sharding._host import hash_keyname, range_keyname
 from pynamodb_sharding.descriptor import ShardManager, shard_manager
-from pynamodb_sharding.exceptions import MigrationError
+from pynamodb_sharding.exceptions import MigrationError, ShardKeyError, ShardLocationError
+from pynamodb_sharding.indexes import ShardedIndex, sharded_index
+from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.metadata import ShardCountStore
-from pynamodb_sharding.strategies import stored_bytes
+from pynamodb_sharding.strategies import md5_shard, stored_bytes
 
 __all__ = [
     "CompactJob",
@@ -40,7 +49,9 @@ __all__ = [
     "KeyLayout",
     "Move",
     "Put",
+    "ReindexJob",
     "ReshardJob",
+    "Rewrite",
     "StoredItem",
     "Wait",
 ]
@@ -83,7 +94,28 @@ class Wait:
     logical_key: str
 
 
-Action = Put | Move | Wait
+@attrs.frozen
+class Rewrite:
+    """Set the entry of one item in a sharded index, in place: one UpdateItem that sets
+    ``values`` only while the item still holds ``expected`` under ``attribute`` (what the job
+    read) and none of ``absent``, so a write of the application meanwhile wins.
+    """
+
+    key: StoredItem
+    #: The stored name of the index's attribute, and the value the job read there.
+    attribute: str
+    expected: Any
+    #: Stored names -> the values to set (the suffixed value, or the shard attribute).
+    values: StoredItem
+    #: Stored names that must not exist (the shard attribute a backfill sets).
+    absent: tuple[str, ...]
+    #: The index value, for reports.
+    logical_key: str
+    #: What the update costs: the item's size in write units.
+    units: int = 1
+
+
+Action = Put | Move | Rewrite | Wait
 
 
 def _sharded(model: type[Model]) -> bool:
@@ -166,6 +198,43 @@ class KeyLayout:
             values[name] = None if raw is None else attribute.deserialize(attribute.get_value(raw))
         return types.SimpleNamespace(**values)
 
+    @property
+    def indexes(self) -> dict[str, ShardedIndex]:
+        """The model's sharded global secondary indexes by name."""
+        found: dict[str, ShardedIndex] = getattr(self.model, "_sharded_indexes", None) or {}
+        return found
+
+    def values_view(self, item: Mapping[str, Any], names: Any, given: Mapping[str, Any]) -> Any:
+        """An object with the Python values of the model's attributes ``names`` read from the raw
+        ``item`` (``given`` ones as given), as a model instance holds them."""
+        attributes = self.model.get_attributes()
+        values: dict[str, Any] = dict(given)
+        for name in names:
+            if name in values or name not in attributes:
+                continue
+            attribute: Attribute[Any] = attributes[name]
+            raw = item.get(attribute.attr_name)
+            values[name] = None if raw is None else attribute.deserialize(attribute.get_value(raw))
+        return types.SimpleNamespace(**values)
+
+    def logical_index_entries(self, item: Mapping[str, Any]) -> StoredItem:
+        """``item`` with the value of each sharded index as a user reads it: a suffixed value
+        decoded, a shard attribute left out. A value the index cannot decode stays as it is."""
+        logical = dict(item)
+        for index in self.indexes.values():
+            if index.shard_attr_name is not None:
+                logical.pop(index.shard_attr_name, None)
+                continue
+            stored = logical.get(index.attr_name)
+            text = stored.get("S") if isinstance(stored, Mapping) else None
+            if text is None:
+                continue
+            try:
+                logical[index.attr_name] = {"S": index.manager.codec.decode(text)[0]}
+            except ShardKeyError:
+                continue
+        return logical
+
     def range_bytes(self, item: Mapping[str, Any]) -> bytes:
         range_attr = range_keyname(self.model)
         if range_attr is None:
@@ -182,6 +251,40 @@ def _check_same_keys(source: KeyLayout, target: KeyLayout) -> None:
             f"attribute as it is, so declare the target's hash and range keys with the same attr_name."
         )
         raise MigrationError(msg)
+
+
+def index_shard(layout: KeyLayout, index: ShardedIndex, value: str, item: Mapping[str, Any],
+                logical_key: str) -> int:
+    """The index shard a job gives ``item`` (raw, with the logical ``value`` of the index and the
+    logical table key ``logical_key``): a hashed strategy's own, else an md5 of the value and the
+    item's key within the value's current count, so a re-run gives the same shard."""
+    manager = index.manager
+    names = [name for name in (range_keyname(layout.model), *manager.derived_attributes) if name]
+    view = layout.values_view(item, names, {index.attribute: value,
+                                            hash_keyname(layout.model) or "": logical_key})
+    try:
+        return manager.legacy_target_shard(cast(Any, view))
+    except ShardLocationError:  # derived from an attribute the item does not set: any shard is read
+        basis = value.encode("utf-8") + b"\x1f" + logical_key.encode("utf-8") + b"\x1f" + layout.range_bytes(item)
+        return md5_shard(basis, manager.shard_count(value)) + manager.first_shard - 1
+
+
+def _with_index_entries(target: KeyLayout, item: StoredItem, logical_key: str) -> StoredItem:
+    """``item`` (index values logical) with each sharded index of ``target`` stored the way the
+    target's ``save()`` stores it."""
+    for index in target.indexes.values():
+        stored = item.get(index.attr_name)
+        value = stored.get("S") if isinstance(stored, Mapping) else None
+        if value is None:  # not in the index
+            if index.shard_attr_name is not None:
+                item.pop(index.shard_attr_name, None)
+            continue
+        shard = index_shard(target, index, value, item, logical_key)
+        if index.shard_attr_name is None:
+            item[index.attr_name] = {"S": index.manager.codec.encode(value, shard)}
+        else:
+            item[index.shard_attr_name] = {"N": str(shard)}
+    return item
 
 
 def _target_hash_keys(target: KeyLayout, logical: str, item: Mapping[str, Any], source_hash: str,
@@ -254,7 +357,8 @@ class CopyJob(Job):
         stored = item[self.source.hash_name]["S"]
         logical, _ = self.source.decode(stored)
         keys = _target_hash_keys(self.target, logical, item, stored, self.source.range_bytes(item))
-        return Put(item={**item, self.target.hash_name: {"S": keys[0]}}, logical_key=logical)
+        copied = {**self.source.logical_index_entries(item), self.target.hash_name: {"S": keys[0]}}
+        return Put(item=_with_index_entries(self.target, copied, logical), logical_key=logical)
 
 
 class ReshardJob(Job):
@@ -344,3 +448,69 @@ class CompactJob(ReshardJob):
     """
 
     kind = "compact"
+
+
+class ReindexJob(Job):
+    """Rewrite the entries of one sharded global secondary index that are not stored sharded.
+
+    An index adopted in place (``Sharding(..., legacy_unsharded=True)`` on the index) holds bare
+    values written by plain models or other tools: the suffixed layout's ``20160226`` becomes
+    ``20160226_3``; the multi-attribute layout's items get their shard attribute
+    (``day_shard``), which puts them in the index. Each rewrite is an UpdateItem conditional on
+    the item still holding the value read, so it applies once, and an application write
+    meanwhile wins. The item's key and every other attribute are left as they are.
+    """
+
+    kind = "reindex"
+
+    def __init__(self, model: type[Model], index_name: str) -> None:
+        index = sharded_index(model, index_name)
+        if index is None:
+            known = sorted(getattr(model, "_sharded_indexes", None) or {})
+            msg = (
+                f"{model.__name__} has no sharded index {index_name!r}: reindex rewrites the entries of "
+                f"a GlobalSecondaryIndex that declares Sharding(...); name one of {known}."
+            )
+            raise MigrationError(msg)
+        if index.shard_attr_name is None and not index.manager.legacy_unsharded:
+            msg = (
+                f"{model.__name__}.{index.attribute}: the index {index_name!r} is not declared "
+                f"legacy_unsharded, so its bare values cannot be told from sharded ones; declare "
+                f"Sharding(..., legacy_unsharded=True) on the index while it holds bare values (reads "
+                f"then cover them too), run reindex, then remove the flag."
+            )
+            raise MigrationError(msg)
+        self.index = index
+        self.source = self.target = KeyLayout.of(model)
+
+    def job_id(self, total_segments: int) -> str:
+        return f"{super().job_id(total_segments)}#{self.index.index_name}"
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.source.name} ({self.source.table}) index {self.index.index_name!r}"
+
+    def plan(self, item: StoredItem) -> Rewrite | None:
+        from pynamodb_sharding.migration.engine import item_write_units
+
+        index, layout = self.index, self.source
+        stored = item.get(index.attr_name)
+        value = stored.get("S") if isinstance(stored, Mapping) else None
+        if value is None:
+            return None  # not in the index
+        if index.shard_attr_name is None:
+            logical, shard = index.manager.codec.decode(value)
+            if shard != LEGACY_SHARD:
+                return None  # stored sharded already
+            absent: tuple[str, ...] = ()
+        else:
+            if index.shard_attr_name in item:
+                return None  # its shard attribute is set already
+            logical, absent = value, (index.shard_attr_name,)
+        logical_key, _ = layout.decode(item[layout.hash_name]["S"])
+        shard = index_shard(layout, index, logical, item, logical_key)
+        if index.shard_attr_name is None:
+            values = {index.attr_name: {"S": index.manager.codec.encode(logical, shard)}}
+        else:
+            values = {index.shard_attr_name: {"N": str(shard)}}
+        return Rewrite(key=layout.key_of(item), attribute=index.attr_name, expected=stored, values=values,
+                       absent=absent, logical_key=logical, units=item_write_units({**item, **values}))

@@ -17,7 +17,7 @@ from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.exceptions import ShardKeyError
 from pynamodb_sharding.migration.checkpoints import CheckpointStore
 from pynamodb_sharding.migration.engine import JobOptions, current_pass, item_write_units
-from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, Move, Put
+from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, Move, Put, ReindexJob, Rewrite
 
 __all__ = ["MigrationPlan", "plan"]
 
@@ -45,6 +45,8 @@ class MigrationPlan:
     total_segments: int
     ambiguous_keys: tuple[str, ...] = ()
     undecodable_keys: tuple[str, ...] = ()
+    #: Index entries ``reindex`` would rewrite in place (one conditional update each).
+    estimated_rewrites: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"event": "plan", **attrs.asdict(self)}
@@ -54,8 +56,12 @@ class MigrationPlan:
         yield f"table:      {self.table_items} items, {self.table_bytes} bytes (DescribeTable)"
         yield f"sample:     {self.sampled} items scanned"
         yield f"estimate:   {self.estimated_items} items, at least {self.estimated_keys} logical keys"
-        yield f"writes:     {self.estimated_writes} copies, {self.estimated_moves} moves " \
-              f"(one transaction each), about {self.estimated_write_units} write units"
+        if self.job.startswith(f"{ReindexJob.kind} "):
+            yield f"writes:     {self.estimated_rewrites} index entries rewritten in place, " \
+                  f"about {self.estimated_write_units} write units"
+        else:
+            yield f"writes:     {self.estimated_writes} copies, {self.estimated_moves} moves " \
+                  f"(one transaction each), about {self.estimated_write_units} write units"
         yield f"deletes:    {self.deletes}"
         yield f"segments:   {self.segments_done}/{self.total_segments} already done (checkpoints)"
         for key in self.ambiguous_keys:
@@ -92,7 +98,7 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
     table = client.describe_table(TableName=job.source.table)["Table"]
     table_items = int(table.get("ItemCount") or 0)
     sample = _sample(job, sample_size)
-    writes = moves = units = 0
+    writes = moves = rewrites = units = 0
     keys: set[str] = set()
     undecodable: list[str] = []
     for item in sample:
@@ -109,12 +115,18 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
             moves += 1
             units += 4 * item_write_units(action.item)
             keys.add(action.logical_key)
-        else:
+        elif isinstance(action, Rewrite):
+            rewrites += 1
+            units += action.units
+            keys.add(action.logical_key)
+        elif not isinstance(job, ReindexJob):
             keys.add(job.source.decode(item[job.source.hash_name]["S"])[0])
     items = max(table_items, len(sample))
     scale = items / len(sample) if sample else 0.0
     if isinstance(job, CopyJob):
         deletes = "nothing (the source table is only read)"
+    elif isinstance(job, ReindexJob):
+        deletes = "nothing (each index entry is rewritten in place, one conditional update per item)"
     else:
         deletes = f"about {round(moves * scale)} old copies, each in the transaction that puts its new copy"
         if isinstance(job, CompactJob):
@@ -140,4 +152,5 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
         total_segments=options.total_segments,
         ambiguous_keys=_ambiguous_keys(job),
         undecodable_keys=tuple(undecodable[:20]),
+        estimated_rewrites=round(rewrites * scale),
     )

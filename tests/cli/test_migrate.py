@@ -191,6 +191,129 @@ def test_copy_killed_at_random_points_writes_every_item_once(
     assert "identical" in verified.stdout
 
 
+REINDEX_MODELS = """
+
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+
+class PlainDaysByDay(GlobalSecondaryIndex):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+
+
+class PlainDays(Model):
+    class Meta:
+        table_name = "{prefix}_days"
+        host = HOST
+
+    event_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute()
+    at = NumberAttribute()
+    by_day = PlainDaysByDay()
+
+
+class AdoptedByDay(GlobalSecondaryIndex):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(8), legacy_unsharded=True)
+
+
+class AdoptedDays(ShardedModel):
+    Meta = PlainDays.Meta
+
+    event_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute()
+    at = NumberAttribute()
+    by_day = AdoptedByDay()
+"""
+
+DAYS_ITEMS = 3000
+
+
+@pytest.fixture
+def day_models(project: ModelsModule, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A table with a plain index filled with bare days, and the model adopting that index."""
+    project.append(REINDEX_MODELS)
+    for name, value in cli_env.items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    spec = importlib.util.spec_from_file_location(project.name, project.directory / f"{project.name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.PlainDays.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    return module
+
+
+def _fill_days(dynamodb: Any, table: str) -> None:
+    items = [{"event_id": {"S": f"e{n:05d}"}, "day": {"S": "20160226"}, "at": {"N": str(n)}}
+             for n in range(DAYS_ITEMS)]
+    for begin in range(0, len(items), 25):
+        pending: dict[str, Any] = {table: [{"PutRequest": {"Item": item}} for item in items[begin:begin + 25]]}
+        while pending:
+            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def _rewritten(dynamodb: Any, table: str) -> int:
+    total = 0
+    for page in dynamodb.get_paginator("scan").paginate(
+            TableName=table, Select="COUNT", FilterExpression="contains(#d, :sep)",
+            ExpressionAttributeNames={"#d": "day"}, ExpressionAttributeValues={":sep": {"S": "_"}}):
+        total += page["Count"]
+    return int(total)
+
+
+def test_reindex_killed_at_random_points_rewrites_every_entry_once(
+    project: ModelsModule, cli_env: dict[str, str], dynamodb: Any, day_models: ModuleType
+) -> None:
+    """``migrate reindex`` of 3,000 bare index values, killed (SIGKILL, the whole process group)
+    three times mid-job and re-run: every value ends suffixed exactly once, nothing else changes."""
+    table = day_models.PlainDays.Meta.table_name
+    _fill_days(dynamodb, table)
+    planned = run_cli("migrate", "reindex", project.spec("AdoptedDays"), "by_day", "--dry-run",
+                      "--checkpoint-table", project.table("checkpoints"), cwd=project.directory, env=cli_env)
+    assert planned.returncode == 0, planned.stderr
+    assert f"writes:     {DAYS_ITEMS} index entries rewritten in place" in planned.stdout
+    assert _rewritten(dynamodb, table) == 0
+    args = ("migrate", "reindex", project.spec("AdoptedDays"), "by_day", "--workers", "2", "--total-segments", "4",
+            "--page-size", "100", "--rate", "1500", "--json", "--checkpoint-table", project.table("checkpoints"))
+    thresholds = sorted(random.Random("reindex").sample(range(200, DAYS_ITEMS - 300), 3))
+    partial = []
+    for threshold in thresholds:
+        process = _start(project, cli_env, *args)
+        deadline = time.monotonic() + 120
+        while _rewritten(dynamodb, table) < threshold and process.poll() is None:
+            assert time.monotonic() < deadline, "the reindex made no progress"
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate(timeout=30)
+        partial.append(_rewritten(dynamodb, table))
+    finished = run_cli(*args, cwd=project.directory, env=cli_env, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    report = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert (report["event"], report["complete"], report["segments_done"]) == ("report", True, 4)
+    assert any(0 < count < DAYS_ITEMS for count in partial), partial  # killed mid-job
+
+    stored = _raw(dynamodb, table)
+    assert len(stored) == DAYS_ITEMS
+    assert sorted((item["event_id"]["S"], item["at"]["N"]) for item in stored) == [
+        (f"e{n:05d}", str(n)) for n in range(DAYS_ITEMS)]
+    suffixes = collections.Counter(item["day"]["S"].removeprefix("20160226_") for item in stored)
+    assert set(suffixes) == {str(shard) for shard in range(1, 9)}  # one suffix each, in 1..8
+    assert all(set(item) == {"event_id", "day", "at"} for item in stored)
+    listed = [item.at for item in day_models.AdoptedDays.by_day.query("20160226")]
+    assert listed == list(range(DAYS_ITEMS))
+
+
 def test_verify_exits_1_and_names_the_differing_key(
     project: ModelsModule, cli_env: dict[str, str], dynamodb: Any, models: ModuleType
 ) -> None:
@@ -229,7 +352,7 @@ def test_help_names_the_checkpoint_table(project: ModelsModule, cli_env: dict[st
     shown = run_cli("migrate", "--help", cwd=project.directory, env=cli_env)
     assert shown.returncode == 0
     assert "pynamodb_sharding_migrations" in shown.stdout
-    for command in ("copy", "reshard", "compact", "verify"):
+    for command in ("copy", "reshard", "compact", "reindex", "verify"):
         assert command in shown.stdout
 
 

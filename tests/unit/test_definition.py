@@ -279,7 +279,31 @@ class TestShardedIndexDefinitionErrors:
         assert isinstance(error, ShardingDefinitionError)
         assert "ByTime.shards: a local secondary index shares the table's partition key" in str(error)
 
-    def test_legacy_unsharded_on_an_index_is_refused(self) -> None:
+    def test_cursor_secret_on_an_index_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        class ByDay(GlobalSecondaryIndex):  # type: ignore[type-arg]
+            class Meta:
+                index_name = "by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+            shards = Sharding(HashedShards(4), cursor_secret="s3cret")
+
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*cursor_secret.*model's Sharding"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                by_day = ByDay()
+                shards = Sharding(RandomShards(2))
+
+    def test_legacy_unsharded_on_an_index_reads_bare_values(self) -> None:
+        """An index adopted in place (legacy_unsharded) decodes a bare value as itself, and a
+        value whose suffix is above every shard the index can have as a bare value too."""
         from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
         class ByDay(GlobalSecondaryIndex):  # type: ignore[type-arg]
@@ -290,7 +314,93 @@ class TestShardedIndexDefinitionErrors:
             day = UnicodeAttribute(hash_key=True)
             shards = Sharding(HashedShards(4), legacy_unsharded=True)
 
-        with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*legacy_unsharded"):
+        class Doc(ShardedModel):
+            class Meta:
+                table_name = "doc"
+
+            doc_id = UnicodeAttribute(hash_key=True)
+            day = UnicodeAttribute()
+            by_day = ByDay()
+            shards = Sharding(RandomShards(2))
+
+        manager = Doc.by_day.shards
+        assert manager.legacy_unsharded
+        assert manager.read_targets("20160226") == (-1, 1, 2, 3, 4)
+        assert manager.decode_stored("20160226") == ("20160226", None)
+        assert manager.decode_stored("2016_12") == ("2016_12", None)  # 12 > 4 shards
+        assert manager.decode_stored("20160226_3") == ("20160226", 3)
+
+
+class TestIndexOnlyDefinition:
+    """A ShardedModel without a Sharding of its own whose global index declares one keeps its
+    table keys as they are: one shard, stored as the logical key."""
+
+    @staticmethod
+    def by_day() -> type:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        meta = type("Meta", (), {"index_name": "by_day", "projection": AllProjection()})
+        return type("ByDay", (GlobalSecondaryIndex,), {
+            "Meta": meta, "day": UnicodeAttribute(hash_key=True), "shards": Sharding(HashedShards(4)),
+        })
+
+    def test_table_keys_are_stored_as_they_are(self) -> None:
+        from pynamodb_sharding.descriptor import shard_manager
+
+        by_day = self.by_day()
+
+        class Doc(ShardedModel):
+            class Meta:
+                table_name = "doc"
+
+            doc_id = UnicodeAttribute(hash_key=True)
+            day = UnicodeAttribute()
+            index = by_day()
+
+        manager = shard_manager(Doc)
+        assert Doc._index_only
+        assert manager.read_shards("doc_7") == (1,)
+        assert manager.physical_key("doc_7", 1) == "doc_7"
+        assert manager.decode("doc_7") == ("doc_7", 1)
+        assert manager.decode("doc") == ("doc", 1)
+        assert Doc.index.shards.physical_key("20160226", 3) == "20160226_3"
+        doc = Doc("a_2", day="20160226")
+        assert doc.serialize()["doc_id"] == {"S": "a_2"}
+        assert Doc._serialize_keys("a_2") == ("a_2", None)  # PynamoDB's own, as for a plain model
+
+    def test_subclass_stays_index_only_and_may_shard_its_table(self) -> None:
+        by_day = self.by_day()
+
+        class Doc(ShardedModel):
+            class Meta:
+                table_name = "doc"
+
+            doc_id = UnicodeAttribute(hash_key=True)
+            day = UnicodeAttribute()
+            index = by_day()
+
+        class Child(Doc):
+            pass
+
+        class Sharded(Doc):
+            shards = Sharding(RandomShards(3))
+
+        assert Child._index_only
+        assert not Sharded._index_only
+        assert Sharded.shards.read_shards("k") == (1, 2, 3)
+
+    def test_neither_table_nor_index_sharding(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        class Plain(GlobalSecondaryIndex):  # type: ignore[type-arg]
+            class Meta:
+                index_name = "by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+
+        with pytest.raises(ShardingDefinitionError,
+                           match=r"Doc: a ShardedModel needs a Sharding descriptor.*GlobalSecondaryIndex"):
 
             class Doc(ShardedModel):
                 class Meta:
@@ -298,5 +408,16 @@ class TestShardedIndexDefinitionErrors:
 
                 doc_id = UnicodeAttribute(hash_key=True)
                 day = UnicodeAttribute()
-                by_day = ByDay()
-                shards = Sharding(RandomShards(2))
+                index = Plain()
+
+    def test_number_table_hash_key_is_refused_clearly(self) -> None:
+        by_day = self.by_day()
+        with pytest.raises(ShardingDefinitionError, match=r"Doc\.doc_id: .*NumberAttribute.*shards only an index"):
+
+            class Doc(ShardedModel):
+                class Meta:
+                    table_name = "doc"
+
+                doc_id = NumberAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                index = by_day()

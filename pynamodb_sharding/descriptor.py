@@ -515,6 +515,26 @@ class ShardManager(Generic[_M]):
             return False
         return shard >= self.first_shard + self.shard_count(self.codec.check_logical(getattr(item, self.attribute)))
 
+    def moving_out(self, key: str, shards: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """The shards among ``shards`` (default :meth:`read_targets`) of ``key`` that a job may
+        move items out of (:meth:`misplaced`): the bare legacy key, the shards of an older
+        ``HashedShards`` layout (``previous_counts``; they may be shards of the current layout
+        too), the shards above a random or dynamic key's current count. Empty for a key no job
+        moves anything of. A merged query reads them first (see :mod:`pynamodb_sharding.fanout`).
+
+        .. versionadded:: 0.4.0
+        """
+        shards = self.read_targets(key) if shards is None else shards
+        legacy = tuple(shard for shard in shards if shard == LEGACY_SHARD)
+        if self.keeps_keys_unique:
+            previous: tuple[int, ...] = tuple(getattr(self.strategy, "previous_counts", ()) or ())
+            highest = max(previous, default=0) + self._offset
+            return legacy + tuple(shard for shard in shards if shard != LEGACY_SHARD and shard <= highest)
+        if all(shard in (LEGACY_SHARD, self.first_shard) for shard in shards):
+            return legacy  # nothing above the first shard: no count to read
+        current = self.first_shard + self.shard_count(key)
+        return legacy + tuple(shard for shard in shards if shard >= current)
+
     def move_targets(self, item: _M, shard: int) -> tuple[int, ...]:
         """Where a move of ``item`` out of its misplaced ``shard`` puts it, best first.
 

@@ -64,7 +64,7 @@ from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, 
 from pynamodb_sharding.fastparse import parsed_quickly
 from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import backfill_pending, index_not_ready, sharded_index
-from pynamodb_sharding.keys import LEGACY_SHARD
+from pynamodb_sharding.keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes, without_stale_bare_copies
 from pynamodb_sharding.pool import BoundedSubmitter, fanout_executor, fanout_threads
@@ -642,7 +642,7 @@ class _SharedRateLimiter:
 
 
 _rate_limiters: weakref.WeakSet[_SharedRateLimiter] = weakref.WeakSet()
-_legacy_reads: weakref.WeakSet[_LegacyFirst] = weakref.WeakSet()
+_first_reads: weakref.WeakSet[_ReadFirst] = weakref.WeakSet()
 
 
 def _reset_locks_in_child() -> None:
@@ -651,7 +651,7 @@ def _reset_locks_in_child() -> None:
     _warned_lock = threading.Lock()
     for limiter in list(_rate_limiters):
         limiter._lock = threading.Lock()
-    for read in list(_legacy_reads):
+    for read in list(_first_reads):
         read._lock = threading.Lock()
 
 
@@ -724,6 +724,9 @@ class _QueryPlan:
     hash_value: Callable[[int], object]
     #: The number attribute a multi-attribute index stores the shard in (start keys hold it).
     shard_name: str | None = None
+    #: The streams read before every other one, whose items yield to copies in the others: what
+    #: items may be moving out of (a bare legacy key or value, shards a job empties).
+    first_reads: frozenset[int] = frozenset()
 
 
 def _plan(
@@ -793,7 +796,8 @@ def _plan(
                               logical_value, shard_name)
         values = {shard: index_manager.physical_key(hash_key, shard) for shard in index_shards}
         return _QueryPlan(scope, hash_name, values, key_names, sort_name,
-                          lambda shard: index_manager.physical_key(hash_key, shard))
+                          lambda shard: index_manager.physical_key(hash_key, shard),
+                          first_reads=frozenset(shard for shard in values if shard == LEGACY_SHARD))
     if hash_name != table_hash:
         # An index keyed by another attribute is not sharded: one plain query, labelled shard 1.
         attribute = index_hash_attribute(indexes(model)[index_name or ""])
@@ -809,9 +813,31 @@ def _plan(
         return _QueryPlan(scope, hash_name, {1: value}, key_names, sort_name, plain_value)
     manager = shard_manager(model)
     hash_values = {shard: manager.physical_key(hash_key, shard) for shard in shards}
+    first_reads: set[int] = set()
+    if given is None:
+        # A job may be moving items out of some shards (the bare key, shards above the count,
+        # an older layout's): they are read first, so an item moved while the query runs is
+        # seen there or in its new shard, never in neither; a shard the current layout writes
+        # too is read twice, as a first-read stream of its own.
+        moving = manager.moving_out(hash_key, tuple(shards))
+        if moving:
+            current = set(manager.read_shards(hash_key)) - set(moving) if not manager.keeps_keys_unique else set(
+                range(manager.first_shard, manager.first_shard + manager.shard_count(hash_key)))
+            for shard in moving:
+                if shard in current:
+                    hash_values[FIRST_READ + shard] = hash_values[shard]
+                    first_reads.add(FIRST_READ + shard)
+                else:
+                    first_reads.add(shard)
     scope = CursorScope(model.__name__, table, {"S": hash_key}, index_name, forward)
-    return _QueryPlan(scope, hash_name, hash_values, key_names, sort_name,
-                      lambda shard: manager.physical_key(hash_key, shard))
+
+    def table_value(shard: int) -> object:
+        if shard >= FIRST_READ and shard in first_reads:
+            return manager.physical_key(hash_key, shard - FIRST_READ)
+        return manager.physical_key(hash_key, shard)
+
+    return _QueryPlan(scope, hash_name, hash_values, key_names, sort_name, table_value,
+                      first_reads=frozenset(first_reads))
 
 
 def _with_class_filter(model: type[ShardedModel], filter_condition: Condition | None) -> Condition | None:
@@ -901,7 +927,9 @@ def merged_query(
     starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
 
     hash_values = dict(plan.hash_values)
-    legacy = LEGACY_SHARD if LEGACY_SHARD in hash_values else None
+    first_reads = plan.first_reads
+    if first_reads:
+        early = None  # its first page may have been read before the first reads: not used
     size = page_size if page_size is not None else default_page_size(len(hash_values), limit)
     if early is not None:
         send = early.send
@@ -927,9 +955,9 @@ def merged_query(
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
     def fetch_page(shard: int, start: RawKey | None) -> Page:
-        if legacy is not None:
-            legacy_first.wait()
-            first = legacy_first.take(start) if shard == legacy else None
+        if first_reads:
+            read_first.wait()
+            first = read_first.take(shard, start) if shard in first_reads else None
             if first is not None:
                 return current(first)
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
@@ -944,10 +972,10 @@ def merged_query(
             return current(_page(_traced(trace, shard, sent.result)))
         return current(_page(_traced(trace, shard, lambda: send(hash_values[shard], start, size))))
 
-    legacy_first = _LegacyFirst(
-        lambda start: _traced(trace, LEGACY_SHARD, lambda: send(hash_values[LEGACY_SHARD], start)),
-        starts.get(LEGACY_SHARD), limit,
-    )
+    def send_first(shard: int, start: RawKey | None) -> dict[str, Any]:
+        return _traced(trace, shard, lambda: send(hash_values[shard], start))
+
+    read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit)
 
     sort_name = plan.sort_name
     if sort_name is None:
@@ -963,7 +991,7 @@ def merged_query(
     identity: Callable[[RawItem], Any] | None = None
     meta = table_connection(model).get_meta_table()
     table_sort = meta.range_keyname
-    if legacy is not None and sharded_index(model, index_name) is not None:
+    if first_reads and sharded_index(model, index_name) is not None:
         # A sharded index's bare stream: its entries are items of any table key, and an item
         # rewritten (``migrate reindex``) while the query runs may be seen in both streams.
         table_hash = meta.hash_keyname
@@ -971,14 +999,14 @@ def merged_query(
         def identity(item: RawItem) -> Any:
             return (sort_value(item[table_hash]),
                     sort_value(item[table_sort]) if table_sort is not None else b"")
-    elif legacy is not None and table_sort != sort_name:  # an index query: one item is one table key
+    elif first_reads and table_sort != sort_name:  # an index query: one item is one table key
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
     # With a limit and no page size: each shard is asked for about its share, not the whole
     # limit, when shares are large enough that a shard rarely needs a second round trip. Not
     # with a filter: DynamoDB's Limit counts items evaluated, so small pages of a selective
     # filter would take many more round trips.
-    share = (fetch_share if limit is not None and page_size is None and legacy is None
+    share = (fetch_share if limit is not None and page_size is None and not first_reads
              and filter_condition is None else None)
     # How much of the limit each shard is first asked for: Sharding(page_reads=...).
     page_reads = shard_manager(model).page_reads
@@ -988,7 +1016,7 @@ def merged_query(
         # with each shard's next page fetched ahead, as without a limit.
         share = None
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
-                       limit=limit, max_workers=workers, shadowed=legacy, identity=identity,
+                       limit=limit, max_workers=workers, shadowed=first_reads, identity=identity,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),
@@ -1076,47 +1104,48 @@ def _page(data: Mapping[str, Any]) -> Page:
                 consumed_capacity=float(consumed) if consumed is not None else None)
 
 
-class _LegacyFirst:
-    """Reads a ``legacy_unsharded`` key's bare legacy items before any shard is queried.
+class _ReadFirst:
+    """Reads the streams items may be moving out of before any other stream is queried.
 
-    A migration moves items from the bare key into shards while queries run. A query that read
-    a shard before an item arrived there and the bare key after it left would miss the item;
-    reading the bare key first (to its end, or ``limit`` items) means an item is either seen
-    there or already in its shard when the shards are read, where the merge returns it once
-    (the sharded copy wins). Every page request of the query waits until this read is done.
+    A job moves items out of some streams (a ``legacy_unsharded`` key's bare key, the shards
+    above a key's lowered count, an older layout's shards, an index's bare value) into others
+    while queries run. A query that read the new place before an item arrived there and the old
+    place after it left would miss the item; reading the old places first (each to its end, or
+    ``limit`` items) means an item is either seen there or already in its new place when that
+    is read, where the merge returns it once (the copy outside the first reads wins). Every page
+    request of the query waits until these reads are done.
     """
 
-    def __init__(self, send: Callable[[RawKey | None], dict[str, Any]], start: RawKey | None,
+    def __init__(self, send: Callable[[int, RawKey | None], dict[str, Any]], starts: Mapping[int, RawKey | None],
                  limit: int | None) -> None:
         self._send = send
-        self._start = start
+        self._starts = dict(starts)
         self._limit = limit
         self._lock = threading.Lock()
-        self._page: Page | None = None
-        self._handed = False
-        _legacy_reads.add(self)
+        self._pages: dict[int, Page] | None = None
+        self._handed: set[int] = set()
+        _first_reads.add(self)
 
     def wait(self) -> None:
-        """Return once the bare key has been read (reading it, if no other thread does)."""
+        """Return once every first-read stream has been read (reading them, if no other thread does)."""
         with self._lock:
-            if self._page is None:
-                self._page = self._read()
+            if self._pages is None:
+                self._pages = {shard: self._read(shard, start) for shard, start in sorted(self._starts.items())}
 
-    def take(self, start: RawKey | None) -> Page | None:
-        """The page that was read, for the legacy stream's first request (from ``start``)."""
+    def take(self, shard: int, start: RawKey | None) -> Page | None:
+        """The page that was read, for the first request of ``shard``'s stream (from ``start``)."""
         with self._lock:
-            if self._handed or self._page is None or start != self._start:
+            if shard in self._handed or self._pages is None or start != self._starts.get(shard):
                 return None
-            self._handed = True
-            return self._page
+            self._handed.add(shard)
+            return self._pages.get(shard)
 
-    def _read(self) -> Page:
+    def _read(self, shard: int, start: RawKey | None) -> Page:
         items: list[RawItem] = []
         count = scanned = 0
         consumed: float | None = None
-        start = self._start
         while True:
-            page = _page(self._send(start))
+            page = _page(self._send(shard, start))
             items.extend(page.items)
             count += page.count
             scanned += page.scanned_count
@@ -1159,9 +1188,12 @@ def merged_count(
     """
     index = sharded_index(model, index_name)
     manager = shard_manager(model) if index is None else index.manager
-    if shards is None and manager.legacy_unsharded:
-        # A legacy item may be moving into a shard meanwhile: count what a merged query
-        # returns, each item once (the same reads: DynamoDB charges what it reads, not sends).
+    moving = manager.legacy_unsharded or (
+        shards is None and index_name is None and bool(manager.moving_out(hash_key)))
+    if shards is None and moving:
+        # An item may be moving to another shard meanwhile (a legacy item, a reshard or a
+        # compaction): count what a merged query returns, each item once (the same reads:
+        # DynamoDB charges what it reads, not sends).
         merged = merged_query(model, hash_key, range_key_condition=range_key_condition,
                               filter_condition=filter_condition, consistent_read=consistent_read,
                               index_name=index_name, limit=limit, rate_limit=rate_limit,

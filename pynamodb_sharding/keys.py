@@ -12,6 +12,7 @@ from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
 
 __all__ = [
     "DEFAULT_SEPARATOR",
+    "FIRST_READ",
     "LEGACY_SHARD",
     "MAX_PARTITION_KEY_BYTES",
     "MAX_SHARDS",
@@ -37,10 +38,21 @@ MAX_SHARDS = 10_000
 LEGACY_SHARD = -1
 
 
+#: What a merged query adds to a shard's number to name the stream that reads it a first time,
+#: before every other shard, because a job may be moving items out of it into shards that the
+#: query reads afterwards (a shard of an older ``HashedShards`` layout that the current layout
+#: has too). Above every shard number (:data:`MAX_SHARDS`).
+FIRST_READ = 100_000
+
+
 def describe_shard(shard: int) -> str:
     """How messages name a shard: ``"shard 3"``, and ``"the unsharded (bare) key"`` for
     :data:`LEGACY_SHARD`, a number users never see."""
-    return "the unsharded (bare) key" if shard == LEGACY_SHARD else f"shard {shard}"
+    if shard == LEGACY_SHARD:
+        return "the unsharded (bare) key"
+    if shard >= FIRST_READ:
+        return f"shard {shard - FIRST_READ} (read first)"
+    return f"shard {shard}"
 
 
 def validate_separator(separator: object, where: str) -> str:

@@ -16,7 +16,7 @@ import bisect
 import heapq
 import os
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ import attrs
 
 from pynamodb_sharding.cursor import CursorState, RawItem, RawKey
 from pynamodb_sharding.exceptions import SortKeyTypeError
+from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.pool import BoundedSubmitter
 
 __all__ = [
@@ -40,7 +41,7 @@ _T = TypeVar("_T")
 #: No sort value seen yet.
 _NOTHING: Any = object()
 
-#: The tie-break rank of a shadowed stream: after every real shard.
+#: The tie-break rank of a shadowed stream: after every real shard (the bare legacy key last).
 _LAST = 1 << 62
 
 #: What a sort key becomes to compare it the way DynamoDB does.
@@ -157,10 +158,11 @@ class ShardMerge:
         forward: ascending when true.
         limit: stop after that many items.
         max_workers: the most requests of this merge running at once.
-        shadowed: a stream whose items yield to copies of the same item in the other streams
-            (the bare legacy key of a ``legacy_unsharded`` model): among equal sort values it
-            comes last, and an item of it whose ``identity`` equals that of an item another
-            stream returned at the same sort value is dropped, not returned.
+        shadowed: streams whose items yield to copies of the same item in the other streams
+            (the streams of what a job moves items out of: the bare legacy key of a
+            ``legacy_unsharded`` model, shards above a key's count, an older layout's shards):
+            among equal sort values they come last, and an item of one whose ``identity``
+            equals that of an item returned at the same sort value is dropped, not returned.
         identity: what makes two items one item (default: their sort value).
     """
 
@@ -174,7 +176,7 @@ class ShardMerge:
         forward: bool = True,
         limit: int | None = None,
         max_workers: int = 1,
-        shadowed: int | None = None,
+        shadowed: Collection[int] = (),
         identity: Callable[[RawItem], Any] | None = None,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
@@ -193,7 +195,7 @@ class ShardMerge:
         self._first_share: int | None = None
         self._refill_first_share = refill_first_share
         self._on_close = on_close
-        self._shadowed = shadowed
+        self._shadowed = frozenset(shadowed)
         self._identity = identity if identity is not None else sort_key
         # The sort value of the last item returned from a stream that is not shadowed, and the
         # identities of the items returned at that value: what a shadowed item yields to.
@@ -209,7 +211,7 @@ class ShardMerge:
         self._heap: list[tuple[Any, int, _ShardStream]] = []
         # Without a shadowed stream, items are merged a batch at a time (see _next_batch): every
         # item that can be returned before some shard's next page is needed, sorted at once.
-        self._batched = shadowed is None
+        self._batched = not self._shadowed
         self._batch: list[tuple[Any, int, int, _ShardStream]] = []
         self._batch_pos = 0
         # Streams to load before the next item can be chosen: every stream at the start, then
@@ -377,7 +379,7 @@ class ShardMerge:
         whether any was dropped (its page may then need loading)."""
         dropped = False
         heap = self._heap
-        while heap and heap[0][2].shard == self._shadowed:
+        while heap and heap[0][2].shard in self._shadowed:
             stream = heap[0][2]
             item = stream.items[stream.index]
             if self._tie_value is _NOTHING or self._sort_key(item) != self._tie_value:
@@ -392,7 +394,7 @@ class ShardMerge:
     def _take(self) -> None:
         """Consume the item :meth:`_peek` returned."""
         stream = self._heap[0][2]
-        if self._shadowed is not None and stream.shard != self._shadowed:
+        if self._shadowed:  # a shadowed item returned shadows its copies in other shadowed streams
             item = stream.items[stream.index]
             value = self._sort_key(item)
             if self._tie_value is _NOTHING or value != self._tie_value:
@@ -400,7 +402,7 @@ class ShardMerge:
             self._tie_ids.add(self._identity(item))
         self._advance(stream)
         self.returned += 1
-        if self._shadowed is not None:
+        if self._shadowed:
             self._drop_shadowed()  # so that the cursor resumes past a copy already returned
         if self._limit is not None and self.returned >= self._limit:
             self.close()  # the prefetched pages will not be needed
@@ -425,8 +427,9 @@ class ShardMerge:
     def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
         value = self._sort_key(stream.items[index])
         rank = stream.shard
-        if stream.shard == self._shadowed:  # after every other stream's copy, either direction
-            rank = _LAST if self._forward else -_LAST
+        if stream.shard in self._shadowed:  # after every other stream's copy, either direction
+            rank = _LAST + (_LAST if stream.shard == LEGACY_SHARD else stream.shard)
+            rank = rank if self._forward else -rank
         if self._forward:
             return (value, rank, stream)
         return (_Descending((value, rank)), 0, stream)
@@ -637,8 +640,8 @@ class ShardMerge:
             return None
 
     def _returned_copy(self, stream: _ShardStream, item: RawItem) -> bool:
-        """Whether ``item`` of the shadowed stream is a copy of an item another stream returned."""
-        if stream.shard != self._shadowed or self._tie_value is _NOTHING:
+        """Whether ``item`` of a shadowed stream is a copy of an item already returned."""
+        if stream.shard not in self._shadowed or self._tie_value is _NOTHING:
             return False
         return self._sort_key(item) == self._tie_value and self._identity(item) in self._tie_ids
 

@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import DynamicShards, HashedShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding.fanout import merged_query
 from pynamodb_sharding.migration import JobOptions, compact, reshard
 from pynamodb_sharding.migration.engine import RateLimiter, _Sender
 from pynamodb_sharding.migration.jobs import Move, ReshardJob
 from pynamodb_sharding.strategies import md5_shard
-from tests.raw import raw_items
+from tests.raw import put_raw, raw_items
 
 KEY = "sensor"
 
@@ -319,3 +322,87 @@ class TestWritesAfterACompaction:
         assert all(int(item.at) not in values for item in loaded[6:9])
         assert {1} == {shard for shard, _, _ in compact_stored()}  # nothing written where no read looks
         assert 37 == sum(compact_stored().values())
+
+
+class Random8(ShardedModel):
+    class Meta:
+        table_name = "live_random"
+        max_pool_connections = 16
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute()
+    shards = Sharding(RandomShards(8))
+
+
+class Random2(ShardedModel):
+    """The count lowered from 8 to 2: reads cover shards 1..8 until reshard emptied 3..8."""
+
+    Meta = Random8.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute()
+    shards = Sharding(RandomShards(2, previous_counts=(8,)))
+
+
+class MoveAfterReply:
+    """Moves one item (a job's move, held ready) right after the query's request for one physical
+    key got its reply, and before the query's next request: the interleaving that loses or
+    doubles an item when the shard it left is read after the shard it went to, or the reverse."""
+
+    def __init__(self, model: type[ShardedModel], physical: str, job: ReshardJob, move: Move) -> None:
+        self.physical = physical
+        self.job, self.move = job, move
+        self.done = False
+        self._http = URLLib3Session()
+        model._get_connection().connection.client.meta.events.register_first("before-send.dynamodb", self)
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        if self.done or not request.headers["X-Amz-Target"].decode().endswith(".Query"):
+            return None
+        values = json.loads(request.body).get("ExpressionAttributeValues", {})
+        if {"S": self.physical} not in values.values():
+            return None
+        self.done = True
+        reply = self._http.send(request)  # the query gets the reply from before the move
+        assert 1 == _Sender(self.job, RateLimiter(None)).move(self.move).moved
+        return reply
+
+
+def _planned_move(job: ReshardJob, model: type[ShardedModel], at: int) -> Move:
+    raw = next(raw for raw in raw_items(model) if raw["at"]["N"] == str(at))
+    move = job.plan(raw)
+    assert isinstance(move, Move)
+    return move
+
+
+class TestQueriesWhileItemsMove:
+    """A merged query returns an item once while a job moves it, whichever shard is read first."""
+
+    @pytest.mark.parametrize("after", ["old shard", "new shard"])
+    @pytest.mark.usefixtures("layouts")
+    def test_hashed_layout_change(self, after: str) -> None:
+        at = next(at for at in range(40) if shard_of(at, 16) != shard_of(at, 4))
+        job = ReshardJob(Layout16)
+        move = _planned_move(job, Layout4, at)
+        shard = shard_of(at, 4) if after == "old shard" else shard_of(at, 16)
+        hook = MoveAfterReply(Layout16, f"{KEY}_{shard}", job, move)
+        found = [int(item.at) for item in merged_query(Layout16, KEY, consistent_read=True, max_workers=1)]
+        assert hook.done
+        assert list(range(40)) == found  # each item once, the moving one included
+        assert 40 == Layout16.count(KEY, consistent_read=True)
+
+    @pytest.mark.parametrize("after", ["old shard", "new shard"])
+    def test_lowered_random_count(self, dynamodb_models: Callable[..., Any], after: str) -> None:
+        dynamodb_models(Random8, Random2)
+        put_raw(Random8, [{"sensor": {"S": f"{KEY}_{1 + at % 8}"}, "at": {"N": str(at)}, "value": {"N": str(at)}}
+                          for at in range(24)])
+        at = 7  # in shard 8, above the count of 2
+        job = ReshardJob(Random2)
+        move = _planned_move(job, Random8, at)
+        target = int(move.new_hash_keys[0].rpartition("_")[2])
+        hook = MoveAfterReply(Random2, f"{KEY}_{8 if after == 'old shard' else target}", job, move)
+        found = [int(item.at) for item in merged_query(Random2, KEY, consistent_read=True, max_workers=1)]
+        assert hook.done
+        assert list(range(24)) == found

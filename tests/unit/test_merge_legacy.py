@@ -32,7 +32,7 @@ def run(shards: dict[int, set[int]], page_size: int | None, forward: bool, limit
         starts: dict[int, Any] | None = None) -> tuple[list[tuple[int, int]], ShardMerge]:
     paginator = Paginator({shard: sorted(vs) for shard, vs in shards.items()}, page_size=page_size, forward=forward)
     merged = ShardMerge(paginator, starts or dict.fromkeys(shards), sort_key=sk_of, key_names=KEY_NAMES,
-                        forward=forward, limit=limit, max_workers=2, shadowed=LEGACY)
+                        forward=forward, limit=limit, max_workers=2, shadowed=(LEGACY,))
     return [(shard, int(item["sk"]["N"])) for shard, item in merged], merged
 
 

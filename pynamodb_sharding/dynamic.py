@@ -439,6 +439,15 @@ class DynamicShards:
     # -- the ShardStrategy interface ---------------------------------------------------------
 
     def validate(self, space: KeySpace, model: type[Model]) -> None:
+        self.bind_companions(space, model)
+
+    def bind_companions(self, space: KeySpace, model: type[Model]) -> None:
+        """Check the metadata model's key schema and make it follow ``model``'s connection
+        (:func:`~pynamodb_sharding.metadata.follow_connection`): called when ``model`` is
+        defined, for its own ``Sharding`` and for each sharded index's.
+
+        .. versionadded:: 0.4.0
+        """
         meta = self.metadata_model
         if (hash_keyname(meta), range_keyname(meta)) != ("partition_key", "model"):
             msg = (

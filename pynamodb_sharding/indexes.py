@@ -288,6 +288,8 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                     f"not an attribute of {model.__name__}; name attributes of the model."
                 )
                 raise ShardingDefinitionError(msg)
+        # Its metadata model (DynamicShards) talks to the model's endpoint, as the table's does.
+        manager.bind_companions()
         found[index_name] = ShardedIndex(index_name, attribute, model_attribute.attr_name, manager,
                                          shard_attr_name)
     return found

@@ -45,7 +45,14 @@ from pynamodb_sharding.strategies import (
     ShardKey,
     ShardStrategy,
 )
-from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason, classify, classify_response
+from pynamodb_sharding.throttling import (
+    Throttle,
+    ThrottleKind,
+    ThrottleReason,
+    classify,
+    classify_response,
+    keep_throttling_reasons,
+)
 
 __version__ = "0.1.0"
 
@@ -101,6 +108,7 @@ __all__ = [
     "classify",
     "classify_response",
     "fanout_threads",
+    "keep_throttling_reasons",
     "set_fanout_threads",
     "shard_manager",
 ]

@@ -114,8 +114,9 @@ def _react_early(response: Any = None, **kwargs: Any) -> None:
     """botocore ``needs-retry`` handler: raise on a key-range throttle of a dynamic write."""
     if not getattr(_in_write, "active", False) or response is None:
         return
-    parsed = response[1]
-    throttle = classify_response(parsed, operation="PutItem")
+    http_response, parsed = response
+    # Runs before the service-wide handler that puts back reasons an older botocore dropped.
+    throttle = classify_response(parsed, operation="PutItem", body=getattr(http_response, "content", None))
     if throttle.grows_shards:
         raise _EarlyThrottle(throttle, parsed)
 

@@ -14,7 +14,7 @@ the latter raised ``from`` the original ``ClientError``) and its wrapper keeps o
 so :func:`classify` walks the chain to the original response.
 
 botocore releases before 1.40.10 do not know the list and their parser drops it. On the
-clients of sharded models (and those :func:`~pynamodb_sharding.testing.simulate_partition_limits`
+clients of sharded models (and those :func:`~pynamodb_sharding.testing.simulator.simulate_partition_limits`
 hooks) pynamodb-sharding reads it from the raw body after every attempt and puts it back in
 the parsed response (:func:`pynamodb_sharding._host.keep_unmodelled_fields`), so exceptions,
 ``after-call`` hooks and later ``needs-retry`` hooks see it on every botocore. A plain model's

@@ -67,6 +67,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore
+from botocore.model import NoShapeFoundError
 from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.models import Model
@@ -342,7 +343,7 @@ def missing_fields(client: Any) -> frozenset[str]:
 def _members(model: Any, shape_name: str) -> Mapping[str, Any]:
     try:
         members: Mapping[str, Any] = model.shape_for(shape_name).members
-    except Exception:  # a shape this botocore's model does not have at all
+    except NoShapeFoundError:  # a shape this botocore's model does not have at all
         return {}
     return members
 

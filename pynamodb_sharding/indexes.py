@@ -24,7 +24,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
-from pynamodb_sharding._host import hash_keyname, indexes, range_keyname
+from pynamodb_sharding._host import botocore_client, hash_keyname, indexes, keep_unmodelled_fields, range_keyname
 from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
 from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, ShardingDefinitionError
 from pynamodb_sharding.throttling import ThrottleKind, classify
@@ -188,6 +188,8 @@ def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
                if callable(getattr(index.manager.strategy, "throttled", None))}
     if not growing:
         return send()
+    # The index's ARN comes with the throttling reasons, which an older botocore drops.
+    keep_unmodelled_fields(botocore_client(type(item)))
     table = type(item).Meta.table_name
     attempt = 0
     while True:

@@ -216,7 +216,10 @@ def metadata_model_named(name: str, table: str) -> type[ShardMetadata]:
 
 def define_with_indexes(server: Any) -> tuple[type[ShardedModel], dict[str, type[ShardMetadata]]]:
     """A model with Meta.host on DynamoDB Local, a DynamicShards table and two DynamicShards
-    indexes, each with a metadata model of its own that sets no connection setting."""
+    indexes, each with a metadata model of its own that sets no connection setting.
+
+    Set in Meta as an application does, not bound by the plugin (``dynamodb_models``): a binding
+    points every companion at the server itself, which would hide what is checked here."""
     suffix = uuid.uuid4().hex[:8]
     companions = {
         name: metadata_model_named(f"{name.title()}Shards{suffix}", f"companion_{name}_{suffix}")

@@ -60,7 +60,14 @@ if TYPE_CHECKING:
         ShardKey,
         ShardStrategy,
     )
-    from pynamodb_sharding.throttling import Throttle, ThrottleKind, ThrottleReason, classify, classify_response
+    from pynamodb_sharding.throttling import (
+        Throttle,
+        ThrottleKind,
+        ThrottleReason,
+        classify,
+        classify_response,
+        keep_throttling_reasons,
+    )
 
 __version__ = "0.1.0"
 
@@ -117,6 +124,7 @@ __all__ = [
     "classify",
     "classify_response",
     "fanout_threads",
+    "keep_throttling_reasons",
     "set_fanout_threads",
     "shard_manager",
 ]
@@ -143,7 +151,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy",
         "ShardKey", "ShardStrategy",
     ),
-    "throttling": ("Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response"),
+    "throttling": ("Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response",
+                   "keep_throttling_reasons"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -35,6 +35,22 @@ the classes sharing one table), ``Model._indexes``, ``Index._hash_key_attribute(
 ``needs-retry.dynamodb.<Operation>`` and ``before-parameter-build.dynamodb`` with
 ``register_first`` (documented botocore extension points).
 
+**What older botocore releases leave out.** botocore parses DynamoDB's responses by its copy of
+DynamoDB's service model, and drops every field that copy does not name. Before 1.40.10 it has
+no ``ThrottlingReasons`` on ``ProvisionedThroughputExceededException`` and
+``RequestLimitExceeded`` (nor ``throttlingReasons`` on ``ThrottlingException``); before about
+1.35.6x no ``WarmThroughput`` in ``DescribeTable``'s ``Table``. :func:`keep_unmodelled_fields`
+puts them back from the raw body, on a client whose model lacks them, in a ``needs-retry``
+handler: botocore emits ``needs-retry.dynamodb.<Operation>`` after every attempt with
+``response=(http_response, parsed)``, where ``http_response.content`` is the raw body and
+``parsed`` is the very dict that later ``needs-retry`` and ``after-call`` handlers see and that
+``ClientError.response`` holds. Pinned by
+``test_host_hooks.py::test_needs_retry_sees_the_raw_body_and_the_parsed_response_the_caller_gets``
+and ``test_host_hooks.py::TestUnmodelledFields``. ``before-parse`` (with the
+``customized_response_dict`` that :mod:`~pynamodb_sharding.fastparse` fills) is emitted from
+botocore 1.36.0 (:data:`BEFORE_PARSE_HOOK`); before that, merged queries are parsed by botocore's
+own parser. Pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_declared``.
+
 **Failing closed.** If a PynamoDB release stopped calling one of the overridden hooks, a
 request would carry the bare logical key. :func:`guard_keys` registers a botocore
 ``before-parameter-build`` handler on each sharded model's client that checks every key and
@@ -46,11 +62,14 @@ is not a model's client; the contract tests pin that path.)
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import botocore
+from botocore.model import NoShapeFoundError
 from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.models import Model
@@ -63,6 +82,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_WRITE_GAVE_UP",
+    "BEFORE_PARSE_HOOK",
+    "BOTOCORE_VERSION",
     "OVERRIDDEN_HOOKS",
     "botocore_client",
     "bump_local_version",
@@ -72,12 +93,15 @@ __all__ = [
     "index_hash_attribute",
     "index_range_attribute",
     "indexes",
+    "keep_unmodelled_fields",
+    "missing_fields",
     "range_keyname",
     "reset_connection",
     "restore_connection",
     "save_arguments",
     "table_connection",
     "table_schema",
+    "throttling_reasons_in_body",
     "ttl_attribute_name",
     "unshared_connection",
     "version_condition",
@@ -287,14 +311,137 @@ def _addressed_keys(operation: str, params: Mapping[str, Any]) -> Iterator[tuple
 
 
 def guard_keys(model: type[Model], connection: TableConnection) -> None:
-    """Make ``connection``'s botocore client refuse bare logical keys of ``model``'s table."""
+    """Make ``connection``'s botocore client refuse bare logical keys of ``model``'s table (and,
+    on a botocore that drops them, keep the throttling reasons of its errors:
+    :func:`keep_unmodelled_fields`, which classifying a sharded model's throttles needs)."""
     client = connection.connection.client
     guard = _guarded.get(client)
     if guard is not None and model in guard.models:
         return
+    keep_unmodelled_fields(client)
     with _guard_lock:
         guard = _guarded.get(client)
         if guard is None:
             guard = _guarded[client] = _KeyGuard()
             client.meta.events.register_first(_GUARD_EVENT, guard, unique_id=_GUARD_ID)
         guard.add(model)
+
+
+# -- what older botocore releases leave out ------------------------------------------------
+
+
+def _release(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split(".")[:3]:
+        digits = "".join(char for char in part if char.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+#: The installed botocore release, e.g. ``(1, 34, 162)``.
+BOTOCORE_VERSION = _release(botocore.__version__)
+#: Whether botocore emits ``before-parse`` with a ``customized_response_dict`` it merges into the
+#: parsed response (1.36.0 and later), which :mod:`~pynamodb_sharding.fastparse` relies on.
+BEFORE_PARSE_HOOK = BOTOCORE_VERSION >= (1, 36, 0)
+
+#: The fields of DynamoDB's throttle errors that list why a request was throttled.
+_REASON_FIELDS = ("ThrottlingReasons", "throttlingReasons")
+#: The error shapes that carry them, and the field each carries in DynamoDB's model.
+_REASON_SHAPES = {
+    "ProvisionedThroughputExceededException": "ThrottlingReasons",
+    "RequestLimitExceeded": "ThrottlingReasons",
+    "ThrottlingException": "throttlingReasons",
+}
+_UNMODELLED_EVENT = "needs-retry.dynamodb"
+_UNMODELLED_ID = "pynamodb_sharding.host.keep_unmodelled_fields"
+_unmodelled_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+_unmodelled_lock = threading.Lock()
+
+
+def missing_fields(client: Any) -> frozenset[str]:
+    """The response fields pynamodb-sharding reads that the DynamoDB model of ``client``'s
+    botocore does not name (so its parser drops them): ``"ThrottlingReasons"`` (the reasons
+    lists of throttle errors, both spellings) and ``"WarmThroughput"`` (``DescribeTable``)."""
+    model = client.meta.service_model
+    missing = set()
+    for shape_name, field in _REASON_SHAPES.items():
+        if field not in _members(model, shape_name):
+            missing.add("ThrottlingReasons")
+    if "WarmThroughput" not in _members(model, "TableDescription"):
+        missing.add("WarmThroughput")
+    return frozenset(missing)
+
+
+def _members(model: Any, shape_name: str) -> Mapping[str, Any]:
+    try:
+        members: Mapping[str, Any] = model.shape_for(shape_name).members
+    except NoShapeFoundError:  # a shape this botocore's model does not have at all
+        return {}
+    return members
+
+
+def throttling_reasons_in_body(body: object) -> dict[str, list[Any]]:
+    """The throttling reasons lists of a raw DynamoDB error body (``{}`` when it has none)."""
+    if not isinstance(body, bytes | bytearray) or b"hrottlingReasons" not in body:
+        return {}
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(document, Mapping):
+        return {}
+    return {field: document[field] for field in _REASON_FIELDS if isinstance(document.get(field), list)}
+
+
+class _UnmodelledFields:
+    """``needs-retry`` handler: put back into the parsed response what the parser dropped."""
+
+    def __init__(self, missing: frozenset[str]) -> None:
+        self.reasons = "ThrottlingReasons" in missing
+        self.warm = "WarmThroughput" in missing
+
+    def __call__(self, response: Any = None, operation: Any = None, **_: Any) -> None:
+        if not isinstance(response, tuple) or len(response) != 2:
+            return  # the attempt raised (no response): nothing was parsed
+        http_response, parsed = response
+        if not isinstance(parsed, dict):
+            return
+        status = getattr(http_response, "status_code", None)
+        if self.reasons and isinstance(status, int) and status >= 400:
+            if not any(field in parsed for field in _REASON_FIELDS):
+                parsed.update(throttling_reasons_in_body(getattr(http_response, "content", None)))
+        elif self.warm and status == 200 and getattr(operation, "name", None) == "DescribeTable":
+            table = parsed.get("Table")
+            if isinstance(table, dict) and "WarmThroughput" not in table:
+                warm = _warm_throughput_in_body(getattr(http_response, "content", None))
+                if warm is not None:
+                    table["WarmThroughput"] = warm
+
+
+def _warm_throughput_in_body(body: object) -> dict[str, Any] | None:
+    if not isinstance(body, bytes | bytearray) or b"WarmThroughput" not in body:
+        return None
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    table = document.get("Table") if isinstance(document, Mapping) else None
+    warm = table.get("WarmThroughput") if isinstance(table, Mapping) else None
+    return warm if isinstance(warm, dict) else None
+
+
+def keep_unmodelled_fields(client: Any) -> None:
+    """Make ``client`` keep the response fields its botocore's DynamoDB model does not name
+    (:func:`missing_fields`), read from the raw body after every attempt; a no-op when the
+    model names them all (botocore 1.40.10 and later)."""
+    if client in _unmodelled_clients:
+        return
+    with _unmodelled_lock:
+        if client in _unmodelled_clients:
+            return
+        missing = missing_fields(client)
+        if missing:
+            # First among the service's handlers, before botocore's retry handler and after the
+            # handlers of one operation (which read the body themselves: throttling.classify_response).
+            client.meta.events.register_first(_UNMODELLED_EVENT, _UnmodelledFields(missing), unique_id=_UNMODELLED_ID)
+        _unmodelled_clients.add(client)

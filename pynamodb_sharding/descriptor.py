@@ -672,6 +672,13 @@ class ShardManager(Generic[_M]):
         if hook is not None:
             hook(self.space, self.model)
 
+    def bind_companions(self) -> None:
+        """Let the strategy's companion models follow the model's connection, at class
+        definition (a sharded index's strategy: the model's own does it in :meth:`validate`)."""
+        hook: Callable[[KeySpace, type[Model]], None] | None = getattr(self.strategy, "bind_companions", None)
+        if hook is not None:
+            hook(self.space, self.model)
+
     def _possible(self, key: str, shards: tuple[int, ...]) -> tuple[int, ...]:
         possible = tuple(shard for shard in shards if self.codec.fits(key, shard))
         if not possible and shards:

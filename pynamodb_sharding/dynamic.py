@@ -114,8 +114,9 @@ def _react_early(response: Any = None, **kwargs: Any) -> None:
     """botocore ``needs-retry`` handler: raise on a key-range throttle of a dynamic write."""
     if not getattr(_in_write, "active", False) or response is None:
         return
-    parsed = response[1]
-    throttle = classify_response(parsed, operation="PutItem")
+    http_response, parsed = response
+    # Runs before the service-wide handler that puts back reasons an older botocore dropped.
+    throttle = classify_response(parsed, operation="PutItem", body=getattr(http_response, "content", None))
     if throttle.grows_shards:
         raise _EarlyThrottle(throttle, parsed)
 
@@ -439,6 +440,15 @@ class DynamicShards:
     # -- the ShardStrategy interface ---------------------------------------------------------
 
     def validate(self, space: KeySpace, model: type[Model]) -> None:
+        self.bind_companions(space, model)
+
+    def bind_companions(self, space: KeySpace, model: type[Model]) -> None:
+        """Check the metadata model's key schema and make it follow ``model``'s connection
+        (:func:`~pynamodb_sharding.metadata.follow_connection`): called when ``model`` is
+        defined, for its own ``Sharding`` and for each sharded index's.
+
+        .. versionadded:: 0.4.0
+        """
         meta = self.metadata_model
         if (hash_keyname(meta), range_keyname(meta)) != ("partition_key", "model"):
             msg = (

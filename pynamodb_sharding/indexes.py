@@ -24,7 +24,14 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
-from pynamodb_sharding._host import botocore_client, hash_keyname, index_range_attribute, indexes, range_keyname
+from pynamodb_sharding._host import (
+    botocore_client,
+    hash_keyname,
+    index_range_attribute,
+    indexes,
+    keep_unmodelled_fields,
+    range_keyname,
+)
 from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
 from pynamodb_sharding.exceptions import (
     DerivedAttributeUpdateError,
@@ -214,6 +221,8 @@ def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
                if callable(getattr(index.manager.strategy, "throttled", None))}
     if not growing:
         return send()
+    # The index's ARN comes with the throttling reasons, which an older botocore drops.
+    keep_unmodelled_fields(botocore_client(type(item)))
     table = type(item).Meta.table_name
     attempt = 0
     while True:
@@ -320,6 +329,8 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                     f"not an attribute of {model.__name__}; name attributes of the model."
                 )
                 raise ShardingDefinitionError(msg)
+        # Its metadata model (DynamicShards) talks to the model's endpoint, as the table's does.
+        manager.bind_companions()
         found[index_name] = ShardedIndex(index_name, attribute, model_attribute.attr_name, manager,
                                          shard_attr_name)
     return found

@@ -75,12 +75,14 @@ class ShardMetadata(Model):
     key ``model`` is a namespace (the sharded model's table name by default) so that one
     metadata table serves several sharded models without their keys colliding.
 
-    Its connection follows the sharded model's: every connection setting its ``Meta`` does not
-    set (``host``, ``region``, credentials, timeouts, retries, pool size, extra headers) is
-    taken from the sharded model's ``Meta`` when that model is defined, so the shard counts
-    live beside the data. A setting it does set must equal the sharded model's, or the model's
-    definition is refused; ``Meta.own_connection = True`` says the difference is meant (the
-    metadata table really lives elsewhere) and turns the following off.
+    Its connection follows the sharded model's, whether it serves the model's ``Sharding`` or a
+    sharded index's: every connection setting its ``Meta`` does not set (``host``, ``region``,
+    credentials, timeouts, retries, pool size, extra headers) is taken from the sharded model's
+    ``Meta`` when that model is defined, so the shard counts live beside the data. Where the
+    data lives (``host``, ``region``, credentials) must be the sharded model's: setting one of
+    those to something else is refused when the model is defined. Timeouts, retries, pool size
+    and extra headers it sets are its own. ``Meta.own_connection = True`` says a difference of
+    place is meant (the metadata table really lives elsewhere) and turns the following off.
 
     Global tables (multi-region, eventually consistent): ``Meta.home_region = "us-east-1"``
     sends every change of a count, and the reads that decide one, to that region
@@ -95,6 +97,9 @@ class ShardMetadata(Model):
        The connection settings follow the sharded model's.
     .. versionchanged:: 0.4.0
        ``Meta.home_region``, ``home_host``, ``home_retry_seconds`` and ``multi_region_strong``.
+    .. versionchanged:: 0.4.0
+       The metadata model of a sharded index follows the model's connection too; its own
+       timeouts, retries, pool size and extra headers are accepted.
     """
 
     partition_key = UnicodeAttribute(hash_key=True)
@@ -212,25 +217,33 @@ def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
     return found
 
 
-#: The ``Meta`` attributes PynamoDB builds a model's connection from.
-CONNECTION_SETTINGS = (
-    "host", "region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+#: The ``Meta`` settings that say where the data lives: the endpoint, the region and the account
+#: (credentials). A metadata model that follows a sharded model must have these of its owner.
+PLACEMENT_SETTINGS = ("host", "region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+#: The ``Meta`` settings that say only how requests are sent: a metadata model's own when its
+#: ``Meta`` sets them, else its owner's.
+TRANSPORT_SETTINGS = (
     "connect_timeout_seconds", "read_timeout_seconds", "max_retry_attempts", "base_backoff_ms",
     "max_pool_connections", "extra_headers",
 )
+#: The ``Meta`` attributes PynamoDB builds a model's connection from.
+CONNECTION_SETTINGS = PLACEMENT_SETTINGS + TRANSPORT_SETTINGS
 _followed: dict[type[Any], tuple[str, dict[str, Any]]] = {}
 
 
 def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -> None:
     """Give ``metadata_model`` the connection settings of the sharded model ``owner``.
 
-    Settings the metadata model declares must equal the owner's; the others are copied from the
-    owner's ``Meta``. A metadata model shared by several sharded models must find the same
-    settings in each. ``Meta.own_connection = True`` on the metadata model turns this off.
+    Where the data lives (:data:`PLACEMENT_SETTINGS`: endpoint, region, credentials) must be
+    the owner's: a placement setting the metadata model declares must equal the owner's, and a
+    metadata model shared by several sharded models must find the same placement in each. How
+    requests are sent (:data:`TRANSPORT_SETTINGS`: timeouts, retries, pool size, extra headers)
+    is the metadata model's own where it declares it; the rest is copied from the first owner's
+    ``Meta``. ``Meta.own_connection = True`` on the metadata model turns all of this off.
 
     Raises:
-        ShardingDefinitionError: a declared setting differs from the owner's, or two sharded
-            models sharing the metadata model have different settings.
+        ShardingDefinitionError: a declared placement setting differs from the owner's, or two
+            sharded models sharing the metadata model have different placements.
     """
     meta = metadata_model.Meta
     if getattr(meta, "own_connection", False) is True:
@@ -240,9 +253,9 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
     # that is copied, so a value set on the metadata model at run time (a test binding) stays.
     explicit = {name: value for name, value in wanted.items() if value != get_settings_value(name)}
     declared: frozenset[str] = getattr(metadata_model, "declared_connection", frozenset())
-    for name in sorted(declared):
+    for name in PLACEMENT_SETTINGS:
         theirs = getattr(meta, name, None)
-        if theirs != wanted.get(name):
+        if name in declared and theirs != wanted.get(name):
             msg = (
                 f"{owner.__name__}: its metadata model {metadata_model.__name__} sets Meta.{name} = "
                 f"{theirs!r} but {owner.__name__} has {wanted.get(name)!r}, so the shard counts would be read "
@@ -253,7 +266,7 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
     earlier = _followed.get(metadata_model)
     if earlier is not None and earlier[0] != owner.__qualname__:
         first, settings = earlier
-        differing = sorted(name for name in CONNECTION_SETTINGS if settings.get(name) != explicit.get(name))
+        differing = [name for name in PLACEMENT_SETTINGS if settings.get(name) != explicit.get(name)]
         if differing:
             msg = (
                 f"{owner.__name__}: its metadata model {metadata_model.__name__} already follows the "
@@ -262,7 +275,10 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
                 f"own, or set the connection on {metadata_model.__name__} with Meta.own_connection = True."
             )
             raise ShardingDefinitionError(msg)
-    _followed[metadata_model] = (owner.__qualname__, explicit)
+        # The same placement: how requests are sent stays what the first owner gave.
+        explicit = {name: value for name, value in explicit.items() if name in PLACEMENT_SETTINGS}
+    else:
+        _followed[metadata_model] = (owner.__qualname__, explicit)
     for name, value in explicit.items():
         if name not in declared:
             setattr(meta, name, value)

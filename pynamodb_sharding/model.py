@@ -34,6 +34,7 @@ from pynamodb_sharding._host import (
     discriminator_attribute,
     guard_keys,
     index_range_attribute,
+    keep_unmodelled_fields,
     indexes,
     save_arguments,
     version_condition,
@@ -341,6 +342,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         connection = super()._get_connection()
         if cls._shard_codec is not None and not cls._index_only:  # bare keys are its keys
             guard_keys(cls, connection)
+        elif cls._shard_codec is not None:
+            # No key guard, but throttles are classified from the reasons older botocore drops.
+            keep_unmodelled_fields(connection.connection.client)
         return connection
 
     # -- the shard an item lives in ------------------------------------------------------------

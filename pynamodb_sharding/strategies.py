@@ -158,7 +158,11 @@ class ShardStrategy(Protocol):
     * ``companion_models() -> tuple[type[Model], ...]`` (``()``): tables needed beside the
       model's own;
     * ``validate(space, model)``: check at class definition that the model fits, raising
-      :class:`~pynamodb_sharding.ShardingDefinitionError`;
+      :class:`~pynamodb_sharding.ShardingDefinitionError` (called for a model's own
+      ``Sharding``);
+    * ``bind_companions(space, model)``: make the companion models follow ``model``'s
+      connection, at class definition (called for a sharded index's ``Sharding``, whose model
+      is checked by the index; a model's own strategy does it in ``validate``);
     * ``describe() -> str`` (``repr``): one line for ``pynamodb-sharding status``;
     * ``shards_at(key, at, *, fresh) -> int``: the highest shard the key had used by epoch
       second ``at`` (reads and writes then stay within ``1..`` it for items written by then),
@@ -167,6 +171,8 @@ class ShardStrategy(Protocol):
     .. versionchanged:: 0.2.0
        A protocol over :class:`ShardKey`/:class:`ItemKey` instead of a base class whose
        methods took the model.
+    .. versionchanged:: 0.4.0
+       ``bind_companions``.
     """
 
     #: The most shards this strategy ever uses for one key (sets the longest physical key).

@@ -13,7 +13,18 @@ index. botocore's parser puts that list at the top level of the parsed response,
 the latter raised ``from`` the original ``ClientError``) and its wrapper keeps only ``Error``,
 so :func:`classify` walks the chain to the original response.
 
+botocore releases before 1.40.10 do not know the list and their parser drops it. On the
+clients of sharded models (and those :func:`~pynamodb_sharding.testing.simulator.simulate_partition_limits`
+hooks) pynamodb-sharding reads it from the raw body after every attempt and puts it back in
+the parsed response (:func:`pynamodb_sharding._host.keep_unmodelled_fields`), so exceptions,
+``after-call`` hooks and later ``needs-retry`` hooks see it on every botocore. A plain model's
+client is left alone: :func:`keep_throttling_reasons` does the same for it. A hook of one
+operation (``needs-retry.dynamodb.PutItem``) runs before that: pass it the raw body,
+``classify_response(parsed, body=http_response.content)``.
+
 .. versionadded:: 0.1.0
+.. versionchanged:: 0.4.0
+   Throttling reasons are read from the raw body on botocore releases that drop them.
 """
 
 from __future__ import annotations
@@ -24,8 +35,14 @@ from typing import Any
 
 import attrs
 from pynamodb.exceptions import PutError
+from pynamodb.models import Model
 
-from pynamodb_sharding._host import BATCH_WRITE_GAVE_UP
+from pynamodb_sharding._host import (
+    BATCH_WRITE_GAVE_UP,
+    botocore_client,
+    keep_unmodelled_fields,
+    throttling_reasons_in_body,
+)
 
 __all__ = [
     "THROTTLE_ERROR_CODES",
@@ -36,6 +53,7 @@ __all__ = [
     "classify",
     "classify_response",
     "error_chain",
+    "keep_throttling_reasons",
     "unprocessed_items_throttle",
 ]
 
@@ -223,7 +241,9 @@ def _cancellation_codes(parsed: Mapping[Any, Any]) -> Iterator[str]:
             yield code
 
 
-def classify_response(parsed: Mapping[str, Any], *, operation: str | None = None) -> Throttle:
+def classify_response(
+    parsed: Mapping[str, Any], *, operation: str | None = None, body: bytes | None = None,
+) -> Throttle:
     """Classify a parsed botocore response (what ``needs-retry`` and ``after-call`` hooks see).
 
     A ``ProvisionedThroughputExceededException`` without reasons is a :attr:`ThrottleKind.KEY_RANGE`:
@@ -237,9 +257,15 @@ def classify_response(parsed: Mapping[str, Any], *, operation: str | None = None
     Args:
         parsed: The parsed response dict; anything else is not a throttle.
         operation: The operation name, recorded in the result.
+        body: The raw response body (``http_response.content`` in a ``needs-retry`` hook): the
+            throttling reasons are read from it when ``parsed`` has none, as a botocore release
+            before 1.40.10 drops them.
 
     Returns:
         The classification; this function never raises.
+
+    .. versionchanged:: 0.4.0
+       ``body``.
     """
     untrusted: object = parsed  # hooks and callers may hand over anything
     if not isinstance(untrusted, Mapping):
@@ -255,6 +281,8 @@ def classify_response(parsed: Mapping[str, Any], *, operation: str | None = None
     if code not in THROTTLE_ERROR_CODES:
         return Throttle(ThrottleKind.NOT_THROTTLED, code, operation=operation)
     reasons = _parse_reasons(parsed)
+    if not reasons and body is not None:
+        reasons = _parse_reasons(throttling_reasons_in_body(body))
     if reasons:
         kind = _kind_of_reasons(reasons)
     elif code in _TABLE_LEVEL_CODES:
@@ -263,6 +291,17 @@ def classify_response(parsed: Mapping[str, Any], *, operation: str | None = None
         kind = ThrottleKind.KEY_RANGE
     index_name = next((r.index_name for r in reasons if r.index_name is not None), None)
     return Throttle(kind, code, reasons, index_name, operation)
+
+
+def keep_throttling_reasons(model: type[Model]) -> None:
+    """Make ``model``'s botocore client keep the throttling reasons of its errors on a botocore
+    release that drops them (before 1.40.10), so :func:`classify` of a plain PynamoDB model's
+    errors tells a hot key range from a table-level shortage there too. Sharded models need
+    no call: theirs are kept already. A no-op on a botocore that keeps them.
+
+    .. versionadded:: 0.4.0
+    """
+    keep_unmodelled_fields(botocore_client(model))
 
 
 def error_chain(error: BaseException) -> Iterator[BaseException]:

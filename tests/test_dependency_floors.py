@@ -71,11 +71,27 @@ class TestLowestPinsTheFloors:
         assert floor(RUNTIME[name]) == pins()[name]
 
 
+def boto3_release_of(botocore: Version) -> Version:
+    """The boto3 release that requires exactly the botocore release ``botocore``: the same
+    number from 1.33 on; before that boto3's minor version was botocore's minus 3."""
+    major, minor, patch = botocore.release[:3]
+    if (major, minor) >= (1, 33):
+        return botocore
+    return Version(f"{major}.{minor - 3}.{patch}")
+
+
 class TestTestOnlyPinsFollowTheFloors:
     """The test extra's boto3 installs beside the botocore floor, at the release of that floor."""
 
     def test_boto3_is_the_release_of_the_botocore_floor(self) -> None:
-        assert pins()["botocore"] == pins()["boto3"]
+        assert boto3_release_of(pins()["botocore"]) == pins()["boto3"]
+
+    @pytest.mark.parametrize(("botocore", "boto3"), [
+        ("1.40.10", "1.40.10"), ("1.34.0", "1.34.0"), ("1.33.13", "1.33.13"),
+        ("1.31.85", "1.28.85"), ("1.29.0", "1.26.0"), ("1.27.13", "1.24.13"),
+    ])
+    def test_boto3_release_of(self, botocore: str, boto3: str) -> None:
+        assert boto3_release_of(Version(botocore)) == Version(boto3)
 
     def test_boto3_floor_of_the_test_extra_is_that_release(self) -> None:
         assert pins()["boto3"] == floor(declared("options.extras_require", "test")["boto3"])

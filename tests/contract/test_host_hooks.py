@@ -3,26 +3,40 @@
 If a PynamoDB release stops calling one of ``pynamodb_sharding._host.OVERRIDDEN_HOOKS`` on a
 path (``update``, ``delete``, ``refresh``, ``BatchWrite``, transactions, ``from_raw_data``...),
 one of these tests fails in CI (which also runs the newest PynamoDB the declared range allows).
-The last tests prove the runtime guard fails closed: with a hook bypassed the way such a
-release would, the request is refused before sending and the table is unchanged.
+Then the runtime guard is proved to fail closed: with a hook bypassed the way such a
+release would, the request is refused before sending and the table is unchanged. The last
+tests pin the botocore behaviour ``_host`` relies on to keep the response fields an older
+botocore's DynamoDB model drops (throttling reasons, warm throughput), and where botocore emits
+``before-parse``.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
+from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import HostContractError, RandomShards, ShardedModel, Sharding, ShardingError
-from pynamodb_sharding._host import BATCH_WRITE_GAVE_UP, OVERRIDDEN_HOOKS
+from pynamodb_sharding._host import (
+    BATCH_WRITE_GAVE_UP,
+    BEFORE_PARSE_HOOK,
+    BOTOCORE_VERSION,
+    OVERRIDDEN_HOOKS,
+    botocore_client,
+    missing_fields,
+)
 from pynamodb_sharding.testing import record_requests, simulate_partition_limits
-from pynamodb_sharding.throttling import ThrottleKind, classify
+from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason, classify, error_chain, keep_throttling_reasons
 from tests.raw import raw_items
 
 
@@ -207,3 +221,178 @@ def test_batch_write_gives_up_with_the_known_text(dynamodb_models: Bind) -> None
     assert str(raised.value.msg).startswith(BATCH_WRITE_GAVE_UP)
     assert raised.value.cause is None
     assert ThrottleKind.KEY_RANGE is classify(raised.value).kind
+
+
+# -- botocore: the raw body behind a parsed response, and what older releases leave out -------
+
+
+class Receipt(ShardedModel):
+    class Meta:
+        table_name = "contract_receipt"
+        max_retry_attempts = 0
+
+    account = UnicodeAttribute(hash_key=True)
+    entry = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(4))
+
+
+class PlainReceipt(Model):
+    class Meta:
+        table_name = "contract_plain_receipt"
+        max_retry_attempts = 0
+
+    account = UnicodeAttribute(hash_key=True)
+    entry = NumberAttribute(range_key=True)
+
+
+TABLE_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/contract_receipt"
+#: A table-level throttle: with its reasons it is TABLE, without them (dropped) a KEY_RANGE.
+PROVISIONED = {"reason": "TableWriteProvisionedThroughputExceeded", "resource": TABLE_ARN}
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+def _throttle_body(code: str = "ProvisionedThroughputExceededException", **extra: Any) -> bytes:
+    return json.dumps({
+        "__type": f"com.amazonaws.dynamodb.v20120810#{code}",
+        "message": "Throughput exceeds the provisioned throughput (injected)", **extra,
+    }).encode()
+
+
+def _answer_puts(model: type[Model], body: bytes) -> Callable[[], None]:
+    """Answer every PutItem of ``model``'s client with a 400 carrying ``body``; returns the undo."""
+    events = botocore_client(model).meta.events
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        headers = {"x-amzn-requestid": "injected", "content-type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, 400, headers, _Body(body))
+
+    events.register_first("before-send.dynamodb.PutItem", answer, unique_id="contract-answer-puts")
+    return lambda: events.unregister("before-send.dynamodb.PutItem", unique_id="contract-answer-puts")
+
+
+def _client_error(error: BaseException) -> ClientError:
+    """botocore's own ``ClientError`` under PynamoDB's wrappers (the last in the chain: PynamoDB's
+    ``VerboseClientError`` wrapping it keeps only ``Error``)."""
+    return [current for current in error_chain(error) if isinstance(current, ClientError)][-1]
+
+
+def test_needs_retry_sees_the_raw_body_and_the_parsed_response_the_caller_gets(dynamodb_models: Bind) -> None:
+    """``needs-retry.dynamodb.<Operation>`` gets ``(http_response, parsed)`` after an attempt:
+    ``http_response.content`` is the raw body, and ``parsed`` is the dict the ``ClientError``
+    raised afterwards holds, so what a handler adds there reaches the caller."""
+    dynamodb_models(PlainReceipt)
+    body = _throttle_body(ThrottlingReasons=[PROVISIONED])
+    seen: list[tuple[bytes, dict[str, Any]]] = []
+
+    def mark(response: Any = None, **_: Any) -> None:
+        http_response, parsed = response
+        seen.append((http_response.content, parsed))
+        parsed["ContractMarker"] = "added in needs-retry"
+
+    events = botocore_client(PlainReceipt).meta.events
+    undo = _answer_puts(PlainReceipt, body)
+    events.register_first("needs-retry.dynamodb.PutItem", mark, unique_id="contract-mark")
+    try:
+        with pytest.raises(PutError) as raised:
+            PlainReceipt("acct", 1).save()
+    finally:
+        events.unregister("needs-retry.dynamodb.PutItem", unique_id="contract-mark")
+        undo()
+    assert [content for content, _ in seen] == [body]
+    error = _client_error(raised.value)
+    assert error.response is seen[0][1]
+    assert error.response["ContractMarker"] == "added in needs-retry"
+
+
+def test_before_parse_is_emitted_where_declared(dynamodb_models: Bind) -> None:
+    """botocore emits ``before-parse`` with a ``customized_response_dict`` merged into the parsed
+    response from 1.36.0 (``BEFORE_PARSE_HOOK``, what fastparse needs); before, never."""
+    dynamodb_models(PlainReceipt)
+    PlainReceipt("acct", 1).save()
+    calls: list[str] = []
+
+    def customize(customized_response_dict: dict[str, Any], **_: Any) -> None:
+        calls.append("before-parse")
+        customized_response_dict["ContractProbe"] = 1
+
+    parsed_seen: list[dict[str, Any]] = []
+    events = botocore_client(PlainReceipt).meta.events
+    events.register("before-parse.dynamodb.GetItem", customize, unique_id="contract-before-parse")
+    events.register("after-call.dynamodb.GetItem", lambda parsed, **_: parsed_seen.append(parsed),
+                    unique_id="contract-after-call")
+    try:
+        PlainReceipt.get("acct", 1)
+    finally:
+        events.unregister("before-parse.dynamodb.GetItem", unique_id="contract-before-parse")
+        events.unregister("after-call.dynamodb.GetItem", unique_id="contract-after-call")
+    assert calls == (["before-parse"] if BEFORE_PARSE_HOOK else [])
+    assert ("ContractProbe" in parsed_seen[0]) is BEFORE_PARSE_HOOK
+
+
+class TestUnmodelledFields:
+    """What an older botocore's DynamoDB model does not name is read from the raw body."""
+
+    def test_the_fields_missing_are_those_of_the_installed_release(self, dynamodb_models: Bind) -> None:
+        dynamodb_models(PlainReceipt)
+        missing = missing_fields(botocore_client(PlainReceipt))
+        # 1.40.10 is the first release whose model has the reasons lists.
+        assert ("ThrottlingReasons" in missing) is (BOTOCORE_VERSION < (1, 40, 10))
+        if BOTOCORE_VERSION >= (1, 40, 10):
+            assert missing == frozenset()
+        if BOTOCORE_VERSION < (1, 35, 0):
+            assert missing == {"ThrottlingReasons", "WarmThroughput"}
+
+    def test_a_sharded_model_s_throttle_keeps_its_reasons(self, dynamodb_models: Bind) -> None:
+        dynamodb_models(Receipt)
+        undo = _answer_puts(Receipt, _throttle_body(ThrottlingReasons=[PROVISIONED]))
+        try:
+            with pytest.raises(PutError) as raised:
+                Receipt("acct", 1).save()
+        finally:
+            undo()
+        throttle = classify(raised.value)
+        assert throttle.reasons == (ThrottleReason("TableWriteProvisionedThroughputExceeded", TABLE_ARN),)
+        assert throttle.kind is ThrottleKind.TABLE
+        assert _client_error(raised.value).response["ThrottlingReasons"] == [PROVISIONED]
+
+    def test_a_plain_model_keeps_them_once_asked(self, dynamodb_models: Bind) -> None:
+        dynamodb_models(PlainReceipt)
+        keep_throttling_reasons(PlainReceipt)
+        keep_throttling_reasons(PlainReceipt)  # once per client, however often asked
+        # ThrottlingException spells its list throttlingReasons.
+        on_demand = {"reason": "TableWriteMaxOnDemandThroughputExceeded", "resource": TABLE_ARN}
+        undo = _answer_puts(PlainReceipt, _throttle_body("ThrottlingException", throttlingReasons=[on_demand]))
+        try:
+            with pytest.raises(PutError) as raised:
+                PlainReceipt("acct", 1).save()
+        finally:
+            undo()
+        assert classify(raised.value).reasons == (ThrottleReason("TableWriteMaxOnDemandThroughputExceeded", TABLE_ARN),)
+
+    def test_describe_table_keeps_its_warm_throughput(self, dynamodb_models: Bind) -> None:
+        dynamodb_models(Receipt)
+        http = URLLib3Session()
+        warm = {"ReadUnitsPerSecond": 12000, "WriteUnitsPerSecond": 24, "Status": "ACTIVE"}
+
+        def warmed(request: Any, **_: Any) -> AWSResponse:
+            answer = http.send(request)  # DynamoDB Local's own answer, with a warm throughput added
+            document = json.loads(answer.content)
+            document["Table"]["WarmThroughput"] = warm
+            return AWSResponse(request.url, answer.status_code, dict(answer.headers),
+                               _Body(json.dumps(document).encode()))
+
+        events = botocore_client(Receipt).meta.events
+        events.register_first("before-send.dynamodb.DescribeTable", warmed, unique_id="contract-warm")
+        try:
+            described = Receipt.describe_table()
+        finally:
+            events.unregister("before-send.dynamodb.DescribeTable", unique_id="contract-warm")
+        assert described["WarmThroughput"] == warm
+        assert described["TableName"] == Receipt.Meta.table_name

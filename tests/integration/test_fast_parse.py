@@ -1,7 +1,8 @@
 """Shard pages parsed quickly (``pynamodb_sharding.fastparse``) read every attribute type as
 PynamoDB reads it from a plain table: binary sort keys (and cursors over them), binary values
 nested in maps and lists, sets, booleans, nulls, numbers; and hooks on the client see
-botocore's usual response.
+botocore's usual response. On botocore before 1.36 (no ``before-parse``), botocore's parser
+reads the pages and the results are the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fanout, fastparse
+from pynamodb_sharding._host import BEFORE_PARSE_HOOK
 from pynamodb_sharding.testing import record_requests
 
 Bind = Callable[..., Any]
@@ -104,7 +106,10 @@ def test_every_attribute_type_reads_as_from_a_plain_table(
     decode = fastparse.decode_binary_values
     monkeypatch.setattr(fastparse, "decode_binary_values", lambda value: decoded.append(1) or decode(value))
     merged = [values(item) for item in Attachment.query("ann", scan_index_forward=forward)]
-    assert len(decoded) >= 30 * 3, "the shards' pages went through the quick parse"
+    if BEFORE_PARSE_HOOK:
+        assert len(decoded) >= 30 * 3, "the shards' pages went through the quick parse"
+    else:  # botocore before 1.36 emits no before-parse: botocore's own parser reads the pages
+        assert decoded == []
     assert len(plain) == 30
     assert isinstance(plain[0]["digest"], bytes)
     assert merged == plain

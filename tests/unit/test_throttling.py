@@ -3,7 +3,10 @@
 Error responses are real wire bodies fed through botocore's own parser (a ``before-send`` hook
 answers instead of the network, so no server is involved), and PynamoDB errors are produced by
 PynamoDB's own code paths over that client, so the chains classified here are the ones users
-get: ``PutError -> VerboseClientError -> ClientError``.
+get: ``PutError -> VerboseClientError -> ClientError``. The clients keep the throttling reasons
+as a sharded model's client does (``keep_unmodelled_fields``), so the same results hold on a
+botocore before 1.40.10, whose parser drops them; ``TestOlderBotocore`` shows what a client
+that does not keep them sees there.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pynamodb.exceptions import (
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from pynamodb_sharding._host import BOTOCORE_VERSION, keep_unmodelled_fields
 from pynamodb_sharding.throttling import (
     UNPROCESSED_ITEMS,
     Throttle,
@@ -38,6 +42,7 @@ from pynamodb_sharding.throttling import (
     ThrottleReason,
     classify,
     classify_response,
+    keep_throttling_reasons,
     unprocessed_items_throttle,
 )
 
@@ -84,20 +89,26 @@ def _error_body(
 _PARSER_CLIENT: list[Any] = []
 
 
-def _client_error(body: Mapping[str, Any], status: int = 400) -> ClientError:
+def _parser_client(*, keeping_reasons: bool = True) -> Any:
+    session = botocore.session.get_session()
+    session.set_credentials("fakeMyKeyId", "fakeSecretAccessKey")
+    client = session.create_client(
+        "dynamodb",
+        "us-east-1",
+        endpoint_url="http://127.0.0.1:9",  # never reached: the hook answers
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+    )
+    if keeping_reasons:
+        keep_unmodelled_fields(client)  # as on a sharded model's client
+    return client
+
+
+def _client_error(body: Mapping[str, Any], status: int = 400, client: Any = None) -> ClientError:
     """Return the ClientError botocore's parser makes of ``body`` for a PutItem."""
-    if not _PARSER_CLIENT:
-        session = botocore.session.get_session()
-        session.set_credentials("fakeMyKeyId", "fakeSecretAccessKey")
-        _PARSER_CLIENT.append(
-            session.create_client(
-                "dynamodb",
-                "us-east-1",
-                endpoint_url="http://127.0.0.1:9",  # never reached: the hook answers
-                config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-            )
-        )
-    client = _PARSER_CLIENT[0]
+    if client is None:
+        if not _PARSER_CLIENT:
+            _PARSER_CLIENT.append(_parser_client())
+        client = _PARSER_CLIENT[0]
     client.meta.events.register_first("before-send.dynamodb.*", _answer(status, body), unique_id="parser")
     try:
         with pytest.raises(ClientError) as caught:
@@ -125,6 +136,7 @@ class Entry(Model):
 @pytest.fixture
 def answer_with() -> Iterator[Callable[[Mapping[str, Any]], None]]:
     """Make every request of ``Entry`` get ``body`` back as a 400 response."""
+    keep_throttling_reasons(Entry)  # a plain model: its client keeps them only when asked
     events = Entry._get_connection().connection.client.meta.events
 
     def install(body: Mapping[str, Any]) -> None:
@@ -215,6 +227,41 @@ class TestReasons:
     def test_an_unknown_future_reason_does_not_grow_shards(self) -> None:
         reasons = [{"reason": "TableWriteSomethingNewExceeded", "resource": TABLE_ARN}]
         assert classify(_client_error(_error_body(PTEE, "ThrottlingReasons", reasons))).kind == ThrottleKind.TABLE
+
+
+class TestOlderBotocore:
+    """Before 1.40.10 botocore's parser drops the reasons: a client keeps them only when
+    pynamodb-sharding hooks it, and a hook of one operation reads them from the raw body."""
+
+    REASONS: ClassVar[list[dict[str, str]]] = [
+        {"reason": "TableWriteProvisionedThroughputExceeded", "resource": TABLE_ARN},
+    ]
+
+    def test_a_client_not_kept_has_them_only_from_1_40_10(self) -> None:
+        body = _error_body(PTEE, "ThrottlingReasons", self.REASONS)
+        error = _client_error(body, client=_parser_client(keeping_reasons=False))
+        if BOTOCORE_VERSION >= (1, 40, 10):
+            assert classify(error).kind is ThrottleKind.TABLE
+        else:  # taken for a hot key range: what keep_throttling_reasons is for
+            assert "ThrottlingReasons" not in error.response
+            assert classify(error).kind is ThrottleKind.KEY_RANGE
+
+    def test_a_kept_client_has_them_on_every_release(self) -> None:
+        error = _client_error(_error_body(PTEE, "ThrottlingReasons", self.REASONS), client=_parser_client())
+        assert error.response["ThrottlingReasons"] == self.REASONS
+        assert classify(error).reasons == (ThrottleReason("TableWriteProvisionedThroughputExceeded", TABLE_ARN),)
+
+    def test_classify_response_reads_the_raw_body_when_parsed_has_none(self) -> None:
+        body = json.dumps(_error_body(PTEE, "ThrottlingReasons", self.REASONS)).encode()
+        parsed = {"Error": {"Code": PTEE, "Message": "throttled"}}
+        assert classify_response(parsed).kind is ThrottleKind.KEY_RANGE
+        throttle = classify_response(parsed, body=body)
+        assert throttle.kind is ThrottleKind.TABLE
+        assert throttle.reasons == (ThrottleReason("TableWriteProvisionedThroughputExceeded", TABLE_ARN),)
+
+    def test_a_body_that_is_not_json_adds_nothing(self) -> None:
+        parsed = {"Error": {"Code": PTEE, "Message": "throttled"}}
+        assert classify_response(parsed, body=b"<html>ThrottlingReasons</html>").kind is ThrottleKind.KEY_RANGE
 
 
 class TestWithoutReasons:

@@ -34,8 +34,8 @@ from pynamodb_sharding._host import (
     discriminator_attribute,
     guard_keys,
     index_range_attribute,
-    keep_unmodelled_fields,
     indexes,
+    keep_unmodelled_fields,
     save_arguments,
     version_condition,
 )

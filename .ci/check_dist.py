@@ -26,8 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 #: What the sdist must carry for `pytest` to run from it (with the docs, the examples and the
 #: checks CI runs); every file git tracks under these, or the file itself.
 SDIST_PATHS = (
-    ".ci", "benchmarks", "constraints", "docs", "examples", "tests", "typing_tests",
-    "CHANGELOG.md", "CONTRIBUTING.md", "LICENSE", "Makefile", "README.md", "pyproject.toml", "setup.cfg",
+    ".ci", ".github", "benchmarks", "constraints", "docs", "examples", "tests", "typing_tests",
+    ".pre-commit-config.yaml", ".readthedocs.yaml", "CHANGELOG.md", "CONTRIBUTING.md", "LICENSE", "Makefile",
+    "README.md", "pyproject.toml", "setup.cfg",
 )
 #: Found without git (an unpacked sdist): the files the checks above cannot do without.
 SDIST_ESSENTIALS = (

@@ -29,8 +29,11 @@ HOSTED_DOCS = "https://pynamodb-sharding.readthedocs.io/en/latest/"
 def _project_urls() -> dict[str, str]:
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg", encoding="utf-8")
-    lines = config["metadata"]["project_urls"].strip().splitlines()
-    return dict((part.strip() for part in line.split("=", 1)) for line in lines)  # type: ignore[misc]
+    urls = {}
+    for line in config["metadata"]["project_urls"].strip().splitlines():
+        name, _, url = line.partition("=")
+        urls[name.strip()] = url.strip()
+    return urls
 
 
 def test_messages_link_to_the_documentation_the_package_declares() -> None:

@@ -24,7 +24,7 @@ LOWEST_TESTS ?= tests/unit tests/contract tests/integration tests/test_dependenc
 # Printed before the lowest-versions run, so its log shows what it tested.
 FLOORS := pynamodb attrs cachetools botocore click rich boto3
 
-.PHONY: demo test test-lowest check-lean lint docs bench clean
+.PHONY: demo test test-lowest dist check-lean check-sdist lint docs bench clean
 
 demo: $(VENV)/.installed-test
 	$(DEMO)
@@ -37,14 +37,31 @@ test-lowest: $(VENV_LOWEST)/.installed-test
 		print("lowest versions:", *(f"{name}=={version(name)}" for name in sys.argv[1:]))' $(FLOORS)
 	$(BIN_LOWEST)/python -m pytest $(LOWEST_TESTS) $(PYTEST_ARGS)
 
-# The package as `pip install pynamodb-sharding` gives it (no extras) at its lowest versions:
-# the import loads no tooling, and a sharded save/get/query works (.ci/lean_check.py).
-check-lean:
+# The sdist and the wheel, built once into dist/ and checked as PyPI checks them (twine check
+# --strict) and for what they hold (.ci/check_dist.py; CHECK_DIST_ARGS="--tag vX.Y.Z" also
+# checks a release tag against the version).
+dist: $(VENV)/.installed-release
+	# A SOURCES.txt left in the tree by an earlier build or install would add its files to the sdist.
+	rm -rf dist build pynamodb_sharding.egg-info
+	$(BIN)/python -m build --quiet --outdir dist .
+	rm -rf build  # setuptools' in-tree build directory
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python .ci/check_dist.py dist $(CHECK_DIST_ARGS)
+
+# The built wheel as `pip install pynamodb-sharding` gives it (no extras), in a fresh venv, at
+# the lowest versions setup.cfg allows: the import loads no tooling, a sharded save/get/query
+# works (.ci/lean_check.py), and the README's quick start prints what it should (.ci/quickstart.py).
+check-lean: dist
 	rm -rf .venv-lean
 	$(PYTHON) -m venv .venv-lean
-	.venv-lean/bin/python -m pip install --quiet --disable-pip-version-check -c constraints/lowest.txt .
-	rm -rf build  # setuptools' in-tree build directory
+	.venv-lean/bin/python -m pip install --quiet --disable-pip-version-check -c constraints/lowest.txt dist/*.whl
 	.venv-lean/bin/python .ci/lean_check.py
+	.venv-lean/bin/python .ci/quickstart.py
+
+# What a distribution packager does with the sdist: the unit tests run from it unpacked, in a
+# fresh venv holding it with its test extra (.ci/check_sdist). Part of the release workflow.
+check-sdist: dist
+	PYTHON=$(PYTHON) bash .ci/check_sdist
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
@@ -57,7 +74,7 @@ docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build
 
 clean:
-	rm -rf $(VENV) $(VENV_LOWEST) .venv-lean docs/_build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_LOWEST) .venv-lean dist docs/_build .pytest_cache .mypy_cache .ruff_cache
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +88,10 @@ $(BIN_LOWEST)/python:
 
 $(VENV_LOWEST)/.installed-test: setup.cfg pyproject.toml $(LOWEST) | $(BIN_LOWEST)/python
 	$(BIN_LOWEST)/python -m pip install --quiet --disable-pip-version-check -c $(LOWEST) -e '.[test,docs]'
+	touch $@
+
+$(VENV)/.installed-release: setup.cfg pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[release]'
 	touch $@
 
 $(VENV)/.installed-docs: setup.cfg pyproject.toml | $(BIN)/python

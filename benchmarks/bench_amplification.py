@@ -22,9 +22,8 @@ import argparse
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -34,6 +33,10 @@ from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.local import running_dynamodb_local
+
+import report
+from charts import Chart, Lines, Series
+from report import Report
 
 LIMITS = (20, 100)
 SHARDS = (4, 10, 16)
@@ -118,13 +121,7 @@ def latency_ms(model: Any, limit: int, seconds: float, repeat: int, keys: int, *
     return statistics.mean(times) * 1000, injected.requests.get("Query", 0) / len(times)
 
 
-def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
-    lines: list[str] = []
-
-    def out(line: str = "") -> None:
-        lines.append(line)
-        say(line)
-
+def run(args: argparse.Namespace, out: Report) -> None:
     plains = {size: plain_model(size) for size in SIZES}
     models = {(shards, size): sharded_model(shards, size) for shards in SHARDS for size in SIZES}
     leans = {(shards, size): sharded_model(shards, size, "fewest_items") for shards in SHARDS for size in SIZES}
@@ -177,7 +174,46 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
             f"{one[0] / before[0]:.2f} | {lean[0] / before[0]:.2f} | 1.3 | "
             f"{verdicts[0]} | {verdicts[1]} | "
             f"{one[1]:.1f} | {lean[1]:.1f} |")
-    return lines
+
+
+def _latency_title(heading: str) -> str:
+    return "Latency of that first page, relative to every shard asked for L " + heading[heading.find("("):]
+
+
+_FACETS = {"item": "{} items", "L": "limit L = {}"}
+
+#: Items read by the page against its target, and its latency against asking every shard for
+#: L, for each item size (down) and limit (across).
+CHARTS = [
+    Chart(
+        facets=("item", "L"),
+        facet_titles=_FACETS,
+        panels=(Lines(
+            x="N", x_label="shards (N)", y_label="items read (mean per page)",
+            series=(
+                Series("every shard asked for L (before)", "before: items read"),
+                Series("one round trip (default)", "one round trip: items read"),
+                Series("fewest items", "fewest items: items read"),
+                Series("plain query of one key", "plain items read", kind="reference"),
+                Series("target: 1.5 x L + N", "target 1.5 x L + N", kind="target"),
+            ),
+        ),),
+    ),
+    Chart(
+        facets=("item", "L"),
+        facet_titles=_FACETS,
+        title=_latency_title,
+        panels=(Lines(
+            x="N", x_label="shards (N)", y_label="page latency, x before",
+            series=(
+                Series("every shard asked for L (before)", lambda row: 1.0),
+                Series("one round trip (default)", "one round trip / before"),
+                Series("fewest items", "fewest items / before"),
+                Series("target: ≤ 1.3 x", "target <= 1.3", kind="target"),
+            ),
+        ),),
+    ),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,12 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=20, help="keys read (20)")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every request (0.05)")
     parser.add_argument("--repeat", type=int, default=1, help="pages timed per key and case (1)")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    lines = run(args, print)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import statistics
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -30,6 +29,10 @@ from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetada
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency, record_requests
 from pynamodb_sharding.testing.local import running_dynamodb_local
+
+import report
+from charts import Bars, Chart, Series, Target, first
+from report import Report
 
 WARM = "/warm/key"
 GROWN = "/grown/key"
@@ -90,13 +93,9 @@ def describe(counts: Counter[str]) -> str:
     return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
 
 
-def run(args: argparse.Namespace) -> list[str]:
-    lines: list[str] = []
-
-    def out(line: str = "") -> None:
-        lines.append(line)
-        print(line, flush=True)
-
+def run(args: argparse.Namespace, out: Report) -> None:
+    if args.quick:
+        args.keys, args.writes, args.repeats = 1_000, 200, 5
     with running_dynamodb_local() as server, bound_models(server, DeviceLog, PlainDeviceLog):
         DeviceLog(WARM, 0).save()
         DeviceLog(WARM, 1).save()  # written twice: this process knows its count
@@ -162,7 +161,28 @@ def run(args: argparse.Namespace) -> list[str]:
         out("- a grown key's limited page asks each shard for about its share of the limit and refills the "
             "shards the merge runs short of (fewer items read, sometimes another round trip); with "
             "page_size = limit each shard is asked for the whole limit, in one round trip")
-    return lines
+
+
+#: Requests per write (the figure) beside the write rate; the queries' latency against plain.
+CHARTS = [
+    Chart(
+        arrange="columns",
+        panels=(
+            Bars(category="writes to", value_label="requests sent per write (data and metadata tables)",
+                 series=(Series("requests per write", "requests per write"),),
+                 targets=(Target("target for new keys: 1.00", 1.0),), value_format="{:.4f}"),
+            Bars(category="writes to", value_label="writes/s on this machine", series=(Series("writes/s", "writes/s"),),
+                 value_format="{:,.0f}"),
+        ),
+    ),
+    Chart(panels=(Bars(
+        category="query of", value_label="median latency of the query (ms)",
+        series=(Series("median latency", "median ms"),),
+        targets=(Target("target: the cold key's query ≤ 1.1 x the plain query",
+                        lambda rows: 1.1 * first(rows, "query of", "plain Model, one key").number("median ms")),),
+        value_format="{:.1f} ms",
+    ),)),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,14 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20, help="timed queries of each kind (20)")
     parser.add_argument("--query-items", type=int, default=20, help="items of the plain model's key (20)")
     parser.add_argument("--quick", action="store_true", help="1,000 keys, 200 writes, 5 repeats")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.keys, args.writes, args.repeats = 1_000, 200, 5
-    lines = run(args)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
@@ -43,6 +42,10 @@ from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.local import DynamoDBLocal, running_dynamodb_local
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
+
+import report
+from charts import Chart, Lines, Row, Series, number_in
+from report import Report
 
 KEY = "/shared/firetvGen2.txt"
 PROCESS_KEY = "/shared/from-processes.txt"
@@ -410,13 +413,7 @@ def processes_run(
     )
 
 
-def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
-    lines: list[str] = []
-
-    def out(line: str = "") -> None:
-        lines.append(line)
-        say(line)
-
+def run(args: argparse.Namespace, out: Report) -> None:
     DynamicAuditLog, strategy = dynamic_model(args)
     with running_dynamodb_local() as server, bound_models(server, PlainAuditLog, DynamicAuditLog):
         with simulate_partition_limits(PlainAuditLog, write_units=args.limit):
@@ -486,7 +483,53 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
             f"| {figures['writes']:.0f} | {figures['seconds']:.1f} | {figures['reads']:.0f} | "
             f"{figures['ttl']:g} | {figures['per_10k']:.1f} | {figures['per_ttl']:.2f} |"
         )
-    return lines
+
+
+def _partition_limit(row: Row) -> float:
+    return number_in(row.heading, r"([\d.]+) write units/s per partition")
+
+
+#: Writes/s against the target, with the shard count below; the ramp's writes/s, throttles
+#: (a log axis: 0 to 200 a second) and shard counts in panels of their own.
+CHARTS = [
+    Chart(panels=(
+        Lines(x="second", x_label="second of the run", y_label="acknowledged writes/s", height=2.0,
+              series=(
+                  Series("unsharded", "unsharded writes/s"),
+                  Series("DynamicShards", "dynamic writes/s"),
+                  Series("target: 0.9 x shard count x partition limit",
+                         lambda row: 0.9 * row.number("dynamic shard count") * _partition_limit(row),
+                         kind="target", step=True),
+                  Series("one partition's limit", _partition_limit, kind="reference"),
+              )),
+        Lines(x="second", x_label="second of the run", y_label="shards of the key", y_scale="log2",
+              y_ticks=(1, 2, 4, 8),
+              series=(Series("DynamicShards", "dynamic shard count", step=True),)),
+    )),
+    Chart(panels=(
+        Lines(x="second", x_label="second of the ramp", y_label="writes/s", height=1.6,
+              series=(
+                  Series("offered", "offered writes/s", kind="reference"),
+                  Series("unsharded", "unsharded writes/s"),
+                  Series("reactive", "reactive writes/s"),
+                  Series("proactive", "proactive writes/s"),
+                  Series("one partition's limit", _partition_limit, kind="reference"),
+              )),
+        Lines(x="second", x_label="second of the ramp", y_label="key-range throttles per second",
+              y_scale="symlog", y_ticks=(0, 1, 10, 100, 1000),
+              series=(
+                  Series("unsharded", "unsharded throttles"),
+                  Series("reactive", "reactive throttles"),
+                  Series("proactive", "proactive throttles"),
+              )),
+        Lines(x="second", x_label="second of the ramp", y_label="shards of the key", y_scale="log2",
+              y_ticks=(1, 2, 4, 8),
+              series=(
+                  Series("reactive", "reactive shards", step=True),
+                  Series("proactive", "proactive shards", step=True),
+              )),
+    )),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -506,12 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ramp-limit", type=float, default=12.0, help="the ramp's write units/s per partition (12)")
     parser.add_argument("--ramp-peak", type=float, default=5.0, help="the ramp's peak, x the partition limit (5)")
     parser.add_argument("--ramp-threads", type=int, default=16, help="writer threads of each ramp model (16)")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    lines = run(args, print)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,6 @@ import argparse
 import random
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -27,6 +25,10 @@ from pynamodb_sharding import HashedShards, ShardedModel, Sharding
 from pynamodb_sharding.hedging import WINDOW
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
+
+import report
+from charts import Bars, Chart, Melt, Series, Target, first
+from report import Report
 
 KEY = "/page/home"
 
@@ -97,13 +99,7 @@ def measure(model: Any, args: argparse.Namespace, warmup: int) -> dict[str, floa
     }
 
 
-def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
-    lines: list[str] = []
-
-    def out(line: str = "") -> None:
-        lines.append(line)
-        say(line)
-
+def run(args: argparse.Namespace, out: Report) -> None:
     hedged_model, unhedged_model = make_models(args.shards)
     with running_dynamodb_local() as server, bound_models(server, hedged_model, unhedged_model):
         with hedged_model.batch_write() as batch:
@@ -125,7 +121,30 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
     out(f"- p99: hedged / unhedged = {hedged['p99'] / unhedged['p99']:.2f} (target <= 0.5)")
     extra = hedged["requests"] / unhedged["requests"] - 1
     out(f"- extra requests: {extra * 100:.1f} % (target <= 5 %)")
-    return lines
+
+
+#: p50 and p99 side by side for both models, the p99 target on the hedged bar's group; and
+#: the requests per query against their target.
+CHARTS = [
+    Chart(
+        arrange="columns",
+        panels=(
+            Bars(category="percentile", melt=Melt(r"^(p\d+) \(ms\)$", "percentile", "latency (ms)"),
+                 split="queries", value_label="latency of a query (ms)",
+                 series=(Series("latency", "latency (ms)"),),
+                 targets=(Target("target: hedged p99 ≤ 0.5 x unhedged p99",
+                                 lambda rows: 0.5 * first(rows, "queries", "unhedged").number("latency (ms)")
+                                 if rows[0]["percentile"] == "p99" else None,
+                                 per_category=True),),
+                 value_format="{:.1f}"),
+            Bars(category="queries", value_label="requests per query (hedges included)",
+                 series=(Series("requests per query", "requests per query"),),
+                 targets=(Target("target: requests ≤ 1.05 x unhedged",
+                                 lambda rows: 1.05 * first(rows, "queries", "unhedged").number("requests per query")),),
+                 value_format="{:.2f}"),
+        ),
+    ),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,12 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every request (0.05)")
     parser.add_argument("--slow", type=float, default=0.2, help="seconds more for the slow requests (0.2)")
     parser.add_argument("--slow-share", type=float, default=0.01, help="share of slow requests (0.01)")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    lines = run(args, print)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

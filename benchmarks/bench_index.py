@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -39,6 +37,10 @@ from pynamodb_sharding.strategies import HashedShards
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
+
+import report
+from charts import Bars, Chart, Lines, Row, Series, Target, number_in
+from report import Report
 
 DAY = "20160226"
 INDEX_REASON = "IndexWriteKeyRangeThroughputExceeded"
@@ -169,13 +171,7 @@ def per_second(acks: list[float], start: float, seconds: int) -> list[int]:
     return counts
 
 
-def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
-    lines: list[str] = []
-
-    def out(line: str = "") -> None:
-        lines.append(line)
-        say(line)
-
+def run(args: argparse.Namespace, out: Report) -> None:
     models: list[tuple[str, type[Model]]] = [
         ("unsharded index", PlainLog), ("HashedShards(8) index", HashedLog),
         ("HashedShards(8) multi-attribute index", MultiLog), ("DynamicShards index", DynamicLog),
@@ -217,7 +213,42 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
     out(f"- DynamicShards index count for {DAY} at the end: {dynamic_count}")
     out("- every acknowledged write is in the index: " + ", ".join(
         f"{name} {results[name]['stored']}/{len(results[name]['acks'])}" for name, _ in models))
-    return lines
+
+
+def _partition_limit(row: Row) -> float:
+    return number_in(row.heading, r"([\d.]+) write units/s per index partition")
+
+
+#: Writes/s per second against 8 index partitions' limit; over the run, with the table
+#: writes the index's back-pressure refused beside them.
+CHARTS = [
+    Chart(panels=(Lines(
+        x="second", x_label="second of the run", y_label="acknowledged writes/s", height=1.3,
+        series=(
+            Series("unsharded index", "unsharded index writes/s"),
+            Series("HashedShards(8) index", "HashedShards(8) index writes/s"),
+            Series("HashedShards(8) multi-attribute index", "HashedShards(8) multi-attribute index writes/s"),
+            Series("DynamicShards index", "DynamicShards index writes/s"),
+            Series("target: 8 index partitions x limit", lambda row: 8 * _partition_limit(row), kind="target"),
+            Series("one index partition's limit", _partition_limit, kind="reference"),
+        ),
+    ),)),
+    Chart(
+        arrange="columns",
+        panels=(
+            Bars(category="index", value_label="acknowledged writes/s over the run",
+                 series=(Series("writes/s", "writes/s"),),
+                 targets=(Target("target: 8 index partitions x limit", lambda rows: 8 * _partition_limit(rows[0])),),
+                 value_format="{:.1f}"),
+            Bars(category="index", value_label="table writes",
+                 series=(
+                     Series("refused by the index (every attempt)", "table writes refused by the index"),
+                     Series("failed after retries", "failed saves"),
+                 ),
+                 value_format="{:,.0f}"),
+        ),
+    ),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,12 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per scenario (10)")
     parser.add_argument("--writers", type=int, default=64, help="writer threads (64)")
     parser.add_argument("--limit", type=float, default=20.0, help="write units/s per index partition (20)")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    lines = run(args, print)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -39,7 +38,11 @@ from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.migration import JobOptions, copy
 from pynamodb_sharding.testing.binding import ModelBinding
 from pynamodb_sharding.testing.latency import inject_latency
-from pynamodb_sharding.testing.local import DynamoDBLocal, running_dynamodb_local
+from pynamodb_sharding.testing.local import running_dynamodb_local
+
+import report
+from charts import Bars, Chart, Lines, Melt, Series, Target, first
+from report import Report
 
 KEYS = [f"sensor-{n}" for n in range(5)]
 
@@ -125,9 +128,10 @@ def measure(binding: ModelBinding, copy_with: Callable[[type[ShardedModel]], Non
     return seconds
 
 
-def run(args: argparse.Namespace, server: DynamoDBLocal, say: Callable[[str], None]) -> list[str]:
-    lines: list[str] = []
-    with ModelBinding(server) as binding:
+def run(args: argparse.Namespace, out: Report) -> None:
+    if args.quick:
+        args.items = 1000
+    with running_dynamodb_local() as server, ModelBinding(server) as binding:
         binding.bind(Source)
         _fill(args.items)
         rates: dict[str, list[float]] = {"item by item (scan, save() per item)": [], "toolkit (migrate copy)": []}
@@ -137,32 +141,59 @@ def run(args: argparse.Namespace, server: DynamoDBLocal, say: Callable[[str], No
             fast = measure(binding, lambda target: toolkit(target, 1, args.threads), latency, args.items)
             rates["item by item (scan, save() per item)"].append(args.items / baseline)
             rates["toolkit (migrate copy)"].append(args.items / fast)
-            say(f"round trip {latency * 1000:.0f} ms: item by item {args.items / baseline:.0f} items/s, "
-                f"toolkit {args.items / fast:.0f} items/s, {baseline / fast:.1f}x")
-        lines += [f"### Copy of {args.items} items on {len(KEYS)} hot keys into RandomShards(8)", "",
-                  "| copy | " + " | ".join(f"items/s, {lat * 1000:.0f} ms round trip" for lat in latencies) + " |",
-                  "|---|" + "---:|" * len(latencies)]
+            print(f"round trip {latency * 1000:.0f} ms: item by item {args.items / baseline:.0f} items/s, "
+                  f"toolkit {args.items / fast:.0f} items/s, {baseline / fast:.1f}x", flush=True)
+        out(f"### Copy of {args.items} items on {len(KEYS)} hot keys into RandomShards(8)")
+        out()
+        out("| copy | " + " | ".join(f"items/s, {lat * 1000:.0f} ms round trip" for lat in latencies) + " |")
+        out("|---|" + "---:|" * len(latencies))
         for name, figures in rates.items():
-            lines.append(f"| {name} | " + " | ".join(f"{rate:.0f}" for rate in figures) + " |")
+            out(f"| {name} | " + " | ".join(f"{rate:.0f}" for rate in figures) + " |")
         base, fast_rates = rates["item by item (scan, save() per item)"], rates["toolkit (migrate copy)"]
-        lines += [""] + [f"- toolkit / item by item at {lat * 1000:.0f} ms round trip: {f / b:.1f}x"
-                         for lat, b, f in zip(latencies, base, fast_rates, strict=True)]
-        lines += ["", f"Toolkit: 1 process, {args.threads} requests in flight, 25 items per BatchWriteItem, "
-                  f"a checkpoint per 500-item page. Item by item: Source.scan() and save() per item, one thread.",
-                  "", "### --workers scaling (no injected latency)", "",
-                  "| workers | items/s | speedup vs 1 worker |", "|---:|---:|---:|"]
+        out()
+        for lat, b, f in zip(latencies, base, fast_rates, strict=True):
+            out(f"- toolkit / item by item at {lat * 1000:.0f} ms round trip: {f / b:.1f}x")
+        out()
+        out(f"Toolkit: 1 process, {args.threads} requests in flight, 25 items per BatchWriteItem, "
+            f"a checkpoint per 500-item page. Item by item: Source.scan() and save() per item, one thread.")
+        out()
+        out("### --workers scaling (no injected latency)")
+        out()
+        out("| workers | items/s | speedup vs 1 worker |")
+        out("|---:|---:|---:|")
         first = None
         for workers in args.workers:
             seconds = measure(binding, lambda target, w=workers: toolkit(target, w, args.threads), 0.0, args.items)
             rate = args.items / seconds
             first = first or rate
-            row = f"| {workers} | {rate:.0f} | {rate / first:.2f} |"
-            say(row)
-            lines.append(row)
-        lines += ["", "Two cores run DynamoDB Local and every worker: past one worker, processes mostly compete "
-                  "for them; on a real table each worker adds its own connections and the table's capacity "
-                  "(or --rate) is the limit."]
-    return lines
+            out(f"| {workers} | {rate:.0f} | {rate / first:.2f} |")
+        out()
+        out("Two cores run DynamoDB Local and every worker: past one worker, processes mostly compete "
+            "for them; on a real table each worker adds its own connections and the table's capacity "
+            "(or --rate) is the limit.")
+
+
+#: Items/s of both copies at each round trip, the target on the toolkit's bar; the --workers
+#: curve against linear scaling.
+CHARTS = [
+    Chart(panels=(Bars(
+        category="round trip", melt=Melt(r"^items/s, (.+)$", "round trip", "items/s"), split="copy",
+        value_label="items copied per second", series=(Series("items/s", "items/s"),),
+        targets=(Target("target: the toolkit ≥ 5 x item by item",
+                        lambda rows: 5 * first(rows, "copy", "item by item (scan, save() per item)").number("items/s"),
+                        per_category=True),),
+        value_format="{:,.0f}",
+    ),)),
+    Chart(panels=(Lines(
+        x="workers", x_label="worker processes (--workers)", y_label="items copied per second",
+        series=(
+            Series("migrate copy", "items/s"),
+            Series("linear scaling from 1 worker",
+                   lambda row: row.number("workers") * first(row.table.records(), "workers", "1").number("items/s"),
+                   kind="reference"),
+        ),
+    ),)),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,15 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="requests in flight per process (4)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker counts (1 2 4)")
     parser.add_argument("--quick", action="store_true", help="1000 items")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.items = 1000
-    with running_dynamodb_local() as server:
-        lines = run(args, server, print)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

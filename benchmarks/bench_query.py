@@ -45,6 +45,8 @@ from pynamodb_sharding.strategies import ItemKey, ShardKey
 from pynamodb_sharding.testing import bound_models, running_dynamodb_local
 from pynamodb_sharding.testing.latency import inject_latency
 
+from charts import Bars, Chart, Lines, Series, Target, first
+
 PAYLOAD = "x" * 64  # a small item, like an audit-log entry
 
 
@@ -340,6 +342,46 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         args.cpu_items, args.memory_sizes = 2_000, [1_000, 5_000]
     args.latencies = [value / 1000 for value in args.latencies_ms]
     return args
+
+
+# -- charts -------------------------------------------------------------------------------------
+
+#: Wall time of the three ways on a log axis (40 ms to 3.4 s), per latency, with the merged
+#: query's ratio to plain and its target below; client CPU against its target; memory flat.
+CHARTS = [
+    Chart(
+        facets=(None, "latency"),
+        facet_titles={"latency": "{} per request"},
+        panels=(
+            Lines(x="shards", x_label="shards", x_scale="log2", y_scale="log", y_label="wall time of the query (ms)",
+                  split="way", series=(Series("wall", "wall ms"),), height=1.4,
+                  targets=(Target("target at 50 ms: merged ≤ 1.3 x plain",
+                                  lambda rows: 1.3 * first(rows, "way", "(c) plain").number("wall ms")
+                                  if rows[0]["latency"] == "50 ms" else None),)),
+            Lines(x="shards", x_label="shards", x_scale="log2", y_label="merged ÷ plain (wall time)",
+                  where={"way": "(a) merged"}, series=(Series("(a) merged ÷ (c) plain", "(a)/(c) wall"),),
+                  targets=(Target("target at 50 ms: ≤ 1.3",
+                                  lambda rows: 1.3 if rows[0]["latency"] == "50 ms" else None),)),
+        ),
+    ),
+    Chart(panels=(Bars(
+        category="way", value_label="seconds to iterate the items (best of the runs)",
+        series=(Series("client CPU", "client CPU s"), Series("wall", "wall s")),
+        targets=(Target("target: merged client CPU ≤ 1.10 x plain",
+                        lambda rows: 1.1 * first(rows, "way", "plain PynamoDB").number("client CPU s")),),
+        value_format="{:.2f} s",
+    ),)),
+    Chart(panels=(Lines(
+        x="items read", x_label="items the query reads", x_scale="log",
+        y_label="peak memory above baseline (MB)",
+        series=(
+            Series("plain PynamoDB", "plain PynamoDB"),
+            Series("merged, 16 shards", "merged 16 shards"),
+            Series("merged, 16 shards, page_size=500", "merged 16 shards, page_size=500"),
+        ),
+        targets=(Target("target: flat, ≤ 50 MB", 50.0),),
+    ),)),
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -27,6 +25,10 @@ from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetada
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.local import running_dynamodb_local
+
+import report
+from charts import Bars, Chart, Series, Target
+from report import Report
 
 KEY = "/shared/firetvGen2.txt"
 FEBRUARY = 1_456_444_800  # 2016-02-26
@@ -72,13 +74,7 @@ def measure(model: Any, upper: int, latency: float, repeat: int) -> dict[str, fl
     return {"ms": statistics.median(times) * 1000, "queries": queries, "metadata": metadata, "items": len(items)}
 
 
-def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
-    lines: list[str] = []
-
-    def out(line: str = "") -> None:
-        lines.append(line)
-        say(line)
-
+def run(args: argparse.Namespace, out: Report) -> None:
     with running_dynamodb_local() as server, bound_models(server, Skipping, Everything):
         with Skipping.batch_write() as batch:
             for n in range(args.items):
@@ -103,7 +99,21 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> list[str]:
     out(f"- requests per query: {skip['queries']:.0f} with written_at vs {plain['queries']:.0f} without "
         f"(target: 1 instead of 64)")
     out(f"- latency: {skip['ms'] / plain['ms']:.2f} x the query of every shard")
-    return lines
+
+
+#: Requests per query against the target of 1, and the latency they cost, side by side.
+CHARTS = [
+    Chart(
+        arrange="columns",
+        panels=(
+            Bars(category="query", value_label="Query requests per query",
+                 series=(Series("shard queries", "shard queries"),),
+                 targets=(Target("target: 1 request", 1.0),), value_format="{:,.0f}"),
+            Bars(category="query", value_label="median latency of the query (ms)",
+                 series=(Series("median latency", "median latency (ms)"),), value_format="{:.1f} ms"),
+        ),
+    ),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,12 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=200, help="items written before the growth (200)")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every request (0.05)")
     parser.add_argument("--repeat", type=int, default=5, help="queries measured per model (5)")
-    parser.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
-    args = parser.parse_args(argv)
-    lines = run(args, print)
-    if args.markdown is not None:
-        args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
+    return report.main(parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -2,15 +2,17 @@
 
 Each benchmark runs in its own process with ``--markdown FILE``; its tables go into
 RESULTS.md under a section of their own, after the machine, the date and the commit they were
-measured on, and each table that has something to plot gets a chart beside RESULTS.md. A
-benchmark that fails is reported as failed (with the end of its output) and makes this command
-exit non-zero; its figures are not hidden or invented. Nothing in RESULTS.md is edited by hand.
+measured on, and the charts the benchmark module declares (``CHARTS``, see ``charts.py``) are
+drawn from those tables into PNGs beside RESULTS.md, each after the table it draws. A benchmark
+that fails is reported as failed (with the end of its output) and makes this command exit
+non-zero; its figures are not hidden or invented. Nothing in RESULTS.md is edited by hand.
 
 Run (``make bench``)::
 
     python benchmarks/run_all.py                 # every benchmark with its own defaults
     python benchmarks/run_all.py --quick         # pass --quick to benchmarks that have it
     python benchmarks/run_all.py --only query    # benchmarks whose file name contains "query"
+    python benchmarks/run_all.py --charts-only   # redraw the charts from RESULTS.md's tables; runs nothing
 
 One DynamoDB Local is started for all of them (or ``DYNAMODB_LOCAL_ENDPOINT`` is used).
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import importlib.util
+import itertools
 import os
 import platform
 import re
@@ -29,209 +33,90 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import charts
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
-_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+_IMAGE = re.compile(r"^!\[[^\]]*\]\((?P<file>bench_\w+-\d+\.png)\)$")
+_NOT_DRAWN = re.compile(r"^_Chart \d+ not drawn: .*_$")
+_REDRAWN = "Charts redrawn from these tables by `python benchmarks/run_all.py --charts-only`"
 
 
-# -- Markdown tables -------------------------------------------------------------------------
+# -- charts ------------------------------------------------------------------------------------
 
 
-@dataclass
-class MarkdownTable:
-    """A pipe table found in a benchmark's Markdown, with the heading it sits under."""
+def declared_charts(script: Path) -> tuple[list[charts.Chart], str]:
+    """The ``CHARTS`` a benchmark module declares, and why there are none if it could not be read.
 
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    end_line: int  # index of the line after the table
-
-    def column(self, index: int) -> list[str]:
-        return [row[index] if index < len(row) else "" for row in self.rows]
-
-
-def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
-def find_tables(markdown: str) -> list[MarkdownTable]:
-    """The pipe tables of ``markdown`` (a header row, a ``---`` row, body rows)."""
-    lines = markdown.splitlines()
-    tables: list[MarkdownTable] = []
-    title = ""
-    index = 0
-    while index < len(lines):
-        heading = _HEADING.match(lines[index])
-        if heading:
-            title = heading[2].strip()
-        is_table = (
-            lines[index].lstrip().startswith("|")
-            and index + 1 < len(lines)
-            and re.fullmatch(r"\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*", lines[index + 1]) is not None
-        )
-        if not is_table:
-            index += 1
-            continue
-        header = _cells(lines[index])
-        index += 2
-        rows = []
-        while index < len(lines) and lines[index].lstrip().startswith("|"):
-            rows.append(_cells(lines[index]))
-            index += 1
-        tables.append(MarkdownTable(title=title, header=header, rows=rows, end_line=index))
-    return tables
-
-
-def _number(cell: str) -> float | None:
-    text = cell.replace(",", "").strip()
-    return float(text) if _NUMBER.match(text) else None
-
-
-@dataclass
-class ChartPlan:
-    """What to draw for one table: a line chart over ``x`` or a bar chart of rows."""
-
-    kind: str  # "lines" or "bars"
-    x: int | None
-    ys: list[int]
-    series: list[int] = field(default_factory=list)
-
-
-def plan_chart(table: MarkdownTable) -> ChartPlan | None:
-    """Decide how to chart a table, or ``None`` when it has nothing worth plotting.
-
-    Numeric columns (every filled cell a plain number) are measures; the first of them with
-    at least two distinct values is the x axis. Text columns whose values differ name the
-    series. With two or more points per series: lines of the first measure after x (every
-    measure when there are no series); otherwise one bar per row.
+    The module is imported, not run: its ``main()`` runs only as a script.
     """
-    if len(table.rows) < 2:
-        return None
-    numeric: list[int] = []
-    text_varying: list[int] = []
-    for index in range(len(table.header)):
-        values = [cell for cell in table.column(index) if cell]
-        if values and all(_number(cell) is not None for cell in values):
-            numeric.append(index)
-        elif len(set(values)) > 1:
-            text_varying.append(index)
-    x = next((i for i in numeric if len({_number(c) for c in table.column(i) if c}) >= 2), None)
-    measures = [i for i in numeric if i != x]
-    if not measures:
-        return None
-    if x is None:
-        return ChartPlan("bars", None, measures[:1], text_varying) if text_varying else None
-    groups: dict[tuple[str, ...], int] = {}
-    for row in table.rows:
-        key = tuple(row[i] if i < len(row) else "" for i in text_varying)
-        groups[key] = groups.get(key, 0) + 1
-    if min(groups.values()) >= 2:
-        return ChartPlan("lines", x, measures[:1] if text_varying else measures, text_varying)
-    if text_varying:
-        return ChartPlan("bars", None, measures[:1], [*text_varying, x])
-    return None
+    name = f"_charts_of_{script.stem}"
+    spec = importlib.util.spec_from_file_location(name, script)
+    if spec is None or spec.loader is None:
+        return [], f"{script.name} is not a Python module"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as error:
+        return [], f"importing {script.name} for its CHARTS failed: {error!r}"
+    finally:
+        sys.modules.pop(name, None)
+    declared = getattr(module, "CHARTS", [])
+    return list(declared), ""
 
 
-def draw_chart(table: MarkdownTable, plan: ChartPlan, path: Path) -> None:
-    """Draw ``plan`` for ``table`` into a PNG at ``path`` (matplotlib, Agg backend)."""
-    import matplotlib
+def place_charts(name: str, body: list[str], specs: Sequence[charts.Chart], out: Path) -> tuple[list[str], list[str]]:
+    """``body`` with each chart of ``specs`` drawn into ``out`` and shown after the table it draws.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 4.5))
-    if plan.kind == "lines":
-        assert plan.x is not None
-        _draw_lines(axes, table, plan, plan.x)
-    else:
-        y = plan.ys[0]
-        rows = [row for row in table.rows if y < len(row) and _number(row[y]) is not None]
-        # The first label column as is, the others with their header ("shards 16").
-        labels = [
-            " / ".join(
-                row[i] if n == 0 else f"{table.header[i]} {row[i]}" for n, i in enumerate(plan.series) if i < len(row)
-            )
-            for row in rows
-        ]
-        values = [float(_number(row[y]) or 0.0) for row in rows]
-        axes.barh(range(len(rows)), values, color="tab:blue")
-        axes.set_yticks(range(len(rows)), labels, fontsize="small")
-        axes.invert_yaxis()
-        axes.set_xlabel(table.header[y])
-    axes.grid(alpha=0.3)
-    axes.set_title(_wrap(table.title or "benchmark"), fontsize="medium")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
-def _draw_lines(axes: Any, table: MarkdownTable, plan: ChartPlan, x: int) -> None:
-    """One line per series (of the first measure), or per measure when there are no series.
-
-    Without series, measures named like a count (shard count) go on a second axis as steps.
+    Returns the lines and the problems (a chart whose table is missing or that failed to draw,
+    also said in the lines where the chart would be).
     """
-    groups: dict[tuple[str, ...], list[list[str]]] = {}
-    for row in table.rows:
-        groups.setdefault(tuple(row[i] if i < len(row) else "" for i in plan.series), []).append(row)
-    counts = [y for y in plan.ys if not plan.series and "count" in table.header[y].lower()]
-    secondary = axes.twinx() if counts else None
-    for name, rows in groups.items():
-        for y in plan.ys:
-            points = sorted(
-                (a, b)
-                for a, b in ((_number(row[x]), _number(row[y]) if y < len(row) else None) for row in rows)
-                if a is not None and b is not None
-            )
-            if not points:
-                continue
-            xs, values = zip(*points, strict=True)
-            if y in counts and secondary is not None:
-                secondary.step(xs, values, where="post", color="grey", linestyle="--", label=table.header[y])
-            else:
-                label = ", ".join(name) if plan.series else table.header[y]
-                axes.plot(xs, values, marker="o", markersize=3, linewidth=2, label=label)
-    measured = [table.header[y] for y in plan.ys if y not in counts]
-    units = {header.split()[-1] for header in measured if header.split()}
-    axes.set_ylabel(measured[0] if len(measured) == 1 else units.pop() if len(units) == 1 else "see legend")
-    axes.set_xlabel(table.header[x])
-    handles, labels = axes.get_legend_handles_labels()
-    if secondary is not None:
-        secondary.set_ylabel(", ".join(table.header[y] for y in counts))
-        secondary.set_ylim(bottom=0)
-        more_handles, more_labels = secondary.get_legend_handles_labels()
-        handles, labels = handles + more_handles, labels + more_labels
-    # The legend goes on the top-most axes so that no line is drawn over it.
-    (secondary or axes).legend(handles, labels, loc="upper left", fontsize="small")
-    axes.set_ylim(bottom=0)
-    if table.header[x].lower() == "shards":
-        axes.set_xscale("log", base=2)
-        ticks = sorted({v for v in (_number(c) for c in table.column(x)) if v is not None})
-        axes.set_xticks(ticks, [f"{t:g}" for t in ticks])
-    elif _spans_decades(table, x):
-        axes.set_xscale("log", base=10)
-
-
-def _spans_decades(table: MarkdownTable, column: int) -> bool:
-    values = [v for v in (_number(c) for c in table.column(column)) if v is not None and v > 0]
-    return bool(values) and max(values) / min(values) >= 100
-
-
-def _wrap(text: str, width: int = 90) -> str:
-    words, lines, line = text.split(), [], ""
-    for word in words:
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
+    tables = charts.find_tables("\n".join(body))
+    inserts: dict[int, list[str]] = {}
+    problems = []
+    for number, chart in enumerate(specs, start=1):
+        table = chart.table(tables)
+        path = out / f"{name}-{number}.png"
+        if table is None:
+            problem = f"no table has the columns {sorted(chart.columns())}"
+            where = len(body)
         else:
-            line = f"{line} {word}".strip()
-    lines.append(line)
-    return "\n".join(lines)
+            where = table.end_line
+            try:
+                charts.draw(chart, table, path)
+            except Exception as error:
+                problem = f"{error!r}"
+            else:
+                inserts.setdefault(where, []).append(f"![{charts.title_of(chart, table)}]({path.name})")
+                continue
+        problems.append(f"{name}: chart {number} not drawn: {problem}")
+        inserts.setdefault(where, []).append(f"_Chart {number} not drawn: {problem}_")
+    lines: list[str] = []
+    for index in range(len(body) + 1):
+        for insert in inserts.get(index, []):
+            lines += ["", insert]
+        if index < len(body):
+            lines.append(body[index])
+    return lines, problems
+
+
+def tidy(lines: Sequence[str]) -> list[str]:
+    """``lines`` with runs of blank lines made one, outside fenced code blocks."""
+    tidied: list[str] = []
+    fenced = False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and not line.strip() and tidied and not tidied[-1].strip():
+            continue
+        tidied.append(line)
+    return tidied
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -253,9 +138,9 @@ class BenchRun:
         return self.script.stem
 
 
-def _accepts(script: Path, option: str) -> bool:
+def _accepts(script: Path, option: str, env: dict[str, str]) -> bool:
     completed = subprocess.run(
-        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, check=False, env=env
     )
     return option in completed.stdout
 
@@ -265,7 +150,7 @@ def run_bench(script: Path, quick: bool, timeout: float, env: dict[str, str]) ->
     with tempfile.TemporaryDirectory() as scratch:
         markdown_path = Path(scratch) / "out.md"
         command = [sys.executable, str(script), "--markdown", str(markdown_path)]
-        if quick and _accepts(script, "--quick"):
+        if quick and _accepts(script, "--quick", env):
             command.append("--quick")
         started = time.monotonic()
         try:
@@ -372,12 +257,11 @@ def _demote(markdown: str, top: int) -> str:
     return "\n".join(_HEADING.sub(shift, line) for line in markdown.splitlines())
 
 
-def section(run: BenchRun, out: Path) -> tuple[list[str], list[Path]]:
-    """The RESULTS.md section of one run, with a chart after each table that has one."""
+def section(run: BenchRun, out: Path) -> tuple[list[str], list[str]]:
+    """The RESULTS.md section of one run, its charts drawn after their tables; and chart problems."""
     lines = [f"## {run.name}", ""]
     lines.append(f"`{' '.join(run.command)}` — {run.seconds:.0f} s, exit code {run.returncode}")
     lines.append("")
-    charts: list[Path] = []
     if run.returncode != 0:
         lines += [
             f"**FAILED** (exit code {run.returncode}): the figures below, if any, are incomplete.",
@@ -389,26 +273,11 @@ def section(run: BenchRun, out: Path) -> tuple[list[str], list[Path]]:
         ]
     if not run.markdown.strip():
         lines += ["No Markdown was produced.", ""]
-        return lines, charts
-    body = _demote(run.markdown, 3).splitlines()
-    tables = find_tables("\n".join(body))
-    inserts: dict[int, str] = {}
-    for number, table in enumerate(tables, start=1):
-        plan = plan_chart(table)
-        if plan is None:
-            continue
-        chart = out / f"{run.name}-{number}.png"
-        draw_chart(table, plan, chart)
-        charts.append(chart)
-        inserts[table.end_line] = f"\n![{table.title or run.name}]({chart.name})\n"
-    for index, line in enumerate(body):
-        if index in inserts:
-            lines.append(inserts[index])
-        lines.append(line)
-    if len(body) in inserts:
-        lines.append(inserts[len(body)])
-    lines.append("")
-    return lines, charts
+        return lines, []
+    specs, problem = declared_charts(run.script)
+    body, problems = place_charts(run.name, _demote(run.markdown, 3).splitlines(), specs, out)
+    lines += [*body, ""]
+    return lines, [problem] if problem else problems
 
 
 @dataclass
@@ -471,12 +340,57 @@ def report(runs: Sequence[BenchRun], machine: Sequence[str], out: Path, now: dat
         lines.append(f"| [{earlier.name}](#{earlier.name}) | kept from {earlier.origin} | |")
     lines.append("")
     for run in runs:
-        body, _ = section(run, out)
+        body, problems = section(run, out)
         lines += body
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
     for earlier in kept:
         lines += [earlier.lines[0], "", f"Kept from {earlier.origin}: not run again this time.",
                   *earlier.lines[1:]]
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(tidy(lines)).rstrip() + "\n"
+
+
+def redraw(results: Path, benchmarks: Path, out: Path, now: datetime.datetime, wanted: Sequence[str] = ()) -> int:
+    """Redraw the charts of RESULTS.md's sections from the tables already there; run nothing.
+
+    Each ``## bench_*`` section (of a benchmark whose name contains one of ``wanted``, or all)
+    loses its chart images and gets the charts its module declares now, drawn from its tables.
+    Returns 1 when a chart could not be drawn (said in RESULTS.md and on stderr), else 0.
+    """
+    if not results.exists():
+        print(f"{results} does not exist: run the benchmarks first", file=sys.stderr)
+        return 2
+    lines = results.read_text(encoding="utf-8").splitlines()
+    starts = [index for index, line in enumerate(lines) if line.startswith("## ")] + [len(lines)]
+    output = lines[:starts[0]]
+    problems: list[str] = []
+    drawn = 0
+    for begin, end in itertools.pairwise(starts):
+        chunk = lines[begin:end]
+        heading = re.fullmatch(r"## (bench_\w+)", chunk[0])
+        if heading is None or (wanted and not any(name in heading[1] for name in wanted)):
+            output += chunk
+            continue
+        name = heading[1]
+        body = [line for line in chunk[1:] if not _NOT_DRAWN.match(line)
+                and not ((image := _IMAGE.match(line)) and image["file"].startswith(f"{name}-"))]
+        script = benchmarks / f"{name}.py"
+        specs, problem = declared_charts(script) if script.exists() else ([], f"no {script}")
+        for old in out.glob(f"{name}-*.png"):
+            old.unlink()
+        body, section_problems = place_charts(name, body, specs, out)
+        problems += [problem] if problem else section_problems
+        drawn += sum(1 for line in body if _IMAGE.match(line))
+        output += [chunk[0], *body]
+    stamp = f"{_REDRAWN} on {now:%Y-%m-%d %H:%M} UTC; the figures are those of the runs named below."
+    output = [line for line in output if not line.startswith(_REDRAWN)]
+    generated = next((index for index, line in enumerate(output) if line.startswith("Generated by")), 0)
+    output[generated + 1:generated + 1] = ["", stamp]
+    results.write_text("\n".join(tidy(output)).rstrip() + "\n", encoding="utf-8")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(f"redrew {drawn} chart(s) in {out} from the tables of {results}")
+    return 1 if problems else 0
 
 
 def _command(argv: Sequence[str] | None) -> str:
@@ -493,9 +407,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--benchmarks", type=Path, default=HERE, help="directory of bench_*.py (this one)")
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md and the charts go (this directory)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per benchmark before it is stopped")
+    parser.add_argument("--charts-only", action="store_true",
+                        help="run nothing: redraw the charts from the tables of the existing RESULTS.md")
     args = parser.parse_args(argv)
 
     wanted = [name for name in (args.only or "").split(",") if name]
+    if args.charts_only:
+        now = datetime.datetime.now(datetime.UTC)
+        return redraw(args.out / "RESULTS.md", args.benchmarks, args.out, now, wanted)
     scripts = sorted(p for p in args.benchmarks.glob("bench_*.py") if not wanted or any(n in p.name for n in wanted))
     if not scripts:
         matching = f" matching {args.only!r}" if args.only else ""
@@ -511,7 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started_server = not os.environ.get("DYNAMODB_LOCAL_ENDPOINT")
     with running_dynamodb_local() as server:
         env = {**os.environ, "DYNAMODB_LOCAL_ENDPOINT": server.endpoint}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+        # The package from this checkout, and charts.py and report.py for benchmarks elsewhere.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), str(HERE), env.get("PYTHONPATH", "")]))
         runs = []
         for script in scripts:
             print(f"running {script.name} ...", flush=True)
@@ -528,8 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results.write_text(
         report(runs, machine, args.out, datetime.datetime.now(datetime.UTC), _command(argv), kept), encoding="utf-8"
     )
-    charts = sorted(args.out.glob("bench_*-*.png"))
-    print(f"wrote {results} and {len(charts)} chart(s)")
+    pictures = sorted(args.out.glob("bench_*-*.png"))
+    print(f"wrote {results} and {len(pictures)} chart(s)")
     return 0 if all(run.returncode == 0 for run in runs) else 1
 
 

@@ -432,7 +432,7 @@ def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: 
 
     Without KEY, list the keys of a DynamicShards model (and of its DynamicShards indexes) that
     have a metadata item: their count, the shards reads cover, the changes and the last one,
-    hottest first (most shards, then the most recent growth).
+    hottest first (the highest write rate, then the most shards, then the most recent change).
     """
     import json
 
@@ -481,7 +481,7 @@ class HeatRow:
 
 def heat_report(ref: ModelRef) -> list[HeatRow]:
     """Every key with a metadata item, in the table's and its sharded indexes' key spaces,
-    hottest first: the most shards, then the most recent change."""
+    hottest first: the highest write rate, then the most shards, then the most recent change."""
     from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.metadata import state_from_item
     from pynamodb_sharding.write_rate import stored_window
@@ -509,7 +509,9 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
                 history=tuple((float(entry.at), int(entry.count)) for entry in state.history),
                 last_change=float(state.last_updated), write_rate=rate, headroom=headroom,
             ))
-    rows.sort(key=lambda row: (-(row.write_rate or 0.0), -row.count, -row.read_count, -row.last_change, row.key))
+    # The order cli.rst promises: the rate, the count, then the most recent change (a key shrunk
+    # long ago, whose reads still cover its old count, is not hotter than one that just grew).
+    rows.sort(key=lambda row: (-(row.write_rate or 0.0), -row.count, -row.last_change, -row.read_count, row.key))
     return rows
 
 

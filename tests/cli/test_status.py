@@ -168,3 +168,31 @@ def test_the_heat_report_shows_the_write_rate_and_the_headroom(project: ModelsMo
 
     one = run_cli("status", spec, "busy", cwd=project.directory, env=cli_env)
     assert "ceiling:        100 write units/s (the table reports no warm throughput)" in one.stdout
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_the_heat_report_puts_the_most_recent_change_first_among_equals(
+    project: ModelsModule, cli_env: dict[str, str]
+) -> None:
+    """Keys of equal rate and equal count come most recent change first, as cli.rst says: a key
+    shrunk from 4 to 2 (reads still cover 4) before another grew to 2 comes after it."""
+    import json
+
+    project.append(DYNAMIC_MODEL)
+    spec = project.spec("HotLog")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    for key in ("shrunk", "grown"):
+        models.HotLog(key, accessed_at=1).save()
+    models.HotLog.shards.grow("shrunk")
+    models.HotLog.shards.grow("shrunk")
+    models.HotLog.shards.shrink("shrunk", to=2)  # count 2, reads cover 4: the older change
+    models.HotLog.shards.grow("grown")  # count 2: the most recent change
+
+    report = json.loads(run_cli("status", spec, "--json", cwd=project.directory, env=cli_env).stdout)
+    assert [(row["key"], row["count"], row["shards_read"]) for row in report] == [
+        ("grown", 2, 2), ("shrunk", 2, 4),
+    ]
+    assert report[0]["last_change"] > report[1]["last_change"]
+    text = run_cli("status", spec, cwd=project.directory, env=cli_env).stdout
+    assert re.findall(r"^table\s+(\S+)\s+2\s+", text, flags=re.MULTILINE) == ["grown", "shrunk"]

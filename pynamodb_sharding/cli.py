@@ -422,13 +422,19 @@ def _create_billing_mode(model: type[Model]) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--top", type=click.IntRange(min=1), default=50, show_default=True, metavar="N",
               help="Without KEY: list at most N keys.")
+@click.option("--period", metavar="PERIOD",
+              help="A time-partitioned model's period whose table KEY is counted in (e.g. 201602; "
+              "default: the current one).")
 @_endpoint_options
-def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: str | None,
+def status(model_spec: str, key: str | None, as_json: bool, top: int, period: str | None, endpoint: str | None,
            region: str | None) -> None:
     """Show how KEY of MODULE:Model is sharded: strategy, count, history, items per shard.
 
     Items are counted with the library's per-shard count (Select=COUNT queries with the page
     size a merged query uses), so the read cost printed is what a full query of KEY sends.
+
+    A time-partitioned model's KEY is counted in one period's table: --period (default: the
+    current period).
 
     Without KEY, list the keys of a DynamicShards model (and of its DynamicShards indexes) that
     have a metadata item: their count, the shards reads cover, the changes and the last one,
@@ -439,7 +445,9 @@ def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: 
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    require_tables(ref)
+    period_table = _status_period(ref, key, period)
+    if period_table is None:
+        require_tables(ref)
     if key is None:
         rows = heat_report(ref)[:top]
         if as_json:
@@ -448,7 +456,7 @@ def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: 
         for line in heat_lines(ref, rows):
             click.echo(line)
         return
-    report = shard_status(ref, key)
+    report = shard_status(ref, key, period_table)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
@@ -620,27 +628,71 @@ def _when(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def shard_status(ref: ModelRef, key: str) -> ShardStatus:
-    """Read the shard layout of ``key`` and count the items under each physical key."""
+def _status_period(ref: ModelRef, key: str | None, period: str | None) -> type[Model] | None:
+    """The period model whose table ``status`` counts KEY in (time-partitioned models only).
+
+    Checks that the period's table and the companion tables exist; ``None`` for other models.
+    """
+    from pynamodb_sharding.partitioned import declaration, period_model
+    from pynamodb_sharding.periods import is_time_partitioned
+
+    if not is_time_partitioned(ref.model):
+        if period is not None:
+            msg = (f"--period {period!r}: {ref.spec} is not time-partitioned (one table); "
+                   f"leave --period out.")
+            raise CommandError(msg)
+        return None
+    declared = declaration(ref.model)
+    if key is None:
+        if period is not None:
+            msg = (f"--period {period!r} needs KEY: the heat report covers every period of {ref.spec} "
+                   f"(its periods share their shard counts); leave --period out or name a KEY.")
+            raise CommandError(msg)
+        for companion in ref.all_models[:-1]:
+            if not companion.exists():
+                msg = f"{where(companion)} does not exist (needed by {ref.spec}); create it with: " \
+                      f"pynamodb-sharding tables rotate {ref.spec}"
+                raise CommandError(msg)
+        return None
+    chosen = declared.current() if period is None else period
+    if declared.parse(chosen) is None:
+        msg = (f"--period {chosen!r} is not a {declared.period} period of {ref.spec} "
+               f"({declared.template!r}); write it like {declared.current()!r}.")
+        raise CommandError(msg)
+    table = period_model(ref.model, chosen)
+    for model in (*ref.all_models[:-1], table):
+        if not model.exists():
+            msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); the tables of "
+                   f"the current and coming periods are created by: pynamodb-sharding tables rotate {ref.spec}")
+            raise CommandError(msg)
+    return table
+
+
+def shard_status(ref: ModelRef, key: str, period_table: type[Model] | None = None) -> ShardStatus:
+    """Read the shard layout of ``key`` and count the items under each physical key.
+
+    ``period_table``: a time-partitioned model's period model, whose table the items are counted in.
+    """
     from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.model import ShardedModel
 
     assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
-    manager = shard_manager(ref.model)
+    counted: Any = period_table or ref.model
+    manager = shard_manager(counted)
     history = tuple((float(entry.at), int(entry.count)) for entry in manager.history(key))
     shards = tuple(
         ShardCount(shard=shard, physical_key=manager.physical_key(key, shard), items=sum(pages), pages=len(pages))
-        for shard, pages in sorted(count_by_shard(ref.model, key).items())
+        for shard, pages in sorted(count_by_shard(counted, key).items())
     )
     count = int(manager.shard_count(key))
     ceiling = warm = None
     strategy = manager.strategy
     if isinstance(strategy, DynamicShards):
         ceiling = count * strategy.partition_write_units
-        warm = strategy.warm_write_units(ref.model)
+        warm = strategy.warm_write_units(counted)
     return ShardStatus(
         spec=ref.spec,
-        table=where(ref.model),
+        table=where(counted),
         key=key,
         strategy=manager.describe(),
         shard_count=count,

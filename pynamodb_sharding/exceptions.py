@@ -28,6 +28,7 @@ __all__ = [
     "MigrationError",
     "PeriodRangeError",
     "PeriodTableMissingError",
+    "PeriodTableNotActiveError",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKeyError",
@@ -299,6 +300,19 @@ class PeriodTableMissingError(ShardingError):
     """
 
     code = "period-table-missing"
+
+
+class PeriodTableNotActiveError(ShardingError):
+    """A write to a time-partitioned model waited for its period's table, which another writer
+    or a rotation was creating, longer than the declared ``creation_timeout``.
+
+    Nothing was written. Retry the write, or create the tables ahead
+    (``pynamodb-sharding tables rotate``) so that no write waits for one.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "period-table-not-active"
 
 
 class PeriodRangeError(ShardingError):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pynamodb.attributes import NumberAttribute, UTCDateTimeAttribute
 from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING_MODE
-from pynamodb.exceptions import PynamoDBException, TableError
+from pynamodb.exceptions import PynamoDBException, TableDoesNotExist, TableError
 from pynamodb.expressions.condition import Condition
 
 from pynamodb_sharding.batch import ShardedBatchWrite
@@ -38,6 +38,7 @@ from pynamodb_sharding.exceptions import (
     CursorError,
     PeriodRangeError,
     PeriodTableMissingError,
+    PeriodTableNotActiveError,
     ShardingDefinitionError,
 )
 from pynamodb_sharding.metadata import connection_fingerprint
@@ -200,19 +201,72 @@ def is_missing_table(error: BaseException | None) -> bool:
     return False
 
 
-def is_missing_period_table(model: type[Any], error: BaseException) -> bool:
-    """Whether ``error`` says that the period model's own table does not exist.
+#: ``period_table_state``: the period's table does not exist.
+MISSING = "MISSING"
+#: DynamoDB's statuses of a table that exists but answers item requests with
+#: ``ResourceNotFoundException``: being created, or being deleted.
+_NOT_READY = frozenset({"CREATING", "DELETING"})
 
-    A ``ResourceNotFoundException`` may also name another table (a ``DynamicShards`` model's
-    metadata table): only when ``DescribeTable`` confirms that the period's table is missing
-    does the period read as empty (or the write get refused or create the table).
+
+def period_table_state(model: type[Any], error: BaseException) -> str | None:
+    """What a ``ResourceNotFoundException`` of a request to a period model's table means.
+
+    ``None`` when ``error`` is another error, or names another table (a ``DynamicShards``
+    model's metadata table) while the period's own table is active; :data:`MISSING` when
+    ``DescribeTable`` confirms the period's table does not exist; else the table's status,
+    ``"CREATING"`` (another writer or a rotation is creating it) or ``"DELETING"``.
     """
     if not is_missing_table(error):
-        return False
+        return None
     try:
-        return not model.exists()
+        status = model.describe_table().get("TableStatus")
+    except TableDoesNotExist:
+        return MISSING
     except PynamoDBException:
-        return False
+        return None
+    return status if status in _NOT_READY else None
+
+
+def is_missing_period_table(model: type[Any], error: BaseException) -> bool:
+    """Whether ``error`` says that the period model's own table does not exist or is not
+    active yet: either way the period holds no item, so a read of it reads nothing."""
+    return period_table_state(model, error) is not None
+
+
+def wait_until_ready(model: type[Any], timeout: float) -> str:
+    """Wait until the period model's table is neither being created nor deleted.
+
+    Polls ``DescribeTable`` (0.05 s, doubling to 2 s apart) for at most ``timeout`` seconds.
+
+    Returns:
+        The table's status (``"ACTIVE"``, or ``"UPDATING"``, which serves requests too), or
+        :data:`MISSING` once it does not exist (it was deleted, or its creation failed).
+
+    Raises:
+        PeriodTableNotActiveError: still ``CREATING`` (or ``DELETING``) after ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            status = model.describe_table().get("TableStatus")
+        except TableDoesNotExist:
+            return MISSING
+        if status not in _NOT_READY:
+            return str(status)
+        if time.monotonic() + delay > deadline:
+            template = template_of(model)
+            declared = declaration(template)
+            msg = (
+                f"{template.__name__}.{declared.attribute}: the table {model.Meta.table_name!r} of period "
+                f"{model._period!r} is still {status} after {timeout:g} s "
+                f"(TimePartitioned(creation_timeout={declared.creation_timeout:g})); nothing was written. "
+                f"Retry the write, or create the tables ahead with `pynamodb-sharding tables rotate "
+                f"{template.__module__}:{template.__qualname__}` so that no write waits for one."
+            )
+            raise PeriodTableNotActiveError(msg)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def billing_arguments(model: type[Any]) -> dict[str, Any]:
@@ -229,48 +283,61 @@ def billing_arguments(model: type[Any]) -> dict[str, Any]:
 
 
 def create_period_table(model: type[Any], *, wait: bool = True) -> bool:
-    """Create a period model's table (and missing companions); ``False`` if it already existed."""
+    """Create a period model's table (and missing companions); ``False`` if it already existed.
+
+    With ``wait``, returns once the table and its companions are active; a table that another
+    writer or a rotation is creating at the same moment (``ResourceInUseException``) is waited
+    for the same way, at most the declaration's ``creation_timeout`` each.
+    """
+    created = True
     try:
-        model.create_table(wait=wait, **billing_arguments(template_of(model)))
+        # PynamoDB's own wait polls without a bound: wait here instead.
+        model.create_table(wait=False, **billing_arguments(template_of(model)))
     except TableError as error:
         if error.cause_response_code != _IN_USE:
             raise
-        if wait:  # another writer or a rotation is creating it: wait until it is active
-            _wait_active(model)
-        return False
-    return True
-
-
-def _wait_active(model: type[Any], timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = model.describe_table().get("TableStatus")
-        if status == "ACTIVE" or time.monotonic() > deadline:
-            return
-        time.sleep(1.0)
+        created = False  # another writer or a rotation is creating it (or a companion)
+    if wait:
+        timeout = declaration(template_of(model)).creation_timeout
+        for table in (model, *model.companion_models()):
+            wait_until_ready(table, timeout)
+    return created
 
 
 def write(item: Any, send: Callable[[], _T]) -> _T:
-    """Send a write of ``item`` to its period's table; a missing table is created or refused."""
+    """Send a write of ``item`` to its period's table.
+
+    A table being created (by another writer or a rotation) is waited for; a missing one is
+    created (``missing="create"``) or the write refused.
+    """
     template = type(item)
     declared = declaration(template)
     with as_period_item(item) as model:
         try:
             return send()
         except PynamoDBException as error:
-            if not is_missing_period_table(model, error):
+            state = period_table_state(model, error)
+            if state is None:
                 raise
-            if declared.missing == "create":
+            if state != MISSING:  # DynamoDB refuses items until the table is ACTIVE: wait for it
+                state = wait_until_ready(model, declared.creation_timeout)
+            if state == MISSING:
+                if declared.missing != "create":
+                    raise _refused(template, model, error) from error
                 create_period_table(model)
-                return send()
-            table = model.Meta.table_name
-            msg = (
-                f"{template.__name__}.{declared.attribute}: the item's period {model._period!r} has no "
-                f"table {table!r}, and {template.__name__} declares missing='refuse'; nothing was written. "
-                f"Create the tables ahead (`pynamodb-sharding tables rotate {template.__module__}:"
-                f"{template.__qualname__}`, or pynamodb_sharding.rotation.rotate) or declare missing='create'."
-            )
-            raise PeriodTableMissingError(msg, error) from error
+            return send()
+
+
+def _refused(template: type[Any], model: type[Any], error: PynamoDBException) -> PeriodTableMissingError:
+    declared = declaration(template)
+    table = model.Meta.table_name
+    msg = (
+        f"{template.__name__}.{declared.attribute}: the item's period {model._period!r} has no "
+        f"table {table!r}, and {template.__name__} declares missing='refuse'; nothing was written. "
+        f"Create the tables ahead (`pynamodb-sharding tables rotate {template.__module__}:"
+        f"{template.__qualname__}`, or pynamodb_sharding.rotation.rotate) or declare missing='create'."
+    )
+    return PeriodTableMissingError(msg, error)
 
 
 # -- which periods a read covers --------------------------------------------------------------
@@ -527,22 +594,32 @@ class _PeriodTableBatch(ShardedBatchWrite[Any]):
         self._template = template
 
     def commit(self) -> None:
-        items = [operation["item"] for operation in self.pending_operations]
+        operations = list(self.pending_operations)
+        items = [operation["item"] for operation in operations]
         for item in items:
             item.__class__ = self.model
         try:
-            super().commit()
-        except PynamoDBException as error:
-            if not is_missing_period_table(self.model, error):
-                raise
-            declared = declaration(self._template)
-            table = self.model.Meta.table_name
-            msg = (
-                f"{self._template.__name__}.{declared.attribute}: period {self.model._period!r} has no "
-                f"table {table!r}; this batch wrote nothing to it. Create the tables ahead "
-                f"(`pynamodb-sharding tables rotate`) or declare missing='create'."
-            )
-            raise PeriodTableMissingError(msg, error) from error
+            try:
+                super().commit()
+            except PynamoDBException as error:
+                state = period_table_state(self.model, error)
+                if state is None:
+                    raise
+                if state != MISSING:
+                    # Being created: DynamoDB refused the whole request (at most 25 items, sent
+                    # at once), so once the table is active the same operations go again.
+                    state = wait_until_ready(self.model, declaration(self._template).creation_timeout)
+                if state == MISSING:
+                    declared = declaration(self._template)
+                    table = self.model.Meta.table_name
+                    msg = (
+                        f"{self._template.__name__}.{declared.attribute}: period {self.model._period!r} has no "
+                        f"table {table!r}; this batch wrote nothing to it. Create the tables ahead "
+                        f"(`pynamodb-sharding tables rotate`) or declare missing='create'."
+                    )
+                    raise PeriodTableMissingError(msg, error) from error
+                self.pending_operations = operations
+                super().commit()
         finally:
             for item in items:
                 item.__class__ = self._template

@@ -195,6 +195,15 @@ def _check_step_down(instance: Any, attribute: Any, value: Any) -> None:
         raise ValueError(msg)
 
 
+def _check_seconds(instance: Any, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        msg = (
+            f"TimePartitioned({attribute.name}={value!r}): expected a number of seconds > 0, e.g. 300 "
+            f"(DynamoDB usually creates a table within a minute)."
+        )
+        raise ValueError(msg)
+
+
 def _check_timezone(instance: Any, attribute: Any, value: Any) -> None:
     if not isinstance(value, dt.tzinfo):
         msg = (
@@ -221,7 +230,12 @@ class TimePartitioned:
         timezone: where periods begin (default UTC).
         missing: a write whose period has no table: ``"refuse"`` (raise
             :class:`~pynamodb_sharding.exceptions.PeriodTableMissingError`, write nothing) or
-            ``"create"`` (create the table, wait for it, write).
+            ``"create"`` (create the table, wait for it, write). Either way a write whose
+            period's table is being created (by another writer or a rotation) waits until it is
+            active, then writes.
+        creation_timeout: the most seconds a write waits for its period's table to become
+            active; then it raises
+            :class:`~pynamodb_sharding.exceptions.PeriodTableNotActiveError` (nothing written).
         ahead: how many periods after the current one :func:`~pynamodb_sharding.rotation.rotate`
             creates in advance.
         retention: past periods kept besides the current one (at least 1); older tables are
@@ -245,6 +259,7 @@ class TimePartitioned:
     unit: str = attrs.field(default="s", kw_only=True, validator=_check_choice(("s", "ms")))
     timezone: dt.tzinfo = attrs.field(default=_UTC, kw_only=True, validator=_check_timezone)
     missing: str = attrs.field(default="refuse", kw_only=True, validator=_check_choice(("refuse", "create")))
+    creation_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
     ahead: int = attrs.field(default=1, kw_only=True, validator=_check_count(0))
     retention: int | None = attrs.field(default=None, kw_only=True, validator=_check_count(1, optional=True))
     step_down: tuple[int, int] | None = attrs.field(default=None, kw_only=True, validator=_check_step_down)

@@ -13,6 +13,7 @@ and ranges wider than ``max_periods`` are refused before sending.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from pynamodb_sharding import (
     DynamicShards,
     PeriodRangeError,
     PeriodTableMissingError,
+    PeriodTableNotActiveError,
     RandomShards,
     ShardedModel,
     Sharding,
@@ -38,7 +40,7 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding.partitioned import existing_periods
-from tests.faults import Faults
+from tests.faults import Faults, TableCreation
 from tests.raw import raw_client, raw_items
 
 Bind = Callable[..., Any]
@@ -86,6 +88,18 @@ class CreatingLog(ShardedModel):
         table_name = TimePartitioned("tp_creating.{period}", attribute="accessed_at", period="day",
                                      missing="create", clock=CLOCK)
         extra_headers = {"x-trace": "time-partitioned"}  # noqa: RUF012  # a setting that is not hashable
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+
+
+class ImpatientLog(ShardedModel):
+    """Waits at most 0.3 s for a table being created."""
+
+    class Meta:
+        table_name = TimePartitioned("tp_impatient.{period}", attribute="accessed_at", period="day",
+                                     missing="create", creation_timeout=0.3, clock=CLOCK)
 
     user_id = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
@@ -477,3 +491,104 @@ def test_an_index_sorted_by_the_time_is_read_across_periods_and_another_is_refus
         list(IndexedLog.by_user.query("/home"))
     by_user = IndexedLog.period_model("201602").by_user.query("/home")
     assert [item.user_id for item in by_user] == ["user7", "user8", "user9"]
+
+
+# -- a period table being created (DynamoDB's CREATING state, played through a botocore hook) ---
+
+
+@pytest.mark.parametrize("model", [CreatingLog, UserLog], ids=["missing=create", "missing=refuse"])
+def test_a_write_waits_while_its_period_table_is_being_created(dynamodb_models: Bind, model: Any) -> None:
+    """DynamoDB answers ResourceNotFoundException to items of a table it is still creating: a
+    save and a batch write wait until the table is ACTIVE, then land once."""
+    dynamodb_models(model)
+    at = epoch(2016, 3, 1, 5)
+    period = model.Meta.table_name.period_of(at)
+    table = model.period_model(period)
+    table.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    creation = TableCreation(table)
+
+    creation.start(polls=3)
+    model(user_id="u14", accessed_at=at).save()
+    assert creation.refused == ["PutItem"]
+    creation.start(polls=3)
+    with model.batch_write() as batch:
+        batch.save(model(user_id="u14", accessed_at=at + 1))
+    assert creation.refused == ["PutItem", "BatchWriteItem"]
+
+    assert sorted(int(item["accessed_at"]["N"]) for item in raw_items(table)) == [at, at + 1]
+    assert [item.accessed_at for item in model.query("u14", model.accessed_at.between(at, at + 1))] == [at, at + 1]
+
+
+def test_a_write_gives_up_on_a_table_that_stays_creating(dynamodb_models: Bind) -> None:
+    """After creation_timeout the write raises, naming the table and the fix; nothing is written."""
+    dynamodb_models(ImpatientLog)
+    at = epoch(2016, 2, 27, 5)
+    table = ImpatientLog.period_model("20160227")
+    table.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    creation = TableCreation(table)
+    creation.start()
+    try:
+        with pytest.raises(PeriodTableNotActiveError) as refused:
+            ImpatientLog(user_id="u15", accessed_at=at).save()
+    finally:
+        creation.release()
+    message = str(refused.value)
+    assert f"{table.Meta.table_name!r} of period '20160227' is still CREATING after 0.3 s" in message
+    assert "nothing was written" in message
+    assert "tables rotate" in message
+    assert raw_items(table) == []
+
+
+def _save_in_threads(items: list[Any]) -> tuple[list[threading.Thread], dict[str, BaseException]]:
+    failures: dict[str, BaseException] = {}
+
+    def save(item: Any) -> None:
+        try:
+            item.save()
+        except BaseException as error:  # noqa: BLE001  # reported by the test
+            failures[item.user_id] = error
+
+    threads = [threading.Thread(target=save, args=(item,)) for item in items]
+    return threads, failures
+
+
+def test_two_writers_creating_one_period_table_both_write_once(dynamodb_models: Bind) -> None:
+    """Both writers find no table and create it at the same moment: one creates it, the other
+    gets ResourceInUseException; both wait while it is CREATING, then each item lands once."""
+    dynamodb_models(CreatingLog)
+    at = epoch(2016, 2, 29, 5)
+    table = CreatingLog.period_model("20160229")
+    creation = TableCreation(table, after_create=True, barrier=threading.Barrier(2))
+    threads, failures = _save_in_threads([CreatingLog(user_id=user, accessed_at=at) for user in ("a", "b")])
+    for thread in threads:
+        thread.start()
+    with creation.changed:
+        assert creation.changed.wait_for(lambda: len(creation.created) == 2, timeout=60)
+    assert sorted(creation.created) == ["ResourceInUseException", "ok"]
+    creation.release()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == {}
+    assert sorted(item["user_id"]["S"].rsplit("_", 1)[0] for item in raw_items(table)) == ["a", "b"]
+
+
+def test_a_writer_arriving_while_another_creates_the_table_waits(dynamodb_models: Bind) -> None:
+    """The second writer's put is refused while the first writer's table is CREATING (the table
+    exists, so it is not created again): it waits for ACTIVE and writes; each item lands once."""
+    dynamodb_models(CreatingLog)
+    at = epoch(2016, 2, 29, 6)
+    table = CreatingLog.period_model("20160229")
+    creation = TableCreation(table, after_create=True)
+    (first, second), failures = _save_in_threads([CreatingLog(user_id=user, accessed_at=at) for user in ("a", "b")])
+    first.start()
+    with creation.changed:
+        assert creation.changed.wait_for(lambda: creation.created == ["ok"], timeout=60)
+    second.start()
+    with creation.changed:
+        assert creation.changed.wait_for(lambda: creation.refused == ["PutItem"], timeout=60)
+    creation.release()
+    for thread in (first, second):
+        thread.join(timeout=60)
+    assert failures == {}
+    assert creation.created == ["ok"]
+    assert sorted(item["user_id"]["S"].rsplit("_", 1)[0] for item in raw_items(table)) == ["a", "b"]

@@ -659,7 +659,8 @@ def _status_period(ref: ModelRef, key: str | None, period: str | None) -> type[M
         msg = (f"--period {chosen!r} is not a {declared.period} period of {ref.spec} "
                f"({declared.template!r}); write it like {declared.current()!r}.")
         raise CommandError(msg)
-    table = period_model(ref.model, chosen)
+    template: Any = ref.model  # a ShardedModel: require_sharded() checked it
+    table = period_model(template, chosen)
     for model in (*ref.all_models[:-1], table):
         if not model.exists():
             msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); the tables of "

@@ -29,6 +29,8 @@ __all__ = [
     "PeriodRangeError",
     "PeriodTableMissingError",
     "PeriodTableNotActiveError",
+    "PeriodsMissingError",
+    "PeriodsMissingWarning",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKeyError",
@@ -313,6 +315,43 @@ class PeriodTableNotActiveError(ShardingError):
     """
 
     code = "period-table-not-active"
+
+
+class PeriodsMissingError(ShardingError):
+    """A read of a time-partitioned model covers past periods whose tables are missing (archived
+    and dropped, deleted, or never created), and the model declares ``missing_periods="raise"``.
+
+    Raised before anything is sent. ``periods`` and ``tables`` name them, oldest first.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "periods-missing"
+
+    def __init__(
+        self, msg: str | None = None, cause: Exception | None = None, *,
+        periods: tuple[str, ...] = (), tables: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(msg, cause)
+        self.periods = periods
+        self.tables = tables
+
+
+class PeriodsMissingWarning(UserWarning):
+    """A read of a time-partitioned model covered past periods whose tables are missing: it read
+    nothing there. Issued once per run of such periods a read meets (``missing_periods="warn"``,
+    the default); ``periods`` and ``tables`` name them, oldest first.
+
+    Not a :class:`ShardingError`: the read goes on. ``warnings.simplefilter("error",
+    PeriodsMissingWarning)`` makes it one, or declare ``missing_periods="raise"``.
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(self, message: str, *, periods: tuple[str, ...] = (), tables: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.periods = periods
+        self.tables = tables
 
 
 class PeriodRangeError(ShardingError):

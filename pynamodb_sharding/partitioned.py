@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -37,6 +39,8 @@ from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding.exceptions import (
     CursorError,
     PeriodRangeError,
+    PeriodsMissingError,
+    PeriodsMissingWarning,
     PeriodTableMissingError,
     PeriodTableNotActiveError,
     ShardingDefinitionError,
@@ -211,10 +215,11 @@ _NOT_READY = frozenset({"CREATING", "DELETING"})
 def period_table_state(model: type[Any], error: BaseException) -> str | None:
     """What a ``ResourceNotFoundException`` of a request to a period model's table means.
 
-    ``None`` when ``error`` is another error, or names another table (a ``DynamicShards``
-    model's metadata table) while the period's own table is active; :data:`MISSING` when
-    ``DescribeTable`` confirms the period's table does not exist; else the table's status,
-    ``"CREATING"`` (another writer or a rotation is creating it) or ``"DELETING"``.
+    ``None`` when ``error`` is another error; :data:`MISSING` when ``DescribeTable`` confirms
+    that the period's table does not exist; else the table's status: ``"CREATING"`` (another
+    writer or a rotation is creating it), ``"DELETING"``, or ``"ACTIVE"`` (it became active
+    since, or the error named another table, such as a ``DynamicShards`` model's metadata
+    table).
     """
     if not is_missing_table(error):
         return None
@@ -224,13 +229,21 @@ def period_table_state(model: type[Any], error: BaseException) -> str | None:
         return MISSING
     except PynamoDBException:
         return None
-    return status if status in _NOT_READY else None
+    return str(status)
+
+
+def holds_nothing(state: str | None) -> bool:
+    """Whether a :func:`period_table_state` says the period holds no item: no table, or one that
+    is not active yet (or no longer)."""
+    return state == MISSING or state in _NOT_READY
 
 
 def is_missing_period_table(model: type[Any], error: BaseException) -> bool:
     """Whether ``error`` says that the period model's own table does not exist or is not
-    active yet: either way the period holds no item, so a read of it reads nothing."""
-    return period_table_state(model, error) is not None
+    active: either way the period holds no item, so a read of it reads nothing. A
+    ``ResourceNotFoundException`` naming another table (a ``DynamicShards`` model's metadata
+    table) is not: the period's table is active."""
+    return holds_nothing(period_table_state(model, error))
 
 
 def wait_until_ready(model: type[Any], timeout: float) -> str:
@@ -319,12 +332,14 @@ def write(item: Any, send: Callable[[], _T]) -> _T:
             state = period_table_state(model, error)
             if state is None:
                 raise
-            if state != MISSING:  # DynamoDB refuses items until the table is ACTIVE: wait for it
+            if state in _NOT_READY:  # DynamoDB refuses items until the table is ACTIVE: wait for it
                 state = wait_until_ready(model, declared.creation_timeout)
             if state == MISSING:
                 if declared.missing != "create":
                     raise _refused(template, model, error) from error
                 create_period_table(model)
+            # Created, or active since the refusal: send again. (When the refusal named another
+            # table, the metadata table of DynamicShards, it comes back as it would have.)
             return send()
 
 
@@ -402,14 +417,39 @@ def periods_to_read(
     Raises:
         PeriodRangeError: more than ``max_periods`` periods.
     """
+    return plan_read(model, condition, forward=forward, what=what)[0]
+
+
+def plan_read(
+    model: type[Any], condition: Condition | None, *, forward: bool = True, what: str = "query",
+) -> tuple[list[str], list[str] | None]:
+    """:func:`periods_to_read`, and the past periods the read covers whose tables are missing.
+
+    A read with a lower bound on the time covers every period from that bound on; those before
+    the current one without a table are the missing ones (oldest first). They are known when
+    the tables were listed: always for a range open on one side, and for a closed range when
+    the model declares ``missing_periods="raise"`` (one ``ListTables`` walk); otherwise
+    ``None``, and the read notices them as it reaches them. A read without a lower bound covers
+    the tables that exist: nothing is missing.
+
+    Raises:
+        PeriodRangeError: more than ``max_periods`` periods.
+    """
     declared = declaration(model)
     low, high = range_bounds(model, condition)
+    missing: list[str] | None = []
+    existing: list[str] | None = None
     if low is not None and high is not None:
         first, last = declared.period_of(low), declared.period_of(high)
         # One past the cap is enough to refuse: a range over centuries of days is not listed.
         periods = list(itertools.islice(declared.between(first, last), declared.max_periods + 1))
+        if declared.missing_periods == "raise" and len(periods) <= declared.max_periods:
+            existing = existing_periods(model)
+        else:
+            missing = None
     else:
-        periods = [period for period in existing_periods(model)
+        existing = existing_periods(model)
+        periods = [period for period in existing
                    if (low is None or period >= declared.period_of(low))
                    and (high is None or period <= declared.period_of(high))]
     if len(periods) > declared.max_periods:
@@ -424,7 +464,90 @@ def periods_to_read(
             f"nothing was sent. {fix[0].upper()}{fix[1:]}, or declare a larger max_periods."
         )
         raise PeriodRangeError(msg)
-    return periods if forward else periods[::-1]
+    if existing is not None and low is not None:
+        missing = _missing_between(declared, set(existing), declared.period_of(low),
+                                   None if high is None else declared.period_of(high))
+    return (periods if forward else periods[::-1]), missing
+
+
+def _missing_between(declared: TimePartitioned, existing: set[str], first: str, last: str | None) -> list[str]:
+    """The periods from ``first`` to ``last`` (or the current one), before the current one,
+    that have no table; oldest first."""
+    previous = declared.after(declared.current(), -1)
+    last = previous if last is None or last > previous else last
+    if first > last:
+        return []
+    return [period for period in declared.between(first, last) if period not in existing]
+
+
+def _stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised here that names the first caller outside this package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _runs(declared: TimePartitioned, periods: Sequence[str]) -> list[tuple[str, str, int]]:
+    """Consecutive periods as ``(first, last, how many)`` runs."""
+    runs: list[tuple[str, str, int]] = []
+    for period in periods:
+        if runs and declared.after(runs[-1][1]) == period:
+            first, _, count = runs[-1]
+            runs[-1] = (first, period, count + 1)
+        else:
+            runs.append((period, period, 1))
+    return runs
+
+
+def _describe_missing(declared: TimePartitioned, periods: Sequence[str]) -> str:
+    """``"periods 201501 to 201503 (tables 'log.201501' to 'log.201503')"``, at most 5 runs."""
+    runs = _runs(declared, periods)
+    shown = []
+    for first, last, count in runs[:5]:
+        if count == 1:
+            shown.append(f"{first} (table {declared.table_name(first)!r})")
+        else:
+            shown.append(f"{first} to {last} ({count} {declared.period}s, tables {declared.table_name(first)!r} "
+                         f"to {declared.table_name(last)!r})")
+    if len(runs) > 5:
+        shown.append(f"and {sum(run[2] for run in runs[5:])} more")
+    noun = "period" if len(periods) == 1 else "periods"
+    return f"{noun} {', '.join(shown)}"
+
+
+def report_missing(model: type[Any], what: str, periods: Sequence[str]) -> None:
+    """Warn about, or refuse, a read of past periods whose tables are missing, as ``model``
+    declares (``missing_periods``); ``periods`` oldest first, none: nothing to say.
+
+    Raises:
+        PeriodsMissingError: the model declares ``missing_periods="raise"``.
+    """
+    declared = declaration(model)
+    if not periods or declared.missing_periods == "ignore":
+        return
+    periods = sorted(periods)
+    named = _describe_missing(declared, periods)
+    have = "has" if len(periods) == 1 else "have"
+    tables = tuple(declared.table_name(period) for period in periods)
+    if declared.missing_periods == "raise":
+        msg = (
+            f"{model.__name__}.{what}: {named} of {declared.template!r} {have} no table: whatever was stored there was "
+            f"archived and dropped, deleted, or never written; nothing was read. Bound "
+            f"{model.__name__}.{declared.attribute} to periods that have tables, or declare "
+            f"TimePartitioned(missing_periods='warn') to read them as empty with a warning."
+        )
+        raise PeriodsMissingError(msg, periods=tuple(periods), tables=tables)
+    msg = (
+        f"{model.__name__}.{what}: {named} of {declared.template!r} {have} no table, so this {what} read "
+        f"nothing there: whatever was stored there was archived and dropped, deleted, or never written. "
+        f"Declare TimePartitioned(missing_periods='ignore') to read missing periods as empty silently, "
+        f"or 'raise' to refuse such reads."
+    )
+    warnings.warn(PeriodsMissingWarning(msg, periods=tuple(periods), tables=tables), stacklevel=_stacklevel())
 
 
 # -- one iteration over several periods ---------------------------------------------------------
@@ -474,22 +597,35 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         given: Any = None,
         forward: bool = True,
         tokens: bool = True,
+        missing: Sequence[str] | None = (),
+        what: str = "query",
     ) -> None:
         self._model = model
         self._tokens = tokens
         self._open = open_period
         self._limit = limit
         self._given = given
+        self._what = what
         start = parse_cursor(model, given)
         self._periods = list(periods)
         self._inner_cursor: Any = None
+        # Missing past periods: known ones are refused now or reported on the first next(); when
+        # unknown (None: a closed range, tables not listed), each is noticed as the read reaches it.
+        self._notice_missing = missing is None and declaration(model).missing_periods == "warn"
+        self._current = declaration(model).current()
+        unreported = list(missing or ())
         if start is not None:
             period, self._inner_cursor = start
             self._periods = [p for p in self._periods if (p >= period if forward else p <= period)]
+            unreported = [p for p in unreported if (p >= period if forward else p <= period)]
             if self._inner_cursor is None:  # that period was read to its end
                 self._periods = [p for p in self._periods if p != period]
+                unreported = [p for p in unreported if p != period]
             elif not self._periods or self._periods[0] != period:
                 self._periods.insert(0, period)
+        if unreported and declaration(model).missing_periods == "raise":
+            report_missing(model, what, unreported)
+        self._unreported = unreported
         self._index = 0
         self._inner: Any = None
         self._returned = 0
@@ -503,9 +639,11 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
     def __next__(self) -> _M:
         while True:
             if self._finished or (self._limit is not None and self._returned >= self._limit):
+                self._report_missing()
                 raise StopIteration
             if self._index >= len(self._periods):
                 self._finished = True
+                self._report_missing()
                 raise StopIteration
             period = self._periods[self._index]
             if self._inner is None:
@@ -518,13 +656,22 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
                 self._period_done(period)
                 continue
             except PynamoDBException as error:
-                if not is_missing_period_table(period_model(self._model, period), error):
+                state = period_table_state(period_model(self._model, period), error)
+                if not holds_nothing(state):
                     raise
-                self._period_done(period)  # no table: the period holds nothing
+                if state == MISSING and self._notice_missing and period < self._current:
+                    self._unreported.append(period)
+                self._period_done(period)  # no table (or not active yet): the period holds nothing
                 continue
+            self._report_missing()
             self._returned += 1
             self._last = (period, self._inner)
             return as_declared(item, self._model)  # type: ignore[no-any-return]
+
+    def _report_missing(self) -> None:
+        if self._unreported:
+            periods, self._unreported = self._unreported, []
+            report_missing(self._model, self._what, periods)
 
     def _period_done(self, period: str) -> None:
         self._counted += int(getattr(self._inner, "total_count", 0) or 0)
@@ -605,7 +752,7 @@ class _PeriodTableBatch(ShardedBatchWrite[Any]):
                 state = period_table_state(self.model, error)
                 if state is None:
                     raise
-                if state != MISSING:
+                if state in _NOT_READY:
                     # Being created: DynamoDB refused the whole request (at most 25 items, sent
                     # at once), so once the table is active the same operations go again.
                     state = wait_until_ready(self.model, declaration(self._template).creation_timeout)

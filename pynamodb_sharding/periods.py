@@ -245,6 +245,14 @@ class TimePartitioned:
             tables are left as they are.
         archive: called with a :class:`PeriodTable` before its table is dropped; if it raises,
             the table is kept (and the next rotation tries again).
+        missing_periods: what a query or count does about past periods it covers whose tables
+            are missing (archived and dropped, deleted, or never created): ``"warn"`` (read
+            them as empty and issue a
+            :class:`~pynamodb_sharding.exceptions.PeriodsMissingWarning` naming them),
+            ``"raise"`` (list the tables first and raise
+            :class:`~pynamodb_sharding.exceptions.PeriodsMissingError` before sending) or
+            ``"ignore"``. A read covers every period from the lower bound of its range key
+            condition on; one without a lower bound covers the tables that exist.
         max_periods: the most periods one query, count or scan reads; a request that would read
             more raises :class:`~pynamodb_sharding.exceptions.PeriodRangeError` before sending.
         clock: epoch seconds now; the current period (and the table ``create_table`` creates)
@@ -260,6 +268,8 @@ class TimePartitioned:
     timezone: dt.tzinfo = attrs.field(default=_UTC, kw_only=True, validator=_check_timezone)
     missing: str = attrs.field(default="refuse", kw_only=True, validator=_check_choice(("refuse", "create")))
     creation_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
+    missing_periods: str = attrs.field(default="warn", kw_only=True,
+                                       validator=_check_choice(("warn", "raise", "ignore")))
     ahead: int = attrs.field(default=1, kw_only=True, validator=_check_count(0))
     retention: int | None = attrs.field(default=None, kw_only=True, validator=_check_count(1, optional=True))
     step_down: tuple[int, int] | None = attrs.field(default=None, kw_only=True, validator=_check_step_down)

@@ -130,6 +130,7 @@ class TableCreation:
         self._after_create = after_create
         self._barrier = barrier
         self._creating = False
+        self._refuse_next = False
         self._polls_left: int | None = None
         self._http = URLLib3Session()
         events = model._get_connection().connection.client.meta.events
@@ -140,6 +141,12 @@ class TableCreation:
         """The table is being created from now on (for ``polls`` describes, else until released)."""
         with self.changed:
             self._creating, self._polls_left = True, polls
+
+    def refuse_next(self) -> None:
+        """The next item request is refused as if the table were being created, and the table is
+        active by the time the writer asks (it became ACTIVE in between)."""
+        with self.changed:
+            self._refuse_next = True
 
     def release(self) -> None:
         """The table is active from now on."""
@@ -157,6 +164,11 @@ class TableCreation:
                 self._barrier.wait(timeout=60)
             return None
         with self.changed:
+            if self._refuse_next and operation in _ITEM_OPERATIONS:
+                self._refuse_next = False
+                self.refused.append(operation)
+                self.changed.notify_all()
+                return _error(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
             if not self._creating:
                 return None
             if operation in _ITEM_OPERATIONS:

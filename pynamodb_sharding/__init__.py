@@ -4,6 +4,7 @@ from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import (
     AmbiguousLegacyKeyError,
+    ArchiveError,
     CapacityThrottleError,
     ConsistentIndexReadError,
     CursorError,
@@ -54,6 +55,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AmbiguousLegacyKeyError",
+    "ArchiveError",
     "CapacityThrottleError",
     "ConsistentIndexReadError",
     "CursorError",

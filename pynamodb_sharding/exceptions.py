@@ -14,6 +14,7 @@ from pynamodb.exceptions import PutError, PynamoDBException
 __all__ = [
     "DOCS_URL",
     "AmbiguousLegacyKeyError",
+    "ArchiveError",
     "ConsistentIndexReadError",
     "CursorError",
     "DerivedAttributeUpdateError",
@@ -352,6 +353,17 @@ class PeriodsMissingWarning(UserWarning):
         super().__init__(message)
         self.periods = periods
         self.tables = tables
+
+
+class ArchiveError(ShardingError):
+    """The archive step of a rotation (:func:`~pynamodb_sharding.rotation.export_to_s3`) did not
+    finish: the export failed, timed out, or could not start. The rotation keeps the table and
+    reports the step as failed; the next rotation tries again.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "archive"
 
 
 class PeriodRangeError(ShardingError):

@@ -301,9 +301,10 @@ def demo(duration: float, writers: int, limit: float, max_shards: int, out: Path
         raise click.exceptions.Exit(1)
 
 
-@cli.group(short_help="Create or delete a model's tables.")
+@cli.group(short_help="Create, delete, rotate or scale a model's tables.")
 def tables() -> None:
-    """Create or delete a model's table and its companion tables (e.g. shard metadata)."""
+    """Create or delete a model's table and its companion tables (e.g. shard metadata); rotate
+    or scale a time-partitioned model's period tables."""
 
 
 @tables.command("create")
@@ -383,20 +384,88 @@ def tables_rotate(model_spec: str, dry_run: bool, ahead: int | None, now_text: s
             f"declare Meta.table_name = TimePartitioned('name.{{period}}', attribute=..., period=...)."
         )
         raise CommandError(msg)
-    now = None
-    if now_text is not None:
-        try:
-            when = datetime.datetime.fromisoformat(now_text)
-        except ValueError:
-            msg = f"--now {now_text!r} is not an ISO 8601 time; write e.g. 2016-03-01T00:00:00+00:00."
-            raise CommandError(msg) from None
-        now = (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
+    now = _now_option(now_text)
     connect(ref, endpoint, region)
     result = rotate(ref.model, now=now, ahead=ahead, dry_run=dry_run)
     for line in result.lines():
         click.echo(line)
     if result.failed:
         raise click.exceptions.Exit(1)
+
+
+@tables.command("scale")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--dry-run", is_flag=True, help="Print the change and make none.")
+@click.option("--now", "now_text", metavar="TIME",
+              help="Scale as of this ISO 8601 time (e.g. 2016-03-01T08:00:00+09:00) instead of now.")
+@click.option("--load", "load_spec", metavar="MODULE:function",
+              help="A function measuring the table's load: called with the PeriodTable, returns a "
+              "pynamodb_sharding.capacity.TableLoad (e.g. from CloudWatch). Without it, the schedule alone.")
+@_endpoint_options
+def tables_scale(model_spec: str, dry_run: bool, now_text: str | None, load_spec: str | None,
+                 endpoint: str | None, region: str | None) -> None:
+    """Set the current period's table of a time-partitioned MODULE:Model to its capacity schedule.
+
+    The units are those TimePartitioned(capacity=Schedule(...)) names for the time of day, or
+    what --load measures the table needs when that is more. A table already at them is not
+    updated; on-demand tables are left alone. Exits with status 1 if DynamoDB refused the
+    update (it limits decreases per day). Run it hourly.
+    """
+    from pynamodb_sharding.capacity import scale
+    from pynamodb_sharding.periods import is_time_partitioned
+    from pynamodb_sharding.schedule import Schedule
+
+    ref = load_model(model_spec)
+    declared: Any = ref.model.Meta.table_name
+    if not is_time_partitioned(ref.model) or not isinstance(declared.capacity, Schedule):
+        msg = (
+            f"{ref.spec} declares no capacity schedule: declare Meta.table_name = TimePartitioned(..., "
+            f"capacity=Schedule({{'00:00-08:00': (5, 10), '08:00-24:00': (50, 100)}}))."
+        )
+        raise CommandError(msg)
+    load = None
+    if load_spec is not None:
+        load = _load_function(load_spec)
+    now = _now_option(now_text)
+    connect(ref, endpoint, region)
+    result = scale(ref.model, now=now, load=load, dry_run=dry_run)
+    for line in result.lines():
+        click.echo(line)
+    if result.failed:
+        raise click.exceptions.Exit(1)
+
+
+def _load_function(spec: str) -> Any:
+    """The ``--load MODULE:function`` of ``tables scale``."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        msg = f"--load {spec!r} is not MODULE:function; name it like 'myapp.capacity:cloudwatch_load'."
+        raise CommandError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as error:
+        msg = f"--load {spec!r}: importing {module_name!r} failed: {_one_line(error)}"
+        raise CommandError(msg) from error
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        msg = f"--load {spec!r}: {module_name!r} has no function {attribute!r}; check the name."
+        raise CommandError(msg)
+    return target
+
+
+def _now_option(now_text: str | None) -> float | None:
+    """``--now`` as epoch seconds (a time without a zone is UTC)."""
+    if now_text is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(now_text)
+    except ValueError:
+        msg = f"--now {now_text!r} is not an ISO 8601 time; write e.g. 2016-03-01T00:00:00+00:00."
+        raise CommandError(msg) from None
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def _billing(model: type[Model]) -> str:

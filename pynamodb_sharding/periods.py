@@ -40,6 +40,8 @@ from typing import Any, Literal
 
 import attrs
 
+from pynamodb_sharding.schedule import Schedule
+
 __all__ = [
     "PERIODS",
     "PeriodTable",
@@ -204,6 +206,15 @@ def _check_seconds(instance: Any, attribute: Any, value: Any) -> None:
         raise ValueError(msg)
 
 
+def _check_capacity(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, Schedule):
+        msg = (
+            f"TimePartitioned(capacity={value!r}): expected a pynamodb_sharding.schedule.Schedule, e.g. "
+            f"Schedule({{'00:00-08:00': (5, 10), '08:00-24:00': (50, 100)}}), or None."
+        )
+        raise ValueError(msg)
+
+
 def _check_timezone(instance: Any, attribute: Any, value: Any) -> None:
     if not isinstance(value, dt.tzinfo):
         msg = (
@@ -245,6 +256,10 @@ class TimePartitioned:
             tables are left as they are.
         archive: called with a :class:`PeriodTable` before its table is dropped; if it raises,
             the table is kept (and the next rotation tries again).
+            :func:`~pynamodb_sharding.rotation.export_to_s3` makes one that exports to S3.
+        capacity: a :class:`~pynamodb_sharding.schedule.Schedule`: the provisioned capacity of
+            the current period's table (and its global secondary indexes) by time of day, set by
+            :func:`~pynamodb_sharding.capacity.scale` (``pynamodb-sharding tables scale``).
         missing_periods: what a query or count does about past periods it covers whose tables
             are missing (archived and dropped, deleted, or never created): ``"warn"`` (read
             them as empty and issue a
@@ -274,6 +289,7 @@ class TimePartitioned:
     retention: int | None = attrs.field(default=None, kw_only=True, validator=_check_count(1, optional=True))
     step_down: tuple[int, int] | None = attrs.field(default=None, kw_only=True, validator=_check_step_down)
     archive: Callable[[PeriodTable], object] | None = attrs.field(default=None, kw_only=True)
+    capacity: Schedule | None = attrs.field(default=None, kw_only=True, validator=_check_capacity)
     max_periods: int = attrs.field(default=36, kw_only=True, validator=_check_count(1))
     clock: Callable[[], float] = attrs.field(default=time.time, kw_only=True, repr=False)
 

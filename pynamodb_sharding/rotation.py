@@ -56,7 +56,8 @@ class RotationStep:
     .. versionadded:: 0.4.0
     """
 
-    #: ``"create"``, ``"step-down"``, ``"archive"`` or ``"drop"``.
+    #: ``"create"``, ``"step-down"``, ``"archive"`` or ``"drop"`` (or ``"scale"``, of
+    #: :func:`pynamodb_sharding.capacity.scale`).
     action: str
     period: str
     table: str
@@ -69,7 +70,8 @@ class RotationStep:
 
     def line(self, *, dry_run: bool) -> str:
         """The step as one line of the command's report."""
-        verb = {"create": "create", "step-down": "step down", "archive": "archive", "drop": "drop"}[self.action]
+        verb = {"create": "create", "step-down": "step down", "archive": "archive", "drop": "drop",
+                "scale": "scale"}[self.action]
         if self.error is not None:
             state = "FAILED"
         elif dry_run:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 from pynamodb.constants import PUT
-from pynamodb.models import BatchWrite
+from pynamodb.models import BatchWrite, Model
 
 __all__ = ["BatchItem", "ShardedBatchWrite"]
 
-_T = TypeVar("_T")
+_T = TypeVar("_T", bound=Model)
 
 
 class BatchItem(Protocol):

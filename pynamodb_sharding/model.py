@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.constants import CAMEL_COUNT, ITEM, ITEMS
@@ -29,7 +28,6 @@ from pynamodb.models import MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
 from pynamodb_sharding import attempts, partitioned
-from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding._host import (
     botocore_client,
     bump_local_version,
@@ -40,6 +38,7 @@ from pynamodb_sharding._host import (
     save_arguments,
     version_condition,
 )
+from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
 from pynamodb_sharding.exceptions import (
@@ -1347,7 +1346,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             if items:
                 kept = without_stale_bare_copies(cls, items, consistent_read=consistent_read)
                 if len(kept) != len(items):
-                    data = {**data, ITEMS: kept, CAMEL_COUNT: data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)}
+                    count = data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)
+                    data = {**data, ITEMS: kept, CAMEL_COUNT: count}
             return data
 
         return ResultIterator(

@@ -171,7 +171,8 @@ def _target_hash_keys(target: KeyLayout, logical: str, item: Mapping[str, Any], 
     if manager.keeps_keys_unique:
         shard = manager.write_shard(cast(Any, target.item_view(logical, item)))
         return (manager.physical_key(logical, shard),)
-    return tuple(manager.physical_key(logical, shard) for shard in manager.spread_from(logical, source_hash, source_range))
+    spread = manager.spread_from(logical, source_hash, source_range)
+    return tuple(manager.physical_key(logical, shard) for shard in spread)
 
 
 class Job:

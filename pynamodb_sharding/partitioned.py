@@ -504,19 +504,21 @@ def _runs(declared: TimePartitioned, periods: Sequence[str]) -> list[tuple[str, 
 
 
 def _describe_missing(declared: TimePartitioned, periods: Sequence[str]) -> str:
-    """``"periods 201501 to 201503 (tables 'log.201501' to 'log.201503')"``, at most 5 runs."""
+    """``"the tables of periods 201501 to 201503 (3 months, 'log.201501' to 'log.201503') do not
+    exist"``, naming at most 5 runs of consecutive periods."""
     runs = _runs(declared, periods)
     shown = []
     for first, last, count in runs[:5]:
         if count == 1:
-            shown.append(f"{first} (table {declared.table_name(first)!r})")
+            shown.append(f"{first} ({declared.table_name(first)!r})")
         else:
-            shown.append(f"{first} to {last} ({count} {declared.period}s, tables {declared.table_name(first)!r} "
+            shown.append(f"{first} to {last} ({count} {declared.period}s, {declared.table_name(first)!r} "
                          f"to {declared.table_name(last)!r})")
     if len(runs) > 5:
-        shown.append(f"and {sum(run[2] for run in runs[5:])} more")
-    noun = "period" if len(periods) == 1 else "periods"
-    return f"{noun} {', '.join(shown)}"
+        shown.append(f"{sum(run[2] for run in runs[5:])} more")
+    if len(periods) == 1:
+        return f"the table of period {shown[0]} does not exist"
+    return f"the tables of periods {', '.join(shown)} do not exist"
 
 
 def report_missing(model: type[Any], what: str, periods: Sequence[str]) -> None:
@@ -530,22 +532,21 @@ def report_missing(model: type[Any], what: str, periods: Sequence[str]) -> None:
     if not periods or declared.missing_periods == "ignore":
         return
     periods = sorted(periods)
-    named = _describe_missing(declared, periods)
-    have = "has" if len(periods) == 1 else "have"
+    missing = _describe_missing(declared, periods)
     tables = tuple(declared.table_name(period) for period in periods)
     if declared.missing_periods == "raise":
         msg = (
-            f"{model.__name__}.{what}: {named} of {declared.template!r} {have} no table: whatever was stored there was "
+            f"{model.__name__}.{what}: {missing}: whatever was stored there was "
             f"archived and dropped, deleted, or never written; nothing was read. Bound "
             f"{model.__name__}.{declared.attribute} to periods that have tables, or declare "
             f"TimePartitioned(missing_periods='warn') to read them as empty with a warning."
         )
         raise PeriodsMissingError(msg, periods=tuple(periods), tables=tables)
     msg = (
-        f"{model.__name__}.{what}: {named} of {declared.template!r} {have} no table, so this {what} read "
-        f"nothing there: whatever was stored there was archived and dropped, deleted, or never written. "
-        f"Declare TimePartitioned(missing_periods='ignore') to read missing periods as empty silently, "
-        f"or 'raise' to refuse such reads."
+        f"{model.__name__}.{what}: {missing}, so this {what} read nothing there: "
+        f"whatever was stored there was archived and dropped, deleted, or never written. Declare "
+        f"TimePartitioned(missing_periods='ignore') to read missing periods as empty silently, or 'raise' "
+        f"to refuse such reads."
     )
     warnings.warn(PeriodsMissingWarning(msg, periods=tuple(periods), tables=tables), stacklevel=_stacklevel())
 

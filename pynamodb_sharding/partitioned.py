@@ -610,10 +610,11 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         start = parse_cursor(model, given)
         self._periods = list(periods)
         self._inner_cursor: Any = None
-        # Missing past periods: known ones are refused now or reported on the first next(); when
-        # unknown (None: a closed range, tables not listed), each is noticed as the read reaches it.
+        # Missing past periods: known ones are refused now, or reported once the read has passed
+        # them; unknown ones (None: a closed range, tables not listed) are noticed as it reaches them.
         self._notice_missing = missing is None and declaration(model).missing_periods == "warn"
         self._current = declaration(model).current()
+        self._forward = forward
         unreported = list(missing or ())
         if start is not None:
             period, self._inner_cursor = start
@@ -626,7 +627,8 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
                 self._periods.insert(0, period)
         if unreported and declaration(model).missing_periods == "raise":
             report_missing(model, what, unreported)
-        self._unreported = unreported
+        self._not_passed = sorted(unreported, reverse=not forward)  # in reading order
+        self._unreported: list[str] = []
         self._index = 0
         self._inner: Any = None
         self._returned = 0
@@ -644,9 +646,14 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
                 raise StopIteration
             if self._index >= len(self._periods):
                 self._finished = True
+                self._unreported += self._not_passed  # the read passed every period it covers
+                self._not_passed = []
                 self._report_missing()
                 raise StopIteration
             period = self._periods[self._index]
+            while self._not_passed and (self._not_passed[0] < period if self._forward else
+                                        self._not_passed[0] > period):
+                self._unreported.append(self._not_passed.pop(0))
             if self._inner is None:
                 left = None if self._limit is None else self._limit - self._returned
                 self._inner = self._open(period_model(self._model, period), self._inner_cursor, left)

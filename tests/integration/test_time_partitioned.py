@@ -679,9 +679,11 @@ def test_a_read_of_dropped_periods_warns_naming_them(dynamodb_models: Bind) -> N
         assert [item.accessed_at for item in UserLog.query("u16", UserLog.accessed_at <= epoch(2016, 3, 31))] == kept
         february_to_may = UserLog.accessed_at.between(epoch(2016, 2, 1), epoch(2016, 5, 31))  # April, May: future
         assert [item.accessed_at for item in UserLog.query("u16", february_to_may)] == kept
-        # A page that stops before the dropped month never reached it.
+        # A page that stops before the dropped months never reached them.
         assert [item.accessed_at for item in UserLog.query("u16", october_on, scan_index_forward=False,
                                                            limit=1)] == kept[-1:]
+        assert [item.accessed_at for item in UserLog.query("u16", UserLog.accessed_at >= epoch(2015, 12, 5),
+                                                           scan_index_forward=False, limit=1)] == kept[-1:]
 
 
 def test_missing_periods_raise_refuses_before_sending_and_ignore_stays_silent(dynamodb_models: Bind) -> None:

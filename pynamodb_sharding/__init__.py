@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.exceptions import (
         AmbiguousLegacyKeyError,
+        ArchiveError,
         CapacityThrottleError,
         ConsistentIndexReadError,
         CursorError,
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
         MetadataRequestError,
         PartialItemError,
         PeriodRangeError,
+        PeriodsMissingError,
+        PeriodsMissingWarning,
         PeriodTableMissingError,
+        PeriodTableNotActiveError,
         ShardConditionError,
         ShardCountConflictError,
         ShardingDefinitionError,
@@ -73,6 +77,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AmbiguousLegacyKeyError",
+    "ArchiveError",
     "CapacityThrottleError",
     "ConsistentIndexReadError",
     "CursorError",
@@ -98,6 +103,9 @@ __all__ = [
     "PeriodRangeError",
     "PeriodTable",
     "PeriodTableMissingError",
+    "PeriodTableNotActiveError",
+    "PeriodsMissingError",
+    "PeriodsMissingWarning",
     "RandomShards",
     "ResizableShardStrategy",
     "ShardConditionError",
@@ -134,11 +142,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "descriptor": ("Sharding", "ShardManager", "shard_manager"),
     "dynamic": ("DynamicShards",),
     "exceptions": (
-        "AmbiguousLegacyKeyError", "CapacityThrottleError", "ConsistentIndexReadError", "CursorError",
-        "DerivedAttributeUpdateError", "FixedShardCountError", "GrowthPolicyError", "HostContractError",
-        "IndexNotReadyError", "IndexThrottleError", "LegacyMoveError", "LogicalKeyError", "MetadataError",
-        "MetadataRequestError",
-        "PartialItemError", "PeriodRangeError", "PeriodTableMissingError", "ShardConditionError",
+        "AmbiguousLegacyKeyError", "ArchiveError", "CapacityThrottleError", "ConsistentIndexReadError",
+        "CursorError", "DerivedAttributeUpdateError", "FixedShardCountError", "GrowthPolicyError",
+        "HostContractError", "IndexNotReadyError", "IndexThrottleError", "LegacyMoveError", "LogicalKeyError",
+        "MetadataError", "MetadataRequestError", "PartialItemError", "PeriodRangeError", "PeriodsMissingError",
+        "PeriodsMissingWarning", "PeriodTableMissingError", "PeriodTableNotActiveError", "ShardConditionError",
         "ShardCountConflictError", "ShardingDefinitionError", "ShardingError", "ShardKeyError",
         "ShardLocationError", "ShardMoveError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
     ),

@@ -301,9 +301,10 @@ def demo(duration: float, writers: int, limit: float, max_shards: int, out: Path
         raise click.exceptions.Exit(1)
 
 
-@cli.group(short_help="Create or delete a model's tables.")
+@cli.group(short_help="Create, delete, rotate or scale a model's tables.")
 def tables() -> None:
-    """Create or delete a model's table and its companion tables (e.g. shard metadata)."""
+    """Create or delete a model's table and its companion tables (e.g. shard metadata); rotate
+    or scale a time-partitioned model's period tables."""
 
 
 @tables.command("create")
@@ -383,20 +384,88 @@ def tables_rotate(model_spec: str, dry_run: bool, ahead: int | None, now_text: s
             f"declare Meta.table_name = TimePartitioned('name.{{period}}', attribute=..., period=...)."
         )
         raise CommandError(msg)
-    now = None
-    if now_text is not None:
-        try:
-            when = datetime.datetime.fromisoformat(now_text)
-        except ValueError:
-            msg = f"--now {now_text!r} is not an ISO 8601 time; write e.g. 2016-03-01T00:00:00+00:00."
-            raise CommandError(msg) from None
-        now = (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
+    now = _now_option(now_text)
     connect(ref, endpoint, region)
     result = rotate(ref.model, now=now, ahead=ahead, dry_run=dry_run)
     for line in result.lines():
         click.echo(line)
     if result.failed:
         raise click.exceptions.Exit(1)
+
+
+@tables.command("scale")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--dry-run", is_flag=True, help="Print the change and make none.")
+@click.option("--now", "now_text", metavar="TIME",
+              help="Scale as of this ISO 8601 time (e.g. 2016-03-01T08:00:00+09:00) instead of now.")
+@click.option("--load", "load_spec", metavar="MODULE:function",
+              help="A function measuring the table's load: called with the PeriodTable, returns a "
+              "pynamodb_sharding.capacity.TableLoad (e.g. from CloudWatch). Without it, the schedule alone.")
+@_endpoint_options
+def tables_scale(model_spec: str, dry_run: bool, now_text: str | None, load_spec: str | None,
+                 endpoint: str | None, region: str | None) -> None:
+    """Set the current period's table of a time-partitioned MODULE:Model to its capacity schedule.
+
+    The units are those TimePartitioned(capacity=Schedule(...)) names for the time of day, or
+    what --load measures the table needs when that is more. A table already at them is not
+    updated; on-demand tables are left alone. Exits with status 1 if DynamoDB refused the
+    update (it limits decreases per day). Run it hourly.
+    """
+    from pynamodb_sharding.capacity import scale
+    from pynamodb_sharding.periods import is_time_partitioned
+    from pynamodb_sharding.schedule import Schedule
+
+    ref = load_model(model_spec)
+    declared: Any = ref.model.Meta.table_name
+    if not is_time_partitioned(ref.model) or not isinstance(declared.capacity, Schedule):
+        msg = (
+            f"{ref.spec} declares no capacity schedule: declare Meta.table_name = TimePartitioned(..., "
+            f"capacity=Schedule({{'00:00-08:00': (5, 10), '08:00-24:00': (50, 100)}}))."
+        )
+        raise CommandError(msg)
+    load = None
+    if load_spec is not None:
+        load = _load_function(load_spec)
+    now = _now_option(now_text)
+    connect(ref, endpoint, region)
+    result = scale(ref.model, now=now, load=load, dry_run=dry_run)
+    for line in result.lines():
+        click.echo(line)
+    if result.failed:
+        raise click.exceptions.Exit(1)
+
+
+def _load_function(spec: str) -> Any:
+    """The ``--load MODULE:function`` of ``tables scale``."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        msg = f"--load {spec!r} is not MODULE:function; name it like 'myapp.capacity:cloudwatch_load'."
+        raise CommandError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as error:
+        msg = f"--load {spec!r}: importing {module_name!r} failed: {_one_line(error)}"
+        raise CommandError(msg) from error
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        msg = f"--load {spec!r}: {module_name!r} has no function {attribute!r}; check the name."
+        raise CommandError(msg)
+    return target
+
+
+def _now_option(now_text: str | None) -> float | None:
+    """``--now`` as epoch seconds (a time without a zone is UTC)."""
+    if now_text is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(now_text)
+    except ValueError:
+        msg = f"--now {now_text!r} is not an ISO 8601 time; write e.g. 2016-03-01T00:00:00+00:00."
+        raise CommandError(msg) from None
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def _billing(model: type[Model]) -> str:
@@ -422,24 +491,32 @@ def _create_billing_mode(model: type[Model]) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--top", type=click.IntRange(min=1), default=50, show_default=True, metavar="N",
               help="Without KEY: list at most N keys.")
+@click.option("--period", metavar="PERIOD",
+              help="A time-partitioned model's period whose table KEY is counted in (e.g. 201602; "
+              "default: the current one).")
 @_endpoint_options
-def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: str | None,
+def status(model_spec: str, key: str | None, as_json: bool, top: int, period: str | None, endpoint: str | None,
            region: str | None) -> None:
     """Show how KEY of MODULE:Model is sharded: strategy, count, history, items per shard.
 
     Items are counted with the library's per-shard count (Select=COUNT queries with the page
     size a merged query uses), so the read cost printed is what a full query of KEY sends.
 
+    A time-partitioned model's KEY is counted in one period's table: --period (default: the
+    current period).
+
     Without KEY, list the keys of a DynamicShards model (and of its DynamicShards indexes) that
     have a metadata item: their count, the shards reads cover, the changes and the last one,
-    hottest first (most shards, then the most recent growth).
+    hottest first (the highest write rate, then the most shards, then the most recent change).
     """
     import json
 
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    require_tables(ref)
+    period_table = _status_period(ref, key, period)
+    if period_table is None:
+        require_tables(ref)
     if key is None:
         rows = heat_report(ref)[:top]
         if as_json:
@@ -448,7 +525,7 @@ def status(model_spec: str, key: str | None, as_json: bool, top: int, endpoint: 
         for line in heat_lines(ref, rows):
             click.echo(line)
         return
-    report = shard_status(ref, key)
+    report = shard_status(ref, key, period_table)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
@@ -481,7 +558,7 @@ class HeatRow:
 
 def heat_report(ref: ModelRef) -> list[HeatRow]:
     """Every key with a metadata item, in the table's and its sharded indexes' key spaces,
-    hottest first: the most shards, then the most recent change."""
+    hottest first: the highest write rate, then the most shards, then the most recent change."""
     from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.metadata import state_from_item
     from pynamodb_sharding.write_rate import stored_window
@@ -509,7 +586,9 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
                 history=tuple((float(entry.at), int(entry.count)) for entry in state.history),
                 last_change=float(state.last_updated), write_rate=rate, headroom=headroom,
             ))
-    rows.sort(key=lambda row: (-(row.write_rate or 0.0), -row.count, -row.read_count, -row.last_change, row.key))
+    # The order cli.rst promises: the rate, the count, then the most recent change (a key shrunk
+    # long ago, whose reads still cover its old count, is not hotter than one that just grew).
+    rows.sort(key=lambda row: (-(row.write_rate or 0.0), -row.count, -row.last_change, -row.read_count, row.key))
     return rows
 
 
@@ -635,20 +714,65 @@ def _when(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def shard_status(ref: ModelRef, key: str) -> ShardStatus:
-    """Read the shard layout of ``key`` and count the items under each physical key."""
+def _status_period(ref: ModelRef, key: str | None, period: str | None) -> type[Model] | None:
+    """The period model whose table ``status`` counts KEY in (time-partitioned models only).
+
+    Checks that the period's table and the companion tables exist; ``None`` for other models.
+    """
+    from pynamodb_sharding.partitioned import declaration, period_model
+    from pynamodb_sharding.periods import is_time_partitioned
+
+    if not is_time_partitioned(ref.model):
+        if period is not None:
+            msg = (f"--period {period!r}: {ref.spec} is not time-partitioned (one table); "
+                   f"leave --period out.")
+            raise CommandError(msg)
+        return None
+    declared = declaration(ref.model)
+    if key is None:
+        if period is not None:
+            msg = (f"--period {period!r} needs KEY: the heat report covers every period of {ref.spec} "
+                   f"(its periods share their shard counts); leave --period out or name a KEY.")
+            raise CommandError(msg)
+        for companion in ref.all_models[:-1]:
+            if not companion.exists():
+                msg = f"{where(companion)} does not exist (needed by {ref.spec}); create it with: " \
+                      f"pynamodb-sharding tables rotate {ref.spec}"
+                raise CommandError(msg)
+        return None
+    chosen = declared.current() if period is None else period
+    if declared.parse(chosen) is None:
+        msg = (f"--period {chosen!r} is not a {declared.period} period of {ref.spec} "
+               f"({declared.template!r}); write it like {declared.current()!r}.")
+        raise CommandError(msg)
+    template: Any = ref.model  # a ShardedModel: require_sharded() checked it
+    table = period_model(template, chosen)
+    for model in (*ref.all_models[:-1], table):
+        if not model.exists():
+            msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); the tables of "
+                   f"the current and coming periods are created by: pynamodb-sharding tables rotate {ref.spec}")
+            raise CommandError(msg)
+    return table
+
+
+def shard_status(ref: ModelRef, key: str, period_table: type[Model] | None = None) -> ShardStatus:
+    """Read the shard layout of ``key`` and count the items under each physical key.
+
+    ``period_table``: a time-partitioned model's period model, whose table the items are counted in.
+    """
     from pynamodb_sharding.dynamic import DynamicShards
     from pynamodb_sharding.keys import LEGACY_SHARD
     from pynamodb_sharding.model import ShardedModel
 
     assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
-    manager = shard_manager(ref.model)
+    counted: Any = period_table or ref.model
+    manager = shard_manager(counted)
     history = tuple((float(entry.at), int(entry.count)) for entry in manager.history(key))
-    counted = count_by_shard(ref.model, key)
-    bare = counted.pop(LEGACY_SHARD, None)  # a legacy_unsharded model's bare key: not a shard
+    per_shard = count_by_shard(counted, key)
+    bare = per_shard.pop(LEGACY_SHARD, None)  # a legacy_unsharded model's bare key: not a shard
     shards = tuple(
         ShardCount(shard=shard, physical_key=manager.physical_key(key, shard), items=sum(pages), pages=len(pages))
-        for shard, pages in sorted(counted.items())
+        for shard, pages in sorted(per_shard.items())
     )
     unsharded = None
     if bare is not None:
@@ -658,10 +782,10 @@ def shard_status(ref: ModelRef, key: str) -> ShardStatus:
     strategy = manager.strategy
     if isinstance(strategy, DynamicShards):
         ceiling = count * strategy.partition_write_units
-        warm = strategy.warm_write_units(ref.model)
+        warm = strategy.warm_write_units(counted)
     return ShardStatus(
         spec=ref.spec,
-        table=where(ref.model),
+        table=where(counted),
         key=key,
         strategy=manager.describe(),
         shard_count=count,

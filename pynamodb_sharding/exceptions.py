@@ -14,6 +14,7 @@ from pynamodb.exceptions import PutError, PynamoDBException, QueryError
 __all__ = [
     "DOCS_URL",
     "AmbiguousLegacyKeyError",
+    "ArchiveError",
     "ConsistentIndexReadError",
     "CursorError",
     "DeliveryConflictError",
@@ -36,6 +37,9 @@ __all__ = [
     "MigrationError",
     "PeriodRangeError",
     "PeriodTableMissingError",
+    "PeriodTableNotActiveError",
+    "PeriodsMissingError",
+    "PeriodsMissingWarning",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKeyError",
@@ -322,6 +326,67 @@ class PeriodTableMissingError(ShardingError):
     """
 
     code = "period-table-missing"
+
+
+class PeriodTableNotActiveError(ShardingError):
+    """A write to a time-partitioned model waited for its period's table, which another writer
+    or a rotation was creating, longer than the declared ``creation_timeout``.
+
+    Nothing was written. Retry the write, or create the tables ahead
+    (``pynamodb-sharding tables rotate``) so that no write waits for one.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "period-table-not-active"
+
+
+class PeriodsMissingError(ShardingError):
+    """A read of a time-partitioned model covers past periods whose tables are missing (archived
+    and dropped, deleted, or never created), and the model declares ``missing_periods="raise"``.
+
+    Raised before anything is sent. ``periods`` and ``tables`` name them, oldest first.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "periods-missing"
+
+    def __init__(
+        self, msg: str | None = None, cause: Exception | None = None, *,
+        periods: tuple[str, ...] = (), tables: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(msg, cause)
+        self.periods = periods
+        self.tables = tables
+
+
+class PeriodsMissingWarning(UserWarning):
+    """A read of a time-partitioned model covered past periods whose tables are missing: it read
+    nothing there. Issued once per run of such periods a read meets (``missing_periods="warn"``,
+    the default); ``periods`` and ``tables`` name them, oldest first.
+
+    Not a :class:`ShardingError`: the read goes on. ``warnings.simplefilter("error",
+    PeriodsMissingWarning)`` makes it one, or declare ``missing_periods="raise"``.
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(self, message: str, *, periods: tuple[str, ...] = (), tables: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.periods = periods
+        self.tables = tables
+
+
+class ArchiveError(ShardingError):
+    """The archive step of a rotation (:func:`~pynamodb_sharding.rotation.export_to_s3`) did not
+    finish: the export failed, timed out, or could not start. The rotation keeps the table and
+    reports the step as failed; the next rotation tries again.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "archive"
 
 
 class PeriodRangeError(ShardingError):

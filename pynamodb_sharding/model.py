@@ -1495,7 +1495,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                 )
                 raise PeriodRangeError(msg)
         forward = scan_index_forward is not False
-        periods = partitioned.periods_to_read(cls, range_key_condition, forward=forward)
+        periods, missing = partitioned.plan_read(cls, range_key_condition, forward=forward)
 
         def query_period(model: Any, cursor: Any, left: int | None) -> Any:
             return model.query(hash_key, range_key_condition, filter_condition, consistent_read, index_name,
@@ -1503,7 +1503,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         return partitioned.PeriodResultIterator(cls, periods, query_period, limit=limit,
                                                 given=last_evaluated_key, forward=forward, page_size=page_size,
-                                                filtered=filter_condition is not None, ends_as_one_query=True)
+                                                filtered=filter_condition is not None, ends_as_one_query=True,
+                                                missing=missing)
 
     @classmethod
     def _count_periods(
@@ -1517,9 +1518,16 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         rate_limit: float | None,
     ) -> int:
         """A count of a time-partitioned model: the sum over the periods it touches."""
+        declared = partitioned.declaration(cls)
+        periods, known_missing = partitioned.plan_read(
+            cls, range_key_condition if hash_key is not None else None, what="count",
+        )
+        missing = list(known_missing or ())
+        if declared.missing_periods == "raise":
+            partitioned.report_missing(cls, "count", missing)  # before sending anything
+        current = declared.current()
         total = 0
-        for period in partitioned.periods_to_read(cls, range_key_condition if hash_key is not None else None,
-                                                  what="count"):
+        for period in periods:
             left = None if limit is None else limit - total
             if left is not None and left <= 0:
                 break
@@ -1529,8 +1537,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                     hash_key, range_key_condition, filter_condition, consistent_read, index_name, left, rate_limit,
                 )
             except PynamoDBException as error:
-                if not partitioned.is_missing_period_table(model, error):
+                state = partitioned.period_table_state(model, error)
+                if not partitioned.holds_nothing(state):
                     raise
+                if state == partitioned.MISSING and known_missing is None and period < current:
+                    missing.append(period)
+        partitioned.report_missing(cls, "count", missing)
         return total
 
 

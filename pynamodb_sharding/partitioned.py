@@ -23,14 +23,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pynamodb.attributes import NumberAttribute, UTCDateTimeAttribute
 from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING_MODE
-from pynamodb.exceptions import PynamoDBException, TableError
+from pynamodb.exceptions import PynamoDBException, TableDoesNotExist, TableError
 from pynamodb.expressions.condition import Condition
 
 from pynamodb_sharding._host import discriminator_attribute, unshared_connection
@@ -38,7 +40,10 @@ from pynamodb_sharding.batch import ShardedBatchWrite
 from pynamodb_sharding.exceptions import (
     CursorError,
     PeriodRangeError,
+    PeriodsMissingError,
+    PeriodsMissingWarning,
     PeriodTableMissingError,
+    PeriodTableNotActiveError,
     ShardingDefinitionError,
 )
 from pynamodb_sharding.metadata import connection_fingerprint
@@ -201,19 +206,81 @@ def is_missing_table(error: BaseException | None) -> bool:
     return False
 
 
-def is_missing_period_table(model: type[Any], error: BaseException) -> bool:
-    """Whether ``error`` says that the period model's own table does not exist.
+#: ``period_table_state``: the period's table does not exist.
+MISSING = "MISSING"
+#: DynamoDB's statuses of a table that exists but answers item requests with
+#: ``ResourceNotFoundException``: being created, or being deleted.
+_NOT_READY = frozenset({"CREATING", "DELETING"})
 
-    A ``ResourceNotFoundException`` may also name another table (a ``DynamicShards`` model's
-    metadata table): only when ``DescribeTable`` confirms that the period's table is missing
-    does the period read as empty (or the write get refused or create the table).
+
+def period_table_state(model: type[Any], error: BaseException) -> str | None:
+    """What a ``ResourceNotFoundException`` of a request to a period model's table means.
+
+    ``None`` when ``error`` is another error; :data:`MISSING` when ``DescribeTable`` confirms
+    that the period's table does not exist; else the table's status: ``"CREATING"`` (another
+    writer or a rotation is creating it), ``"DELETING"``, or ``"ACTIVE"`` (it became active
+    since, or the error named another table, such as a ``DynamicShards`` model's metadata
+    table).
     """
     if not is_missing_table(error):
-        return False
+        return None
     try:
-        return not model.exists()
+        status = model.describe_table().get("TableStatus")
+    except TableDoesNotExist:
+        return MISSING
     except PynamoDBException:
-        return False
+        return None
+    return str(status)
+
+
+def holds_nothing(state: str | None) -> bool:
+    """Whether a :func:`period_table_state` says the period holds no item: no table, or one that
+    is not active yet (or no longer)."""
+    return state == MISSING or state in _NOT_READY
+
+
+def is_missing_period_table(model: type[Any], error: BaseException) -> bool:
+    """Whether ``error`` says that the period model's own table does not exist or is not
+    active: either way the period holds no item, so a read of it reads nothing. A
+    ``ResourceNotFoundException`` naming another table (a ``DynamicShards`` model's metadata
+    table) is not: the period's table is active."""
+    return holds_nothing(period_table_state(model, error))
+
+
+def wait_until_ready(model: type[Any], timeout: float) -> str:
+    """Wait until the period model's table is neither being created nor deleted.
+
+    Polls ``DescribeTable`` (0.05 s, doubling to 2 s apart) for at most ``timeout`` seconds.
+
+    Returns:
+        The table's status (``"ACTIVE"``, or ``"UPDATING"``, which serves requests too), or
+        :data:`MISSING` once it does not exist (it was deleted, or its creation failed).
+
+    Raises:
+        PeriodTableNotActiveError: still ``CREATING`` (or ``DELETING``) after ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            status = model.describe_table().get("TableStatus")
+        except TableDoesNotExist:
+            return MISSING
+        if status not in _NOT_READY:
+            return str(status)
+        if time.monotonic() + delay > deadline:
+            template = template_of(model)
+            declared = declaration(template)
+            msg = (
+                f"{template.__name__}.{declared.attribute}: the table {model.Meta.table_name!r} of period "
+                f"{model._period!r} is still {status} after {timeout:g} s "
+                f"(TimePartitioned(creation_timeout={declared.creation_timeout:g})); nothing was written. "
+                f"Retry the write, or create the tables ahead with `pynamodb-sharding tables rotate "
+                f"{template.__module__}:{template.__qualname__}` so that no write waits for one."
+            )
+            raise PeriodTableNotActiveError(msg)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def billing_arguments(model: type[Any]) -> dict[str, Any]:
@@ -230,48 +297,63 @@ def billing_arguments(model: type[Any]) -> dict[str, Any]:
 
 
 def create_period_table(model: type[Any], *, wait: bool = True) -> bool:
-    """Create a period model's table (and missing companions); ``False`` if it already existed."""
+    """Create a period model's table (and missing companions); ``False`` if it already existed.
+
+    With ``wait``, returns once the table and its companions are active; a table that another
+    writer or a rotation is creating at the same moment (``ResourceInUseException``) is waited
+    for the same way, at most the declaration's ``creation_timeout`` each.
+    """
+    created = True
     try:
-        model.create_table(wait=wait, **billing_arguments(template_of(model)))
+        # PynamoDB's own wait polls without a bound: wait here instead.
+        model.create_table(wait=False, **billing_arguments(template_of(model)))
     except TableError as error:
         if error.cause_response_code != _IN_USE:
             raise
-        if wait:  # another writer or a rotation is creating it: wait until it is active
-            _wait_active(model)
-        return False
-    return True
-
-
-def _wait_active(model: type[Any], timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = model.describe_table().get("TableStatus")
-        if status == "ACTIVE" or time.monotonic() > deadline:
-            return
-        time.sleep(1.0)
+        created = False  # another writer or a rotation is creating it (or a companion)
+    if wait:
+        timeout = declaration(template_of(model)).creation_timeout
+        for table in (model, *model.companion_models()):
+            wait_until_ready(table, timeout)
+    return created
 
 
 def write(item: Any, send: Callable[[], _T]) -> _T:
-    """Send a write of ``item`` to its period's table; a missing table is created or refused."""
+    """Send a write of ``item`` to its period's table.
+
+    A table being created (by another writer or a rotation) is waited for; a missing one is
+    created (``missing="create"``) or the write refused.
+    """
     template = type(item)
     declared = declaration(template)
     with as_period_item(item) as model:
         try:
             return send()
         except PynamoDBException as error:
-            if not is_missing_period_table(model, error):
+            state = period_table_state(model, error)
+            if state is None:
                 raise
-            if declared.missing == "create":
+            if state in _NOT_READY:  # DynamoDB refuses items until the table is ACTIVE: wait for it
+                state = wait_until_ready(model, declared.creation_timeout)
+            if state == MISSING:
+                if declared.missing != "create":
+                    raise _refused(template, model, error) from error
                 create_period_table(model)
-                return send()
-            table = model.Meta.table_name
-            msg = (
-                f"{template.__name__}.{declared.attribute}: the item's period {model._period!r} has no "
-                f"table {table!r}, and {template.__name__} declares missing='refuse'; nothing was written. "
-                f"Create the tables ahead (`pynamodb-sharding tables rotate {template.__module__}:"
-                f"{template.__qualname__}`, or pynamodb_sharding.rotation.rotate) or declare missing='create'."
-            )
-            raise PeriodTableMissingError(msg, error) from error
+            # Created, or active since the refusal: send again. (When the refusal named another
+            # table, the metadata table of DynamicShards, it comes back as it would have.)
+            return send()
+
+
+def _refused(template: type[Any], model: type[Any], error: PynamoDBException) -> PeriodTableMissingError:
+    declared = declaration(template)
+    table = model.Meta.table_name
+    msg = (
+        f"{template.__name__}.{declared.attribute}: the item's period {model._period!r} has no "
+        f"table {table!r}, and {template.__name__} declares missing='refuse'; nothing was written. "
+        f"Create the tables ahead (`pynamodb-sharding tables rotate {template.__module__}:"
+        f"{template.__qualname__}`, or pynamodb_sharding.rotation.rotate) or declare missing='create'."
+    )
+    return PeriodTableMissingError(msg, error)
 
 
 # -- which periods a read covers --------------------------------------------------------------
@@ -336,14 +418,39 @@ def periods_to_read(
     Raises:
         PeriodRangeError: more than ``max_periods`` periods.
     """
+    return plan_read(model, condition, forward=forward, what=what)[0]
+
+
+def plan_read(
+    model: type[Any], condition: Condition | None, *, forward: bool = True, what: str = "query",
+) -> tuple[list[str], list[str] | None]:
+    """:func:`periods_to_read`, and the past periods the read covers whose tables are missing.
+
+    A read with a lower bound on the time covers every period from that bound on; those before
+    the current one without a table are the missing ones (oldest first). They are known when
+    the tables were listed: always for a range open on one side, and for a closed range when
+    the model declares ``missing_periods="raise"`` (one ``ListTables`` walk); otherwise
+    ``None``, and the read notices them as it reaches them. A read without a lower bound covers
+    the tables that exist: nothing is missing.
+
+    Raises:
+        PeriodRangeError: more than ``max_periods`` periods.
+    """
     declared = declaration(model)
     low, high = range_bounds(model, condition)
+    missing: list[str] | None = []
+    existing: list[str] | None = None
     if low is not None and high is not None:
         first, last = declared.period_of(low), declared.period_of(high)
         # One past the cap is enough to refuse: a range over centuries of days is not listed.
         periods = list(itertools.islice(declared.between(first, last), declared.max_periods + 1))
+        if declared.missing_periods == "raise" and len(periods) <= declared.max_periods:
+            existing = existing_periods(model)
+        else:
+            missing = None
     else:
-        periods = [period for period in existing_periods(model)
+        existing = existing_periods(model)
+        periods = [period for period in existing
                    if (low is None or period >= declared.period_of(low))
                    and (high is None or period <= declared.period_of(high))]
     if len(periods) > declared.max_periods:
@@ -358,7 +465,91 @@ def periods_to_read(
             f"nothing was sent. {fix[0].upper()}{fix[1:]}, or declare a larger max_periods."
         )
         raise PeriodRangeError(msg)
-    return periods if forward else periods[::-1]
+    if existing is not None and low is not None:
+        missing = _missing_between(declared, set(existing), declared.period_of(low),
+                                   None if high is None else declared.period_of(high))
+    return (periods if forward else periods[::-1]), missing
+
+
+def _missing_between(declared: TimePartitioned, existing: set[str], first: str, last: str | None) -> list[str]:
+    """The periods from ``first`` to ``last`` (or the current one), before the current one,
+    that have no table; oldest first."""
+    previous = declared.after(declared.current(), -1)
+    last = previous if last is None or last > previous else last
+    if first > last:
+        return []
+    return [period for period in declared.between(first, last) if period not in existing]
+
+
+def _stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised here that names the first caller outside this package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _runs(declared: TimePartitioned, periods: Sequence[str]) -> list[tuple[str, str, int]]:
+    """Consecutive periods as ``(first, last, how many)`` runs."""
+    runs: list[tuple[str, str, int]] = []
+    for period in periods:
+        if runs and declared.after(runs[-1][1]) == period:
+            first, _, count = runs[-1]
+            runs[-1] = (first, period, count + 1)
+        else:
+            runs.append((period, period, 1))
+    return runs
+
+
+def _describe_missing(declared: TimePartitioned, periods: Sequence[str]) -> str:
+    """``"the tables of periods 201501 to 201503 (3 months, 'log.201501' to 'log.201503') do not
+    exist"``, naming at most 5 runs of consecutive periods."""
+    runs = _runs(declared, periods)
+    shown = []
+    for first, last, count in runs[:5]:
+        if count == 1:
+            shown.append(f"{first} ({declared.table_name(first)!r})")
+        else:
+            shown.append(f"{first} to {last} ({count} {declared.period}s, {declared.table_name(first)!r} "
+                         f"to {declared.table_name(last)!r})")
+    if len(runs) > 5:
+        shown.append(f"{sum(run[2] for run in runs[5:])} more")
+    if len(periods) == 1:
+        return f"the table of period {shown[0]} does not exist"
+    return f"the tables of periods {', '.join(shown)} do not exist"
+
+
+def report_missing(model: type[Any], what: str, periods: Sequence[str]) -> None:
+    """Warn about, or refuse, a read of past periods whose tables are missing, as ``model``
+    declares (``missing_periods``); ``periods`` oldest first, none: nothing to say.
+
+    Raises:
+        PeriodsMissingError: the model declares ``missing_periods="raise"``.
+    """
+    declared = declaration(model)
+    if not periods or declared.missing_periods == "ignore":
+        return
+    periods = sorted(periods)
+    missing = _describe_missing(declared, periods)
+    tables = tuple(declared.table_name(period) for period in periods)
+    if declared.missing_periods == "raise":
+        msg = (
+            f"{model.__name__}.{what}: {missing}: whatever was stored there was "
+            f"archived and dropped, deleted, or never written; nothing was read. Bound "
+            f"{model.__name__}.{declared.attribute} to periods that have tables, or declare "
+            f"TimePartitioned(missing_periods='warn') to read them as empty with a warning."
+        )
+        raise PeriodsMissingError(msg, periods=tuple(periods), tables=tables)
+    msg = (
+        f"{model.__name__}.{what}: {missing}, so this {what} read nothing there: "
+        f"whatever was stored there was archived and dropped, deleted, or never written. Declare "
+        f"TimePartitioned(missing_periods='ignore') to read missing periods as empty silently, or 'raise' "
+        f"to refuse such reads."
+    )
+    warnings.warn(PeriodsMissingWarning(msg, periods=tuple(periods), tables=tables), stacklevel=_stacklevel())
 
 
 # -- one iteration over several periods ---------------------------------------------------------
@@ -411,6 +602,8 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         page_size: int | None = None,
         filtered: bool = False,
         ends_as_one_query: bool = False,
+        missing: Sequence[str] | None = (),
+        what: str = "query",
     ) -> None:
         self._model = model
         self._tokens = tokens
@@ -422,16 +615,29 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
         self._open = open_period
         self._limit = limit
         self._given = given
+        self._what = what
         start = parse_cursor(model, given)
         self._periods = list(periods)
         self._inner_cursor: Any = None
+        # Missing past periods: known ones are refused now, or reported once the read has passed
+        # them; unknown ones (None: a closed range, tables not listed) are noticed as it reaches them.
+        self._notice_missing = missing is None and declaration(model).missing_periods == "warn"
+        self._current = declaration(model).current()
+        self._forward = forward
+        unreported = list(missing or ())
         if start is not None:
             period, self._inner_cursor = start
             self._periods = [p for p in self._periods if (p >= period if forward else p <= period)]
+            unreported = [p for p in unreported if (p >= period if forward else p <= period)]
             if self._inner_cursor is None:  # that period was read to its end
                 self._periods = [p for p in self._periods if p != period]
+                unreported = [p for p in unreported if p != period]
             elif not self._periods or self._periods[0] != period:
                 self._periods.insert(0, period)
+        if unreported and declaration(model).missing_periods == "raise":
+            report_missing(model, what, unreported)
+        self._not_passed = sorted(unreported, reverse=not forward)  # in reading order
+        self._unreported: list[str] = []
         self._index = 0
         self._inner: Any = None
         self._returned = 0
@@ -445,11 +651,18 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
     def __next__(self) -> _M:
         while True:
             if self._finished or (self._limit is not None and self._returned >= self._limit):
+                self._report_missing()
                 raise StopIteration
             if self._index >= len(self._periods):
                 self._finished = True
+                self._unreported += self._not_passed  # the read passed every period it covers
+                self._not_passed = []
+                self._report_missing()
                 raise StopIteration
             period = self._periods[self._index]
+            while self._not_passed and (self._not_passed[0] < period if self._forward else
+                                        self._not_passed[0] > period):
+                self._unreported.append(self._not_passed.pop(0))
             if self._inner is None:
                 left = None if self._limit is None else self._limit - self._returned
                 self._inner = self._open(period_model(self._model, period), self._inner_cursor, left)
@@ -460,13 +673,22 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
                 self._period_done(period)
                 continue
             except PynamoDBException as error:
-                if not is_missing_period_table(period_model(self._model, period), error):
+                state = period_table_state(period_model(self._model, period), error)
+                if not holds_nothing(state):
                     raise
-                self._period_done(period)  # no table: the period holds nothing
+                if state == MISSING and self._notice_missing and period < self._current:
+                    self._unreported.append(period)
+                self._period_done(period)  # no table (or not active yet): the period holds nothing
                 continue
+            self._report_missing()
             self._returned += 1
             self._last = (period, self._inner)
             return as_declared(item, self._model)  # type: ignore[no-any-return]
+
+    def _report_missing(self) -> None:
+        if self._unreported:
+            periods, self._unreported = self._unreported, []
+            report_missing(self._model, self._what, periods)
 
     def _period_done(self, period: str) -> None:
         self._counted += int(getattr(self._inner, "total_count", 0) or 0)
@@ -575,22 +797,32 @@ class _PeriodTableBatch(ShardedBatchWrite[Any]):
         self._template = template
 
     def commit(self) -> None:
-        items = [operation["item"] for operation in self.pending_operations]
+        operations = list(self.pending_operations)
+        items = [operation["item"] for operation in operations]
         for item in items:
             item.__class__ = self.model
         try:
-            super().commit()
-        except PynamoDBException as error:
-            if not is_missing_period_table(self.model, error):
-                raise
-            declared = declaration(self._template)
-            table = self.model.Meta.table_name
-            msg = (
-                f"{self._template.__name__}.{declared.attribute}: period {self.model._period!r} has no "
-                f"table {table!r}; this batch wrote nothing to it. Create the tables ahead "
-                f"(`pynamodb-sharding tables rotate`) or declare missing='create'."
-            )
-            raise PeriodTableMissingError(msg, error) from error
+            try:
+                super().commit()
+            except PynamoDBException as error:
+                state = period_table_state(self.model, error)
+                if state is None:
+                    raise
+                if state in _NOT_READY:
+                    # Being created: DynamoDB refused the whole request (at most 25 items, sent
+                    # at once), so once the table is active the same operations go again.
+                    state = wait_until_ready(self.model, declaration(self._template).creation_timeout)
+                if state == MISSING:
+                    declared = declaration(self._template)
+                    table = self.model.Meta.table_name
+                    msg = (
+                        f"{self._template.__name__}.{declared.attribute}: period {self.model._period!r} has no "
+                        f"table {table!r}; this batch wrote nothing to it. Create the tables ahead "
+                        f"(`pynamodb-sharding tables rotate`) or declare missing='create'."
+                    )
+                    raise PeriodTableMissingError(msg, error) from error
+                self.pending_operations = operations
+                super().commit()
         finally:
             for item in items:
                 item.__class__ = self._template

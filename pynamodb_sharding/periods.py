@@ -40,6 +40,8 @@ from typing import Any, Literal
 
 import attrs
 
+from pynamodb_sharding.schedule import Schedule
+
 __all__ = [
     "PERIODS",
     "PeriodTable",
@@ -195,6 +197,24 @@ def _check_step_down(instance: Any, attribute: Any, value: Any) -> None:
         raise ValueError(msg)
 
 
+def _check_seconds(instance: Any, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        msg = (
+            f"TimePartitioned({attribute.name}={value!r}): expected a number of seconds > 0, e.g. 300 "
+            f"(DynamoDB usually creates a table within a minute)."
+        )
+        raise ValueError(msg)
+
+
+def _check_capacity(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, Schedule):
+        msg = (
+            f"TimePartitioned(capacity={value!r}): expected a pynamodb_sharding.schedule.Schedule, e.g. "
+            f"Schedule({{'00:00-08:00': (5, 10), '08:00-24:00': (50, 100)}}), or None."
+        )
+        raise ValueError(msg)
+
+
 def _check_timezone(instance: Any, attribute: Any, value: Any) -> None:
     if not isinstance(value, dt.tzinfo):
         msg = (
@@ -221,7 +241,12 @@ class TimePartitioned:
         timezone: where periods begin (default UTC).
         missing: a write whose period has no table: ``"refuse"`` (raise
             :class:`~pynamodb_sharding.exceptions.PeriodTableMissingError`, write nothing) or
-            ``"create"`` (create the table, wait for it, write).
+            ``"create"`` (create the table, wait for it, write). Either way a write whose
+            period's table is being created (by another writer or a rotation) waits until it is
+            active, then writes.
+        creation_timeout: the most seconds a write waits for its period's table to become
+            active; then it raises
+            :class:`~pynamodb_sharding.exceptions.PeriodTableNotActiveError` (nothing written).
         ahead: how many periods after the current one :func:`~pynamodb_sharding.rotation.rotate`
             creates in advance.
         retention: past periods kept besides the current one (at least 1); older tables are
@@ -231,6 +256,18 @@ class TimePartitioned:
             tables are left as they are.
         archive: called with a :class:`PeriodTable` before its table is dropped; if it raises,
             the table is kept (and the next rotation tries again).
+            :func:`~pynamodb_sharding.rotation.export_to_s3` makes one that exports to S3.
+        capacity: a :class:`~pynamodb_sharding.schedule.Schedule`: the provisioned capacity of
+            the current period's table (and its global secondary indexes) by time of day, set by
+            :func:`~pynamodb_sharding.capacity.scale` (``pynamodb-sharding tables scale``).
+        missing_periods: what a query or count does about past periods it covers whose tables
+            are missing (archived and dropped, deleted, or never created): ``"warn"`` (read
+            them as empty and issue a
+            :class:`~pynamodb_sharding.exceptions.PeriodsMissingWarning` naming them),
+            ``"raise"`` (list the tables first and raise
+            :class:`~pynamodb_sharding.exceptions.PeriodsMissingError` before sending) or
+            ``"ignore"``. A read covers every period from the lower bound of its range key
+            condition on; one without a lower bound covers the tables that exist.
         max_periods: the most periods one query, count or scan reads; a request that would read
             more raises :class:`~pynamodb_sharding.exceptions.PeriodRangeError` before sending.
         clock: epoch seconds now; the current period (and the table ``create_table`` creates)
@@ -245,10 +282,14 @@ class TimePartitioned:
     unit: str = attrs.field(default="s", kw_only=True, validator=_check_choice(("s", "ms")))
     timezone: dt.tzinfo = attrs.field(default=_UTC, kw_only=True, validator=_check_timezone)
     missing: str = attrs.field(default="refuse", kw_only=True, validator=_check_choice(("refuse", "create")))
+    creation_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
+    missing_periods: str = attrs.field(default="warn", kw_only=True,
+                                       validator=_check_choice(("warn", "raise", "ignore")))
     ahead: int = attrs.field(default=1, kw_only=True, validator=_check_count(0))
     retention: int | None = attrs.field(default=None, kw_only=True, validator=_check_count(1, optional=True))
     step_down: tuple[int, int] | None = attrs.field(default=None, kw_only=True, validator=_check_step_down)
     archive: Callable[[PeriodTable], object] | None = attrs.field(default=None, kw_only=True)
+    capacity: Schedule | None = attrs.field(default=None, kw_only=True, validator=_check_capacity)
     max_periods: int = attrs.field(default=36, kw_only=True, validator=_check_count(1))
     clock: Callable[[], float] = attrs.field(default=time.time, kw_only=True, repr=False)
 

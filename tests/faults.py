@@ -31,7 +31,7 @@ from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from pynamodb.models import Model
 
-__all__ = ["Faults"]
+__all__ = ["Faults", "TableCreation"]
 
 KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
 INDEX_KEY_RANGE = "IndexWriteKeyRangeThroughputExceeded"
@@ -99,3 +99,108 @@ class Faults:
             return _error(request.url, 500, "InternalServerError", "internal server error (injected)")
         msg = f"unknown fault {fault!r}"
         raise AssertionError(msg)
+
+
+#: Requests DynamoDB refuses with ``ResourceNotFoundException`` while a table is being created.
+_ITEM_OPERATIONS = frozenset({
+    "PutItem", "UpdateItem", "DeleteItem", "GetItem", "Query", "Scan", "BatchWriteItem", "BatchGetItem",
+})
+
+
+class TableCreation:
+    """Plays DynamoDB's ``CREATING`` state of one table, which DynamoDB Local skips (it creates a
+    table at once), through botocore's ``before-send`` hook of the model's client.
+
+    While the table is *creating*, ``DescribeTable`` answers the real description with
+    ``TableStatus: CREATING`` and item requests get ``ResourceNotFoundException``, as DynamoDB
+    answers for a table being created. The state starts with :meth:`start` or, with
+    ``after_create``, when a ``CreateTable`` of the table succeeds; it ends after ``polls``
+    ``DescribeTable`` answers, or at :meth:`release` when ``polls`` is ``None``.
+
+    ``barrier``: every ``CreateTable`` of the table waits there before it is sent, so that two
+    writers are made to create the table at the same moment. ``created`` records the outcome
+    of each ``CreateTable`` (``"ok"`` or the error code), ``refused`` each refused item request;
+    ``changed`` is notified on every record.
+    """
+
+    def __init__(self, model: type[Model], *, polls: int | None = None, after_create: bool = False,
+                 barrier: threading.Barrier | None = None) -> None:
+        self.table = model.Meta.table_name
+        self.created: list[str] = []
+        self.refused: list[str] = []
+        self.changed = threading.Condition()
+        self._polls = polls
+        self._after_create = after_create
+        self._barrier = barrier
+        self._creating = False
+        self._refuse_next = False
+        self._polls_left: int | None = None
+        self._http = URLLib3Session()
+        events = model._get_connection().connection.client.meta.events
+        events.register_first("before-send.dynamodb", self.before_send)
+        events.register("after-call.dynamodb.CreateTable", self.after_create_table)
+
+    def start(self, polls: int | None = None) -> None:
+        """The table is being created from now on (for ``polls`` describes, else until released)."""
+        with self.changed:
+            self._creating, self._polls_left = True, polls
+
+    def refuse_next(self) -> None:
+        """The next item request is refused as if the table were being created, and the table is
+        active by the time the writer asks (it became ACTIVE in between)."""
+        with self.changed:
+            self._refuse_next = True
+
+    def release(self) -> None:
+        """The table is active from now on."""
+        with self.changed:
+            self._creating = False
+
+    def before_send(self, request: Any, **_: Any) -> AWSResponse | None:
+        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
+        body = json.loads(request.body)
+        table = body.get("TableName") or next(iter(body.get("RequestItems") or {}), None)
+        if table != self.table:
+            return None
+        if operation == "CreateTable":
+            if self._barrier is not None:
+                self._barrier.wait(timeout=60)
+            return None
+        with self.changed:
+            if self._refuse_next and operation in _ITEM_OPERATIONS:
+                self._refuse_next = False
+                self.refused.append(operation)
+                self.changed.notify_all()
+                return _error(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
+            if not self._creating:
+                return None
+            if operation in _ITEM_OPERATIONS:
+                self.refused.append(operation)
+                self.changed.notify_all()
+                return _error(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
+            if operation != "DescribeTable":
+                return None
+            if self._polls_left is not None:
+                self._polls_left -= 1
+                if self._polls_left <= 0:
+                    self._creating = False  # this answer is the last CREATING one
+        answer = self._http.send(request)
+        if answer.status_code != 200:
+            return answer
+        description = json.loads(answer.content)
+        description["Table"]["TableStatus"] = "CREATING"
+        headers = {"x-amzn-requestid": "injected", "content-type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, 200, headers, _Raw(json.dumps(description).encode()))
+
+    def after_create_table(self, parsed: Any = None, **_: Any) -> None:
+        if not isinstance(parsed, dict):
+            return
+        name = (parsed.get("TableDescription") or {}).get("TableName")
+        code = (parsed.get("Error") or {}).get("Code")
+        if name != self.table and code is None:
+            return
+        with self.changed:
+            self.created.append(code or "ok")
+            if code is None and self._after_create:
+                self._creating, self._polls_left = True, self._polls
+            self.changed.notify_all()

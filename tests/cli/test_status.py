@@ -226,3 +226,85 @@ def test_status_of_a_legacy_key_shows_the_bare_key_apart(project: ModelsModule, 
     assert [shard["shard"] for shard in report["shards"]] == list(range(1, 9))
     assert report["unsharded"] == {"physical_key": "sensor", "items": 5, "pages": 1}
     assert (report["items"], report["query_requests"]) == (12, 9)
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_the_heat_report_puts_the_most_recent_change_first_among_equals(
+    project: ModelsModule, cli_env: dict[str, str]
+) -> None:
+    """Keys of equal rate and equal count come most recent change first, as cli.rst says: a key
+    shrunk from 4 to 2 (reads still cover 4) before another grew to 2 comes after it."""
+    import json
+
+    project.append(DYNAMIC_MODEL)
+    spec = project.spec("HotLog")
+    assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    for key in ("shrunk", "grown"):
+        models.HotLog(key, accessed_at=1).save()
+    models.HotLog.shards.grow("shrunk")
+    models.HotLog.shards.grow("shrunk")
+    models.HotLog.shards.shrink("shrunk", to=2)  # count 2, reads cover 4: the older change
+    models.HotLog.shards.grow("grown")  # count 2: the most recent change
+
+    report = json.loads(run_cli("status", spec, "--json", cwd=project.directory, env=cli_env).stdout)
+    assert [(row["key"], row["count"], row["shards_read"]) for row in report] == [
+        ("grown", 2, 2), ("shrunk", 2, 4),
+    ]
+    assert report[0]["last_change"] > report[1]["last_change"]
+    text = run_cli("status", spec, cwd=project.directory, env=cli_env).stdout
+    assert re.findall(r"^table\s+(\S+)\s+2\s+", text, flags=re.MULTILINE) == ["grown", "shrunk"]
+
+
+#: A time-partitioned model: monthly tables, two shards per key.
+PERIOD_MODEL = """
+
+from pynamodb_sharding import TimePartitioned
+
+
+class UserLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("{prefix}_user_log.{{period}}", attribute="accessed_at", period="month")
+        host = HOST
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+"""
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_status_of_a_time_partitioned_key_counts_one_period(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """``--period`` names the table the key is counted in; without it, the current period's.
+    A period that is not one, or whose table is missing, exits 2 naming the fix."""
+    import json
+    import time
+
+    project.append(PERIOD_MODEL)
+    spec = project.spec("UserLog")
+    assert run_cli("tables", "rotate", spec, cwd=project.directory, env=cli_env).returncode == 0
+    models = _import(project)
+    models.UserLog.period_model("201602").create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    landed: collections.Counter[int] = collections.Counter()
+    for second in range(5):
+        item = models.UserLog("u1", accessed_at=1456473600 + second)  # 2016-02-26
+        item.save()
+        landed[item.shards] += 1
+    models.UserLog("u1", accessed_at=int(time.time())).save()  # the current period
+    models.UserLog("u2", accessed_at=1456473600).save()
+
+    february = run_cli("status", spec, "u1", "--period", "201602", cwd=project.directory, env=cli_env)
+    assert february.returncode == 0, february.stderr
+    assert f"table '{project.table('user_log')}.201602'" in february.stdout
+    assert {shard: ("u1_" + str(shard), landed[shard], 1) for shard in (1, 2)} == _shard_rows(february.stdout)
+
+    current = json.loads(run_cli("status", spec, "u1", "--json", cwd=project.directory, env=cli_env).stdout)
+    period = models.UserLog.Meta.table_name.current()
+    assert current["table"].startswith(f"table '{project.table('user_log')}.{period}'")
+    assert current["items"] == 1
+
+    for bad, message in (("2016-02", "is not a month period"), ("201501", "does not exist")):
+        refused = run_cli("status", spec, "u1", "--period", bad, cwd=project.directory, env=cli_env)
+        assert refused.returncode == 2
+        assert message in refused.stderr
+        assert "Traceback" not in refused.stderr

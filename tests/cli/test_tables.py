@@ -167,3 +167,74 @@ def test_rotate_refuses_a_model_that_is_not_time_partitioned(
     assert result.returncode != 0
     assert "is not time-partitioned" in result.stderr
     assert "TimePartitioned(" in result.stderr
+
+
+#: A time-partitioned model whose monthly tables follow a schedule (UTC), and a load function.
+SCALED_MODEL = """
+
+from pynamodb_sharding.capacity import TableLoad
+from pynamodb_sharding.schedule import Schedule
+
+
+def busy(table):
+    return TableLoad(read=1.0, write=35.0)  # needs 50 write units at 70 %
+
+
+class ScaledLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("{prefix}_scaled_log.{{period}}", attribute="accessed_at", period="month",
+                                     capacity=Schedule({{"00:00-08:00": (2, 3), "08:00-24:00": (20, 10)}}))
+        host = HOST
+        read_capacity_units = 5
+        write_capacity_units = 5
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+"""
+
+
+def _capacity(dynamodb: Any, table: str) -> tuple[int, int]:
+    units = dynamodb.describe_table(TableName=table)["Table"]["ProvisionedThroughput"]
+    return units["ReadCapacityUnits"], units["WriteCapacityUnits"]
+
+
+def test_scale_sets_the_schedules_capacity_once_and_its_dry_run_changes_nothing(
+    project: ModelsModule, cli_env: dict[str, str], dynamodb: Any
+) -> None:
+    project.append(PERIOD_MODEL + SCALED_MODEL)
+    spec = project.spec("ScaledLog")
+    table = f"{project.table('scaled_log')}.201602"
+    morning = "2016-02-26T09:00:00+00:00"
+    assert run_cli("tables", "rotate", spec, "--now", morning, cwd=project.directory, env=cli_env).returncode == 0
+    assert _capacity(dynamodb, table) == (5, 5)
+
+    dry = run_cli("tables", "scale", spec, "--now", morning, "--dry-run", cwd=project.directory, env=cli_env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        "ScaledLog: current period 201602, 08:00-24:00 UTC: 20 RCU / 10 WCU (dry run: nothing changed)",
+        "load:  not measured (no load source): the schedule alone",
+        f"would  scale     {table} (read 5 -> 20, write 5 -> 10)",
+    ]
+    assert _capacity(dynamodb, table) == (5, 5)
+
+    done = run_cli("tables", "scale", spec, "--now", morning, cwd=project.directory, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    assert f"done   scale     {table} (read 5 -> 20, write 5 -> 10)" in done.stdout
+    assert _capacity(dynamodb, table) == (20, 10)
+    again = run_cli("tables", "scale", spec, "--now", morning, cwd=project.directory, env=cli_env)
+    assert again.stdout.splitlines()[-1] == f"nothing to do: {table} is at its capacity"
+
+    night = run_cli("tables", "scale", spec, "--now", "2016-02-26T03:00:00+00:00", "--load",
+                    f"{project.name}:busy", cwd=project.directory, env=cli_env)
+    assert night.returncode == 0, night.stderr
+    assert "load:  read 1.0 units/s, write 35.0 units/s" in night.stdout
+    assert _capacity(dynamodb, table) == (2, 50)  # the night's 2 reads; 35 / 0.7 writes
+
+    plain = run_cli("tables", "scale", project.spec("UserLog"), cwd=project.directory, env=cli_env)
+    assert plain.returncode == 2
+    assert "declares no capacity schedule" in plain.stderr
+    bad_load = run_cli("tables", "scale", spec, "--load", f"{project.name}:nothing", cwd=project.directory,
+                       env=cli_env)
+    assert bad_load.returncode == 2
+    assert "has no function 'nothing'" in bad_load.stderr

@@ -13,6 +13,8 @@ and ranges wider than ``max_periods`` are refused before sending.
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +31,10 @@ from pynamodb_sharding import (
     CursorError,
     DynamicShards,
     PeriodRangeError,
+    PeriodsMissingError,
+    PeriodsMissingWarning,
     PeriodTableMissingError,
+    PeriodTableNotActiveError,
     RandomShards,
     ShardedModel,
     Sharding,
@@ -38,7 +43,7 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding.partitioned import existing_periods
-from tests.faults import Faults
+from tests.faults import Faults, TableCreation
 from tests.raw import raw_client, raw_items
 
 Bind = Callable[..., Any]
@@ -86,6 +91,42 @@ class CreatingLog(ShardedModel):
         table_name = TimePartitioned("tp_creating.{period}", attribute="accessed_at", period="day",
                                      missing="create", clock=CLOCK)
         extra_headers = {"x-trace": "time-partitioned"}  # noqa: RUF012  # a setting that is not hashable
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+
+
+class ImpatientLog(ShardedModel):
+    """Waits at most 0.3 s for a table being created."""
+
+    class Meta:
+        table_name = TimePartitioned("tp_impatient.{period}", attribute="accessed_at", period="day",
+                                     missing="create", creation_timeout=0.3, clock=CLOCK)
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+
+
+class StrictLog(ShardedModel):
+    """Refuses reads of past periods without a table."""
+
+    class Meta:
+        table_name = TimePartitioned("tp_strict.{period}", attribute="accessed_at", missing_periods="raise",
+                                     clock=CLOCK)
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+
+
+class QuietLog(ShardedModel):
+    """Reads past periods without a table as empty, silently (as before missing_periods)."""
+
+    class Meta:
+        table_name = TimePartitioned("tp_quiet.{period}", attribute="accessed_at", missing_periods="ignore",
+                                     clock=CLOCK)
 
     user_id = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
@@ -222,11 +263,14 @@ def test_a_query_over_three_months_returns_every_item_in_order(dynamodb_models: 
     plain_ranged = PlainLog.accessed_at.between(epoch(2016, 1, 31, 23, 10), epoch(2016, 3, 3, 1))
     assert [item.accessed_at for item in UserLog.query("u6", ranged)] == \
         [item.accessed_at for item in PlainLog.query("u6", plain_ranged)]
-    # December 2015 and April 2016 have no table: a range over them reads the other months.
+    # December 2015 and April 2016 have no table: a range over them reads the other months (and
+    # says that past December had none; April is yet to come).
     wider = UserLog.accessed_at.between(epoch(2015, 12, 1), epoch(2016, 4, 30))
-    assert [item.accessed_at for item in UserLog.query("u6", wider, scan_index_forward=False)] == \
-        sorted(MONTHS_OF_TIMES, reverse=True)
-    assert UserLog.count("u6", wider) == len(MONTHS_OF_TIMES)
+    with pytest.warns(PeriodsMissingWarning, match="the table of period 201512 "):
+        assert [item.accessed_at for item in UserLog.query("u6", wider, scan_index_forward=False)] == \
+            sorted(MONTHS_OF_TIMES, reverse=True)
+    with pytest.warns(PeriodsMissingWarning, match="the table of period 201512 "):
+        assert UserLog.count("u6", wider) == len(MONTHS_OF_TIMES)
     assert UserLog.count("u6") == len(MONTHS_OF_TIMES)
     assert UserLog.count("u6", UserLog.accessed_at >= epoch(2016, 2, 2)) == 3 + 8
     assert UserLog.count("u6", limit=5) == 5
@@ -477,3 +521,199 @@ def test_an_index_sorted_by_the_time_is_read_across_periods_and_another_is_refus
         list(IndexedLog.by_user.query("/home"))
     by_user = IndexedLog.period_model("201602").by_user.query("/home")
     assert [item.user_id for item in by_user] == ["user7", "user8", "user9"]
+
+
+# -- a period table being created (DynamoDB's CREATING state, played through a botocore hook) ---
+
+
+@pytest.mark.parametrize("model", [CreatingLog, UserLog], ids=["missing=create", "missing=refuse"])
+def test_a_write_waits_while_its_period_table_is_being_created(dynamodb_models: Bind, model: Any) -> None:
+    """DynamoDB answers ResourceNotFoundException to items of a table it is still creating: a
+    save and a batch write wait until the table is ACTIVE, then land once."""
+    dynamodb_models(model)
+    at = epoch(2016, 3, 1, 5)
+    period = model.Meta.table_name.period_of(at)
+    table = model.period_model(period)
+    table.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    creation = TableCreation(table)
+
+    creation.start(polls=3)
+    model(user_id="u14", accessed_at=at).save()
+    assert creation.refused == ["PutItem"]
+    creation.start(polls=3)
+    with model.batch_write() as batch:
+        batch.save(model(user_id="u14", accessed_at=at + 1))
+    assert creation.refused == ["PutItem", "BatchWriteItem"]
+    creation.refuse_next()  # refused while creating, ACTIVE by the time the writer looks
+    model(user_id="u14", accessed_at=at + 2).save()
+    assert creation.refused == ["PutItem", "BatchWriteItem", "PutItem"]
+
+    assert sorted(int(item["accessed_at"]["N"]) for item in raw_items(table)) == [at, at + 1, at + 2]
+    assert [item.accessed_at for item in model.query("u14", model.accessed_at.between(at, at + 2))] == \
+        [at, at + 1, at + 2]
+
+
+def test_a_write_gives_up_on_a_table_that_stays_creating(dynamodb_models: Bind) -> None:
+    """After creation_timeout the write raises, naming the table and the fix; nothing is written."""
+    dynamodb_models(ImpatientLog)
+    at = epoch(2016, 2, 27, 5)
+    table = ImpatientLog.period_model("20160227")
+    table.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    creation = TableCreation(table)
+    creation.start()
+    try:
+        with pytest.raises(PeriodTableNotActiveError) as refused:
+            ImpatientLog(user_id="u15", accessed_at=at).save()
+    finally:
+        creation.release()
+    message = str(refused.value)
+    assert f"{table.Meta.table_name!r} of period '20160227' is still CREATING after 0.3 s" in message
+    assert "nothing was written" in message
+    assert "tables rotate" in message
+    assert raw_items(table) == []
+
+
+def _save_in_threads(items: list[Any]) -> tuple[list[threading.Thread], dict[str, BaseException]]:
+    failures: dict[str, BaseException] = {}
+
+    def save(item: Any) -> None:
+        try:
+            item.save()
+        except BaseException as error:  # reported by the test
+            failures[item.user_id] = error
+
+    threads = [threading.Thread(target=save, args=(item,)) for item in items]
+    return threads, failures
+
+
+def test_two_writers_creating_one_period_table_both_write_once(dynamodb_models: Bind) -> None:
+    """Both writers find no table and create it at the same moment: one creates it, the other
+    gets ResourceInUseException; both wait while it is CREATING, then each item lands once."""
+    dynamodb_models(CreatingLog)
+    at = epoch(2016, 2, 29, 5)
+    table = CreatingLog.period_model("20160229")
+    creation = TableCreation(table, after_create=True, barrier=threading.Barrier(2))
+    threads, failures = _save_in_threads([CreatingLog(user_id=user, accessed_at=at) for user in ("a", "b")])
+    for thread in threads:
+        thread.start()
+    with creation.changed:
+        assert creation.changed.wait_for(lambda: len(creation.created) == 2, timeout=60)
+    assert sorted(creation.created) == ["ResourceInUseException", "ok"]
+    creation.release()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == {}
+    assert sorted(item["user_id"]["S"].rsplit("_", 1)[0] for item in raw_items(table)) == ["a", "b"]
+
+
+def test_a_writer_arriving_while_another_creates_the_table_waits(dynamodb_models: Bind) -> None:
+    """The second writer's put is refused while the first writer's table is CREATING (the table
+    exists, so it is not created again): it waits for ACTIVE and writes; each item lands once."""
+    dynamodb_models(CreatingLog)
+    at = epoch(2016, 2, 29, 6)
+    table = CreatingLog.period_model("20160229")
+    creation = TableCreation(table, after_create=True)
+    (first, second), failures = _save_in_threads([CreatingLog(user_id=user, accessed_at=at) for user in ("a", "b")])
+    first.start()
+    with creation.changed:
+        assert creation.changed.wait_for(lambda: creation.created == ["ok"], timeout=60)
+    second.start()
+    with creation.changed:
+        assert creation.changed.wait_for(lambda: creation.refused == ["PutItem"], timeout=60)
+    creation.release()
+    for thread in (first, second):
+        thread.join(timeout=60)
+    assert failures == {}
+    assert creation.created == ["ok"]
+    assert sorted(item["user_id"]["S"].rsplit("_", 1)[0] for item in raw_items(table)) == ["a", "b"]
+
+
+# -- reads of periods whose tables were archived and dropped ------------------------------------
+
+
+def missing_warnings(caught: list[warnings.WarningMessage]) -> list[PeriodsMissingWarning]:
+    return [found.message for found in caught if isinstance(found.message, PeriodsMissingWarning)]
+
+
+def test_a_read_of_dropped_periods_warns_naming_them(dynamodb_models: Bind) -> None:
+    """January's table is dropped (as a rotation past its retention does): a query or count whose
+    range covers it, or the months before it, still returns what the other months hold and
+    warns once, naming the periods and their tables; future periods and reads without a lower
+    bound (which cover the tables that exist) say nothing."""
+    three_months(dynamodb_models)
+    times = [epoch(2016, 1, 20), epoch(2016, 2, 20), epoch(2016, 3, 2)]
+    save_both("u16", times)
+    UserLog.period_model("201601").delete_table(wait=True)
+    kept = times[1:]
+
+    october_on = UserLog.accessed_at.between(epoch(2015, 10, 1), epoch(2016, 3, 31))
+    for forward in (True, False):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = [item.accessed_at for item in UserLog.query("u16", october_on, scan_index_forward=forward)]
+        assert found == (kept if forward else kept[::-1])
+        (warned,) = missing_warnings(caught)
+        assert warned.periods == ("201510", "201511", "201512", "201601")
+        assert warned.tables == tuple(table_of(UserLog, period) for period in warned.periods)
+        message = str(warned)
+        assert message.startswith(
+            f"UserLog.query: the tables of periods 201510 to 201601 (4 months, {table_of(UserLog, '201510')!r} "
+            f"to {table_of(UserLog, '201601')!r}) do not exist, so this query read nothing there"
+        )
+        assert "archived and dropped" in message
+        assert "missing_periods='ignore'" in message
+        assert caught[0].filename == __file__  # points at the caller's line
+
+    with pytest.warns(PeriodsMissingWarning) as counted:
+        assert UserLog.count("u16", october_on) == 2
+    assert [warned.periods for warned in missing_warnings(counted.list)] == [("201510", "201511", "201512", "201601")]
+
+    # Open above: the months from the lower bound on, known from the table list.
+    with pytest.warns(PeriodsMissingWarning) as opened:
+        assert [item.accessed_at for item in UserLog.query("u16", UserLog.accessed_at >= epoch(2015, 12, 5))] == kept
+    assert [warned.periods for warned in missing_warnings(opened.list)] == [("201512", "201601")]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PeriodsMissingWarning)
+        assert [item.accessed_at for item in UserLog.query("u16")] == kept
+        assert [item.accessed_at for item in UserLog.query("u16", UserLog.accessed_at <= epoch(2016, 3, 31))] == kept
+        february_to_may = UserLog.accessed_at.between(epoch(2016, 2, 1), epoch(2016, 5, 31))  # April, May: future
+        assert [item.accessed_at for item in UserLog.query("u16", february_to_may)] == kept
+        # A page that stops before the dropped months never reached them.
+        assert [item.accessed_at for item in UserLog.query("u16", october_on, scan_index_forward=False,
+                                                           limit=1)] == kept[-1:]
+        assert [item.accessed_at for item in UserLog.query("u16", UserLog.accessed_at >= epoch(2015, 12, 5),
+                                                           scan_index_forward=False, limit=1)] == kept[-1:]
+
+
+def test_missing_periods_raise_refuses_before_sending_and_ignore_stays_silent(dynamodb_models: Bind) -> None:
+    dynamodb_models(StrictLog, QuietLog)
+    StrictLog.period_model("201512").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+    StrictLog(user_id="u17", accessed_at=epoch(2015, 12, 24)).save()
+    StrictLog(user_id="u17", accessed_at=epoch(2016, 2, 24)).save()
+    queries = Faults(StrictLog.period_model("201512"), "Query")
+
+    november_on = StrictLog.accessed_at.between(epoch(2015, 11, 1), epoch(2016, 2, 28))
+    with pytest.raises(PeriodsMissingError) as refused:
+        StrictLog.query("u17", november_on)
+    assert refused.value.periods == ("201511", "201601")
+    assert refused.value.tables == (table_of(StrictLog, "201511"), table_of(StrictLog, "201601"))
+    assert "nothing was read" in str(refused.value)
+    assert "periods-missing" in refused.value.docs_url
+    with pytest.raises(PeriodsMissingError):
+        StrictLog.count("u17", StrictLog.accessed_at >= epoch(2015, 11, 1))
+    assert queries.log == []  # refused before any query was sent
+    december_on = StrictLog.accessed_at.between(epoch(2015, 12, 1), epoch(2016, 2, 28))
+    with pytest.raises(PeriodsMissingError, match="the table of period 201601 "):
+        list(StrictLog.query("u17", december_on))
+    # A query resumed past the missing month reads on.
+    cursor = {"period": "201601", "cursor": None}
+    assert [item.accessed_at for item in StrictLog.query("u17", december_on, last_evaluated_key=cursor)] == \
+        [epoch(2016, 2, 24)]
+
+    QuietLog(user_id="u17", accessed_at=epoch(2016, 2, 24)).save()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PeriodsMissingWarning)
+        assert [item.accessed_at for item in QuietLog.query("u17", QuietLog.accessed_at.between(
+            epoch(2015, 11, 1), epoch(2016, 2, 28)))] == [epoch(2016, 2, 24)]
+        assert QuietLog.count("u17", QuietLog.accessed_at >= epoch(2015, 11, 1)) == 1

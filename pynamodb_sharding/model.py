@@ -48,6 +48,7 @@ from pynamodb_sharding.exceptions import (
     PartialItemError,
     PeriodRangeError,
     ShardingDefinitionError,
+    ShardKeyError,
     ShardMoveError,
 )
 from pynamodb_sharding.indexes import (
@@ -847,8 +848,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         raw_args, kwargs = super()._get_save_args(condition, add_version_condition=add_version_condition)
         args = tuple(raw_args)
         physical = args[0]
-        shard = self._shard_manager().codec.decode(physical)[1]
-        kwargs["condition"] = rewrite_condition(cls, kwargs["condition"], Usage.ITEM, lambda: shard)
+        codec = self._shard_manager().codec
+        kwargs["condition"] = rewrite_condition(cls, kwargs["condition"], Usage.ITEM, lambda: codec.decode(physical)[1])
+        try:
+            shard = codec.decode(physical)[1]
+        except ShardKeyError:  # not ours (PynamoDB no longer calls serialize): the key guard refuses it
+            return args, kwargs
         if shard != LEGACY_SHARD and self._shard_manager().misplaced(self, shard):
             # A transaction's put of an item where a job may move it from (save() moves it
             # instead): it must still be there, else the transaction fails rather than leave a

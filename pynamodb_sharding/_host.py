@@ -88,17 +88,19 @@ __all__ = [
     "botocore_client",
     "bump_local_version",
     "discriminator_attribute",
+    "discriminator_class",
     "guard_keys",
     "hash_keyname",
     "index_hash_attribute",
+    "index_model",
     "index_range_attribute",
     "indexes",
     "keep_unmodelled_fields",
     "missing_fields",
+    "put_arguments",
     "range_keyname",
     "reset_connection",
     "restore_connection",
-    "save_arguments",
     "table_connection",
     "table_schema",
     "throttling_reasons_in_body",
@@ -214,17 +216,44 @@ def discriminator_attribute(model: type[Model]) -> Any:
 BATCH_WRITE_GAVE_UP = "Failed to batch write items"
 
 
-def save_arguments(item: Model) -> tuple[dict[str, Any], Any]:
-    """``(serialized attributes with the next version, serialized range key)`` of a save,
-    without the version condition (``Model._get_save_args``)."""
-    _, kwargs = item._get_save_args(condition=None, add_version_condition=False)
-    attributes: dict[str, Any] = kwargs["attributes"]
-    return attributes, kwargs.get("range_key")
+def put_arguments(item: Model, attributes: dict[str, Any], condition: Condition | None, *,
+                  add_version_condition: bool = True) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` of ``TableConnection.put_item`` for ``item`` stored as ``attributes``
+    (its serialized attributes, physical key included), as ``Model._get_save_args`` builds them:
+    the keys popped out, the next version set (``Model._handle_version_attribute``), the version
+    check added to ``condition``. Pinned by ``test_host_hooks.py::test_put_arguments_are_save_args``."""
+    hash_attribute = item._hash_key_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+    hash_key = attributes.pop(hash_attribute.attr_name, {}).get(hash_attribute.attr_type)
+    kwargs: dict[str, Any] = {}
+    range_attribute = item._range_key_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB
+    if range_attribute:
+        range_key = attributes.pop(range_attribute.attr_name, {}).get(range_attribute.attr_type)
+        if range_key is not None:
+            kwargs["range_key"] = range_key
+    version = item._handle_version_attribute(attributes=attributes)
+    if add_version_condition and version is not None:
+        condition &= version
+    kwargs["attributes"] = attributes
+    kwargs["condition"] = condition
+    return (hash_key,), kwargs
 
 
-def version_condition(item: Model) -> Condition | None:
-    """The ``VersionAttribute`` check a write of ``item`` carries (``None`` without one)."""
-    return item._handle_version_attribute()
+def version_condition(item: Model, *, actions: list[Any] | None = None) -> Condition | None:
+    """The ``VersionAttribute`` check a write of ``item`` carries (``None`` without one); with
+    ``actions``, the version's update is appended to them (``Model._handle_version_attribute``)."""
+    return item._handle_version_attribute(actions=actions)
+
+
+def discriminator_class(item: Model, raw: dict[str, Any]) -> type[Model] | None:
+    """The class a stored item's discriminator names (``Model._get_discriminator_class``)."""
+    found: type[Model] | None = item._get_discriminator_class(raw)
+    return found
+
+
+def index_model(index: Any) -> type[Model] | None:
+    """The model class an index instance is declared on (``Index._model``, set by PynamoDB's
+    metaclass), ``None`` for an index not bound to a model."""
+    return getattr(index, "_model", None)
 
 
 def bump_local_version(item: Model) -> None:
@@ -244,19 +273,19 @@ class _KeyGuard:
     """Refuses requests that address a sharded table with a hash key lacking a shard suffix."""
 
     def __init__(self) -> None:
-        # table name -> (model name, hash attribute's stored name, codec); read at request time
-        # so that tables renamed by test bindings are followed.
-        self.models: weakref.WeakSet[type[Model]] = weakref.WeakSet()
+        # Each guarded model and its codec; its table name is read at request time, so that
+        # tables renamed by test bindings are followed.
+        self.models: weakref.WeakKeyDictionary[type[Model], KeyCodec] = weakref.WeakKeyDictionary()
 
-    def add(self, model: type[Model]) -> None:
-        self.models.add(model)
+    def add(self, model: type[Model], codec: KeyCodec) -> None:
+        self.models[model] = codec
 
     def _tables(self) -> dict[str, tuple[str, str, KeyCodec]]:
+        """Table name -> (model name, hash attribute's stored name, codec)."""
         tables: dict[str, tuple[str, str, KeyCodec]] = {}
-        for model in list(self.models):
-            codec: KeyCodec | None = getattr(model, "_shard_codec", None)
+        for model, codec in list(self.models.items()):
             name = model._hash_keyname
-            if codec is None or name is None:
+            if name is None:
                 continue
             attribute: Attribute[Any] = model.get_attributes()[name]
             tables[model.Meta.table_name] = (model.__name__, attribute.attr_name, codec)
@@ -310,7 +339,7 @@ def _addressed_keys(operation: str, params: Mapping[str, Any]) -> Iterator[tuple
                 yield request.get("TableName", ""), request.get("Item" if kind == "Put" else "Key")
 
 
-def guard_keys(model: type[Model], connection: TableConnection) -> None:
+def guard_keys(model: type[Model], connection: TableConnection, codec: KeyCodec) -> None:
     """Make ``connection``'s botocore client refuse bare logical keys of ``model``'s table (and,
     on a botocore that drops them, keep the throttling reasons of its errors:
     :func:`keep_unmodelled_fields`, which classifying a sharded model's throttles needs)."""
@@ -324,7 +353,7 @@ def guard_keys(model: type[Model], connection: TableConnection) -> None:
         if guard is None:
             guard = _guarded[client] = _KeyGuard()
             client.meta.events.register_first(_GUARD_EVENT, guard, unique_id=_GUARD_ID)
-        guard.add(model)
+        guard.add(model, codec)
 
 
 # -- what older botocore releases leave out ------------------------------------------------

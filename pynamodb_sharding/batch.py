@@ -16,6 +16,8 @@ from typing import Any, Protocol, TypeVar
 from pynamodb.constants import PUT
 from pynamodb.models import BatchWrite, Model
 
+from pynamodb_sharding.writes import batch_alone
+
 __all__ = ["BatchItem", "ShardedBatchWrite"]
 
 _T = TypeVar("_T", bound=Model)
@@ -44,7 +46,7 @@ class ShardedBatchWrite(BatchWrite[_T]):
         for operation in self.pending_operations:
             item: Any = operation["item"]  # a ShardedModel (see BatchItem)
             put = operation["action"] == PUT
-            if item._batch_alone(put):
+            if batch_alone(item, put):
                 alone.append((put, item))
             else:
                 batched.append(operation)

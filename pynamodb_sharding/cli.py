@@ -27,6 +27,7 @@ from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardingError
 from pynamodb_sharding.fanout import count_by_shard
+from pynamodb_sharding.indexes import sharded_indexes_of
 from pynamodb_sharding.model import with_companions
 
 __all__ = ["CommandError", "main"]
@@ -565,7 +566,7 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
 
     model: Any = ref.model
     managers = [("table", shard_manager(model))]
-    managers += [(f"index {name}", index.manager) for name, index in model._sharded_indexes.items()]
+    managers += [(f"index {name}", index.manager) for name, index in sharded_indexes_of(model).items()]
     rows: list[HeatRow] = []
     for space, manager in managers:
         strategy = manager.strategy

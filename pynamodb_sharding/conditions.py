@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pynamodb.expressions.condition import (
     And,
@@ -38,10 +38,7 @@ from pynamodb.indexes import Index
 
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import ShardConditionError
-
-if TYPE_CHECKING:
-    from pynamodb_sharding.indexes import ShardedIndex
-    from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding.indexes import ShardedIndex, sharded_indexes_of
 
 __all__ = [
     "MAX_IN_OPERANDS",
@@ -101,7 +98,7 @@ class _Rewriter:
 
     def __init__(
         self,
-        model: type[ShardedModel],
+        model: type[Any],
         usage: Usage,
         shard: Callable[[], int] | None,
         *,
@@ -116,7 +113,7 @@ class _Rewriter:
         self.item_shard: int | None = None
         self.manager = manager
         self.separator = manager.separator
-        self.attr_name = model._hash_attr().attr_name if index is None else index.attr_name
+        self.attr_name = manager.hash_attribute.attr_name if index is None else index.attr_name
         self.where = f"{model.__name__}.{manager.attribute}"
         if index is None:
             self.what = "the sharded hash key"
@@ -291,7 +288,7 @@ class _Rewriter:
 
 
 def rewrite_condition(
-    model: type[ShardedModel],
+    model: type[Any],
     condition: Condition | None,
     usage: Usage,
     shard: Callable[[], int] | None = None,
@@ -320,7 +317,7 @@ def rewrite_condition(
     if usage is not Usage.ITEM:
         shard = None
     sharded = _suffixed_indexes(model)
-    table = not model._index_only  # a model that shards only an index stores its keys as they are
+    table = not shard_manager(model).index_only  # a model that shards only an index stores its keys as they are
     # Refuse before any request: finding the item's shard may read, a filter's shards too.
     if table:
         _Rewriter(model, usage, None, validate_only=True).visit(condition)
@@ -334,19 +331,19 @@ def rewrite_condition(
     return rewritten
 
 
-def check_item_condition(model: type[ShardedModel], condition: Condition | None) -> None:
+def check_item_condition(model: type[Any], condition: Condition | None) -> None:
     """Raise :class:`ShardConditionError` now if ``condition`` would be refused for one item.
 
     For the writes whose strategy reads or locates before the shard is known.
     """
     if condition is not None:
-        if not model._index_only:
+        if not shard_manager(model).index_only:
             _Rewriter(model, Usage.ITEM, None, validate_only=True).visit(condition)
         for index in _suffixed_indexes(model):
             _Rewriter(model, Usage.ITEM, None, validate_only=True, index=index).visit(condition)
 
 
-def _index_query(model: type[ShardedModel], index_name: str) -> str:
+def _index_query(model: type[Any], index_name: str) -> str:
     """How the user queries the index: ``AuditLog.by_day.query`` (the attribute the index is
     declared as), else ``AuditLog.query(..., index_name='by_day')``."""
     for owner in model.__mro__:
@@ -356,7 +353,7 @@ def _index_query(model: type[ShardedModel], index_name: str) -> str:
     return f"{model.__name__}.query(..., index_name={index_name!r})"
 
 
-def _suffixed_indexes(model: type[ShardedModel]) -> tuple[ShardedIndex, ...]:
+def _suffixed_indexes(model: type[Any]) -> tuple[ShardedIndex, ...]:
     """The sharded indexes whose attribute is stored suffixed: conditions on it need rewriting
     (a ``layout="multi_attribute"`` index stores the value as it is)."""
-    return tuple(index for index in model._sharded_indexes.values() if index.shard_attr_name is None)
+    return tuple(index for index in sharded_indexes_of(model).values() if index.shard_attr_name is None)

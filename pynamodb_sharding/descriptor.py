@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import attrs
+from pynamodb.indexes import GlobalSecondaryIndex
 
 from pynamodb_sharding._host import hash_keyname, index_hash_attribute, indexes, range_keyname
 from pynamodb_sharding.cursor import CursorSecret, secret_keys
@@ -27,6 +28,7 @@ from pynamodb_sharding.exceptions import (
     ShardKeyError,
 )
 from pynamodb_sharding.hedging import LatencyWindow
+from pynamodb_sharding.item import known
 from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
 from pynamodb_sharding.periods import shard_namespace
 from pynamodb_sharding.strategies import (
@@ -42,14 +44,21 @@ from pynamodb_sharding.strategies import (
 )
 
 if TYPE_CHECKING:
-    from pynamodb.indexes import GlobalSecondaryIndex
     from pynamodb.models import Model
 
-    from pynamodb_sharding.model import ShardedModel
 
-__all__ = ["ShardManager", "Sharding", "is_global_index_class", "shard_manager"]
+__all__ = [
+    "ShardManager",
+    "Sharding",
+    "index_manager",
+    "is_global_index_class",
+    "is_sharded",
+    "register_index_manager",
+    "register_model",
+    "shard_manager",
+]
 
-_M = TypeVar("_M", bound="ShardedModel")
+_M = TypeVar("_M", bound="Model")
 _R = TypeVar("_R")
 
 
@@ -235,29 +244,30 @@ class Sharding:
     def __get__(self, instance: None, owner: type[_M]) -> ShardManager[_M]: ...
 
     @overload
-    def __get__(self, instance: ShardedModel, owner: type[Any]) -> int | None: ...
-
-    @overload
     def __get__(self, instance: GlobalSecondaryIndex[Any], owner: type[Any]) -> ShardManager[Any]: ...
 
+    @overload
+    def __get__(self, instance: Model, owner: type[Any]) -> int | None: ...
+
     def __get__(
-        self, instance: ShardedModel | GlobalSecondaryIndex[Any] | None, owner: type[_M],
+        self, instance: Model | GlobalSecondaryIndex[Any] | None, owner: type[_M],
     ) -> ShardManager[_M] | ShardManager[Any] | int | None:
-        if is_global_index_class(owner):
+        if isinstance(instance, GlobalSecondaryIndex) or (instance is None and is_global_index_class(owner)):
             if instance is None:
                 return self  # type: ignore[return-value]  # the index class itself is not bound to a model
-            from pynamodb_sharding.indexes import index_shard_manager
-
-            return index_shard_manager(instance)  # type: ignore[arg-type]
+            return index_manager(instance)
         if instance is None:
             return self.bind(owner)
-        shard = instance._known_shard()  # type: ignore[union-attr]
+        item: Any = instance
+        shard = known(item, self.bind(type(item)))
         return None if shard == LEGACY_SHARD else shard
 
-    def bind(self, owner: type[_M]) -> ShardManager[_M]:
-        """The manager of ``owner``, created once per fully defined class."""
+    def bind(self, owner: type[_M], *, fresh: bool = False) -> ShardManager[_M]:
+        """The manager of ``owner``, created once per fully defined class (``fresh``: created
+        now, when the class's definition is complete: PynamoDB's metaclass reads the descriptor
+        before it knows the class's keys)."""
         manager = self._managers.get(owner)
-        if manager is None:
+        if manager is None or fresh:
             written_at = (None if self.written_at is None else
                           WrittenAt(self.written_at, 1000.0 if self.written_at_unit == "ms" else 1.0,
                                     self.written_at_margin))
@@ -266,11 +276,10 @@ class Sharding:
                                    cursor_secret=self.cursor_secret, written_at=written_at,
                                    latency_window=LatencyWindow() if self.hedged_requests else None,
                                    page_reads=self.page_reads)
-            if "_sharding_attr" in vars(owner):  # set once the metaclass has validated the class
-                self._managers[owner] = manager
+            self._managers[owner] = manager
         return manager
 
-    def __set__(self, instance: ShardedModel, value: object) -> None:
+    def __set__(self, instance: Any, value: object) -> None:
         msg = (
             f"{type(instance).__name__}.{self.name}: the shard of an item is chosen by its "
             f"strategy and cannot be assigned; construct the item and save it."
@@ -383,6 +392,52 @@ class ShardManager(Generic[_M]):
     def attribute(self) -> str:
         """The Python name of the sharded hash-key attribute."""
         return self.space.attribute
+
+    # -- the model's keys, as the layers below the model read them ---------------------------------
+
+    @functools.cached_property
+    def key_attributes(self) -> tuple[str, ...]:
+        """The Python names of the table's hash key and range key (if any)."""
+        range_name = range_keyname(self.model)
+        return (hash_keyname(self.model) or "", *((range_name,) if range_name else ()))
+
+    @functools.cached_property
+    def basis_names(self) -> tuple[str, ...]:
+        """What an item's shard depends on: hash key, range key, then the attributes the
+        strategy derives it from (see :mod:`pynamodb_sharding.item`)."""
+        return (*self.key_attributes, *self.derived_attributes)
+
+    @property
+    def range_name(self) -> str | None:
+        """The Python name of the table's range key, ``None`` without one."""
+        return range_keyname(self.model)
+
+    @property
+    def hash_attribute(self) -> Any:
+        """The table's hash-key attribute (a PynamoDB ``Attribute``)."""
+        return self.model.get_attributes()[hash_keyname(self.model) or ""]
+
+    @property
+    def range_attribute(self) -> Any:
+        """The table's range-key attribute, ``None`` without one."""
+        name = range_keyname(self.model)
+        return self.model.get_attributes()[name] if name else None
+
+    @functools.cached_property
+    def key_names(self) -> tuple[str, ...]:
+        """The stored names of the table's key attributes (what decoding an item needs)."""
+        return tuple(self.model.get_attributes()[name].attr_name for name in self.key_attributes)
+
+    def serialize_range(self, value: Any) -> Any:
+        """The serialized range key value, ``None`` for ``None`` or a model without one."""
+        attribute = self.range_attribute
+        return attribute.serialize(value) if attribute is not None and value is not None else None
+
+    @property
+    def index_only(self) -> bool:
+        """Whether the model shards only global secondary indexes: its table keys are stored as
+        they are (a one-shard layout whose physical key is the logical key)."""
+        return isinstance(self.strategy, UnshardedKeys)
 
     # -- the strategy's answers, through key views ----------------------------------------------
 
@@ -782,6 +837,33 @@ class ShardManager(Generic[_M]):
         return hook() if hook is not None else repr(self.strategy)
 
 
+#: Each sharded index (the instance declared on a model class) and its bound manager; filled
+#: by :func:`pynamodb_sharding.indexes.bind_sharded_indexes` when the model is defined.
+_INDEX_MANAGERS: weakref.WeakKeyDictionary[Any, ShardManager[Any]] = weakref.WeakKeyDictionary()
+
+
+def register_index_manager(index: Any, manager: ShardManager[Any]) -> None:
+    """Record the bound manager of a sharded index instance (``AuditLog.by_day.shards``)."""
+    _INDEX_MANAGERS[index] = manager
+
+
+def index_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:
+    """The bound shard manager of a sharded index (``AuditLog.by_day.shards``).
+
+    Raises:
+        ShardingDefinitionError: the index is not declared on a ``ShardedModel``.
+    """
+    manager = _INDEX_MANAGERS.get(index)
+    if manager is None:
+        name = index.Meta.index_name
+        msg = (
+            f"{type(index).__name__}({name!r}): a sharded index works on a ShardedModel only; "
+            f"declare it on a ShardedModel subclass (e.g. `{name} = {type(index).__name__}()`)."
+        )
+        raise ShardingDefinitionError(msg)
+    return manager
+
+
 def is_global_index_class(owner: object) -> bool:
     """Whether ``owner`` is a PynamoDB ``GlobalSecondaryIndex`` subclass."""
     from pynamodb.indexes import GlobalSecondaryIndex
@@ -809,6 +891,25 @@ def index_hash_attribute_name(model: type[Any], index_name: str) -> str:
     raise ShardingDefinitionError(msg)
 
 
+#: Each sharded model class's manager, registered when the class is defined (:func:`register_model`).
+_BY_MODEL: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
+
+
+def register_model(model: type[Any], name: str) -> ShardManager[Any]:
+    """Bind ``model`` to its ``Sharding`` descriptor named ``name`` and register its manager:
+    what :func:`shard_manager` and :func:`is_sharded` answer from then on."""
+    descriptor = _raw_class_attribute(model, name)
+    assert isinstance(descriptor, Sharding)
+    manager = descriptor.bind(model, fresh=True)
+    _BY_MODEL[model] = manager
+    return manager
+
+
+def is_sharded(model: type[Any]) -> bool:
+    """Whether ``model`` is a sharded model class (a ``ShardedModel`` subclass with a table)."""
+    return model in _BY_MODEL
+
+
 def shard_manager(model: type[_M]) -> ShardManager[_M]:
     """The :class:`ShardManager` of a sharded model class, whatever its descriptor is named.
 
@@ -817,15 +918,14 @@ def shard_manager(model: type[_M]) -> ShardManager[_M]:
 
     .. versionadded:: 0.2.0
     """
-    name = getattr(model, "_sharding_attr", None)
-    descriptor = _raw_class_attribute(model, name) if name else None
-    if not isinstance(descriptor, Sharding):
+    manager = _BY_MODEL.get(model)
+    if manager is None:
         msg = (
             f"{getattr(model, '__name__', model)!r} has no Sharding descriptor; pass a ShardedModel "
             f"subclass that declares e.g. `shards = Sharding(RandomShards(10))`."
         )
         raise ShardingDefinitionError(msg)
-    return descriptor.bind(model)
+    return manager
 
 
 def _raw_class_attribute(cls: type[Any], name: str) -> Any:

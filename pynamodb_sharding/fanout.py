@@ -66,11 +66,11 @@ from pynamodb_sharding.hedging import hedged
 from pynamodb_sharding.indexes import backfill_pending, index_not_ready, sharded_index
 from pynamodb_sharding.keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
-from pynamodb_sharding.point_reads import leaves_out_keys, with_key_attributes, without_stale_bare_copies
+from pynamodb_sharding.point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
 from pynamodb_sharding.pool import BoundedSubmitter, fanout_executor, fanout_threads
 
 if TYPE_CHECKING:
-    from pynamodb_sharding.model import ShardedModel
+    from pynamodb.models import Model
 
 __all__ = [
     "CURSOR_VERSION",
@@ -90,7 +90,7 @@ __all__ = [
     "sort_value",
 ]
 
-_M = TypeVar("_M", bound="ShardedModel")
+_M = TypeVar("_M", bound="Model")
 _T = TypeVar("_T")
 
 #: Threads a merged query uses at most when the model does not say (``Sharding(max_workers=)``).
@@ -332,7 +332,7 @@ class MergedResultIterator(Iterator[_M]):
         self._model = model
         self._from_raw_data: Callable[[dict[str, Any]], _M] = model.from_raw_data
         if partial:  # a projection that left out the key: full puts of these items are refused
-            self._from_raw_data = lambda raw: model.from_raw_data(raw)._marked_partial()
+            self._from_raw_data = lambda raw: mark_partial(model.from_raw_data(raw))
         self._merge = merge
         self.page_iter = MergedPageIterator(
             merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
@@ -512,14 +512,14 @@ def default_page_size(shard_count: int, limit: int | None) -> int:
     return bound if limit is None else min(limit, bound)
 
 
-def default_workers(model: type[ShardedModel], shard_count: int) -> int:
+def default_workers(model: type[Any], shard_count: int) -> int:
     """Threads of a merged query: ``Sharding(max_workers=)``, else ``min(32, shard_count)``."""
     configured = shard_manager(model).max_workers
     workers = configured if configured is not None else min(MAX_DEFAULT_WORKERS, shard_count)
     return max(1, min(workers, shard_count))
 
 
-def _check_pool(model: type[ShardedModel], workers: int) -> None:
+def _check_pool(model: type[Any], workers: int) -> None:
     """Warn once per model when its merged reads may run more requests than it has connections.
 
     The requests in flight are this read's ``workers`` plus those of the model's other merged
@@ -556,7 +556,7 @@ def _check_pool(model: type[ShardedModel], workers: int) -> None:
 _open_merges: weakref.WeakKeyDictionary[type[Any], weakref.WeakSet[ShardMerge]] = weakref.WeakKeyDictionary()
 
 
-def _track(model: type[ShardedModel], merge: ShardMerge) -> None:
+def _track(model: type[Any], merge: ShardMerge) -> None:
     with _warned_lock:
         merges = _open_merges.get(model)
         if merges is None:
@@ -567,7 +567,7 @@ def _track(model: type[ShardedModel], merge: ShardMerge) -> None:
 class _ShardQuery:
     """Sends one page request of one shard, paced by the logical query's shared rate limiter."""
 
-    def __init__(self, model: type[ShardedModel], rate_limit: float | None, **query_kwargs: Any) -> None:
+    def __init__(self, model: type[Any], rate_limit: float | None, **query_kwargs: Any) -> None:
         self._model = model
         self._connection = table_connection(model)
         # botocore creates a connection's client lazily and not thread-safely: create it now,
@@ -659,7 +659,7 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_reset_locks_in_child)
 
 
-def _range_end(model: type[ShardedModel], condition: Condition | None, index_name: str | None) -> Any:
+def _range_end(model: type[Any], condition: Condition | None, index_name: str | None) -> Any:
     """The largest value of the range key that a table query's key ``condition`` admits, as
     stored (``"1456444800"``, a datetime's text), when the model declares ``written_at`` and the
     condition bounds it from above (``<``, ``<=``, ``=``, ``between``); else ``None``."""
@@ -730,7 +730,7 @@ class _QueryPlan:
 
 
 def _plan(
-    model: type[ShardedModel],
+    model: type[Any],
     hash_key: Any,
     shards: Sequence[int] | None,
     index_name: str | None,
@@ -840,7 +840,7 @@ def _plan(
                       first_reads=frozenset(first_reads))
 
 
-def _with_class_filter(model: type[ShardedModel], filter_condition: Condition | None) -> Condition | None:
+def _with_class_filter(model: type[Any], filter_condition: Condition | None) -> Condition | None:
     # As PynamoDB's Model.query: a polymorphic model only reads items of its own classes.
     discriminator = discriminator_attribute(model)
     if discriminator:
@@ -1028,7 +1028,7 @@ def merged_query(
                                 key_names=plan.key_names, page_size=page_size if page_size is not None else limit,
                                 shard_query=send, tokens=tokens,
                                 given_state=state if last_evaluated_key is not None else None,
-                                partial=leaves_out_keys(attributes_to_get, model._key_names()),
+                                partial=leaves_out_keys(attributes_to_get, shard_manager(model).key_names),
                                 filtered=query_options["filter_condition"] is not None)
 
 
@@ -1054,7 +1054,7 @@ class _EarlyFirstPages:
 
     @classmethod
     def start(
-        cls, model: type[ShardedModel], hash_key: Any, query_options: Mapping[str, Any],
+        cls, model: type[Any], hash_key: Any, query_options: Mapping[str, Any],
         attributes_to_get: Iterable[Any] | None, *, rate_limit: float | None, limit: int | None,
         page_size: int | None, share_mode: bool, max_workers: int | None, first_only: bool,
     ) -> _EarlyFirstPages | None:
@@ -1156,7 +1156,7 @@ class _ReadFirst:
                 return Page(items, start, count, scanned, consumed_capacity=consumed)
 
 
-def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:
+def _is_sharded_index(model: type[Any], index_name: str) -> bool:
     index = indexes(model).get(index_name)
     if index is None:
         return True  # _plan reports the unknown index
@@ -1165,7 +1165,7 @@ def _is_sharded_index(model: type[ShardedModel], index_name: str) -> bool:
 
 
 def merged_count(
-    model: type[ShardedModel],
+    model: type[Any],
     hash_key: Any,
     *,
     shards: Sequence[int] | None = None,
@@ -1197,7 +1197,7 @@ def merged_count(
         merged = merged_query(model, hash_key, range_key_condition=range_key_condition,
                               filter_condition=filter_condition, consistent_read=consistent_read,
                               index_name=index_name, limit=limit, rate_limit=rate_limit,
-                              attributes_to_get=model._key_names(), max_workers=max_workers)
+                              attributes_to_get=list(shard_manager(model).key_names), max_workers=max_workers)
         with merged:
             return sum(page[CAMEL_COUNT] for page in merged.page_iter)
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
@@ -1260,7 +1260,7 @@ def merged_count(
 
 
 def count_by_shard(
-    model: type[ShardedModel],
+    model: type[Any],
     hash_key: Any,
     *,
     shards: Sequence[int] | None = None,

@@ -15,6 +15,7 @@ the index is not the count of a table key spelled the same.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,36 +28,39 @@ from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb_sharding._host import (
     botocore_client,
     hash_keyname,
+    index_model,
     index_range_attribute,
     indexes,
     keep_unmodelled_fields,
     range_keyname,
 )
-from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class
+from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class, register_index_manager
 from pynamodb_sharding.exceptions import (
     DerivedAttributeUpdateError,
     IndexNotReadyError,
     ShardingDefinitionError,
     ShardKeyError,
 )
+from pynamodb_sharding.item import forget_index, index_pin, pin_index
 from pynamodb_sharding.keys import LEGACY_SHARD
 from pynamodb_sharding.throttling import ThrottleKind, classify
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
-    from pynamodb_sharding.model import ShardedModel
-
 __all__ = [
     "ShardedIndex",
     "add_shard_attributes",
     "backfill_pending",
+    "bind_sharded_indexes",
     "check_index_actions",
     "declares_sharded_index",
     "index_not_ready",
     "index_shard_manager",
     "sharded_index",
     "sharded_indexes",
+    "sharded_indexes_of",
+    "store_index_values",
     "write_growing_indexes",
 ]
 
@@ -83,7 +87,7 @@ class ShardedIndex:
     #: shard, the second attribute of the index's partition key; ``None`` for the suffixed layout.
     shard_attr_name: str | None = None
 
-    def store(self, item: ShardedModel, data: dict[str, dict[str, Any]]) -> None:
+    def store(self, item: Any, data: dict[str, dict[str, Any]]) -> None:
         """Put the item's index entry into its serialized ``data``: the suffixed value
         (``20160226_7``), or the logical value beside the shard number attribute."""
         value = item.attribute_values.get(self.attribute)
@@ -97,7 +101,7 @@ class ShardedIndex:
         else:
             data[self.shard_attr_name] = {"N": str(shard)}
 
-    def adopt(self, item: ShardedModel, raw: Mapping[str, Any] | None) -> None:
+    def adopt(self, item: Any, raw: Mapping[str, Any] | None) -> None:
         """Give a deserialized ``item`` its logical index value; remember its index shard."""
         values = item.attribute_values
         stored = values.get(self.attribute)
@@ -110,14 +114,14 @@ class ShardedIndex:
                 raise self._bare_value(item, stored) from None
             values[self.attribute] = logical
             if shard != LEGACY_SHARD:  # a bare value (legacy_unsharded) gets a shard when saved
-                item._pin_index_shard(self.index_name, logical, shard)
+                pin_index(item, self.index_name, logical, shard)
             return
         number = (raw or {}).get(self.shard_attr_name)
         text = number.get("N") if isinstance(number, Mapping) else None
         if isinstance(text, str) and text.isdecimal():  # else written by another program: drawn anew
-            item._pin_index_shard(self.index_name, stored, int(text))
+            pin_index(item, self.index_name, stored, int(text))
 
-    def _bare_value(self, item: ShardedModel, stored: object) -> ShardKeyError:
+    def _bare_value(self, item: Any, stored: object) -> ShardKeyError:
         """The error of reading an index value stored without an index shard, which an index
         adopted in place would read."""
         model = type(item).__name__
@@ -130,19 +134,18 @@ class ShardedIndex:
         )
         return ShardKeyError(msg)
 
-    def shard_of(self, item: ShardedModel, value: str) -> int:
+    def shard_of(self, item: Any, value: str) -> int:
         """The index shard of ``item``: computed for hashed strategies, else the one it was read
         from or last written to while ``value`` is unchanged, else a new draw (then kept)."""
         manager = self.manager
         if manager.keeps_keys_unique:
             return manager.write_shard(item)
-        pins = item._index_pins
-        pinned = pins.get(self.index_name) if pins is not None else None
+        pinned = index_pin(item, self.index_name)
         if pinned is not None and pinned[0] == value:
             return pinned[1]
         manager.check_writable(value)
         shard = manager.write_shard(item)
-        item._pin_index_shard(self.index_name, value, shard)
+        pin_index(item, self.index_name, value, shard)
         return shard
 
 
@@ -162,7 +165,7 @@ def _names_path(node: object, names: set[str]) -> str | None:
     return None
 
 
-def check_index_actions(model: type[ShardedModel], actions: list[Any]) -> None:
+def check_index_actions(model: type[Any], actions: list[Any]) -> None:
     """Refuse update actions that set, remove or read a sharded index's attribute, or set or
     remove an attribute its index shard is derived from, before anything is sent.
 
@@ -170,7 +173,7 @@ def check_index_actions(model: type[ShardedModel], actions: list[Any]) -> None:
         DerivedAttributeUpdateError: such an action.
     """
     attributes = model.get_attributes()
-    for index in model._sharded_indexes.values():
+    for index in sharded_indexes_of(model).values():
         derived = {attributes[name].attr_name: name for name in index.manager.derived_attributes}
         for action in actions:
             found = _names_path(action, {index.attr_name})
@@ -209,7 +212,7 @@ def _throttled_index(exc: BaseException, table: str, growing: dict[str, ShardedI
     return None
 
 
-def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
+def write_growing_indexes(item: Any, send: Callable[[], _R]) -> _R:
     """Send a write of ``item``; when a sharded index whose strategy grows (``DynamicShards``)
     throttles it with ``IndexWriteKeyRangeThroughputExceeded`` naming that index, grow the
     index's count for the item's value (waiting as the strategy says) and send again, with a
@@ -217,7 +220,7 @@ def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
 
     Any other error, including a throttle naming the table or another index, is raised as it is.
     """
-    growing = {name: index for name, index in item._sharded_indexes.items()
+    growing = {name: index for name, index in sharded_indexes_of(type(item)).items()
                if callable(getattr(index.manager.strategy, "throttled", None))}
     if not growing:
         return send()
@@ -238,7 +241,7 @@ def write_growing_indexes(item: ShardedModel, send: Callable[[], _R]) -> _R:
                 raise
             value = item.attribute_values.get(index.attribute)
             strategy.throttled(index.manager.key(value), attempt)  # type: ignore[attr-defined]
-            item._forget_index_shard(index.index_name)
+            forget_index(item, index.index_name)
 
 
 def _index_sharding(index: GlobalSecondaryIndex[Any]) -> Sharding | None:
@@ -340,7 +343,7 @@ def add_shard_attributes(model: type[Model], schema: _S) -> _S:
     """Add the shard attribute of each ``layout="multi_attribute"`` index of ``model`` to a
     PynamoDB model schema: an ``N`` attribute definition, and a second ``HASH`` entry after the
     index's own in its key schema (DynamoDB's multi-attribute partition key)."""
-    bound: dict[str, ShardedIndex] = getattr(model, "_sharded_indexes", {}) or {}
+    bound = sharded_indexes_of(model)
     multi = {name: index for name, index in bound.items() if index.shard_attr_name is not None}
     if not multi:
         return schema
@@ -432,10 +435,10 @@ def index_shard_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:
     Raises:
         ShardingDefinitionError: the index is not declared on a ``ShardedModel``.
     """
-    model = getattr(index, "_model", None)
+    model = index_model(index)
     name = index.Meta.index_name
-    bound: dict[str, ShardedIndex] | None = getattr(model, "_sharded_indexes", None)
-    if model is None or bound is None or name not in bound:
+    bound = sharded_indexes_of(model) if model is not None else {}
+    if name not in bound:
         msg = (
             f"{type(index).__name__}({name!r}): a sharded index works on a ShardedModel only; "
             f"declare it on a ShardedModel subclass (e.g. `{name} = {type(index).__name__}()`)."
@@ -448,6 +451,31 @@ def sharded_index(model: type[Any], index_name: str | None) -> ShardedIndex | No
     """The sharded index ``index_name`` of ``model``, ``None`` when it is not one."""
     if index_name is None:
         return None
-    bound: dict[str, ShardedIndex] | None = getattr(model, "_sharded_indexes", None)
-    return bound.get(index_name) if bound else None
+    return sharded_indexes_of(model).get(index_name)
+
+
+#: Each model class's bound sharded indexes (see :func:`bind_sharded_indexes`).
+_BOUND: weakref.WeakKeyDictionary[type[Any], dict[str, ShardedIndex]] = weakref.WeakKeyDictionary()
+
+
+def bind_sharded_indexes(model: type[Any]) -> dict[str, ShardedIndex]:
+    """Bind and validate ``model``'s sharded indexes (:func:`sharded_indexes`) and remember them:
+    what the model's reads and writes find with :func:`sharded_indexes_of`. Called once per class,
+    when a sharded model is defined."""
+    bound = sharded_indexes(model)
+    _BOUND[model] = bound
+    for name, index in bound.items():
+        register_index_manager(indexes(model)[name], index.manager)
+    return bound
+
+
+def sharded_indexes_of(model: type[Any]) -> dict[str, ShardedIndex]:
+    """The sharded indexes of ``model`` by name (empty for a model without any)."""
+    return _BOUND.get(model, {})
+
+
+def store_index_values(item: Any, data: dict[str, dict[str, Any]]) -> None:
+    """Put each sharded index's entry (physical value, or shard attribute) in serialized ``data``."""
+    for index in sharded_indexes_of(type(item)).values():
+        index.store(item, data)
 

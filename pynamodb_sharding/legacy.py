@@ -14,7 +14,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from botocore.exceptions import BotoCoreError, ClientError
@@ -23,9 +23,6 @@ from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.descriptor import shard_manager
 from pynamodb_sharding.exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
 from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
-
-if TYPE_CHECKING:
-    from pynamodb_sharding.model import ShardedModel
 
 __all__ = [
     "SEPARATOR_CANDIDATES",
@@ -88,7 +85,7 @@ def _units(reply: Mapping[str, Any]) -> float:
     return float(sum(entry.get("CapacityUnits", 0.0) for entry in capacity))
 
 
-def _require_legacy(model: type[ShardedModel]) -> KeyCodec:
+def _require_legacy(model: type[Any]) -> KeyCodec:
     manager = shard_manager(model)
     if not manager.legacy_unsharded:
         msg = (
@@ -100,7 +97,7 @@ def _require_legacy(model: type[ShardedModel]) -> KeyCodec:
     return manager.codec
 
 
-def legacy_target_shard(model: type[ShardedModel], item: ShardedModel) -> int:
+def legacy_target_shard(model: type[Any], item: Any) -> int:
     """The shard a legacy item moves to, derived from its primary key alone.
 
     A strategy that computes shards (``HashedShards``) gives its own shard; a random or dynamic
@@ -112,7 +109,7 @@ def legacy_target_shard(model: type[ShardedModel], item: ShardedModel) -> int:
     return shard_manager(model).legacy_target_shard(item)
 
 
-def move_legacy_item(model: type[ShardedModel], raw_item_or_key: Any, *, max_attempts: int = 5) -> MoveOutcome:
+def move_legacy_item(model: type[Any], raw_item_or_key: Any, *, max_attempts: int = 5) -> MoveOutcome:
     """Move one legacy item of ``model``'s table from its bare key into its shard, atomically.
 
     One TransactWriteItems puts the sharded copy (only if that physical key holds nothing, and,
@@ -140,7 +137,7 @@ def move_legacy_item(model: type[ShardedModel], raw_item_or_key: Any, *, max_att
     return move_and_count(model, raw_item_or_key, MoveCapacity(), max_attempts=max_attempts)
 
 
-def move_and_count(model: type[ShardedModel], raw_item_or_key: Any, capacity: MoveCapacity, *,
+def move_and_count(model: type[Any], raw_item_or_key: Any, capacity: MoveCapacity, *,
                    max_attempts: int = 5) -> MoveOutcome:
     """:func:`move_legacy_item`, adding the capacity its requests consumed to ``capacity``
     (also of the requests sent before an error it raises): what a migration's report counts.
@@ -181,14 +178,14 @@ def move_and_count(model: type[ShardedModel], raw_item_or_key: Any, capacity: Mo
 class _Mover:
     """The requests of one legacy item's move, through the model's own botocore client."""
 
-    def __init__(self, model: type[ShardedModel], codec: KeyCodec, capacity: MoveCapacity) -> None:
+    def __init__(self, model: type[Any], codec: KeyCodec, capacity: MoveCapacity) -> None:
         self.model = model
         self.codec = codec
         self.capacity = capacity
         self.client = botocore_client(model)
         self.table = model.Meta.table_name
-        self.hash_name = model._hash_attr().attr_name
-        range_attr = model._range_attr()
+        self.hash_name = shard_manager(model).hash_attribute.attr_name
+        range_attr = shard_manager(model).range_attribute
         self.range_name = range_attr.attr_name if range_attr is not None else None
         self.range_attr = range_attr
         self.bare: RawItem | None = None  # the bare key, once known
@@ -336,10 +333,10 @@ def _json_default(value: object) -> Any:
 # -- keys that would be read wrongly ------------------------------------------------------------
 
 
-def _stored_keys(model: type[ShardedModel], segment: int | None, total_segments: int | None) -> Iterator[str]:
+def _stored_keys(model: type[Any], segment: int | None, total_segments: int | None) -> Iterator[str]:
     """Every distinct hash-key value stored in ``model``'s table (a consistent keys-only scan)."""
     client = botocore_client(model)
-    hash_name = model._hash_attr().attr_name
+    hash_name = shard_manager(model).hash_attribute.attr_name
     kwargs: dict[str, Any] = {
         "TableName": model.Meta.table_name, "ConsistentRead": True,
         "ProjectionExpression": "#h", "ExpressionAttributeNames": {"#h": hash_name},
@@ -366,7 +363,7 @@ def _reads_as_shard(codec: KeyCodec, value: str, highest: int) -> bool:
 
 
 def find_ambiguous_keys(
-    model: type[ShardedModel],
+    model: type[Any],
     *,
     values: Any = None,
     segment: int | None = None,
@@ -399,7 +396,7 @@ def find_ambiguous_keys(
     return [value for value in source if _reads_as_shard(manager.codec, value, highest)]
 
 
-def check_legacy_keys(model: type[ShardedModel], *, values: Any = None) -> None:
+def check_legacy_keys(model: type[Any], *, values: Any = None) -> None:
     """Refuse a table whose legacy keys a ``legacy_unsharded`` model would read wrongly.
 
     Reads cannot tell a legacy item stored under ``sensor_2016_3`` from shard 3 of

@@ -51,7 +51,7 @@ from pynamodb_sharding.periods import TimePartitioned
 from pynamodb_sharding.throttling import error_chain
 
 if TYPE_CHECKING:
-    from pynamodb_sharding.model import ShardedModel
+    from pynamodb.models import Model
 
 __all__ = [
     "PeriodBatchWrite",
@@ -64,7 +64,7 @@ __all__ = [
     "period_model",
 ]
 
-_M = TypeVar("_M", bound="ShardedModel")
+_M = TypeVar("_M", bound="Model")
 _T = TypeVar("_T")
 _NOT_FOUND = "ResourceNotFoundException"
 _IN_USE = "ResourceInUseException"

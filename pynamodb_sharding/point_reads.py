@@ -9,27 +9,43 @@ ambiguity that is refused, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
-from pynamodb.constants import KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.models import Model
 
-from pynamodb_sharding._host import table_connection
-from pynamodb_sharding.descriptor import shard_manager
+from pynamodb_sharding._host import discriminator_class, table_connection
+from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
+from pynamodb_sharding.descriptor import ShardManager, shard_manager
 from pynamodb_sharding.exceptions import ShardLocationError
+from pynamodb_sharding.indexes import sharded_indexes_of
+from pynamodb_sharding.item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
+from pynamodb_sharding.item import range_value as range_of
 from pynamodb_sharding.keys import LEGACY_SHARD
-
-if TYPE_CHECKING:
-    from pynamodb_sharding.model import ShardedModel
 
 __all__ = [
     "BATCH_GET_LIMIT",
+    "adopt_stored",
+    "batch_get",
+    "batch_key",
+    "candidate_shards",
+    "derived_attributes_set",
+    "derives_from_other_attributes",
+    "get",
+    "key_item",
     "leaves_out_keys",
     "locate",
+    "locate_for_write",
+    "mark_partial",
+    "operation_kwargs",
     "read_physical",
+    "refresh",
     "with_key_attributes",
     "without_stale_bare_copies",
 ]
+
+_M = TypeVar("_M", bound=Model)
 
 #: DynamoDB's limit on keys in one BatchGetItem request.
 BATCH_GET_LIMIT = 100
@@ -60,7 +76,7 @@ def leaves_out_keys(attributes_to_get: Iterable[Any] | None, key_names: Sequence
 
 
 def read_physical(
-    model: type[ShardedModel],
+    model: type[Any],
     keys: Sequence[tuple[str, int, Any]],
     *,
     consistent_read: bool | None,
@@ -72,9 +88,10 @@ def read_physical(
     Raises:
         ShardLocationError: the model has a range key and a triple does not give it.
     """
-    codec = shard_manager(model).codec
-    hash_attr = model._hash_attr()
-    range_attr = model._range_attr()
+    manager = shard_manager(model)
+    codec = manager.codec
+    hash_attr = manager.hash_attribute
+    range_attr = manager.range_attribute
     requests: list[dict[str, Any]] = []
     for logical, shard, range_key in keys:
         request = {hash_attr.attr_name: {"S": codec.encode(logical, shard)}}
@@ -87,7 +104,7 @@ def read_physical(
                 raise ShardLocationError(msg)
             request[range_attr.attr_name] = {range_attr.attr_type: range_attr.serialize(range_key)}
         requests.append(request)
-    projection = with_key_attributes(attributes_to_get, model._key_names())
+    projection = with_key_attributes(attributes_to_get, manager.key_names)
     found: list[tuple[int, dict[str, Any]]] = []
     # Bare legacy keys are read before any shard: an item a migration moves meanwhile is then
     # seen in one of the two places (see _shadowed for the one kept when seen in both).
@@ -104,7 +121,7 @@ def read_physical(
 
 
 def _batch_read(
-    model: type[ShardedModel], keys: Sequence[dict[str, Any]], *, consistent_read: bool | None,
+    model: type[Any], keys: Sequence[dict[str, Any]], *, consistent_read: bool | None,
     projection: Sequence[Any] | None,
 ) -> list[dict[str, Any]]:
     """The items stored under raw ``keys``, read with BatchGetItem (unprocessed keys read again)."""
@@ -123,7 +140,7 @@ def _batch_read(
 
 
 def without_stale_bare_copies(
-    model: type[ShardedModel], items: list[dict[str, Any]], *, consistent_read: bool | None,
+    model: type[Any], items: list[dict[str, Any]], *, consistent_read: bool | None,
 ) -> list[dict[str, Any]]:
     """``items`` without the bare legacy copies of items that a shard also holds.
 
@@ -138,8 +155,8 @@ def without_stale_bare_copies(
     """
     manager = shard_manager(model)
     codec = manager.codec
-    hash_name = model._hash_attr().attr_name
-    range_attr = model._range_attr()
+    hash_name = manager.hash_attribute.attr_name
+    range_attr = manager.range_attribute
     range_name = range_attr.attr_name if range_attr is not None else None
     bare: dict[tuple[Any, ...], list[int]] = {}
     keys: list[dict[str, Any]] = []
@@ -170,12 +187,12 @@ def without_stale_bare_copies(
 
 
 def _without_shadowed(
-    model: type[ShardedModel], found: list[tuple[int, dict[str, Any]]],
+    model: type[Any], found: list[tuple[int, dict[str, Any]]],
 ) -> list[tuple[int, dict[str, Any]]]:
     """Drop the legacy copies of items also found in a shard: the sharded copy wins (it is the
     one a migration or a write put there after the legacy item was last written)."""
     codec = shard_manager(model).codec
-    names = model._key_names()
+    names = shard_manager(model).key_names
 
     def identity(raw: dict[str, Any]) -> tuple[Any, ...]:
         logical = codec.decode(raw[names[0]]["S"])[0]
@@ -186,7 +203,7 @@ def _without_shadowed(
 
 
 def locate(
-    item: ShardedModel,
+    item: Any,
     candidates: Sequence[int],
     *,
     consistent_read: bool = True,
@@ -200,8 +217,9 @@ def locate(
         ShardLocationError: several shards hold the same logical primary key.
     """
     model = type(item)
-    logical = item.logical_hash_key()
-    range_value = item._range_value()
+    manager = shard_manager(model)
+    logical = logical_key(item, manager)
+    range_value = range_of(item, manager)
     found = read_physical(
         model,
         [(logical, shard, range_value) for shard in candidates],
@@ -210,8 +228,7 @@ def locate(
     )
     if len(found) > 1:
         shards = ", ".join(str(shard) for shard, _ in found)
-        manager = shard_manager(model)
-        keys = {model._hash_keyname, model._range_keyname}
+        keys = set(manager.key_attributes)
         derived = [name for name in manager.derived_attributes if name not in keys]
         if manager.keeps_keys_unique and derived:
             names = ", ".join(derived)
@@ -243,3 +260,217 @@ def locate(
     if not found:
         return None, None
     return found[0]
+
+
+# -- one item whose shard is unknown --------------------------------------------------------------
+
+
+def derives_from_other_attributes(manager: ShardManager[Any]) -> bool:
+    """Whether the strategy computes shards from attributes outside the primary key."""
+    keys = set(manager.key_attributes)
+    return any(name not in keys for name in manager.derived_attributes)
+
+
+def derived_attributes_set(item: Any, manager: ShardManager[Any]) -> bool:
+    values = item.attribute_values
+    return all(values.get(name) is not None for name in manager.derived_attributes)
+
+
+def candidate_shards(item: Any, manager: ShardManager[Any]) -> tuple[int, ...]:
+    """The shards that may hold ``item``'s primary key, its shard being unknown.
+
+    Where the shard is derived from attributes outside the primary key
+    (``HashedShards(attributes=("user_id",))``), an instance built by hand may carry another
+    ``user_id`` than the stored item, so every shard of the key is a candidate, as in a ``get``
+    by key: the key is what names the item, as in PynamoDB.
+    """
+    if derives_from_other_attributes(manager):
+        return manager.read_targets(logical_key(item, manager))
+    return manager.point_targets(item)
+
+
+def locate_for_write(item: Any) -> int:
+    """The shard an update, delete or refresh of ``item`` addresses (pinned)."""
+    manager = shard_manager(type(item))
+    shard = known(item, manager)
+    if shard is not None:
+        return shard
+    if moved_from(item, manager) is not None:
+        raise move_refused(item, manager, "updated, deleted or refreshed")
+    candidates = candidate_shards(item, manager)
+    if len(candidates) == 1:
+        return pin(item, manager, candidates[0])
+    found, _ = locate(item, candidates)
+    if found is None:
+        # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's would
+        # (an update creates it, a delete is a no-op, a condition sees no item).
+        manager.check_writable(logical_key(item, manager))
+        if derived_attributes_set(item, manager):
+            found = manager.write_shard(item)
+        else:  # no user_id to compute a shard from: every candidate is equally empty
+            found = next(candidate for candidate in candidates if candidate != LEGACY_SHARD)
+    return pin(item, manager, found)
+
+
+def key_item(model: type[_M], hash_key: Any, range_key: Any = None) -> _M:
+    """An unsaved instance of ``model`` holding only the primary key (what strategies hash)."""
+    manager = shard_manager(model)
+    values: dict[str, Any] = {manager.key_attributes[0]: hash_key}
+    if manager.range_name is not None and range_key is not None:
+        values[manager.range_name] = range_key
+    return model(_user_instantiated=False, **values)
+
+
+def mark_partial(item: _M) -> _M:
+    """Mark ``item`` as read with a projection that left out a key attribute (see writes)."""
+    state(item).partial = True
+    return item
+
+
+def adopt_stored(item: Any, raw: Mapping[str, Any] | None = None) -> None:
+    """Replace the physical hash key just deserialized (from ``raw``) by its logical key, pin
+    the item to its shard, and give each sharded index entry its logical value."""
+    manager = shard_manager(type(item))
+    values = item.attribute_values
+    for index in sharded_indexes_of(type(item)).values():
+        index.adopt(item, raw)
+    physical = values.get(manager.attribute)
+    if physical is None:  # projected away
+        return
+    values[manager.attribute], shard = manager.codec.decode(physical)
+    held = state(item)
+    held.shard = shard
+    # pin() inlined: this runs for every item read back.
+    held.basis = tuple(map(values.get, manager.basis_names))
+
+
+def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,
+        attributes_to_get: Sequence[str] | None) -> _M:
+    """Read one item: one GetItem when its shard is computable, else one batched read.
+
+    Raises:
+        DoesNotExist: no shard holds the item (the model's own ``DoesNotExist``).
+    """
+    manager = shard_manager(model)
+    probe = key_item(model, hash_key, range_key)
+    candidates = candidate_shards(probe, manager)
+    if len(candidates) == 1:
+        data = table_connection(model).get_item(
+            physical_key(probe, manager, candidates[0]),
+            range_key=manager.serialize_range(range_key),
+            consistent_read=consistent_read,
+            attributes_to_get=with_key_attributes(attributes_to_get, manager.key_names),
+        )
+        raw = data.get(ITEM) if data else None
+        if not raw:
+            raise model.DoesNotExist()
+    else:
+        _, raw = locate(probe, candidates, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
+        if raw is None:
+            raise model.DoesNotExist()
+    found: _M = model.from_raw_data(raw)
+    return mark_partial(found) if leaves_out_keys(attributes_to_get, manager.key_names) else found
+
+
+def batch_key(model: type[Any], given: Any) -> tuple[Any, Any]:
+    """``(hash key, range key)`` of one key given to ``batch_get``, refused as PynamoDB refuses it."""
+    if shard_manager(model).range_name is None:
+        return given, None
+    if isinstance(given, str):
+        msg = f"Invalid key value {given!r}: expected non-str iterable with exactly 2 elements (hash key, range key)"
+        raise ValueError(msg)
+    try:
+        hash_key, range_key = given
+    except (TypeError, ValueError):
+        msg = f"Invalid key value {given!r}: expected iterable with exactly 2 elements (hash key, range key)"
+        raise ValueError(msg) from None
+    return hash_key, range_key
+
+
+def batch_get(model: type[_M], keys: Iterable[Any], consistent_read: bool | None,
+              attributes_to_get: Sequence[str] | None) -> Iterator[_M]:
+    """BatchGetItem over every candidate shard of every requested key.
+
+    Yields each stored item found (a logical key stored in two shards yields both copies).
+    """
+    manager = shard_manager(model)
+    triples: list[tuple[str, int, Any]] = []
+    seen: set[tuple[Any, Any]] = set()
+    for given in keys:
+        hash_key, range_key = batch_key(model, given)
+        probe = key_item(model, hash_key, range_key)
+        # Any key sequence PynamoDB accepts (tuples, lists): one request per distinct key.
+        identity = (logical_key(probe, manager), manager.serialize_range(range_key))
+        if identity in seen:
+            continue
+        seen.add(identity)
+        triples.extend((identity[0], shard, range_key) for shard in candidate_shards(probe, manager))
+    partial = leaves_out_keys(attributes_to_get, manager.key_names)
+    for _, raw in read_physical(model, triples, consistent_read=consistent_read, attributes_to_get=attributes_to_get):
+        found: _M = model.from_raw_data(raw)
+        yield mark_partial(found) if partial else found
+
+
+def refresh(item: Any, consistent_read: bool) -> None:
+    """PynamoDB's ``refresh`` of ``item``, from the shard it is stored in (found when unknown).
+
+    Raises:
+        DoesNotExist: no shard holds it (the model's own ``DoesNotExist``).
+    """
+    model = type(item)
+    manager = shard_manager(model)
+    shard = known(item, manager)
+    if shard is not None and manager.misplaced(item, shard):
+        forget(item)  # a job may have moved it since: look again
+    if known(item, manager) is None:
+        if moved_from(item, manager) is not None:
+            raise move_refused(item, manager, "refreshed")
+        if derives_from_other_attributes(manager) and derived_attributes_set(item, manager):
+            # One GetItem where this instance's user_id puts the item; the key is stored once, so
+            # a hit is the item. A miss looks in every shard of the key.
+            pin(item, manager, manager.write_shard(item))
+            try:
+                return _refresh_from(item, manager, consistent_read)
+            except model.DoesNotExist:
+                forget(item)
+        candidates = candidate_shards(item, manager)
+        if len(candidates) > 1:
+            _, raw = locate(item, candidates)
+            if raw is None:
+                raise model.DoesNotExist("This item does not exist in the table.")
+            item.deserialize(raw)
+            return None
+        pin(item, manager, candidates[0])
+    return _refresh_from(item, manager, consistent_read)
+
+
+def _refresh_from(item: Any, manager: ShardManager[Any], consistent_read: bool) -> None:
+    """PynamoDB's ``refresh`` from the item's pinned shard."""
+    model = type(item)
+    shard = known(item, manager)
+    assert shard is not None
+    data = table_connection(model).get_item(physical_key(item, manager, shard),
+                                            range_key=manager.serialize_range(range_of(item, manager)),
+                                            consistent_read=consistent_read)
+    raw = data.get(ITEM) if data else None
+    if raw is None:
+        raise model.DoesNotExist("This item does not exist in the table.")
+    stored_cls = discriminator_class(item, raw)
+    if stored_cls and stored_cls != model:
+        msg = f"Cannot refresh this item from the returned class: {stored_cls.__name__}"
+        raise ValueError(msg)
+    item.deserialize(raw)
+
+
+def operation_kwargs(model: type[Any], hash_key: Any, range_key: Any, condition: Any) -> dict[str, Any]:
+    """Request arguments for one item (``TransactGet.get``, ``TransactWrite.condition_check``)."""
+    manager = shard_manager(model)
+    probe = key_item(model, hash_key, range_key)
+    check_item_condition(model, condition)  # before locating the item reads
+    shard = locate_for_write(probe)
+    result: dict[str, Any] = table_connection(model).get_operation_kwargs(
+        hash_key=physical_key(probe, manager, shard),
+        range_key=manager.serialize_range(range_key),
+        condition=rewrite_condition(model, condition, Usage.ITEM, lambda: shard),
+    )
+    return result

@@ -355,7 +355,7 @@ class _Sender:
         capacity = MoveCapacity()  # every attempt's requests, also those of an attempt that raised
         while True:
             try:
-                outcome = move_and_count(self.job.target.model, old_item, capacity)  # type: ignore[arg-type]
+                outcome = move_and_count(self.job.target.model, old_item, capacity)
             except _NETWORK_ERRORS:
                 backoff.wait(f"a legacy move in {self.table!r}")
                 continue

@@ -35,7 +35,7 @@ from pynamodb.attributes import Attribute
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import hash_keyname, range_keyname
-from pynamodb_sharding.descriptor import ShardManager, shard_manager
+from pynamodb_sharding.descriptor import ShardManager, is_sharded, shard_manager
 from pynamodb_sharding.exceptions import MigrationError, ShardKeyError, ShardLocationError
 from pynamodb_sharding.indexes import ShardedIndex, sharded_index
 from pynamodb_sharding.keys import LEGACY_SHARD
@@ -119,7 +119,7 @@ Action = Put | Move | Rewrite | Wait
 
 
 def _sharded(model: type[Model]) -> bool:
-    return getattr(model, "_sharding_attr", None) is not None
+    return is_sharded(model)
 
 
 @attrs.frozen

@@ -88,7 +88,7 @@ def _ambiguous_keys(job: Job) -> tuple[str, ...]:
         return ()
     from pynamodb_sharding.legacy import find_ambiguous_keys
 
-    return tuple(find_ambiguous_keys(job.target.model))  # type: ignore[arg-type]
+    return tuple(find_ambiguous_keys(job.target.model))
 
 
 def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000) -> MigrationPlan:

@@ -35,6 +35,7 @@ from pynamodb_sharding._host import (
     table_schema,
     ttl_attribute_name,
 )
+from pynamodb_sharding.descriptor import is_sharded, shard_manager
 from pynamodb_sharding.exceptions import ShardingError
 from pynamodb_sharding.model import with_companions
 from pynamodb_sharding.partitioned import existing_periods, period_model
@@ -458,10 +459,9 @@ class ModelBinding:
             else:
                 deleted += _delete_every_item(model)
         for model, _ in self._connections:
-            name = getattr(model, "_sharding_attr", None)
-            if name is None:
-                continue  # not a sharded model
-            store = getattr(getattr(model, name).strategy, "store", None)  # the class's ShardManager
+            if not is_sharded(model):
+                continue
+            store = getattr(shard_manager(model).strategy, "store", None)
             if store is not None and hasattr(store, "clear"):
                 store.clear()
         return deleted

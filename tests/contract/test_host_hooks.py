@@ -34,7 +34,10 @@ from pynamodb_sharding._host import (
     OVERRIDDEN_HOOKS,
     botocore_client,
     missing_fields,
+    put_arguments,
 )
+from pynamodb_sharding.descriptor import shard_manager
+from pynamodb_sharding.item import pin
 from pynamodb_sharding.testing import record_requests, simulate_partition_limits
 from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason, classify, error_chain, keep_throttling_reasons
 from tests.raw import raw_items
@@ -88,28 +91,35 @@ def _connection() -> Any:
     return Ledger._get_connection().connection
 
 
-@pytest.mark.parametrize(
-    "operation",
-    ["update", "delete", "refresh", "transact_update", "transact_delete"],
-)
+@pytest.mark.parametrize("operation", ["transact_update", "transact_delete"])
 def test_instance_requests_route_through_the_key_hook(
     ledger: type[Ledger], calls: Counter[str], operation: str,
 ) -> None:
+    """PynamoDB builds a transaction's update and delete with the key hook (the model's own
+    update, delete and refresh build their requests themselves, see writes.py)."""
     item = Ledger.get("acct", 1)
     calls.clear()
-    if operation == "update":
-        item.update(actions=[Ledger.note.set("v2")])
-    elif operation == "delete":
-        item.delete()
-    elif operation == "refresh":
-        item.refresh()
-    elif operation == "transact_update":
+    if operation == "transact_update":
         with TransactWrite(connection=_connection()) as tx:
             tx.update(item, actions=[Ledger.note.set("v2")])
     else:
         with TransactWrite(connection=_connection()) as tx:
             tx.delete(item)
     assert calls["_get_hash_range_key_serialized_values"] >= 1
+
+
+def test_put_arguments_are_save_args(ledger: type[Ledger]) -> None:
+    """_host.put_arguments builds what Model._get_save_args builds from the same attributes:
+    the keys popped out, the next version set, the version check added to the condition."""
+    item = Ledger.get("acct", 1)
+    condition = Ledger.note == "v1"
+    args, kwargs = Model._get_save_args(item, condition)
+    attributes = item.serialize()
+    mine, kwargs_mine = put_arguments(item, attributes, condition)
+    assert tuple(args) == mine
+    assert kwargs["attributes"] == kwargs_mine["attributes"]
+    assert kwargs.get("range_key") == kwargs_mine.get("range_key")
+    assert str(kwargs["condition"]) == str(kwargs_mine["condition"])
 
 
 def test_batch_delete_routes_through_the_item_key_hook(ledger: type[Ledger], calls: Counter[str]) -> None:
@@ -122,14 +132,14 @@ def test_batch_delete_routes_through_the_item_key_hook(ledger: type[Ledger], cal
     assert [] == raw_items(Ledger)
 
 
-@pytest.mark.parametrize("operation", ["save", "batch_save", "transact_save"])
+@pytest.mark.parametrize("operation", ["batch_save", "transact_save"])
 def test_writes_of_new_items_route_through_serialize(
     ledger: type[Ledger], calls: Counter[str], operation: str,
 ) -> None:
+    """PynamoDB builds batch and transactional puts with serialize (the model's own save builds
+    its request itself, see writes.py)."""
     item = Ledger("acct", 10, note="new")
-    if operation == "save":
-        item.save()
-    elif operation == "batch_save":
+    if operation == "batch_save":
         with Ledger.batch_write() as batch:
             batch.save(item)
     else:
@@ -173,14 +183,15 @@ def test_class_key_hook_refuses(ledger: type[Ledger]) -> None:
 class TestGuardFailsClosed:
     """With a hook bypassed as a changed PynamoDB would, the request is refused before sending."""
 
-    def test_delete_without_the_key_hook(self, ledger: type[Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_transact_delete_without_the_key_hook(self, ledger: type[Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
         item = Ledger.get("acct", 1)
         monkeypatch.setattr(Ledger, "_get_hash_range_key_serialized_values",
                             Model._get_hash_range_key_serialized_values)
         before = raw_items(Ledger)
-        with record_requests(Ledger) as recorder, pytest.raises(HostContractError, match="no shard suffix"):
-            item.delete()
-        assert "DeleteItem" not in recorder.requests
+        with (record_requests(Ledger) as recorder, pytest.raises(HostContractError, match="no shard suffix"),
+              TransactWrite(connection=_connection()) as tx):
+            tx.delete(item)
+        assert "TransactWriteItems" not in recorder.requests
         assert before == raw_items(Ledger)
 
     def test_batch_delete_without_the_item_key_hook(
@@ -194,10 +205,11 @@ class TestGuardFailsClosed:
                 batch.delete(item)
         assert 3 == len(raw_items(Ledger))
 
-    def test_put_without_serialize(self, ledger: type[Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_transact_put_without_serialize(self, ledger: type[Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(Ledger, "serialize", Model.serialize)
-        with pytest.raises(HostContractError, match=r"Ledger\.account.*PutItem"):
-            Ledger("acct", 20).save()
+        with (pytest.raises(HostContractError, match=r"Ledger\.account.*TransactWriteItems"),
+              TransactWrite(connection=_connection()) as tx):
+            tx.save(Ledger("acct", 20))
         assert 3 == len(raw_items(Ledger))
 
 
@@ -214,7 +226,7 @@ def test_batch_write_gives_up_with_the_known_text(dynamodb_models: Bind) -> None
         ):
             for n in range(25):
                 item = Ledger("acct", n)
-                item._pin_shard(1)  # one physical key, so the batch is throttled
+                pin(item, shard_manager(Ledger), 1)  # one physical key, so the batch is throttled
                 batch.save(item)
     finally:
         Ledger.Meta.max_retry_attempts = saved

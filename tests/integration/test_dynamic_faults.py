@@ -32,9 +32,10 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttrib
 from pynamodb.exceptions import GetError, PutError, UpdateError
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.descriptor import Sharding, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import IndexThrottleError, MetadataRequestError, ShardingError
+from pynamodb_sharding.item import pin, state
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed
@@ -212,7 +213,7 @@ class TestRetryAfterAmbiguousFailure:
         faults.plan = ["denied"]
         with pytest.raises(PutError):
             item.save()
-        assert item._physical_shard is None
+        assert state(item).shard is None
 
 
 class TestIndexThrottleIsAPutError:
@@ -295,7 +296,7 @@ class TestShrinkWithoutHistory:
         FaultShards(KEY, namespace, number_of_shards=4, last_updated=START - 50, shard_history=history).save()
         for shard in range(1, 5):
             item = sharded(KEY, shard)
-            item._pin_shard(shard)
+            pin(item, shard_manager(type(item)), shard)
             item.save()
         assert sharded.shards.shrink(KEY, to=1) == 1
         assert sharded.shards.read_shards(KEY) == (1, 2, 3, 4)

@@ -20,9 +20,10 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 
-from pynamodb_sharding.descriptor import Sharding
+from pynamodb_sharding.descriptor import Sharding, shard_manager
 from pynamodb_sharding.dynamic import DynamicShards
 from pynamodb_sharding.exceptions import MetadataError, ShardingError
+from pynamodb_sharding.item import pin
 from pynamodb_sharding.metadata import ShardMetadata
 from pynamodb_sharding.model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
@@ -161,7 +162,7 @@ def test_without_the_early_hook_botocore_would_retry_instead(bound: Any, clock: 
     traffic.log.clear()
     traffic.throttle_next = 1
     item = model(KEY, 2)
-    item._pin_shard(1)  # a known shard: written directly, not through the strategy
+    pin(item, shard_manager(type(item)), 1)  # a known shard: written directly, not through the strategy
     item.save()
     assert traffic.log == ["PutItem throttled", "PutItem"]
     assert model.shards.shard_count(KEY) == 1

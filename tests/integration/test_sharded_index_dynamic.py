@@ -20,6 +20,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding.indexes import sharded_indexes_of
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
 from pynamodb_sharding.throttling import ThrottleKind, classify
 from tests.raw import raw_client
@@ -201,5 +202,5 @@ class TestDynamicIndexGrowth:
             "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"},
             "ThrottlingReasons": [{"reason": reason, "resource": arn}],
         }, "PutItem")
-        found = _throttled_index(PutError("throttled", cause), table, dict(Event._sharded_indexes))
+        found = _throttled_index(PutError("throttled", cause), table, dict(sharded_indexes_of(Event)))
         assert (found is not None) is grows

@@ -14,6 +14,7 @@ from pynamodb_sharding import (
     ShardingDefinitionError,
     ShardManager,
 )
+from pynamodb_sharding.descriptor import shard_manager
 
 
 class TestDefinitionErrors:
@@ -358,7 +359,7 @@ class TestIndexOnlyDefinition:
             index = by_day()
 
         manager = shard_manager(Doc)
-        assert Doc._index_only
+        assert shard_manager(Doc).index_only
         assert manager.read_shards("doc_7") == (1,)
         assert manager.physical_key("doc_7", 1) == "doc_7"
         assert manager.decode("doc_7") == ("doc_7", 1)
@@ -385,8 +386,8 @@ class TestIndexOnlyDefinition:
         class Sharded(Doc):
             shards = Sharding(RandomShards(3))
 
-        assert Child._index_only
-        assert not Sharded._index_only
+        assert shard_manager(Child).index_only
+        assert not shard_manager(Sharded).index_only
         assert Sharded.shards.read_shards("k") == (1, 2, 3)
 
     def test_neither_table_nor_index_sharding(self) -> None:

@@ -1,0 +1,562 @@
+"""Writes of one item of a sharded table: which physical key a put, update or delete addresses,
+and the requests that do it.
+
+A new item goes where its strategy says (:meth:`ShardManager.write`, which may retry on a
+throttle); an item read back stays where it was read (see :mod:`pynamodb_sharding.item`); an
+item stored where the layout no longer writes it (a bare legacy key, an older count) is moved
+where a job would move it, in one transaction, and followed when a job moved it meanwhile. The
+requests are built and sent here (``PutItem``, ``UpdateItem``, ``DeleteItem``,
+``TransactWriteItems``), through the model's table connection, the way PynamoDB's ``save``,
+``update`` and ``delete`` send them, so a write goes down from the model and never back up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pynamodb.constants import ATTRIBUTES, ITEM
+from pynamodb.exceptions import (
+    DeleteError,
+    PutError,
+    PynamoDBException,
+    TransactWriteError,
+    UpdateError,
+    VerboseClientError,
+)
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import Model
+
+from pynamodb_sharding import attempts, item
+from pynamodb_sharding._host import (
+    botocore_client,
+    bump_local_version,
+    discriminator_class,
+    put_arguments,
+    table_connection,
+    version_condition,
+)
+from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
+from pynamodb_sharding.descriptor import ShardManager, shard_manager
+from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, PartialItemError, ShardKeyError, ShardMoveError
+from pynamodb_sharding.indexes import check_index_actions, sharded_indexes_of, store_index_values
+from pynamodb_sharding.keys import LEGACY_SHARD
+from pynamodb_sharding.point_reads import candidate_shards, derives_from_other_attributes, locate, locate_for_write
+
+__all__ = [
+    "addressed_key",
+    "batch_alone",
+    "condition_failed",
+    "delete",
+    "delete_condition",
+    "new_item_shard",
+    "save",
+    "stored_form",
+    "transaction_put_condition",
+    "update",
+    "update_condition",
+]
+
+#: How often a write follows an item that jobs keep moving before it gives up.
+MAX_RELOCATIONS = 3
+
+_E = TypeVar("_E", bound=PynamoDBException)
+_R = TypeVar("_R")
+
+
+class _TargetTaken(Exception):
+    """A move's target shard holds another item of the same primary key (random strategies)."""
+
+
+def condition_failed(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError) -> _E:
+    """PynamoDB's own error for a condition the library sent inside a transaction:
+    ``PutError("Failed to put item: An error occurred (ConditionalCheckFailedException) on request
+    (...) on table (...) when calling the PutItem operation: The conditional request failed")``,
+    with the same ``cause_response_code``, as applications match on either."""
+    reasons = failed.cancellation_reasons or []
+    message = next((reason.message for reason in reasons if reason is not None and reason.message), None)
+    original = getattr(failed.cause, "__cause__", None)
+    headers = getattr(original, "response", {}).get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    cause = VerboseClientError(
+        {"Error": {"Code": "ConditionalCheckFailedException",
+                   "Message": message or "The conditional request failed"}},
+        operation,
+        {"request_id": headers.get("x-amzn-requestid", ""), "table_name": table},
+    )
+    return error(f"Failed to {action}: {cause}", cause)
+
+
+# -- where a new item goes ------------------------------------------------------------------------
+
+
+def stored_shard_of_key(target: Any, manager: ShardManager[Any]) -> int | None:
+    """Where a new instance's primary key is already stored, for strategies that keep keys
+    unique but may have stored it under an older layout (``HashedShards(previous_counts=)``).
+
+    ``None`` when the strategy computes one shard for the key (no read is needed), when it
+    does not keep keys unique, or when the key is stored nowhere.
+    """
+    if not manager.keeps_keys_unique:
+        if manager.legacy_unsharded:  # the key may still be stored bare: replace that item
+            stored, _ = locate(target, (LEGACY_SHARD,))
+            return stored
+        return None
+    candidates = candidate_shards(target, manager)
+    if len(candidates) < 2:
+        return None
+    stored, _ = locate(target, candidates)
+    return stored
+
+
+def new_item_shard(target: Any) -> int:
+    """Pin and return the shard a batch or transactional write of ``target``, whose shard is
+    unknown, goes to.
+
+    Raises:
+        ShardMoveError: the item must move (a derived attribute changed): ``save()`` moves it.
+    """
+    manager = shard_manager(type(target))
+    if item.moved_from(target, manager) is not None:
+        raise item.move_refused(target, manager, "batch-written, written in a transaction or serialized")
+    manager.check_writable(getattr(target, manager.attribute))
+    stored = stored_shard_of_key(target, manager)
+    if stored == LEGACY_SHARD:  # shadow the bare copy where a move puts it (see stored_form)
+        return item.pin(target, manager, manager.legacy_target_shard(target))
+    if stored is not None:
+        if derives_from_other_attributes(manager):
+            wanted = manager.write_shard(target)
+            if wanted != stored:
+                derived = ", ".join(manager.derived_attributes)
+                msg = (
+                    f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
+                    f"{item.range_value(target, manager)!r} is stored in shard {stored}, but this instance's "
+                    f"{derived} selects shard {wanted}, so a batch or transactional write (or serializing "
+                    f"it) would leave two copies of one key; nothing was sent. Call save() on it, which "
+                    f"moves the stored item in one transaction."
+                )
+                raise ShardMoveError(msg)
+        # Under an older layout a job may move it: a batch sends it through save(), which moves
+        # it; a transaction's put requires it to be still there (transaction_put_condition).
+        return item.pin(target, manager, stored)
+    return item.pin(target, manager, manager.write_shard(target))
+
+
+def stored_form(target: Any, data: dict[str, dict[str, Any]], *, null_check: bool = True) -> dict[str, dict[str, Any]]:
+    """``data`` (the item as PynamoDB serializes it) with the physical hash key and each sharded
+    index's entry, as DynamoDB stores the item. A new item is assigned its write shard here
+    (and keeps it), which is what batch and transactional writes of new items use.
+
+    Raises:
+        PartialItemError: the item was read with a projection that left out its key.
+    """
+    held = item.state(target)
+    manager = shard_manager(type(target))
+    if null_check and held.partial:
+        refuse_partial_put(target, manager)
+    shard = item.known(target, manager)
+    if shard == LEGACY_SHARD:
+        # A batch or transactional put of an item read from its bare key: a migration may have
+        # moved it meanwhile, so put it where a move puts it; the bare copy it shadows is
+        # deleted by the migration, and reads never return it (the sharded copy wins).
+        shard = item.pin(target, manager, manager.legacy_target_shard(target))
+    elif shard is None:
+        shard = new_item_shard(target)
+    data[manager.hash_attribute.attr_name] = {"S": item.physical_key(target, manager, shard)}
+    store_index_values(target, data)
+    return data
+
+
+def refuse_partial_put(target: Any, manager: ShardManager[Any]) -> None:
+    msg = (
+        f"{manager.model.__name__}: this item was read with attributes_to_get leaving out its key, so it "
+        f"holds only the attributes fetched; a put would replace the stored item without the "
+        f"others (PynamoDB refuses it too: its key is missing). Nothing was sent. Call "
+        f"item.refresh() first, or change it with item.update(actions=[...])."
+    )
+    raise PartialItemError(msg)
+
+
+def _stored_attributes(target: Any) -> dict[str, dict[str, Any]]:
+    """The item as DynamoDB stores it (``Model.serialize`` and :func:`stored_form`)."""
+    return stored_form(target, Model.serialize(target, null_check=True))
+
+
+# -- save -------------------------------------------------------------------------------------------
+
+
+def save(target: Any, condition: Condition | None, add_version_condition: bool, *,
+         relocations: int = 0) -> dict[str, Any]:
+    """Save ``target``: a new item goes where its strategy says, a known one stays put, one a
+    job may move is moved first (see the model's ``save``)."""
+    model = type(target)
+    check_item_condition(model, condition)  # before the strategy reads anything
+    manager = shard_manager(model)
+    known = item.known(target, manager)
+    if known is not None:
+        if manager.misplaced(target, known):  # a job may move it: the save moves it first
+            return _save_misplaced(target, known, condition, add_version_condition, relocations)
+        return _put(target, condition, add_version_condition)
+    manager.check_writable(getattr(target, manager.attribute))  # before any I/O
+    moved_from = item.moved_from(target, manager)
+    if moved_from is not None:
+        wanted = manager.write_shard(target)
+        if wanted != moved_from:
+            return _save_moving(target, moved_from, wanted, condition, add_version_condition)
+        item.pin(target, manager, moved_from)
+        return _put(target, condition, add_version_condition)
+    item.forget(target)
+    stored = stored_shard_of_key(target, manager)
+    if stored is not None:  # overwrite by key where the key is stored, never a second copy
+        item.pin(target, manager, stored)
+        if manager.misplaced(target, stored):  # an older layout, or this item's user_id moved it
+            return _save_misplaced(target, stored, condition, add_version_condition, relocations)
+        return _put(target, condition, add_version_condition)
+    item.forget(target)
+
+    attempts.watch(botocore_client(model))
+    ambiguous = False  # some attempt of this save may have been applied
+
+    def send(shard: int) -> dict[str, Any]:
+        nonlocal ambiguous
+        item.pin(target, manager, shard)
+        with attempts.tracking() as sent:
+            try:
+                return _put(target, condition, add_version_condition)
+            except BaseException:
+                # Forget the shard only when nothing can have been written; after a lost reply
+                # every retry (the strategy's, then the application's) must address the same
+                # physical key, as PynamoDB's would.
+                ambiguous = ambiguous or sent.may_have_applied
+                if not ambiguous:
+                    item.forget(target)
+                raise
+
+    return manager.write(target, send)
+
+
+def _put(target: Any, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
+    """Send the ``PutItem`` of ``target`` to its pinned shard, as PynamoDB's ``save`` sends it."""
+    model = type(target)
+    attributes = _stored_attributes(target)
+    args, kwargs = put_arguments(target, attributes, condition, add_version_condition=add_version_condition)
+    physical = args[0]
+    codec = shard_manager(model).codec
+    kwargs["condition"] = rewrite_condition(model, kwargs["condition"], Usage.ITEM, lambda: codec.decode(physical)[1])
+    data: dict[str, Any] = table_connection(model).put_item(*args, **kwargs)
+    bump_local_version(target)
+    return data
+
+
+def _save_misplaced(
+    target: Any, stored: int, condition: Condition | None, add_version_condition: bool, relocations: int,
+) -> dict[str, Any]:
+    """Save an item stored where the layout no longer writes it (a bare legacy key, an older
+    count): move it where a job would, in one transaction (put the new copy, delete the stored
+    one if it is still there and meets ``condition`` and the version check).
+
+    When a job moved the item first (the transaction finds the stored copy gone), the save
+    goes to the item where it is now, with the user's change; when the item was deleted
+    meanwhile, the save puts it where the layout writes it, as PynamoDB recreates a deleted
+    item; when ``condition`` failed on the stored copy, PynamoDB's ``PutError`` is raised.
+    """
+    manager = shard_manager(type(target))
+    targets = manager.move_targets(target, stored)
+    # A random or dynamic strategy lets another item of the same primary key live in another
+    # shard: never overwrite it (a legacy move's target, or a computed shard, is this item's).
+    target_free = stored != LEGACY_SHARD and not manager.keeps_keys_unique
+    for shard in targets:
+        try:
+            return _save_moving(target, stored, shard, condition, add_version_condition, target_free=target_free)
+        except _TargetTaken:
+            continue
+        except PutError as exc:
+            if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
+                raise
+            where = relocate(target, stored)
+            if where == stored or relocations >= MAX_RELOCATIONS:
+                raise  # the condition or the version check failed on the stored copy
+            if where is None:  # deleted meanwhile: recreated where the layout writes it
+                item.pin(target, manager, shard)
+                return _put(target, condition, add_version_condition)
+            return save(target, condition, add_version_condition, relocations=relocations + 1)
+    msg = (
+        f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
+        f"{item.range_value(target, manager)!r} must move out of shard {stored}, but every shard it could "
+        f"move to holds another item of the same primary key (random and dynamic strategies do not "
+        f"keep keys unique); nothing was written. Delete the extra copies (read them with "
+        f"{manager.model.__name__}.query), or use HashedShards where items are overwritten by key."
+    )
+    raise ShardMoveError(msg)
+
+
+def relocate(target: Any, stored: int) -> int | None:
+    """After a write addressed to ``stored`` failed its condition: where the item is now
+    (pinned there), ``stored`` itself when it is still there (the condition failed on it),
+    or ``None`` when no shard holds it (deleted meanwhile; the pin is kept)."""
+    manager = shard_manager(type(target))
+    held = item.state(target)
+    pinned = (held.shard, held.basis)
+    item.forget(target)
+    shard, _ = locate(target, candidate_shards(target, manager))
+    if shard is None:
+        held.shard, held.basis = pinned
+        return None
+    item.pin(target, manager, shard)
+    return shard
+
+
+def guarded(target: Any, condition: Condition | None) -> Condition | None:
+    """The condition of a write to ``target`` where a job may move it from: it must still be
+    there, else the write would recreate it beside its moved copy."""
+    exists: Condition = shard_manager(type(target)).hash_attribute.exists()
+    return exists if condition is None else condition & exists
+
+
+def _save_moving(
+    target: Any, stored: int, shard: int, condition: Condition | None, add_version_condition: bool,
+    *, target_free: bool = False,
+) -> dict[str, Any]:
+    """Put ``target`` in ``shard`` and delete its copy in ``stored``, in one transaction.
+
+    ``condition`` and the version check apply to the stored copy, as they would on an
+    unsharded table; the delete also requires that copy to still exist, so a concurrent move or
+    delete makes the transaction fail instead of leaving two copies. With ``target_free`` the
+    put also requires ``shard`` to hold nothing (else :class:`_TargetTaken`).
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    connection = table_connection(model)
+    hash_attr = manager.hash_attribute
+    range_ser = manager.serialize_range(item.range_value(target, manager))
+    version_check = version_condition(target) if add_version_condition else None
+    delete_condition: Condition = hash_attr.exists()
+    for extra in (rewrite_condition(model, condition, Usage.ITEM, lambda: stored), version_check):
+        if extra is not None:
+            delete_condition &= extra
+    held = item.state(target)
+    before = (held.shard, held.basis)
+    old_physical = manager.codec.encode(item.logical_key(target, manager), stored)
+    item.pin(target, manager, shard)
+    attributes = _stored_attributes(target)
+    args, kwargs = put_arguments(target, attributes, None, add_version_condition=False)
+    put = connection.get_operation_kwargs(
+        args[0], range_key=kwargs.get("range_key"), key=ITEM, attributes=kwargs["attributes"],
+        condition=hash_attr.does_not_exist() if target_free else None,
+    )
+    delete_request = connection.get_operation_kwargs(old_physical, range_key=range_ser, condition=delete_condition)
+    try:
+        data: dict[str, Any] = connection.connection.transact_write_items(
+            condition_check_items=[], delete_items=[delete_request], put_items=[put], update_items=[],
+            client_request_token=str(uuid.uuid4()),
+        )
+    except TransactWriteError as exc:
+        held.shard, held.basis = before  # nothing moved
+        reasons = exc.cancellation_reasons or []
+        codes = [reason.code if reason is not None else None for reason in reasons] + [None, None]
+        if codes[0] == "ConditionalCheckFailed":
+            raise condition_failed(PutError, "put item", "PutItem", model.Meta.table_name, exc) from exc
+        if codes[1] == "ConditionalCheckFailed" and target_free:
+            raise _TargetTaken from exc
+        raise PutError(f"Failed to put item: {exc.cause}", exc.cause) from exc
+    item.pin(target, manager, shard)
+    bump_local_version(target)
+    return data
+
+
+def transaction_put_condition(target: Any, physical: str, condition: Condition | None) -> Condition | None:
+    """The condition of a transactional put of ``target`` at ``physical``: rewritten for its shard
+    and, where a job may move the item from there, requiring it to be still there."""
+    model = type(target)
+    manager = shard_manager(model)
+    codec = manager.codec
+    condition = rewrite_condition(model, condition, Usage.ITEM, lambda: codec.decode(physical)[1])
+    try:
+        shard = codec.decode(physical)[1]
+    except ShardKeyError:  # not ours (PynamoDB no longer calls serialize): the key guard refuses it
+        return condition
+    if shard != LEGACY_SHARD and manager.misplaced(target, shard):
+        # save() moves it instead: the transaction fails rather than leave a second copy
+        # beside the moved one.
+        return guarded(target, condition)
+    result: Condition | None = condition
+    return result
+
+
+# -- update and delete --------------------------------------------------------------------------
+
+
+def check_actions(target: Any, actions: Any) -> None:
+    """Refuse update actions on attributes the item's shard (or an index shard) is derived from.
+
+    Raises:
+        DerivedAttributeUpdateError: such an action.
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    if sharded_indexes_of(model) and isinstance(actions, list):
+        check_index_actions(model, actions)
+    derived = set(manager.derived_attributes)
+    if not derived or not isinstance(actions, list):
+        return
+    attributes = model.get_attributes()
+    names = {attributes[name].attr_name: name for name in derived}
+    for action in actions:
+        path = action.values[0] if getattr(action, "values", None) else None
+        top = getattr(path, "path", [None])[0]
+        if top in names:
+            msg = (
+                f"{model.__name__}.{names[top]}: {model.__name__}'s shard is derived from {names[top]!r}, "
+                f"so an update of it would leave the item in a shard its new value does not select; "
+                f"set item.{names[top]} and call item.save(), which moves the item in one transaction."
+            )
+            raise DerivedAttributeUpdateError(msg)
+
+
+def addressed_key(target: Any) -> tuple[str, Any]:
+    """``(physical hash key, serialized range key)`` an update, delete or refresh of ``target``
+    addresses (locating the item when its shard is unknown)."""
+    manager = shard_manager(type(target))
+    shard = locate_for_write(target)
+    return item.physical_key(target, manager, shard), manager.serialize_range(item.range_value(target, manager))
+
+
+def _item_condition(target: Any, condition: Condition | None) -> Condition | None:
+    """``condition`` rewritten for the physical key the item's requests address."""
+    model = type(target)
+    manager = shard_manager(model)
+    return rewrite_condition(model, condition, Usage.ITEM, lambda: manager.codec.decode(addressed_key(target)[0])[1])
+
+
+def update(target: Any, actions: list[Any], condition: Condition | None, add_version_condition: bool) -> Any:
+    """PynamoDB's ``update`` of ``target`` where it is stored (see :func:`write_in_place`)."""
+    if not isinstance(actions, list) or len(actions) == 0:
+        msg = "the value of `actions` is expected to be a non-empty list"
+        raise TypeError(msg)
+    check_actions(target, actions)
+    model = type(target)
+
+    def send(guarded_condition: Condition | None) -> Any:
+        hash_key, range_key = addressed_key(target)
+        sent = list(actions)
+        version = version_condition(target, actions=sent)
+        if add_version_condition and version is not None:
+            guarded_condition &= version
+        data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
+                                                   condition=guarded_condition, actions=sent)
+        stored = data[ATTRIBUTES]
+        stored_cls = discriminator_class(target, stored)
+        if stored_cls and stored_cls != model:
+            msg = f"Cannot update this item from the returned class: {stored_cls.__name__}"
+            raise ValueError(msg)
+        target.deserialize(stored)
+        return data
+
+    return write_in_place(target, send, condition, UpdateError, "update item")
+
+
+def delete(target: Any, condition: Condition | None, add_version_condition: bool) -> Any:
+    """PynamoDB's ``delete`` of ``target`` where it is stored (see :func:`write_in_place`)."""
+    model = type(target)
+
+    def send(guarded_condition: Condition | None) -> Any:
+        hash_key, range_key = addressed_key(target)
+        version = version_condition(target)
+        if add_version_condition and version is not None:
+            guarded_condition &= version
+        return table_connection(model).delete_item(hash_key, range_key=range_key, condition=guarded_condition)
+
+    return write_in_place(target, send, condition, DeleteError, "delete item")
+
+
+def write_in_place(
+    target: Any, send: Callable[[Condition | None], _R], condition: Condition | None,
+    error: type[PynamoDBException], action: str,
+) -> _R:
+    """Send an update or delete of ``target`` where it is stored.
+
+    Where a job may move the item (:meth:`ShardManager.misplaced`), the request also requires it
+    to still be there; when a job moved it meanwhile, the request is sent again where it is
+    now; when it was deleted meanwhile, it is sent where the layout writes the item, so DynamoDB
+    answers as it would on an unsharded table (an update creates the item, a delete does
+    nothing, a condition sees no item).
+    """
+    manager = shard_manager(type(target))
+    for _ in range(MAX_RELOCATIONS + 1):
+        stored = locate_for_write(target)
+        if not manager.misplaced(target, stored):
+            return send(_item_condition(target, condition))
+        try:
+            return send(guarded(target, _item_condition(target, condition)))
+        except error as exc:
+            if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
+                raise
+            where = relocate(target, stored)
+            if where == stored:  # the condition or the version check failed there
+                raise
+            if where is None:  # deleted meanwhile
+                item.pin(target, manager, manager.move_targets(target, stored)[0])
+                return send(_item_condition(target, condition))
+    msg = (
+        f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
+        f"{item.range_value(target, manager)!r} moved between shards {MAX_RELOCATIONS + 1} times while "
+        f"this {action} followed it (jobs running at once?); nothing was written. Try again."
+    )
+    raise ShardMoveError(msg)
+
+
+def _addresses_misplaced(target: Any) -> bool:
+    """Whether ``target``'s requests address a shard a job may move it from."""
+    return shard_manager(type(target)).misplaced(target, locate_for_write(target))
+
+
+def update_condition(target: Any, actions: list[Any], condition: Condition | None) -> Condition | None:
+    """The condition of a transactional update of ``target`` (``TransactWrite.update``)."""
+    check_actions(target, actions)
+    condition = _item_condition(target, condition)
+    if _addresses_misplaced(target):  # moved meanwhile: the transaction fails, never recreates it
+        condition = guarded(target, condition)
+    return condition
+
+
+def delete_condition(target: Any, condition: Condition | None) -> Condition | None:
+    """The condition of a transactional delete of ``target`` (``TransactWrite.delete``)."""
+    condition = _item_condition(target, condition)
+    if _addresses_misplaced(target):
+        condition = guarded(target, condition)
+    return condition
+
+
+# -- batch writes ------------------------------------------------------------------------------
+
+
+def batch_alone(target: Any, put: bool) -> bool:
+    """Whether a batch put (``put``) or delete of ``target`` must be sent on its own, by ``save()``
+    or ``delete()``: a job may be moving it (see :mod:`pynamodb_sharding.batch`).
+
+    A put of a new instance is assigned its shard here (reading where its key is stored, as
+    :func:`stored_form` would), so the batch reads nothing twice.
+    """
+    manager = shard_manager(type(target))
+    if not put:
+        return manager.misplaced(target, locate_for_write(target))
+    known = item.known(target, manager)
+    if known is None:
+        if item.moved_from(target, manager) is not None:
+            return False  # stored_form refuses it: save() moves it (see new_item_shard)
+        known = new_item_shard(target)
+    # A legacy item's put shadows its bare copy where a move puts it (see stored_form).
+    return known != LEGACY_SHARD and manager.misplaced(target, known)
+
+
+def stored_dict(target: Any, data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``to_dynamodb_dict``'s output with the physical key and the index entries: an item not
+    written yet is assigned its write shard here, as :func:`stored_form` does."""
+    manager = shard_manager(type(target))
+    result = dict(data)
+    shard = item.known(target, manager)
+    if shard is None:
+        shard = new_item_shard(target)
+    result[manager.hash_attribute.attr_name] = {"S": item.physical_key(target, manager, shard)}
+    store_index_values(target, result)
+    return result

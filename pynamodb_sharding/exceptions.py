@@ -1,8 +1,37 @@
-"""The ``ShardingError`` hierarchy.
+"""The ``ShardingError`` hierarchy, grouped by what a caller does about an error.
 
 Every error names the model, the attribute and the fix. Each class carries its own short
 ``code``, the anchor of its section on the errors page of the documentation, and its message
-ends with that section's URL.
+ends with that section's URL::
+
+    PynamoDBException (PynamoDB's)
+    └── ShardingError
+        ├── ShardingDefinitionError       fix the declaration or the installation
+        │   └── HostContractError
+        ├── ItemLocationError             fix the call: its key, condition or actions
+        │   ├── ShardKeyError, LogicalKeyError, SortKeyTypeError
+        │   ├── ShardLocationError, ShardMoveError, DerivedAttributeUpdateError
+        │   ├── ShardConditionError
+        │   └── PartialItemError          (also ValueError)
+        ├── ShardRequestError             retry, wait, or fix the table's setup
+        │   ├── IndexThrottleError, CapacityThrottleError      (also PutError)
+        │   ├── UnknownIndexError, ConsistentIndexReadError
+        │   ├── IndexNotReadyError                              (also QueryError)
+        │   └── PeriodTableMissingError, PeriodTableNotActiveError, PeriodsMissingError,
+        │       PeriodRangeError
+        ├── CursorError                   a page token or cursor that is not this query's
+        ├── MetadataError                 shard counts: their items, their changes
+        │   ├── MetadataRequestError                            (also PutError)
+        │   └── FixedShardCountError, GrowthPolicyError, ShrinkTargetError,
+        │       ShardCountConflictError
+        ├── MigrationError                jobs and adoption
+        │   └── AmbiguousLegacyKeyError, LegacyMoveError, ArchiveError
+        └── DeliveryError                 the delivery recipe
+            └── DeliveryExistsError (also PutError), DeliveryNotFoundError (LookupError),
+                DeliveryNotReadyError, DeliveryInputError (ValueError),
+                DeliveryConflictError (RuntimeError), DeliveryDataError (TypeError)
+
+:class:`PeriodsMissingWarning` is a ``UserWarning``.
 """
 
 from __future__ import annotations
@@ -30,6 +59,7 @@ __all__ = [
     "HostContractError",
     "IndexNotReadyError",
     "IndexThrottleError",
+    "ItemLocationError",
     "LegacyMoveError",
     "LogicalKeyError",
     "MetadataError",
@@ -45,6 +75,7 @@ __all__ = [
     "ShardKeyError",
     "ShardLocationError",
     "ShardMoveError",
+    "ShardRequestError",
     "ShardingDefinitionError",
     "ShardingError",
     "ShrinkTargetError",
@@ -86,18 +117,44 @@ class ShardingError(PynamoDBException):
 
 
 class ShardingDefinitionError(ShardingError):
-    """A model class cannot be sharded as declared; raised when the class is defined."""
+    """A model class cannot be sharded as declared; raised when the class is defined.
+
+    Also the group of the errors fixed by changing the declaration or the installation
+    (:class:`HostContractError`).
+    """
 
     code = "definition"
 
 
-class ShardKeyError(ShardingError):
+class ItemLocationError(ShardingError):
+    """The group of the errors about one item's key or where it is stored: a key that cannot be
+    encoded, a shard that cannot be known, a condition or an update that cannot be sent as
+    written. Fixed by changing the call (its key, condition or actions); nothing was sent.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "item-errors"
+
+
+class ShardRequestError(ShardingError):
+    """The group of the errors of a request DynamoDB refused or could not serve as asked: a
+    throttle that more shards do not fix, an index that is not there or not ready, periods
+    without a table. Retried, waited for, or fixed in the table's setup.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "request-errors"
+
+
+class ShardKeyError(ItemLocationError):
     """A key value cannot be encoded or decoded: wrong type, too long, not a physical key."""
 
     code = "key"
 
 
-class ShardConditionError(ShardingError):
+class ShardConditionError(ItemLocationError):
     """A condition or filter uses the sharded hash key in a way that cannot be rewritten exactly.
 
     .. versionadded:: 0.1.0
@@ -106,7 +163,7 @@ class ShardConditionError(ShardingError):
     code = "condition"
 
 
-class ShardLocationError(ShardingError):
+class ShardLocationError(ItemLocationError):
     """The physical shard of an item cannot be determined for a write, update or delete."""
 
     code = "location"
@@ -124,7 +181,7 @@ class MetadataError(ShardingError):
     code = "metadata"
 
 
-class HostContractError(ShardingError):
+class HostContractError(ShardingDefinitionError):
     """The installed PynamoDB stopped routing a request through the hooks this library overrides.
 
     Raised before sending, so a request that would address a bare logical key is refused
@@ -134,7 +191,7 @@ class HostContractError(ShardingError):
     code = "host"
 
 
-class IndexThrottleError(ShardingError, PutError):
+class IndexThrottleError(ShardRequestError, PutError):
     """A write was throttled by a global secondary index whose own partition key is hot.
 
     Also a :class:`pynamodb.exceptions.PutError`, which PynamoDB raises for the same throttle,
@@ -146,7 +203,7 @@ class IndexThrottleError(ShardingError, PutError):
     code = "index-throttle"
 
 
-class CapacityThrottleError(ShardingError, PutError):
+class CapacityThrottleError(ShardRequestError, PutError):
     """A dynamic write was throttled for a reason more shards cannot fix: the table's or an
     index's provisioned capacity, the account's quota, the on-demand maximum, or a hot read
     partition. Raised after botocore's retries; the message names the fix by reason.
@@ -157,7 +214,7 @@ class CapacityThrottleError(ShardingError, PutError):
     code = "capacity-throttle"
 
 
-class MetadataRequestError(ShardingError, PutError):
+class MetadataRequestError(MetadataError, PutError):
     """A ``save()`` could not read or change the shard-count metadata table.
 
     Also a :class:`pynamodb.exceptions.PutError`, which is what ``save()`` promises to raise;
@@ -169,7 +226,7 @@ class MetadataRequestError(ShardingError, PutError):
     code = "metadata-request"
 
 
-class UnknownIndexError(ShardingError):
+class UnknownIndexError(ShardRequestError):
     """A query names an index that the model does not declare.
 
     .. versionadded:: 0.1.0
@@ -178,7 +235,7 @@ class UnknownIndexError(ShardingError):
     code = "unknown-index"
 
 
-class ConsistentIndexReadError(ShardingError):
+class ConsistentIndexReadError(ShardRequestError):
     """A query asks a global secondary index for a strongly consistent read, which DynamoDB refuses.
 
     .. versionadded:: 0.1.0
@@ -187,7 +244,7 @@ class ConsistentIndexReadError(ShardingError):
     code = "consistent-index-read"
 
 
-class IndexNotReadyError(ShardingError, QueryError):
+class IndexNotReadyError(ShardRequestError, QueryError):
     """A query of a sharded global secondary index that the table cannot answer in full yet:
     a ``layout="multi_attribute"`` index still declared ``legacy_unsharded`` (its shard
     attribute not backfilled), or a table index that does not exist, is not ``ACTIVE`` or lacks
@@ -202,7 +259,7 @@ class IndexNotReadyError(ShardingError, QueryError):
     code = "index-not-ready"
 
 
-class SortKeyTypeError(ShardingError):
+class SortKeyTypeError(ItemLocationError):
     """A sort-key value read back from DynamoDB is not of a key type (``S``, ``N`` or ``B``).
 
     .. versionadded:: 0.1.0
@@ -211,7 +268,7 @@ class SortKeyTypeError(ShardingError):
     code = "sort-key-type"
 
 
-class LogicalKeyError(ShardingError):
+class LogicalKeyError(ItemLocationError):
     """A request would send a logical key to DynamoDB, where only physical keys are stored.
 
     .. versionadded:: 0.1.0
@@ -220,7 +277,7 @@ class LogicalKeyError(ShardingError):
     code = "logical-key"
 
 
-class ShardMoveError(ShardingError):
+class ShardMoveError(ItemLocationError):
     """An item's shard-deciding attributes changed since it was read; only ``save()`` moves it.
 
     .. versionadded:: 0.1.0
@@ -229,7 +286,7 @@ class ShardMoveError(ShardingError):
     code = "shard-move"
 
 
-class PartialItemError(ShardingError, ValueError):
+class PartialItemError(ItemLocationError, ValueError):
     """A full write (``save``, a batch or transactional put) of an item read with a projection
     that left out its key: the key attributes were fetched only for the library's own use, and
     the put would replace the stored item without the attributes not fetched. PynamoDB refuses
@@ -241,7 +298,7 @@ class PartialItemError(ShardingError, ValueError):
     code = "partial-item"
 
 
-class DerivedAttributeUpdateError(ShardingError):
+class DerivedAttributeUpdateError(ItemLocationError):
     """An ``update()`` sets or removes an attribute the item's shard is computed from.
 
     .. versionadded:: 0.1.0
@@ -250,7 +307,7 @@ class DerivedAttributeUpdateError(ShardingError):
     code = "derived-attribute-update"
 
 
-class FixedShardCountError(ShardingError):
+class FixedShardCountError(MetadataError):
     """``grow`` or ``shrink`` was called on a strategy whose shard count is fixed.
 
     .. versionadded:: 0.1.0
@@ -259,7 +316,7 @@ class FixedShardCountError(ShardingError):
     code = "fixed-count"
 
 
-class GrowthPolicyError(ShardingError):
+class GrowthPolicyError(MetadataError):
     """A ``DynamicShards`` growth policy returned something other than a larger shard count.
 
     .. versionadded:: 0.1.0
@@ -268,7 +325,7 @@ class GrowthPolicyError(ShardingError):
     code = "growth-policy"
 
 
-class ShrinkTargetError(ShardingError):
+class ShrinkTargetError(MetadataError):
     """``shrink`` was asked for a shard count outside ``1..`` the key's current count.
 
     .. versionadded:: 0.1.0
@@ -277,7 +334,7 @@ class ShrinkTargetError(ShardingError):
     code = "shrink-target"
 
 
-class ShardCountConflictError(ShardingError):
+class ShardCountConflictError(MetadataError):
     """A key's shard count kept changing under a ``shrink``, so it gave up; retrying is safe.
 
     .. versionadded:: 0.1.0
@@ -298,7 +355,7 @@ class MigrationError(ShardingError):
     code = "migration"
 
 
-class AmbiguousLegacyKeyError(ShardingError):
+class AmbiguousLegacyKeyError(MigrationError):
     """Bare legacy keys of a ``legacy_unsharded`` table also read as physical keys of other keys.
 
     .. versionadded:: 0.2.0
@@ -307,7 +364,7 @@ class AmbiguousLegacyKeyError(ShardingError):
     code = "ambiguous-legacy-key"
 
 
-class LegacyMoveError(ShardingError):
+class LegacyMoveError(MigrationError):
     """``move_legacy_item`` was given something that is not a legacy item of a ``legacy_unsharded`` model.
 
     .. versionadded:: 0.2.0
@@ -316,7 +373,7 @@ class LegacyMoveError(ShardingError):
     code = "legacy-move"
 
 
-class PeriodTableMissingError(ShardingError):
+class PeriodTableMissingError(ShardRequestError):
     """A write to a time-partitioned model whose period has no table, declared ``missing="refuse"``.
 
     Nothing was written. Create the period's tables ahead (``pynamodb-sharding tables rotate``
@@ -328,7 +385,7 @@ class PeriodTableMissingError(ShardingError):
     code = "period-table-missing"
 
 
-class PeriodTableNotActiveError(ShardingError):
+class PeriodTableNotActiveError(ShardRequestError):
     """A write to a time-partitioned model waited for its period's table, which another writer
     or a rotation was creating, longer than the declared ``creation_timeout``.
 
@@ -341,7 +398,7 @@ class PeriodTableNotActiveError(ShardingError):
     code = "period-table-not-active"
 
 
-class PeriodsMissingError(ShardingError):
+class PeriodsMissingError(ShardRequestError):
     """A read of a time-partitioned model covers past periods whose tables are missing (archived
     and dropped, deleted, or never created), and the model declares ``missing_periods="raise"``.
 
@@ -378,7 +435,7 @@ class PeriodsMissingWarning(UserWarning):
         self.tables = tables
 
 
-class ArchiveError(ShardingError):
+class ArchiveError(MigrationError):
     """The archive step of a rotation (:func:`~pynamodb_sharding.rotation.export_to_s3`) did not
     finish: the export failed, timed out, or could not start. The rotation keeps the table and
     reports the step as failed; the next rotation tries again.
@@ -389,7 +446,7 @@ class ArchiveError(ShardingError):
     code = "archive"
 
 
-class PeriodRangeError(ShardingError):
+class PeriodRangeError(ShardRequestError):
     """A read of a time-partitioned model would cover more periods than its ``max_periods``, or
     was given a cursor of no period of the model; raised before anything is sent.
 

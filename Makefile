@@ -66,6 +66,7 @@ check-sdist: dist
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict pynamodb_sharding typing_tests
+	$(BIN)/lint-imports  # the layer contracts in pyproject.toml
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)

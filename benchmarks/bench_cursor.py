@@ -7,8 +7,8 @@ sort keys (ISO 8601 timestamps with microseconds), prints the length of:
   link of it would hold);
 * the page token (``next_page_token``), unsigned and signed with ``cursor_secret``.
 
-The cursors are made by the library's own codecs (:func:`~pynamodb_sharding.cursor.encode_cursor`,
-:class:`~pynamodb_sharding.cursor.TokenCodec`) from the state a merged query of the audit log
+The cursors are made by the library's own codecs (:func:`~pynamodb_sharding._cursor.encode_cursor`,
+:class:`~pynamodb_sharding._cursor.TokenCodec`) from the state a merged query of the audit log
 of ``/shared/firetvGen2.txt`` has after a page: every shard positioned on its last item. Sizes
 do not depend on the server, so none is started. Target: a 16-shard token with numeric sort
 keys under 400 characters.
@@ -24,7 +24,7 @@ import argparse
 import json
 import urllib.parse
 
-from pynamodb_sharding.cursor import CursorScope, CursorState, TokenCodec, encode_cursor
+from pynamodb_sharding._cursor import CursorScope, CursorState, TokenCodec, encode_cursor
 
 import report
 from charts import Chart, Lines, Series, Target

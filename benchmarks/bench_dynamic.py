@@ -33,11 +33,11 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
-from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.local import DynamoDBLocal, running_dynamodb_local

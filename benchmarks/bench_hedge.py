@@ -22,7 +22,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, ShardedModel, Sharding
-from pynamodb_sharding.hedging import WINDOW
+from pynamodb_sharding._hedging import WINDOW
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
 

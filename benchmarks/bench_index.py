@@ -29,11 +29,11 @@ from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
-from pynamodb_sharding.strategies import HashedShards
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._strategies import HashedShards
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
 from pynamodb_sharding.testing.simulator import simulate_partition_limits

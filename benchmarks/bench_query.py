@@ -41,7 +41,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import ShardedModel, Sharding
-from pynamodb_sharding.strategies import ItemKey, ShardKey
+from pynamodb_sharding._strategies import ItemKey, ShardKey
 from pynamodb_sharding.testing import bound_models, running_dynamodb_local
 from pynamodb_sharding.testing.latency import inject_latency
 

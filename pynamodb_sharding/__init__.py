@@ -1,11 +1,13 @@
-"""Write sharding for PynamoDB models.
+"""Write sharding for PynamoDB models: the public names, re-exported from the private modules
+that implement them (``pynamodb_sharding._model``, ``._strategies``, ``._exceptions`` ...).
 
-The public names below are loaded when first used (PEP 562 ``__getattr__``), so that
-``import pynamodb_sharding`` alone, which every ``pynamodb_sharding.*`` import runs first,
-loads neither PynamoDB nor botocore: the pytest plugin (``pynamodb_sharding.testing.plugin``,
-loaded in every pytest run of a project that installs the package) must not import botocore,
-urllib3 or ssl before the project's own ``gevent.monkey.patch_all()``. Each name stays
-importable as before: ``from pynamodb_sharding import ShardedModel`` loads what it needs.
+The names are loaded when first used (PEP 562 ``__getattr__``), so that ``import
+pynamodb_sharding`` alone, which every ``pynamodb_sharding.*`` import runs first, loads neither
+PynamoDB nor botocore: the pytest plugin (``pynamodb_sharding.testing.plugin``, loaded in every
+pytest run of a project that installs the package) must not import botocore, urllib3 or ssl
+before the project's own ``gevent.monkey.patch_all()``. ``from pynamodb_sharding import
+ShardedModel`` loads what it needs. The public modules beside this one are ``migration``,
+``legacy``, ``rotation``, ``capacity``, ``signals``, ``testing``, ``recipes`` and ``contrib``.
 """
 
 from __future__ import annotations
@@ -14,24 +16,33 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pynamodb_sharding.descriptor import Sharding, ShardManager, shard_manager
-    from pynamodb_sharding.dynamic import DynamicShards
-    from pynamodb_sharding.exceptions import (
+    from pynamodb_sharding._descriptor import Sharding, ShardManager, shard_manager
+    from pynamodb_sharding._dynamic import DynamicShards
+    from pynamodb_sharding._exceptions import (
         AmbiguousLegacyKeyError,
         ArchiveError,
         CapacityThrottleError,
         ConsistentIndexReadError,
         CursorError,
+        DeliveryConflictError,
+        DeliveryDataError,
+        DeliveryError,
+        DeliveryExistsError,
+        DeliveryInputError,
+        DeliveryNotFoundError,
+        DeliveryNotReadyError,
         DerivedAttributeUpdateError,
         FixedShardCountError,
         GrowthPolicyError,
         HostContractError,
         IndexNotReadyError,
         IndexThrottleError,
+        ItemLocationError,
         LegacyMoveError,
         LogicalKeyError,
         MetadataError,
         MetadataRequestError,
+        MigrationError,
         PartialItemError,
         PeriodRangeError,
         PeriodsMissingError,
@@ -45,16 +56,18 @@ if TYPE_CHECKING:
         ShardKeyError,
         ShardLocationError,
         ShardMoveError,
+        ShardRequestError,
         ShrinkTargetError,
         SortKeyTypeError,
         UnknownIndexError,
     )
-    from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
-    from pynamodb_sharding.metadata import ShardMetadata
-    from pynamodb_sharding.model import ShardedModel
-    from pynamodb_sharding.periods import PeriodTable, TimePartitioned
-    from pynamodb_sharding.pool import fanout_threads, set_fanout_threads
-    from pynamodb_sharding.strategies import (
+    from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
+    from pynamodb_sharding._metadata import ShardMetadata
+    from pynamodb_sharding._model import ShardedModel
+    from pynamodb_sharding._periods import PeriodTable, TimePartitioned
+    from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
+    from pynamodb_sharding._schedule import Schedule
+    from pynamodb_sharding._strategies import (
         HashedShards,
         HistoryEntry,
         ItemKey,
@@ -64,7 +77,7 @@ if TYPE_CHECKING:
         ShardKey,
         ShardStrategy,
     )
-    from pynamodb_sharding.throttling import (
+    from pynamodb_sharding._throttling import (
         Throttle,
         ThrottleKind,
         ThrottleReason,
@@ -81,6 +94,13 @@ __all__ = [
     "CapacityThrottleError",
     "ConsistentIndexReadError",
     "CursorError",
+    "DeliveryConflictError",
+    "DeliveryDataError",
+    "DeliveryError",
+    "DeliveryExistsError",
+    "DeliveryInputError",
+    "DeliveryNotFoundError",
+    "DeliveryNotReadyError",
     "DerivedAttributeUpdateError",
     "DynamicShards",
     "FanoutPoolWarning",
@@ -92,6 +112,7 @@ __all__ = [
     "IndexNotReadyError",
     "IndexThrottleError",
     "ItemKey",
+    "ItemLocationError",
     "KeySpace",
     "LegacyMoveError",
     "LogicalKeyError",
@@ -99,6 +120,7 @@ __all__ = [
     "MergedResultIterator",
     "MetadataError",
     "MetadataRequestError",
+    "MigrationError",
     "PartialItemError",
     "PeriodRangeError",
     "PeriodTable",
@@ -108,6 +130,7 @@ __all__ = [
     "PeriodsMissingWarning",
     "RandomShards",
     "ResizableShardStrategy",
+    "Schedule",
     "ShardConditionError",
     "ShardCountConflictError",
     "ShardKey",
@@ -116,6 +139,7 @@ __all__ = [
     "ShardManager",
     "ShardMetadata",
     "ShardMoveError",
+    "ShardRequestError",
     "ShardStrategy",
     "ShardedModel",
     "Sharding",
@@ -137,30 +161,34 @@ __all__ = [
     "shard_manager",
 ]
 
-#: The module of the package that defines each public name (the imports above, for type checkers).
+#: The private module that defines each public name (the imports above, for type checkers).
 _MODULES: dict[str, tuple[str, ...]] = {
-    "descriptor": ("Sharding", "ShardManager", "shard_manager"),
-    "dynamic": ("DynamicShards",),
-    "exceptions": (
+    "_descriptor": ("Sharding", "ShardManager", "shard_manager",),
+    "_dynamic": ("DynamicShards",),
+    "_exceptions": (
         "AmbiguousLegacyKeyError", "ArchiveError", "CapacityThrottleError", "ConsistentIndexReadError",
-        "CursorError", "DerivedAttributeUpdateError", "FixedShardCountError", "GrowthPolicyError",
-        "HostContractError", "IndexNotReadyError", "IndexThrottleError", "LegacyMoveError", "LogicalKeyError",
-        "MetadataError", "MetadataRequestError", "PartialItemError", "PeriodRangeError", "PeriodsMissingError",
-        "PeriodsMissingWarning", "PeriodTableMissingError", "PeriodTableNotActiveError", "ShardConditionError",
-        "ShardCountConflictError", "ShardingDefinitionError", "ShardingError", "ShardKeyError",
-        "ShardLocationError", "ShardMoveError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
+        "CursorError", "DeliveryConflictError", "DeliveryDataError", "DeliveryError", "DeliveryExistsError",
+        "DeliveryInputError", "DeliveryNotFoundError", "DeliveryNotReadyError", "DerivedAttributeUpdateError",
+        "FixedShardCountError", "GrowthPolicyError", "HostContractError", "IndexNotReadyError", "IndexThrottleError",
+        "ItemLocationError", "LegacyMoveError", "LogicalKeyError", "MetadataError", "MetadataRequestError",
+        "MigrationError", "PartialItemError", "PeriodRangeError", "PeriodsMissingError", "PeriodsMissingWarning",
+        "PeriodTableMissingError", "PeriodTableNotActiveError", "ShardConditionError", "ShardCountConflictError",
+        "ShardingDefinitionError", "ShardingError", "ShardKeyError", "ShardLocationError", "ShardMoveError",
+        "ShardRequestError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
     ),
-    "fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator"),
-    "metadata": ("ShardMetadata",),
-    "model": ("ShardedModel",),
-    "periods": ("PeriodTable", "TimePartitioned"),
-    "pool": ("fanout_threads", "set_fanout_threads"),
-    "strategies": (
-        "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy",
-        "ShardKey", "ShardStrategy",
+    "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
+    "_metadata": ("ShardMetadata",),
+    "_model": ("ShardedModel",),
+    "_periods": ("PeriodTable", "TimePartitioned",),
+    "_pool": ("fanout_threads", "set_fanout_threads",),
+    "_schedule": ("Schedule",),
+    "_strategies": (
+        "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy", "ShardKey",
+        "ShardStrategy",
     ),
-    "throttling": ("Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response",
-                   "keep_throttling_reasons"),
+    "_throttling": (
+        "Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response", "keep_throttling_reasons",
+    ),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -6,34 +6,46 @@ with why it is needed and the contract test (``tests/contract/``) that fails whe
 or botocore release stops behaving as relied on. Other modules reach these internals through
 the functions below, not directly.
 
-Overridden on :class:`~pynamodb_sharding.ShardedModel` (``OVERRIDDEN_HOOKS``):
+Overridden on :class:`~pynamodb_sharding.ShardedModel` (``OVERRIDDEN_HOOKS``), each a hook
+PynamoDB calls on paths it builds itself (the model's own ``save``, ``update``, ``delete``,
+``refresh``, ``get``, ``query`` ... build their requests in ``_writes``/``_point_reads``):
 
-* ``Model._get_hash_range_key_serialized_values``: the key ``update``, ``delete``,
-  ``refresh`` and ``TransactWrite.update/delete`` send; returns the physical key.
-  Pinned by ``test_host_hooks.py::test_instance_requests_route_through_the_key_hook``.
+* ``Model._get_hash_range_key_serialized_values``: the key ``TransactWrite.update/delete`` send;
+  returns the physical key. Pinned by
+  ``test_host_hooks.py::test_instance_requests_route_through_the_key_hook``.
 * ``Model._get_serialized_keys``: the key ``BatchWrite.delete`` sends.
   Pinned by ``test_host_hooks.py::test_batch_delete_routes_through_the_item_key_hook``.
 * ``Model._serialize_keys``: the key class-level paths would build from a bare hash key; it
   raises, since no shard is known there. Pinned by ``test_host_hooks.py::test_class_key_hook_refuses``.
-* ``Model._get_save_args``: the put ``save`` and ``TransactWrite.save`` send; the condition
-  is rewritten there for the physical key the put addresses (see ``conditions.py``). Pinned
-  by ``test_host_hooks.py::test_writes_of_new_items_route_through_serialize``.
+* ``Model._get_save_args``: the put ``TransactWrite.save`` sends; the condition is rewritten
+  there for the physical key the put addresses (see ``_conditions.py``). Pinned by
+  ``test_host_hooks.py::test_writes_of_new_items_route_through_serialize``.
 * ``Model._instantiate``: builds items from raw data (``from_raw_data``, query, scan,
   batch_get); decodes the physical key. Pinned by
   ``test_host_hooks.py::test_items_read_back_route_through_instantiate``.
+* ``Model._get_connection``: every request's table connection; the model arms its client's key
+  guard there. Pinned by ``test_host_hooks.py::test_every_request_gets_its_connection_from_the_hook``.
+* ``Model._get_schema``: what ``create_table`` sends (and PynamoDB's own key metadata); the
+  model adds the shard attribute of each ``layout="multi_attribute"`` index. Pinned by
+  ``test_host_hooks.py::test_create_table_sends_the_schema_hook``.
 
-Read or called (accessors below): ``Model._hash_keyname``/``_range_keyname`` (the key
+Read or called (the functions below): ``Model._hash_keyname``/``_range_keyname`` (the key
 attribute names; set by PynamoDB's metaclass), ``Model._get_connection()`` (the table
 connection and its botocore client) and ``Model._connection`` (reset when ``Meta`` is
 rebound; the test tools' loopback guard puts a descriptor there), ``Model._get_schema()`` and
 ``Model._ttl_attribute()`` (what ``create_table`` sends; a test binding merges the schemas of
-the classes sharing one table), ``Model._indexes``, ``Index._hash_key_attribute()``,
-``Model._get_discriminator_attribute()``,
-``Model._get_save_args``/``_handle_version_attribute``/``update_local_version_attribute``
-(a move of an item builds its put and its version check as ``save`` would),
-``TableConnection.connection`` (``transact_write_items``), and botocore's event names
-``needs-retry.dynamodb.<Operation>`` and ``before-parameter-build.dynamodb`` with
-``register_first`` (documented botocore extension points).
+the classes sharing one table), ``Model._indexes``, ``Index._hash_key_attribute()`` and
+``Index._model``, ``Model._get_discriminator_attribute()`` and ``_get_discriminator_class()``,
+``Model._hash_key_attribute()``/``_range_key_attribute()``/``_handle_version_attribute``/
+``update_local_version_attribute`` (the model's writes build their put, update and delete, and
+their version check, as ``save``/``update``/``delete`` would: :func:`put_arguments` is pinned by
+``test_host_hooks.py::test_put_arguments_are_save_args``), ``TableConnection.connection``
+(``transact_write_items``), and botocore's event names ``needs-retry.dynamodb.<Operation>``,
+``before-parse`` (whose ``customized_response_dict`` the merged queries' fast parse fills with the
+page's items: ``_fastparse.py``, pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_declared``)
+and ``before-parameter-build.dynamodb`` with ``register_first`` (documented botocore extension
+points). No other module names a PynamoDB or botocore private: ``tests/contract/test_internals_fence.py``
+fails the build when one does.
 
 **What older botocore releases leave out.** botocore parses DynamoDB's responses by its copy of
 DynamoDB's service model, and drops every field that copy does not name. Before 1.40.10 it has
@@ -47,7 +59,7 @@ handler: botocore emits ``needs-retry.dynamodb.<Operation>`` after every attempt
 ``ClientError.response`` holds. Pinned by
 ``test_host_hooks.py::test_needs_retry_sees_the_raw_body_and_the_parsed_response_the_caller_gets``
 and ``test_host_hooks.py::TestUnmodelledFields``. ``before-parse`` (with the
-``customized_response_dict`` that :mod:`~pynamodb_sharding.fastparse` fills) is emitted from
+``customized_response_dict`` that :mod:`~pynamodb_sharding._fastparse` fills) is emitted from
 botocore 1.36.0 (:data:`BEFORE_PARSE_HOOK`); before that, merged queries are parsed by botocore's
 own parser. Pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_declared``.
 
@@ -55,7 +67,7 @@ own parser. Pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_d
 request would carry the bare logical key. :func:`guard_keys` registers a botocore
 ``before-parameter-build`` handler on each sharded model's client that checks every key and
 item addressed to the model's table before it is sent, and raises
-:class:`~pynamodb_sharding.exceptions.HostContractError` for a hash key without a shard
+:class:`~pynamodb_sharding._exceptions.HostContractError` for a hash key without a shard
 suffix: a wrong key is refused, never written. (``TransactWrite`` over a connection of its own
 is not a model's client; the contract tests pin that path.)
 """
@@ -74,8 +86,8 @@ from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.models import Model
 
-from pynamodb_sharding.exceptions import HostContractError
-from pynamodb_sharding.keys import KeyCodec
+from pynamodb_sharding._exceptions import HostContractError
+from pynamodb_sharding._keys import KeyCodec
 
 if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
@@ -97,10 +109,12 @@ __all__ = [
     "indexes",
     "keep_unmodelled_fields",
     "missing_fields",
+    "own_connection",
     "put_arguments",
     "range_keyname",
     "reset_connection",
     "restore_connection",
+    "set_connection",
     "table_connection",
     "table_schema",
     "throttling_reasons_in_body",
@@ -116,7 +130,29 @@ OVERRIDDEN_HOOKS = (
     "_serialize_keys",
     "_get_save_args",
     "_instantiate",
+    "_get_connection",
+    "_get_schema",
 )
+
+
+#: The ``Meta`` settings that say where the data lives: the endpoint, the region and the account
+#: (credentials). A metadata model that follows a sharded model must have these of its owner.
+PLACEMENT_SETTINGS = ("host", "region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+#: The ``Meta`` settings that say only how requests are sent: a metadata model's own when its
+#: ``Meta`` sets them, else its owner's.
+TRANSPORT_SETTINGS = (
+    "connect_timeout_seconds", "read_timeout_seconds", "max_retry_attempts", "base_backoff_ms",
+    "max_pool_connections", "extra_headers",
+)
+#: The ``Meta`` attributes PynamoDB builds a model's connection from.
+CONNECTION_SETTINGS = PLACEMENT_SETTINGS + TRANSPORT_SETTINGS
+
+
+def connection_fingerprint(meta: Any) -> tuple[str, ...]:
+    """The table name and connection settings of a model's ``Meta``, comparable and hashable
+    (``repr``: ``extra_headers`` is a dict): models made from a ``Meta`` are made again when it
+    changes (a test binding, an app pointing a model elsewhere at run time)."""
+    return tuple(repr(getattr(meta, name, None)) for name in ("table_name", *CONNECTION_SETTINGS))
 
 
 def hash_keyname(model: type[Model]) -> str | None:
@@ -159,6 +195,18 @@ def unshared_connection(parent: type[Model]) -> Any:
         if getattr(slot, "follows_subclasses", False) is True:
             return slot
     return None
+
+
+def own_connection(model: type[Model], default: Any = None) -> Any:
+    """What ``model`` itself holds as its cached connection (``Model._connection``, not an
+    inherited one), ``default`` when it holds none."""
+    return vars(model).get("_connection", default)
+
+
+def set_connection(model: type[Model], value: Any) -> None:
+    """Make ``value`` the model's cached connection (``Model._connection``): the test tools'
+    loopback guard puts a descriptor there."""
+    model._connection = value
 
 
 def restore_connection(model: type[Model], previous: Any, *, inherited: bool) -> None:
@@ -370,7 +418,7 @@ def _release(text: str) -> tuple[int, ...]:
 #: The installed botocore release, e.g. ``(1, 34, 162)``.
 BOTOCORE_VERSION = _release(botocore.__version__)
 #: Whether botocore emits ``before-parse`` with a ``customized_response_dict`` it merges into the
-#: parsed response (1.36.0 and later), which :mod:`~pynamodb_sharding.fastparse` relies on.
+#: parsed response (1.36.0 and later), which :mod:`~pynamodb_sharding._fastparse` relies on.
 BEFORE_PARSE_HOOK = BOTOCORE_VERSION >= (1, 36, 0)
 
 #: The fields of DynamoDB's throttle errors that list why a request was throttled.

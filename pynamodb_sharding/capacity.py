@@ -30,10 +30,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.exceptions import PynamoDBException, TableDoesNotExist
 
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding.partitioned import declaration, period_model
-from pynamodb_sharding.periods import PeriodTable
+from pynamodb_sharding._partitioned import declaration, period_model
+from pynamodb_sharding._periods import PeriodTable
+from pynamodb_sharding._schedule import CapacityWindow, Schedule
 from pynamodb_sharding.rotation import RotationStep
-from pynamodb_sharding.schedule import CapacityWindow, Schedule
 
 __all__ = ["ConsumedCapacityMeter", "LoadSource", "Scaling", "TableLoad", "scale"]
 

@@ -1,4 +1,4 @@
-"""The ``pynamodb-sharding`` console script: runs :mod:`pynamodb_sharding.cli` when its extra is installed.
+"""The ``pynamodb-sharding`` console script: runs :mod:`pynamodb_sharding._cli` when its extra is installed.
 
 The command line needs ``click`` (``pip install 'pynamodb-sharding[cli]'``), the demo also
 ``rich`` and ``matplotlib`` (``[demo]``); the library itself needs none of them, so they are
@@ -19,7 +19,7 @@ CLI_MODULES = ("click",)
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line, or exit with one line naming the extra to install."""
     try:
-        from pynamodb_sharding.cli import main as run
+        from pynamodb_sharding._cli import main as run
     except ModuleNotFoundError as missing:
         if missing.name not in CLI_MODULES:
             raise

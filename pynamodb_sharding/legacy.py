@@ -19,10 +19,10 @@ from typing import Any
 import attrs
 from botocore.exceptions import BotoCoreError, ClientError
 
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
-from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
+from pynamodb_sharding._keys import LEGACY_SHARD, KeyCodec
 
 __all__ = [
     "SEPARATOR_CANDIDATES",

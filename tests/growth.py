@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding._strategies import HistoryEntry
 
 __all__ = ["growth_problems"]
 

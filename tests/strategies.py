@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from pynamodb_sharding.keys import MAX_SHARDS
+from pynamodb_sharding._keys import MAX_SHARDS
 
 #: Any non-empty logical key, including ones that contain separators and digits.
 logical_keys = st.text(min_size=1, max_size=60)

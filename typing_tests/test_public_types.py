@@ -25,7 +25,7 @@ from pynamodb_sharding import (
     ShardStrategy,
     shard_manager,
 )
-from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding._strategies import HistoryEntry
 
 
 class OneShard:

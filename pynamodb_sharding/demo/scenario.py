@@ -30,10 +30,10 @@ import attrs
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding, shard_manager
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._descriptor import Sharding, shard_manager
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
 from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits

@@ -1,7 +1,7 @@
 """Migrations: copy a table into a sharded model, re-shard or compact one, rewrite the bare
 entries of a sharded index, verify the result.
 
-Every job runs on one engine (:mod:`~pynamodb_sharding.migration.engine`): a parallel scan
+Every job runs on one engine (:mod:`~pynamodb_sharding.migration._engine`): a parallel scan
 split into segments, batched writes, one transaction per move, and a checkpoint per segment in
 a DynamoDB table, so a job killed at any point resumes where it stopped and writes each item
 exactly once. The command line ``pynamodb-sharding migrate ...`` calls these functions.
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pynamodb.models import Model
 
-from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
-from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, run, run_segment
-from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReindexJob, ReshardJob
-from pynamodb_sharding.migration.planning import MigrationPlan, plan
-from pynamodb_sharding.migration.progress import (
+from pynamodb_sharding.migration._checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
+from pynamodb_sharding.migration._engine import JobOptions, RateLimiter, run, run_segment
+from pynamodb_sharding.migration._jobs import CompactJob, CopyJob, Job, ReindexJob, ReshardJob
+from pynamodb_sharding.migration._planning import MigrationPlan, plan
+from pynamodb_sharding.migration._progress import (
     JsonProgress,
     MigrationReport,
     NullProgress,
@@ -25,7 +25,7 @@ from pynamodb_sharding.migration.progress import (
     RichProgress,
     Tally,
 )
-from pynamodb_sharding.migration.verification import (
+from pynamodb_sharding.migration._verification import (
     IndexDifference,
     KeyDifference,
     Snapshot,

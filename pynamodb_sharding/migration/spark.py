@@ -1,6 +1,6 @@
 """Run a migration job on Apache Spark (AWS Glue, EMR, Databricks): one Spark task per segment.
 
-Spark only schedules: each task runs :func:`~pynamodb_sharding.migration.engine.run_segment`
+Spark only schedules: each task runs :func:`~pynamodb_sharding.migration._engine.run_segment`
 for one parallel-scan segment, with the same checkpoints as the command line, so a failed or
 re-run Spark job resumes, and the same job can be finished from the command line. Models are
 named by :class:`ModelSpec` (``"module:Class"`` plus optional connection overrides), which the
@@ -21,12 +21,12 @@ from typing import Any, Literal
 import attrs
 from pynamodb.models import Model
 
+from pynamodb_sharding._exceptions import MigrationError
 from pynamodb_sharding._host import botocore_client, reset_connection
-from pynamodb_sharding.exceptions import MigrationError
-from pynamodb_sharding.migration.checkpoints import CheckpointStore
-from pynamodb_sharding.migration.engine import JobOptions, RateLimiter, current_pass, run_segment
-from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, ReshardJob
-from pynamodb_sharding.migration.progress import MigrationReport, Tally
+from pynamodb_sharding.migration._checkpoints import CheckpointStore
+from pynamodb_sharding.migration._engine import JobOptions, RateLimiter, current_pass, run_segment
+from pynamodb_sharding.migration._jobs import CompactJob, CopyJob, Job, ReshardJob
+from pynamodb_sharding.migration._progress import MigrationReport, Tally
 
 __all__ = ["JobSpec", "ModelSpec", "run_on_spark"]
 
@@ -135,7 +135,7 @@ def run_on_spark(spark: Any, spec: JobSpec, options: JobOptions | None = None) -
     report = MigrationReport(job=job.describe(), tally=tally, duration=time.monotonic() - started,
                              segments_done=done, total_segments=total)
     if done == total and isinstance(job, CompactJob):
-        from pynamodb_sharding.migration.compaction import trim_histories
+        from pynamodb_sharding.migration._compaction import trim_histories
 
         report.notes.extend(trim_histories(job))
     return report

@@ -44,8 +44,8 @@ from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.exceptions import (
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._exceptions import (
     DeliveryConflictError,
     DeliveryDataError,
     DeliveryExistsError,
@@ -53,8 +53,9 @@ from pynamodb_sharding.exceptions import (
     DeliveryNotFoundError,
     DeliveryNotReadyError,
 )
-from pynamodb_sharding.model import ShardedModel
-from pynamodb_sharding.strategies import HashedShards
+from pynamodb_sharding._host import table_connection
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._strategies import HashedShards
 
 __all__ = [
     "MAX_ITEM_BYTES",
@@ -133,7 +134,7 @@ def split_into_chunks(
         An iterator of non-empty lists whose concatenation is ``target_ids``.
 
     Raises:
-        pynamodb_sharding.exceptions.DeliveryInputError: (a ``ValueError``) an id is not a
+        pynamodb_sharding._exceptions.DeliveryInputError: (a ``ValueError``) an id is not a
             non-empty string, or is too long to fit in a chunk alone.
     """
     if max_targets is not None and max_targets < 1:
@@ -559,7 +560,7 @@ class Delivery:
           call stopped half-way it finishes it. A retry after any failure, including a lost
           reply, is safe, and so are two calls at once (the later one takes the writing over;
           the earlier one returns the status if the later one has finished, else raises
-          :class:`~pynamodb_sharding.exceptions.DeliveryConflictError`);
+          :class:`~pynamodb_sharding._exceptions.DeliveryConflictError`);
         * target items are written in transactions that check this call still holds the
           creation and has not finished it: none can be written once a walk may take it.
 
@@ -569,11 +570,11 @@ class Delivery:
         created (the digest is written before the chunks).
 
         Raises:
-            pynamodb_sharding.exceptions.DeliveryInputError: a target id is not a non-empty
+            pynamodb_sharding._exceptions.DeliveryInputError: a target id is not a non-empty
                 string or is too long (see :func:`split_into_chunks`); nothing is written.
-            pynamodb_sharding.exceptions.DeliveryExistsError: the delivery exists with other
+            pynamodb_sharding._exceptions.DeliveryExistsError: the delivery exists with other
                 targets (also a ``PutError``); nothing is written.
-            pynamodb_sharding.exceptions.DeliveryConflictError: another call of the same
+            pynamodb_sharding._exceptions.DeliveryConflictError: another call of the same
                 creation took the writing over and has not finished.
         """
         max_bytes = MAX_ITEM_BYTES - _CHUNK_ITEM_OVERHEAD - len(self.delivery_id.encode())
@@ -608,9 +609,9 @@ class Delivery:
         delivery is ready, and may be walked) it writes nothing and returns 0.
 
         Raises:
-            pynamodb_sharding.exceptions.DeliveryNotReadyError: ``create()`` is still writing
+            pynamodb_sharding._exceptions.DeliveryNotReadyError: ``create()`` is still writing
                 the chunks.
-            pynamodb_sharding.exceptions.DeliveryConflictError: another ``write_targets()``
+            pynamodb_sharding._exceptions.DeliveryConflictError: another ``write_targets()``
                 took the writing over and has not finished.
         """
         attempt = uuid.uuid4().hex
@@ -648,7 +649,7 @@ class Delivery:
         """The chunks' ids in order (strongly consistent reads).
 
         Raises:
-            pynamodb_sharding.exceptions.DeliveryNotReadyError: ``create()`` is still writing
+            pynamodb_sharding._exceptions.DeliveryNotReadyError: ``create()`` is still writing
                 the chunks.
         """
         if _state(self._read_progress()) == _CREATING:
@@ -834,8 +835,8 @@ class Delivery:
             What this worker did.
 
         Raises:
-            pynamodb_sharding.exceptions.DeliveryNotFoundError: the delivery was not created.
-            pynamodb_sharding.exceptions.DeliveryNotReadyError: its target items are not all
+            pynamodb_sharding._exceptions.DeliveryNotFoundError: the delivery was not created.
+            pynamodb_sharding._exceptions.DeliveryNotReadyError: its target items are not all
                 written yet (``create()`` running, or ``write_targets()`` not called after
                 ``create(write_targets=False)``); nothing was claimed.
         """
@@ -896,7 +897,7 @@ class Delivery:
         return f"{self.delivery_id}#{order}"
 
     def _connection(self) -> Any:
-        return self.progress_model._get_connection().connection
+        return table_connection(self.progress_model).connection
 
     def _read_progress(self) -> DeliveryProgress:
         try:

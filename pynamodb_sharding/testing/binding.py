@@ -27,6 +27,8 @@ from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import TableDoesNotExist, TableError
 from pynamodb.models import Model
 
+from pynamodb_sharding._descriptor import is_sharded, shard_manager
+from pynamodb_sharding._exceptions import ShardingError
 from pynamodb_sharding._host import (
     botocore_client,
     reset_connection,
@@ -35,11 +37,9 @@ from pynamodb_sharding._host import (
     table_schema,
     ttl_attribute_name,
 )
-from pynamodb_sharding.descriptor import is_sharded, shard_manager
-from pynamodb_sharding.exceptions import ShardingError
-from pynamodb_sharding.model import with_companions
-from pynamodb_sharding.partitioned import existing_periods, period_model
-from pynamodb_sharding.periods import TimePartitioned, is_time_partitioned
+from pynamodb_sharding._model import with_companions
+from pynamodb_sharding._partitioned import existing_periods, period_model
+from pynamodb_sharding._periods import TimePartitioned, is_time_partitioned
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
 __all__ = ["ModelBinding", "SharedTableError", "bound_models"]

@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 
 from pynamodb.models import Model
 
-from pynamodb_sharding.exceptions import ShardingError
+from pynamodb_sharding._exceptions import ShardingError
+from pynamodb_sharding._host import own_connection, restore_connection, set_connection
 
 __all__ = ["LoopbackGuard", "UnboundModelError", "endpoint", "is_loopback"]
 
@@ -159,14 +160,14 @@ class LoopbackGuard:
             raise RuntimeError(msg)
         covered = []
         for model in _model_classes():
-            own = vars(model).get("_connection", _ABSENT)
+            own = own_connection(model, _ABSENT)
             if isinstance(own, _GuardSlot) and own.active:
                 continue
             meta = getattr(model, "Meta", None)
             if meta is not None and is_loopback(getattr(meta, "host", None)):
                 continue
             self._saved.setdefault(model, own)
-            model._connection = self._slot  # type: ignore[assignment]  # read through __get__
+            set_connection(model, self._slot)  # read through __get__
             covered.append(model)
         return covered
 
@@ -174,9 +175,5 @@ class LoopbackGuard:
         """Put back each covered class's own ``_connection``. Safe to call twice."""
         self._slot.active = False
         for model, own in reversed(list(self._saved.items())):
-            if own is _ABSENT:
-                if "_connection" in vars(model):
-                    del model._connection
-            else:
-                model._connection = own
+            restore_connection(model, own, inherited=own is _ABSENT)
         self._saved.clear()

@@ -23,7 +23,7 @@ from typing import Any
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding.model import with_companions
+from pynamodb_sharding._model import with_companions
 
 __all__ = ["LatencyInjector", "inject_latency", "record_requests"]
 

@@ -35,7 +35,7 @@ from typing import IO, Any, TextIO
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingError
+from pynamodb_sharding._exceptions import ShardingError
 
 __all__ = [
     "ACCESS_KEY_ID",

@@ -71,7 +71,6 @@ successes): past about 100 throttled retries without a success, it stops retryin
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import itertools
 import json
@@ -89,9 +88,10 @@ from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import index_hash_attribute, indexes, keep_unmodelled_fields
-from pynamodb_sharding.model import with_companions
+from pynamodb_sharding._model import with_companions
+from pynamodb_sharding._sizes import item_size
+from pynamodb_sharding._throttling import ThrottleKind, ThrottleReason
 from pynamodb_sharding.testing.latency import clients_of
-from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason
 
 __all__ = [
     "CapacityLimit",
@@ -147,57 +147,6 @@ _UNSET: Any = object()
 _instances = itertools.count(1)
 
 
-# -- sizes --------------------------------------------------------------------------------------
-
-
-def _number_size(text: str) -> int:
-    digits = text.lstrip("+-").split("e")[0].split("E")[0].replace(".", "").strip("0")
-    return (len(digits) + 1) // 2 + 1
-
-
-def _binary_size(text: Any) -> int:
-    if isinstance(text, bytes | bytearray):
-        return len(text)
-    try:
-        return len(base64.b64decode(str(text)))
-    except ValueError:
-        return len(str(text))
-
-
-def _value_size(value: Any) -> int:
-    """Approximate size of one wire ``AttributeValue``, as DynamoDB sizes items."""
-    if not isinstance(value, Mapping) or len(value) != 1:
-        return 0
-    ((kind, content),) = value.items()
-    if kind == "S":
-        return len(str(content).encode())
-    if kind == "N":
-        return _number_size(str(content))
-    if kind == "B":
-        return _binary_size(content)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind in ("SS", "NS", "BS") and isinstance(content, list):
-        member = {"SS": "S", "NS": "N", "BS": "B"}[kind]
-        return sum(_value_size({member: element}) for element in content)
-    if kind == "L" and isinstance(content, list):
-        return 3 + sum(1 + _value_size(element) for element in content)
-    if kind == "M" and isinstance(content, Mapping):
-        return 3 + sum(1 + item_size({name: element}) for name, element in content.items())
-    return 0
-
-
-def item_size(item: Mapping[str, Any]) -> int:
-    """Approximate size in bytes of a wire-format item: UTF-8 names plus value sizes.
-
-    Strings count their UTF-8 bytes, numbers one byte per two significant digits plus one,
-    binaries their decoded bytes, booleans and nulls one byte, lists and maps three bytes plus
-    one per element, as DynamoDB documents item sizes.
-    """
-    untrusted: object = item  # request bodies may hold anything
-    if not isinstance(untrusted, Mapping):
-        return 0
-    return sum(len(str(name).encode()) + _value_size(value) for name, value in item.items())
 
 
 def write_units(size: int) -> int:

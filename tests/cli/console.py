@@ -20,7 +20,7 @@ def console_script() -> Path:
     script = Path(sys.executable).parent / SCRIPT_NAME
     assert script.exists(), (
         f"{script} is missing: setup.cfg must declare the console script "
-        f"`{SCRIPT_NAME} = pynamodb_sharding.cli:main` and the package must be (re)installed"
+        f"`{SCRIPT_NAME} = pynamodb_sharding._cli:main` and the package must be (re)installed"
     )
     return script
 
@@ -83,7 +83,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
-from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding._metadata import ShardMetadata
 
 HOST = {host!r}
 DEAD_HOST = "http://127.0.0.1:9"
@@ -151,7 +151,7 @@ class AuditLogShards(ShardMetadata):
 #: A DynamicShards model whose metadata table is ``AuditLogShards``.
 DYNAMIC_MODEL = """
 
-from pynamodb_sharding.dynamic import DynamicShards
+from pynamodb_sharding._dynamic import DynamicShards
 
 
 class HotLog(ShardedModel):

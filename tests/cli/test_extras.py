@@ -22,7 +22,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_import_loads_no_tooling() -> None:
     result = _python(
-        "import sys, pynamodb_sharding, pynamodb_sharding.model, pynamodb_sharding.fanout\n"
+        "import sys, pynamodb_sharding, pynamodb_sharding._model, pynamodb_sharding._fanout\n"
         f"print(sorted(m for m in {TOOLING!r} if m in sys.modules))"
     )
     assert 0 == result.returncode, result.stderr

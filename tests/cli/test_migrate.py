@@ -30,7 +30,7 @@ PER_KEY = 1000
 
 MIGRATION_MODELS = """
 
-from pynamodb_sharding.dynamic import DynamicShards
+from pynamodb_sharding._dynamic import DynamicShards
 
 
 class Readings(Model):
@@ -410,7 +410,7 @@ def test_reshard_dry_run_then_run(project: ModelsModule, cli_env: dict[str, str]
     assert ran.returncode == 0, ran.stderr
     stored = _raw(dynamodb, table)
     assert len(stored) == 200
-    from pynamodb_sharding.strategies import md5_shard
+    from pynamodb_sharding._strategies import md5_shard
 
     for item in stored:
         logical, _, shard = item["sensor"]["S"].rpartition("_")

@@ -173,7 +173,7 @@ def test_rotate_refuses_a_model_that_is_not_time_partitioned(
 SCALED_MODEL = """
 
 from pynamodb_sharding.capacity import TableLoad
-from pynamodb_sharding.schedule import Schedule
+from pynamodb_sharding._schedule import Schedule
 
 
 def busy(table):

@@ -27,6 +27,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import HostContractError, RandomShards, ShardedModel, Sharding, ShardingError
+from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._host import (
     BATCH_WRITE_GAVE_UP,
     BEFORE_PARSE_HOOK,
@@ -36,10 +37,9 @@ from pynamodb_sharding._host import (
     missing_fields,
     put_arguments,
 )
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.item import pin
+from pynamodb_sharding._item import pin
+from pynamodb_sharding._throttling import ThrottleKind, ThrottleReason, classify, error_chain, keep_throttling_reasons
 from pynamodb_sharding.testing import record_requests, simulate_partition_limits
-from pynamodb_sharding.throttling import ThrottleKind, ThrottleReason, classify, error_chain, keep_throttling_reasons
 from tests.raw import raw_items
 
 
@@ -168,6 +168,27 @@ def test_items_read_back_route_through_instantiate(ledger: type[Ledger], calls: 
     with TransactGet(connection=_connection()) as tx:
         future = tx.get(Ledger, "acct", 2)
     assert "acct" == future.get().account
+
+
+def test_every_request_gets_its_connection_from_the_hook(ledger: type[Ledger], calls: Counter[str]) -> None:
+    """PynamoDB asks the model's _get_connection for every request: the key guard is armed there."""
+    item = Ledger.get("acct", 1)
+    calls.clear()
+    item.update(actions=[Ledger.note.set("v2")])
+    list(Ledger.query("acct"))
+    with TransactWrite(connection=_connection()) as tx:
+        tx.delete(item)
+    assert calls["_get_connection"] >= 3
+
+
+def test_create_table_sends_the_schema_hook(dynamodb_local: Any, calls: Counter[str]) -> None:
+    """PynamoDB builds CreateTable from the model's _get_schema (which adds the shard attributes
+    of multi-attribute indexes)."""
+    from pynamodb_sharding.testing.binding import ModelBinding
+
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(Ledger)
+    assert calls["_get_schema"] >= 1
 
 
 def test_class_key_hook_refuses(ledger: type[Ledger]) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import pynamodb_sharding
-from pynamodb_sharding.exceptions import ShardingError, SortKeyTypeError, UnknownIndexError
+from pynamodb_sharding._exceptions import ShardingError, SortKeyTypeError, UnknownIndexError
 
 from .examples import DOCS
 

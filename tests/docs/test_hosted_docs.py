@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pynamodb_sharding import exceptions
+from pynamodb_sharding import _exceptions as exceptions
 
 from . import hosted
 from .examples import DOCS, REPO

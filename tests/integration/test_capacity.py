@@ -20,8 +20,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, TimePartitioned
+from pynamodb_sharding._schedule import Schedule
 from pynamodb_sharding.capacity import ConsumedCapacityMeter, TableLoad, scale
-from pynamodb_sharding.schedule import Schedule
 from tests.faults import Faults
 from tests.raw import raw_client
 

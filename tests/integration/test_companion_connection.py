@@ -28,7 +28,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardingDefinitionError
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding._metadata import ShardMetadata
 
 
 def closed_port() -> int:

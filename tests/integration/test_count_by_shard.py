@@ -12,7 +12,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
-from pynamodb_sharding.fanout import count_by_shard
+from pynamodb_sharding._fanout import count_by_shard
 from pynamodb_sharding.testing.plugin import BindModels
 
 

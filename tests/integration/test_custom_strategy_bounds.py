@@ -14,7 +14,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import ShardedModel, Sharding, ShardKeyError
-from pynamodb_sharding.strategies import ItemKey, ShardKey
+from pynamodb_sharding._strategies import ItemKey, ShardKey
 from tests.raw import raw_items
 
 Bind = Callable[..., Any]

@@ -35,8 +35,7 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
-from pynamodb_sharding._host import reset_connection
-from pynamodb_sharding.exceptions import (
+from pynamodb_sharding._exceptions import (
     DeliveryConflictError,
     DeliveryDataError,
     DeliveryError,
@@ -46,6 +45,7 @@ from pynamodb_sharding.exceptions import (
     DeliveryNotReadyError,
     ShardingError,
 )
+from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding.recipes.delivery import (
     AtLeastOnce,
     Delivery,

@@ -29,7 +29,7 @@ from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_sharding.exceptions import DeliveryInputError
+from pynamodb_sharding._exceptions import DeliveryInputError
 from pynamodb_sharding.recipes.delivery import (
     AtLeastOnce,
     AtMostOnce,

@@ -13,11 +13,11 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards, add_one, double
-from pynamodb_sharding.exceptions import ShardingDefinitionError
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards, add_one, double
+from pynamodb_sharding._exceptions import ShardingDefinitionError
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
 
 
 class DefinitionShards(ShardMetadata):

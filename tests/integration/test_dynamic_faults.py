@@ -32,14 +32,14 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttrib
 from pynamodb.exceptions import GetError, PutError, UpdateError
 from pynamodb.models import Model
 
-from pynamodb_sharding.descriptor import Sharding, shard_manager
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.exceptions import IndexThrottleError, MetadataRequestError, ShardingError
-from pynamodb_sharding.item import pin, state
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._descriptor import Sharding, shard_manager
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._exceptions import IndexThrottleError, MetadataRequestError, ShardingError
+from pynamodb_sharding._item import pin, state
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._strategies import RandomShards
 from pynamodb_sharding.signals import shard_count_changed
-from pynamodb_sharding.strategies import RandomShards
 from tests.faults import Faults
 from tests.raw import raw_items
 

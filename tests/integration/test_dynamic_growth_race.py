@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import (
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._metadata import (
     ShardCountStore,
     ShardMetadata,
     ShardState,
@@ -31,9 +31,9 @@ from pynamodb_sharding.metadata import (
     next_lock_value,
     state_from_item,
 )
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding.signals import shard_count_changed
-from pynamodb_sharding.strategies import HistoryEntry
 from tests.growth import growth_problems
 
 KEY = "/shared/firetvGen2.txt"

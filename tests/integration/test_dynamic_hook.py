@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import dynamic
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
-from pynamodb_sharding.throttling import ThrottleKind
+from pynamodb_sharding import _dynamic as dynamic
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._throttling import ThrottleKind
 from tests.traffic import Traffic
 
 KEY = "/shared/firetvGen2.txt"

@@ -14,10 +14,10 @@ from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding.testing import record_requests
 
 KEY = "/shared/firetvGen2.txt"

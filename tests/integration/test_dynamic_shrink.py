@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding.descriptor import Sharding
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.exceptions import ShardingError
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._descriptor import Sharding
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._exceptions import ShardingError
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
 
 KEY = "/shared/firetvGen2.txt"
 

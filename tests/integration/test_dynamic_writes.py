@@ -20,14 +20,14 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 
-from pynamodb_sharding.descriptor import Sharding, shard_manager
-from pynamodb_sharding.dynamic import DynamicShards
-from pynamodb_sharding.exceptions import MetadataError, ShardingError
-from pynamodb_sharding.item import pin
-from pynamodb_sharding.metadata import ShardMetadata
-from pynamodb_sharding.model import ShardedModel
+from pynamodb_sharding._descriptor import Sharding, shard_manager
+from pynamodb_sharding._dynamic import DynamicShards
+from pynamodb_sharding._exceptions import MetadataError, ShardingError
+from pynamodb_sharding._item import pin
+from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._throttling import ThrottleKind
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
-from pynamodb_sharding.throttling import ThrottleKind
 from tests.traffic import INDEX_KEY_RANGE, TABLE_LEVEL, Traffic
 
 KEY = "/shared/firetvGen2.txt"

@@ -1,4 +1,4 @@
-"""Shard pages parsed quickly (``pynamodb_sharding.fastparse``) read every attribute type as
+"""Shard pages parsed quickly (``pynamodb_sharding._fastparse``) read every attribute type as
 PynamoDB reads it from a plain table: binary sort keys (and cursors over them), binary values
 nested in maps and lists, sets, booleans, nulls, numbers; and hooks on the client see
 botocore's usual response. On botocore before 1.36 (no ``before-parse``), botocore's parser
@@ -25,7 +25,9 @@ from pynamodb.attributes import (
 )
 from pynamodb.models import Model
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fanout, fastparse
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import _fanout as fanout
+from pynamodb_sharding import _fastparse as fastparse
 from pynamodb_sharding._host import BEFORE_PARSE_HOOK
 from pynamodb_sharding.testing import record_requests
 

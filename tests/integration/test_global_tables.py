@@ -29,7 +29,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, MetadataRequestError, ShardedModel, Sharding, ShardingDefinitionError
-from pynamodb_sharding.metadata import ShardMetadata, home_model, parse_history_entry
+from pynamodb_sharding._metadata import ShardMetadata, home_model, parse_history_entry
 from pynamodb_sharding.testing import DynamoDBLocal
 from pynamodb_sharding.testing.local import ServerProcess, find_installation, install, require_java
 from pynamodb_sharding.testing.replication import Replicator

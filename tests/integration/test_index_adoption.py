@@ -30,8 +30,8 @@ from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, ShardKeyError
 from pynamodb_sharding.migration import JobOptions, plan, reindex, reshard
-from pynamodb_sharding.migration.engine import RateLimiter, _Sender
-from pynamodb_sharding.migration.jobs import ReindexJob, Rewrite
+from pynamodb_sharding.migration._engine import RateLimiter, _Sender
+from pynamodb_sharding.migration._jobs import ReindexJob, Rewrite
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.raw import put_raw, raw_client, raw_items
 

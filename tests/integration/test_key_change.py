@@ -29,7 +29,7 @@ from pynamodb_sharding import (
     ShardingError,
     ShardMetadata,
 )
-from pynamodb_sharding.strategies import md5_shard
+from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.testing import record_requests
 from tests.raw import put_raw, raw_items
 

@@ -39,7 +39,7 @@ from pynamodb_sharding import (
     Sharding,
     shard_manager,
 )
-from pynamodb_sharding.exceptions import ShardKeyError
+from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding.legacy import MoveOutcome, check_legacy_keys, find_ambiguous_keys, move_legacy_item
 from tests.raw import put_raw, raw_client, raw_items
 

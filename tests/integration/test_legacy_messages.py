@@ -17,7 +17,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import CursorError, HashedShards, RandomShards, ShardedModel, Sharding, ShardMoveError
-from pynamodb_sharding.cursor import _checksum
+from pynamodb_sharding._cursor import _checksum
 from tests.raw import put_raw, raw_items
 
 Bind = Callable[..., Any]

@@ -27,11 +27,11 @@ from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
-from pynamodb_sharding.fanout import merged_query
+from pynamodb_sharding._fanout import merged_query
+from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.migration import JobOptions, compact, reshard
-from pynamodb_sharding.migration.engine import RateLimiter, _Sender
-from pynamodb_sharding.migration.jobs import Move, ReshardJob
-from pynamodb_sharding.strategies import md5_shard
+from pynamodb_sharding.migration._engine import RateLimiter, _Sender
+from pynamodb_sharding.migration._jobs import Move, ReshardJob
 from tests.raw import put_raw, raw_items
 
 KEY = "sensor"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from pynamodb_sharding.exceptions import MetadataError
-from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState
-from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding._exceptions import MetadataError
+from pynamodb_sharding._metadata import ShardCountStore, ShardMetadata, ShardState
+from pynamodb_sharding._strategies import HistoryEntry
 
 OWNER = "AuditLog.file_path"
 NS = "audit_log"

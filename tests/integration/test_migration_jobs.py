@@ -24,6 +24,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding._host import reset_connection
+from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.migration import (
     CheckpointStore,
     CopyJob,
@@ -35,8 +36,7 @@ from pynamodb_sharding.migration import (
     snapshot,
     verify,
 )
-from pynamodb_sharding.migration.jobs import ReshardJob
-from pynamodb_sharding.strategies import md5_shard
+from pynamodb_sharding.migration._jobs import ReshardJob
 from pynamodb_sharding.testing import simulate_partition_limits
 from tests.raw import put_raw, raw_client, raw_items
 
@@ -315,7 +315,7 @@ class TestReshard:
     def test_a_changed_item_is_moved_as_it_is_now(self, dynamodb_models: Callable[..., Any],
                                                    shared: Callable[[type[Model], type[Model]], None]) -> None:
         """The delete of the old copy requires it unchanged: a stale copy is re-read, not written."""
-        from pynamodb_sharding.migration.engine import RateLimiter, _Sender
+        from pynamodb_sharding.migration._engine import RateLimiter, _Sender
 
         dynamodb_models(Random16)
         shared(Random16, Random4)
@@ -515,7 +515,7 @@ class TestReportedUnits:
     def test_a_changed_item_reread_by_a_move_counts_its_read(
         self, dynamodb_models: Callable[..., Any], shared: Callable[[type[Model], type[Model]], None],
     ) -> None:
-        from pynamodb_sharding.migration.engine import RateLimiter, _Sender
+        from pynamodb_sharding.migration._engine import RateLimiter, _Sender
 
         dynamodb_models(Random16)
         shared(Random16, Random4)

@@ -22,11 +22,12 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import QueryError
 from pynamodb.models import Model
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding, fanout
-from pynamodb_sharding.exceptions import ShardingDefinitionError
-from pynamodb_sharding.fanout import FanoutPoolWarning, MergedResultIterator
-from pynamodb_sharding.pool import fanout_threads
-from pynamodb_sharding.strategies import ItemKey, ShardKey
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import _fanout as fanout
+from pynamodb_sharding._exceptions import ShardingDefinitionError
+from pynamodb_sharding._fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding._pool import fanout_threads
+from pynamodb_sharding._strategies import ItemKey, ShardKey
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 

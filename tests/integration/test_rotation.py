@@ -24,7 +24,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import ArchiveError, PeriodTable, RandomShards, ShardedModel, Sharding, TimePartitioned
-from pynamodb_sharding.partitioned import existing_periods
+from pynamodb_sharding._partitioned import existing_periods
 from pynamodb_sharding.rotation import export_to_s3, rotate
 from tests.raw import raw_client, raw_items
 

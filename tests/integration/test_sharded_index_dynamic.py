@@ -20,9 +20,9 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
-from pynamodb_sharding.indexes import sharded_indexes_of
+from pynamodb_sharding._indexes import sharded_indexes_of
+from pynamodb_sharding._throttling import ThrottleKind, classify
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
-from pynamodb_sharding.throttling import ThrottleKind, classify
 from tests.raw import raw_client
 
 BindModels = Callable[..., dict[type[Model], str]]
@@ -192,7 +192,7 @@ class TestDynamicIndexGrowth:
         dynamodb_models(Event)
         from botocore.exceptions import ClientError
 
-        from pynamodb_sharding.indexes import _throttled_index
+        from pynamodb_sharding._indexes import _throttled_index
 
         table = Event.Meta.table_name
         reason = ("IndexWriteKeyRangeThroughputExceeded" if "index" in resource

@@ -208,7 +208,7 @@ class TestMergedIndexQuery:
         cursor = json.loads(json.dumps(page.last_evaluated_key))
         position = cursor["positions"][0]
         position["start_key"]["day_shard"] = {"N": str(int(position["shard"]) % 8 + 1)}
-        from pynamodb_sharding.cursor import _checksum
+        from pynamodb_sharding._cursor import _checksum
 
         cursor["checksum"] = _checksum({k: v for k, v in cursor.items() if k != "checksum"})
         with record_requests(MultiLog) as sent, pytest.raises(CursorError, match="day_shard"):

@@ -26,9 +26,9 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from pynamodb_sharding._throttling import UNPROCESSED_ITEMS, ThrottleKind, ThrottleReason, classify
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.simulator import item_size, read_units, simulate_partition_limits
-from pynamodb_sharding.throttling import UNPROCESSED_ITEMS, ThrottleKind, ThrottleReason, classify
 
 PTEE = "ProvisionedThroughputExceededException"
 KEY_RANGE_WRITE = "TableWriteKeyRangeThroughputExceeded"

@@ -40,8 +40,8 @@ from pynamodb_sharding import (
     Sharding,
     ShardMetadata,
 )
+from pynamodb_sharding._throttling import classify
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
-from pynamodb_sharding.throttling import classify
 from tests.faults import Faults
 from tests.raw import raw_items
 

@@ -42,7 +42,7 @@ from pynamodb_sharding import (
     ShardMetadata,
     TimePartitioned,
 )
-from pynamodb_sharding.partitioned import existing_periods
+from pynamodb_sharding._partitioned import existing_periods
 from tests.faults import Faults, TableCreation
 from tests.raw import raw_client, raw_items
 

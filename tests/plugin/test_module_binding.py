@@ -10,7 +10,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, RandomShards, ShardedModel, Sharding
-from pynamodb_sharding.metadata import ShardMetadata
+from pynamodb_sharding._metadata import ShardMetadata
 from pynamodb_sharding.testing.binding import ModelBinding
 from tests.raw import raw_items
 

@@ -19,8 +19,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from pynamodb_sharding import attempts
-from pynamodb_sharding.attempts import may_have_been_applied, tracking
+from pynamodb_sharding import _attempts as attempts
+from pynamodb_sharding._attempts import may_have_been_applied, tracking
 
 URL = "http://localhost:8000"
 

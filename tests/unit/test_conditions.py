@@ -29,8 +29,8 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import RandomShards, ShardConditionError, ShardedModel, Sharding
-from pynamodb_sharding.conditions import MAX_IN_OPERANDS, Usage, prefix_ambiguity, rewrite_condition
-from pynamodb_sharding.keys import encode
+from pynamodb_sharding._conditions import MAX_IN_OPERANDS, Usage, prefix_ambiguity, rewrite_condition
+from pynamodb_sharding._keys import encode
 
 
 class Log(ShardedModel):

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding.cursor import CursorScope, CursorState, RawKey, decode_cursor, encode_cursor
-from pynamodb_sharding.exceptions import CursorError, ShardingError, ShardKeyError
+from pynamodb_sharding._cursor import CursorScope, CursorState, RawKey, decode_cursor, encode_cursor
+from pynamodb_sharding._exceptions import CursorError, ShardingError, ShardKeyError
 
 SCOPE = CursorScope(model="AuditLog", table="audit_log", key={"S": "/shared/a.txt"}, index=None, forward=True)
 KEY_NAMES = ("file_path", "accessed_at")
@@ -100,7 +100,7 @@ def edited(path: tuple[Any, ...], value: Any, *, rechecksum: bool = False) -> di
 
 def resigned(cursor: dict[str, Any]) -> dict[str, Any]:
     """Recompute the checksum, as someone forging a cursor on purpose would."""
-    from pynamodb_sharding.cursor import _checksum
+    from pynamodb_sharding._cursor import _checksum
 
     body = {k: v for k, v in cursor.items() if k != "checksum"}
     return {**body, "checksum": _checksum(body)}

@@ -14,7 +14,7 @@ from pynamodb_sharding import (
     ShardingDefinitionError,
     ShardManager,
 )
-from pynamodb_sharding.descriptor import shard_manager
+from pynamodb_sharding._descriptor import shard_manager
 
 
 class TestDefinitionErrors:
@@ -346,7 +346,7 @@ class TestIndexOnlyDefinition:
         })
 
     def test_table_keys_are_stored_as_they_are(self) -> None:
-        from pynamodb_sharding.descriptor import shard_manager
+        from pynamodb_sharding._descriptor import shard_manager
 
         by_day = self.by_day()
 

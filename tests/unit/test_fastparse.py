@@ -16,7 +16,7 @@ from botocore.parsers import create_parser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding.fastparse import _active, _parse_query_page, decode_binary_values
+from pynamodb_sharding._fastparse import _active, _parse_query_page, decode_binary_values
 
 _QUERY = botocore.session.get_session().get_service_model("dynamodb").operation_model("Query")
 _HEADERS = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "r1"}

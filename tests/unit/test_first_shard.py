@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding, ShardingDefinitionError, shard_manager
-from pynamodb_sharding.exceptions import ShardKeyError, ShardLocationError
-from pynamodb_sharding.keys import LEGACY_SHARD, KeyCodec
+from pynamodb_sharding._exceptions import ShardKeyError, ShardLocationError
+from pynamodb_sharding._keys import LEGACY_SHARD, KeyCodec
 
 
 class ZeroBased(ShardedModel):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pynamodb.attributes import BinaryAttribute, ListAttribute, NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
 
 from pynamodb_sharding import HashedShards, ShardedModel, Sharding, ShardingDefinitionError
-from pynamodb_sharding.strategies import canonical_number
+from pynamodb_sharding._strategies import canonical_number
 
 
 class ByNumber(ShardedModel):

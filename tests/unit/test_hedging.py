@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pynamodb_sharding.hedging import HEDGE_BUDGET, HEDGE_BURST, MIN_SAMPLES, LatencyWindow, hedged, mark_sent
+from pynamodb_sharding._hedging import HEDGE_BUDGET, HEDGE_BURST, MIN_SAMPLES, LatencyWindow, hedged, mark_sent
 
 
 def _warm(window: LatencyWindow, seconds: float = 0.01) -> None:

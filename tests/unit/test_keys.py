@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
-from pynamodb_sharding.keys import LEGACY_SHARD, MAX_PARTITION_KEY_BYTES, KeyCodec, decode, encode, validate_separator
+from pynamodb_sharding._exceptions import ShardingDefinitionError, ShardKeyError
+from pynamodb_sharding._keys import LEGACY_SHARD, MAX_PARTITION_KEY_BYTES, KeyCodec, decode, encode, validate_separator
 from tests.strategies import logical_keys, separators, shards, tricky_logical_keys
 
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding import fanout
-from pynamodb_sharding.cursor import RawItem, RawKey
-from pynamodb_sharding.merge import Page, ShardMerge, sort_value
-from pynamodb_sharding.pool import fanout_threads
+from pynamodb_sharding import _fanout as fanout
+from pynamodb_sharding._cursor import RawItem, RawKey
+from pynamodb_sharding._merge import Page, ShardMerge, sort_value
+from pynamodb_sharding._pool import fanout_threads
 from tests.forked import fork_running
 
 KEY_NAMES = ("pk", "sk")

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding.merge import ShardMerge
+from pynamodb_sharding._merge import ShardMerge
 from tests.unit.test_merge import KEY_NAMES, Paginator, sk_of
 
 LEGACY = -1

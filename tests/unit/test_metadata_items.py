@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding.exceptions import MetadataError
-from pynamodb_sharding.metadata import (
+from pynamodb_sharding._exceptions import MetadataError
+from pynamodb_sharding._metadata import (
     LOCK_RESOLUTION,
     ShardMetadata,
     ShardState,
@@ -21,7 +21,7 @@ from pynamodb_sharding.metadata import (
     parse_history_entry,
     state_from_item,
 )
-from pynamodb_sharding.strategies import HistoryEntry
+from pynamodb_sharding._strategies import HistoryEntry
 
 
 class UnitShards(ShardMetadata):

@@ -19,11 +19,11 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
-from pynamodb_sharding.exceptions import MigrationError
+from pynamodb_sharding._exceptions import MigrationError
 from pynamodb_sharding.migration import CopyJob, JobOptions, RateLimiter
-from pynamodb_sharding.migration.engine import _batches, item_write_units
-from pynamodb_sharding.migration.jobs import Put
-from pynamodb_sharding.migration.verification import item_checksum
+from pynamodb_sharding.migration._engine import _batches, item_write_units
+from pynamodb_sharding.migration._jobs import Put
+from pynamodb_sharding.migration._verification import item_checksum
 
 
 class Source(Model):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding.cursor import CursorScope, CursorState, RawKey, TokenCodec, secret_keys
-from pynamodb_sharding.exceptions import CursorError, ShardKeyError
+from pynamodb_sharding._cursor import CursorScope, CursorState, RawKey, TokenCodec, secret_keys
+from pynamodb_sharding._exceptions import CursorError, ShardKeyError
 
 SCOPE = CursorScope(model="AuditLog", table="audit_log", key={"S": "/shared/a.txt"}, index=None, forward=True)
 KEY_NAMES = ("file_path", "accessed_at")

@@ -94,8 +94,8 @@ def test_dir_lists_the_public_names(package: ModuleType) -> None:
 
 def test_submodules_still_import_through_the_package() -> None:
     """``from pynamodb_sharding import model`` is a submodule import, not a public name."""
-    from pynamodb_sharding import model
+    from pynamodb_sharding import _model as model
     from pynamodb_sharding.testing import local
 
-    assert model.__name__ == "pynamodb_sharding.model"
+    assert model.__name__ == "pynamodb_sharding._model"
     assert local.__name__ == "pynamodb_sharding.testing.local"

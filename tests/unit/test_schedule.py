@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pynamodb_sharding import TimePartitioned
-from pynamodb_sharding.schedule import Schedule
+from pynamodb_sharding._schedule import Schedule
 
 UTC = dt.UTC
 TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")

@@ -12,7 +12,7 @@ from collections import Counter
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
-from pynamodb_sharding.strategies import md5_shard
+from pynamodb_sharding._strategies import md5_shard
 
 
 class Ranged(ShardedModel):

@@ -35,7 +35,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding._host import BOTOCORE_VERSION, keep_unmodelled_fields
-from pynamodb_sharding.throttling import (
+from pynamodb_sharding._throttling import (
     UNPROCESSED_ITEMS,
     Throttle,
     ThrottleKind,

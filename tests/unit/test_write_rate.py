@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynamodb_sharding.write_rate import LocalWrites, RateWindow, window_start
+from pynamodb_sharding._write_rate import LocalWrites, RateWindow, window_start
 
 
 def test_window_start_is_a_multiple_of_the_interval() -> None:

@@ -23,13 +23,13 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
     def run_from_argv(self, argv: list[str]) -> None:
         # Django has set itself up (django.setup()) before calling this: hand the rest over,
         # and let the command line's exit code be manage.py's.
-        from pynamodb_sharding.cli import cli
+        from pynamodb_sharding._cli import cli
 
         cli.main(args=list(argv[2:]), prog_name=f"{argv[0]} {argv[1]}")
 
     def handle(self, *args: Any, **options: Any) -> None:
         """From ``call_command("pynamodb_sharding", ...)``: a failure raises ``CommandError``."""
-        from pynamodb_sharding.cli import cli
+        from pynamodb_sharding._cli import cli
 
         try:
             cli.main(args=list(args), prog_name="manage.py pynamodb_sharding")

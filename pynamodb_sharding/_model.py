@@ -2,11 +2,11 @@
 
 User code only ever sees the logical key. Every request is rewritten to the physical key
 (``logical + separator + shard``), every item read back is decoded and remembers its shard
-(:mod:`~pynamodb_sharding.item`), so saving, updating, deleting or refreshing it again hits
+(:mod:`~pynamodb_sharding._item`), so saving, updating, deleting or refreshing it again hits
 the same physical key.
 
 The class is a thin front: PynamoDB's public methods and the hooks PynamoDB calls, each handing
-the work to the class's routes (:mod:`~pynamodb_sharding.routes`, chosen once when the class is
+the work to the class's routes (:mod:`~pynamodb_sharding._routes`, chosen once when the class is
 defined: one table, or one table per period), which go down to the writes, point reads and
 merged reads. Nothing below calls back up into this module.
 """
@@ -22,17 +22,19 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
-from pynamodb_sharding import item as item_shard
-from pynamodb_sharding import partitioned, point_reads, writes
-from pynamodb_sharding.declaration import declare
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import LogicalKeyError, ShardingDefinitionError
-from pynamodb_sharding.indexes import add_shard_attributes
-from pynamodb_sharding.periods import is_time_partitioned
-from pynamodb_sharding.routes import TableRoutes
+from pynamodb_sharding import _item as item_shard
+from pynamodb_sharding import _partitioned as partitioned
+from pynamodb_sharding import _point_reads as point_reads
+from pynamodb_sharding import _writes as writes
+from pynamodb_sharding._declaration import declare
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
+from pynamodb_sharding._indexes import add_shard_attributes
+from pynamodb_sharding._periods import is_time_partitioned
+from pynamodb_sharding._routes import TableRoutes
 
 if TYPE_CHECKING:
-    from pynamodb_sharding.fanout import MergedResultIterator
+    from pynamodb_sharding._fanout import MergedResultIterator
 
 __all__ = ["ShardedModel", "with_companions"]
 
@@ -41,7 +43,7 @@ _T = TypeVar("_T", bound="ShardedModel")
 
 class ShardedMetaModel(MetaModel):
     """Checks and binds the sharding declaration when a ``ShardedModel`` subclass is defined
-    (:func:`~pynamodb_sharding.declaration.declare`), and chooses how its requests are routed."""
+    (:func:`~pynamodb_sharding._declaration.declare`), and chooses how its requests are routed."""
 
     def __init__(self, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:
         super().__init__(name, bases, namespace, discriminator)
@@ -228,7 +230,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         A sharded index whose count grows (``DynamicShards``) and that throttles the save
         grows for the item's index value, and the save is sent again (see
-        :func:`pynamodb_sharding.indexes.write_growing_indexes`).
+        :func:`pynamodb_sharding._indexes.write_growing_indexes`).
 
         An item whose primary key changed since it was read is a new item (the stored one
         stays, as in PynamoDB). An item whose shard is derived from attributes that changed

@@ -5,9 +5,9 @@ not. Declaring ``shards = Sharding(HashedShards(8))`` on the index class spreads
 over physical index values: the model stores the index's hash-key attribute *suffixed*
 (``"20160226_7"``), so DynamoDB files each item under one of eight index partitions, and
 every read path gives the logical value back (``"20160226"``). A query of the index is one
-query per index shard, merged like a query of a sharded table (:mod:`pynamodb_sharding.fanout`).
+query per index shard, merged like a query of a sharded table (:mod:`pynamodb_sharding._fanout`).
 
-The bound :class:`~pynamodb_sharding.descriptor.ShardManager` of an index
+The bound :class:`~pynamodb_sharding._descriptor.ShardManager` of an index
 (``AuditLog.by_day.shards``) answers the same questions as a model's, in a key space of its
 own (``<table>#<index>``), so a :class:`~pynamodb_sharding.DynamicShards` count of a day on
 the index is not the count of a table key spelled the same.
@@ -25,6 +25,13 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
+from pynamodb_sharding._descriptor import Sharding, ShardManager, is_global_index_class, register_index_manager
+from pynamodb_sharding._exceptions import (
+    DerivedAttributeUpdateError,
+    IndexNotReadyError,
+    ShardingDefinitionError,
+    ShardKeyError,
+)
 from pynamodb_sharding._host import (
     botocore_client,
     hash_keyname,
@@ -34,16 +41,9 @@ from pynamodb_sharding._host import (
     keep_unmodelled_fields,
     range_keyname,
 )
-from pynamodb_sharding.descriptor import Sharding, ShardManager, is_global_index_class, register_index_manager
-from pynamodb_sharding.exceptions import (
-    DerivedAttributeUpdateError,
-    IndexNotReadyError,
-    ShardingDefinitionError,
-    ShardKeyError,
-)
-from pynamodb_sharding.item import forget_index, index_pin, pin_index
-from pynamodb_sharding.keys import LEGACY_SHARD
-from pynamodb_sharding.throttling import ThrottleKind, classify
+from pynamodb_sharding._item import forget_index, index_pin, pin_index
+from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._throttling import ThrottleKind, classify
 
 if TYPE_CHECKING:
     from pynamodb.models import Model

@@ -13,11 +13,11 @@ from typing import Any
 import attrs
 from botocore.exceptions import ClientError
 
+from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding.exceptions import ShardKeyError
-from pynamodb_sharding.migration.checkpoints import CheckpointStore
-from pynamodb_sharding.migration.engine import JobOptions, current_pass, item_write_units
-from pynamodb_sharding.migration.jobs import CompactJob, CopyJob, Job, Move, Put, ReindexJob, Rewrite
+from pynamodb_sharding.migration._checkpoints import CheckpointStore
+from pynamodb_sharding.migration._engine import JobOptions, current_pass, item_write_units
+from pynamodb_sharding.migration._jobs import CompactJob, CopyJob, Job, Move, Put, ReindexJob, Rewrite
 
 __all__ = ["MigrationPlan", "plan"]
 

@@ -23,12 +23,12 @@ import click
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import ShardingError
+from pynamodb_sharding._fanout import count_by_shard
 from pynamodb_sharding._host import reset_connection
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import ShardingError
-from pynamodb_sharding.fanout import count_by_shard
-from pynamodb_sharding.indexes import sharded_indexes_of
-from pynamodb_sharding.model import with_companions
+from pynamodb_sharding._indexes import sharded_indexes_of
+from pynamodb_sharding._model import with_companions
 
 __all__ = ["CommandError", "main"]
 
@@ -169,7 +169,7 @@ def load_model(spec: str) -> ModelRef:
 
 def require_sharded(ref: ModelRef) -> None:
     """Fail with one line unless ``ref`` names a ``ShardedModel`` subclass."""
-    from pynamodb_sharding.model import ShardedModel
+    from pynamodb_sharding._model import ShardedModel
 
     if not issubclass(ref.model, ShardedModel):
         msg = (
@@ -375,7 +375,7 @@ def tables_rotate(model_spec: str, dry_run: bool, ahead: int | None, now_text: s
     then drops the tables older than its retention. Exits with status 1 if an archive or a
     drop failed (that table is kept). Run it daily.
     """
-    from pynamodb_sharding.periods import is_time_partitioned
+    from pynamodb_sharding._periods import is_time_partitioned
     from pynamodb_sharding.rotation import rotate
 
     ref = load_model(model_spec)
@@ -412,9 +412,9 @@ def tables_scale(model_spec: str, dry_run: bool, now_text: str | None, load_spec
     updated; on-demand tables are left alone. Exits with status 1 if DynamoDB refused the
     update (it limits decreases per day). Run it hourly.
     """
+    from pynamodb_sharding._periods import is_time_partitioned
+    from pynamodb_sharding._schedule import Schedule
     from pynamodb_sharding.capacity import scale
-    from pynamodb_sharding.periods import is_time_partitioned
-    from pynamodb_sharding.schedule import Schedule
 
     ref = load_model(model_spec)
     declared: Any = ref.model.Meta.table_name
@@ -560,9 +560,9 @@ class HeatRow:
 def heat_report(ref: ModelRef) -> list[HeatRow]:
     """Every key with a metadata item, in the table's and its sharded indexes' key spaces,
     hottest first: the highest write rate, then the most shards, then the most recent change."""
-    from pynamodb_sharding.dynamic import DynamicShards
-    from pynamodb_sharding.metadata import state_from_item
-    from pynamodb_sharding.write_rate import stored_window
+    from pynamodb_sharding._dynamic import DynamicShards
+    from pynamodb_sharding._metadata import state_from_item
+    from pynamodb_sharding._write_rate import stored_window
 
     model: Any = ref.model
     managers = [("table", shard_manager(model))]
@@ -720,8 +720,8 @@ def _status_period(ref: ModelRef, key: str | None, period: str | None) -> type[M
 
     Checks that the period's table and the companion tables exist; ``None`` for other models.
     """
-    from pynamodb_sharding.partitioned import declaration, period_model
-    from pynamodb_sharding.periods import is_time_partitioned
+    from pynamodb_sharding._partitioned import declaration, period_model
+    from pynamodb_sharding._periods import is_time_partitioned
 
     if not is_time_partitioned(ref.model):
         if period is not None:
@@ -761,9 +761,9 @@ def shard_status(ref: ModelRef, key: str, period_table: type[Model] | None = Non
 
     ``period_table``: a time-partitioned model's period model, whose table the items are counted in.
     """
-    from pynamodb_sharding.dynamic import DynamicShards
-    from pynamodb_sharding.keys import LEGACY_SHARD
-    from pynamodb_sharding.model import ShardedModel
+    from pynamodb_sharding._dynamic import DynamicShards
+    from pynamodb_sharding._keys import LEGACY_SHARD
+    from pynamodb_sharding._model import ShardedModel
 
     assert issubclass(ref.model, ShardedModel)  # require_sharded() checked it
     counted: Any = period_table or ref.model
@@ -846,7 +846,7 @@ def _run_job(job_factory: Any, refs: Sequence[ModelRef], *, dry_run: bool, worke
     import json
 
     from pynamodb_sharding.migration import JobOptions, plan, run
-    from pynamodb_sharding.migration.progress import progress_for
+    from pynamodb_sharding.migration._progress import progress_for
 
     total = total_segments if total_segments is not None else max(4, workers)
     if segment is not None and segment >= total:
@@ -1001,7 +1001,7 @@ def local_serve(port: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The console-script entry point (``pynamodb-sharding = pynamodb_sharding.cli:main``)."""
+    """The console-script entry point (``pynamodb-sharding = pynamodb_sharding._cli:main``)."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="pynamodb-sharding")
 
 

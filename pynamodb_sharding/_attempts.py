@@ -27,7 +27,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 __all__ = ["WriteAttempts", "may_have_been_applied", "tracking", "watch"]
 
 _HOOK_EVENT = "needs-retry.dynamodb"
-_HOOK_ID = "pynamodb_sharding.attempts.record_outcome"
+_HOOK_ID = "pynamodb_sharding._attempts.record_outcome"
 
 # Errors raised before a byte of the request reached the server: such an attempt did nothing.
 _NOT_SENT = (EndpointConnectionError, ConnectTimeoutError)

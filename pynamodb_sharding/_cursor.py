@@ -20,8 +20,8 @@ from typing import Any
 
 import attrs
 
-from pynamodb_sharding.exceptions import CursorError, ShardKeyError
-from pynamodb_sharding.keys import LEGACY_SHARD, describe_shard
+from pynamodb_sharding._exceptions import CursorError, ShardKeyError
+from pynamodb_sharding._keys import LEGACY_SHARD, describe_shard
 
 __all__ = [
     "CURSOR_VERSION",

@@ -2,7 +2,7 @@
 and the requests that do it.
 
 A new item goes where its strategy says (:meth:`ShardManager.write`, which may retry on a
-throttle); an item read back stays where it was read (see :mod:`pynamodb_sharding.item`); an
+throttle); an item read back stays where it was read (see :mod:`pynamodb_sharding._item`); an
 item stored where the layout no longer writes it (a bare legacy key, an older count) is moved
 where a job would move it, in one transaction, and followed when a job moved it meanwhile. The
 requests are built and sent here (``PutItem``, ``UpdateItem``, ``DeleteItem``,
@@ -28,7 +28,11 @@ from pynamodb.exceptions import (
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 
-from pynamodb_sharding import attempts, item
+from pynamodb_sharding import _attempts as attempts
+from pynamodb_sharding import _item as item
+from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
+from pynamodb_sharding._descriptor import ShardManager, shard_manager
+from pynamodb_sharding._exceptions import DerivedAttributeUpdateError, PartialItemError, ShardKeyError, ShardMoveError
 from pynamodb_sharding._host import (
     botocore_client,
     bump_local_version,
@@ -37,12 +41,9 @@ from pynamodb_sharding._host import (
     table_connection,
     version_condition,
 )
-from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
-from pynamodb_sharding.descriptor import ShardManager, shard_manager
-from pynamodb_sharding.exceptions import DerivedAttributeUpdateError, PartialItemError, ShardKeyError, ShardMoveError
-from pynamodb_sharding.indexes import check_index_actions, sharded_indexes_of, store_index_values
-from pynamodb_sharding.keys import LEGACY_SHARD
-from pynamodb_sharding.point_reads import candidate_shards, derives_from_other_attributes, locate, locate_for_write
+from pynamodb_sharding._indexes import check_index_actions, sharded_indexes_of, store_index_values
+from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._point_reads import candidate_shards, derives_from_other_attributes, locate, locate_for_write
 
 __all__ = [
     "addressed_key",
@@ -532,7 +533,7 @@ def delete_condition(target: Any, condition: Condition | None) -> Condition | No
 
 def batch_alone(target: Any, put: bool) -> bool:
     """Whether a batch put (``put``) or delete of ``target`` must be sent on its own, by ``save()``
-    or ``delete()``: a job may be moving it (see :mod:`pynamodb_sharding.batch`).
+    or ``delete()``: a job may be moving it (see :mod:`pynamodb_sharding._batch`).
 
     A put of a new instance is assigned its shard here (reading where its key is stored, as
     :func:`stored_form` would), so the batch reads nothing twice.

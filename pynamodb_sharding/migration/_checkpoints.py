@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 from botocore.exceptions import ClientError
 
-from pynamodb_sharding.exceptions import MigrationError
+from pynamodb_sharding._exceptions import MigrationError
 
 __all__ = ["DEFAULT_CHECKPOINT_TABLE", "Checkpoint", "CheckpointStore"]
 

@@ -3,7 +3,7 @@
 A job looks at one raw item (as the scan returned it, physical key included) and answers with
 a :class:`Put` (copy into another table), a :class:`Move` (to another shard of the same table),
 a :class:`Rewrite` (its index entry set in place) or ``None`` (already where the model's
-current layout puts it). The engine (:mod:`pynamodb_sharding.migration.engine`) does the I/O;
+current layout puts it). The engine (:mod:`pynamodb_sharding.migration._engine`) does the I/O;
 jobs only decide, so a re-run decides the same way.
 
 Exactly once rests on two choices made here:
@@ -34,13 +34,14 @@ from cachetools import LRUCache
 from pynamodb.attributes import Attribute
 from pynamodb.models import Model
 
+from pynamodb_sharding._descriptor import ShardManager, is_sharded, shard_manager
+from pynamodb_sharding._exceptions import MigrationError, ShardKeyError, ShardLocationError
 from pynamodb_sharding._host import hash_keyname, range_keyname
-from pynamodb_sharding.descriptor import ShardManager, is_sharded, shard_manager
-from pynamodb_sharding.exceptions import MigrationError, ShardKeyError, ShardLocationError
-from pynamodb_sharding.indexes import ShardedIndex, sharded_index
-from pynamodb_sharding.keys import LEGACY_SHARD
-from pynamodb_sharding.metadata import ShardCountStore
-from pynamodb_sharding.strategies import md5_shard, stored_bytes
+from pynamodb_sharding._indexes import ShardedIndex, sharded_index
+from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._metadata import ShardCountStore
+from pynamodb_sharding._sizes import item_write_units
+from pynamodb_sharding._strategies import md5_shard, stored_bytes
 
 __all__ = [
     "CompactJob",
@@ -315,7 +316,7 @@ class Job:
     @property
     def models(self) -> tuple[type[Model], ...]:
         """The models whose connections a worker process must rebuild after a fork."""
-        from pynamodb_sharding.model import with_companions
+        from pynamodb_sharding._model import with_companions
 
         return tuple(with_companions(dict.fromkeys([self.source.model, self.target.model])))
 
@@ -442,7 +443,7 @@ class ReshardJob(Job):
 class CompactJob(ReshardJob):
     """:class:`ReshardJob`, then trim each key's shard-count history to its current count.
 
-    Trimming (done by :func:`pynamodb_sharding.migration.engine.run` once every segment is
+    Trimming (done by :func:`pynamodb_sharding.migration._engine.run` once every segment is
     done) is what makes reads stop covering the shards above the count; a key is trimmed only
     when none of those shards holds an item any more.
     """
@@ -490,7 +491,6 @@ class ReindexJob(Job):
         return f"{self.kind} {self.source.name} ({self.source.table}) index {self.index.index_name!r}"
 
     def plan(self, item: StoredItem) -> Rewrite | None:
-        from pynamodb_sharding.migration.engine import item_write_units
 
         index, layout = self.index, self.source
         stored = item.get(index.attr_name)

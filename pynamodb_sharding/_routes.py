@@ -1,11 +1,11 @@
 """How a sharded model's requests are routed: chosen once per class, when the class is defined.
 
 :class:`TableRoutes` sends a model's requests to its one table: writes through
-:mod:`~pynamodb_sharding.writes`, point reads through :mod:`~pynamodb_sharding.point_reads`,
-queries and counts through :mod:`~pynamodb_sharding.fanout`, the rest as PynamoDB does.
+:mod:`~pynamodb_sharding._writes`, point reads through :mod:`~pynamodb_sharding._point_reads`,
+queries and counts through :mod:`~pynamodb_sharding._fanout`, the rest as PynamoDB does.
 :class:`PeriodRoutes` serves a time-partitioned model (``Meta.table_name = TimePartitioned(...)``):
 each request goes to the routes of the period model whose table it addresses (see
-:mod:`~pynamodb_sharding.partitioned`). The model's methods call ``cls._routes`` and never
+:mod:`~pynamodb_sharding._partitioned`). The model's methods call ``cls._routes`` and never
 branch on which it is; a new way of routing is one new class here.
 """
 
@@ -21,7 +21,14 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 from pynamodb.pagination import ResultIterator
 
-from pynamodb_sharding import partitioned, point_reads, writes
+from pynamodb_sharding import _partitioned as partitioned
+from pynamodb_sharding import _point_reads as point_reads
+from pynamodb_sharding import _writes as writes
+from pynamodb_sharding._batch import ShardedBatchWrite
+from pynamodb_sharding._conditions import Usage, rewrite_condition
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import PeriodRangeError, ShardingDefinitionError
+from pynamodb_sharding._fanout import merged_count, merged_query
 from pynamodb_sharding._host import (
     discriminator_attribute,
     guard_keys,
@@ -30,14 +37,9 @@ from pynamodb_sharding._host import (
     keep_unmodelled_fields,
     table_connection,
 )
-from pynamodb_sharding.batch import ShardedBatchWrite
-from pynamodb_sharding.conditions import Usage, rewrite_condition
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import PeriodRangeError, ShardingDefinitionError
-from pynamodb_sharding.fanout import merged_count, merged_query
-from pynamodb_sharding.indexes import sharded_index, sharded_indexes_of, write_growing_indexes
-from pynamodb_sharding.periods import is_time_partitioned
-from pynamodb_sharding.point_reads import without_stale_bare_copies
+from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of, write_growing_indexes
+from pynamodb_sharding._periods import is_time_partitioned
+from pynamodb_sharding._point_reads import without_stale_bare_copies
 
 __all__ = ["PeriodRoutes", "TableRoutes", "bind_routes", "routes_of"]
 
@@ -235,7 +237,7 @@ class TableRoutes:
 
 class PeriodRoutes(TableRoutes):
     """The requests of a time-partitioned model: each goes to the routes of the period model
-    whose table it addresses (see :mod:`pynamodb_sharding.partitioned`).
+    whose table it addresses (see :mod:`pynamodb_sharding._partitioned`).
 
     .. versionadded:: 0.4.0
     """

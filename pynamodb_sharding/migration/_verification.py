@@ -24,11 +24,11 @@ from typing import Any
 import attrs
 from pynamodb.models import Model
 
+from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import botocore_client, index_hash_attribute, index_range_attribute, indexes
-from pynamodb_sharding.exceptions import ShardKeyError
-from pynamodb_sharding.indexes import ShardedIndex
-from pynamodb_sharding.keys import LEGACY_SHARD
-from pynamodb_sharding.migration.jobs import KeyLayout
+from pynamodb_sharding._indexes import ShardedIndex
+from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding.migration._jobs import KeyLayout
 
 __all__ = [
     "IndexDifference",
@@ -148,7 +148,7 @@ def _canonical_value(kind: str, inner: Any) -> Any:
     if kind in ("SS", "NS", "BS"):  # sets come back in any order
         return sorted(_canonical(inner), key=json.dumps)
     if kind == "N":
-        from pynamodb_sharding.strategies import canonical_number
+        from pynamodb_sharding._strategies import canonical_number
 
         return canonical_number(inner)
     if kind == "L":

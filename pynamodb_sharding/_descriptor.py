@@ -1,7 +1,7 @@
 """The ``Sharding`` descriptor and the ``ShardManager`` it binds to each model class.
 
 :class:`ShardManager` is the one seam between a sharded model and its strategy: it binds the
-model once (its key space, its only :class:`~pynamodb_sharding.keys.KeyCodec`), builds the
+model once (its key space, its only :class:`~pynamodb_sharding._keys.KeyCodec`), builds the
 frozen key views strategies see, fills in their optional hooks, and leaves out shards whose
 physical key cannot exist. The model, the merged queries, the conditions and the command line
 all ask it, never the strategy directly. :func:`shard_manager` returns it for a model class.
@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 import attrs
 from pynamodb.indexes import GlobalSecondaryIndex
 
-from pynamodb_sharding._host import hash_keyname, index_hash_attribute, indexes, range_keyname
-from pynamodb_sharding.cursor import CursorSecret, secret_keys
-from pynamodb_sharding.exceptions import (
+from pynamodb_sharding._cursor import CursorSecret, secret_keys
+from pynamodb_sharding._exceptions import (
     CursorError,
     FixedShardCountError,
     ShardingDefinitionError,
     ShardKeyError,
 )
-from pynamodb_sharding.hedging import LatencyWindow
-from pynamodb_sharding.item import known
-from pynamodb_sharding.keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
-from pynamodb_sharding.periods import shard_namespace
-from pynamodb_sharding.strategies import (
+from pynamodb_sharding._hedging import LatencyWindow
+from pynamodb_sharding._host import hash_keyname, index_hash_attribute, indexes, range_keyname
+from pynamodb_sharding._item import known
+from pynamodb_sharding._keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
+from pynamodb_sharding._periods import shard_namespace
+from pynamodb_sharding._strategies import (
     HistoryEntry,
     ItemKey,
     KeySpace,
@@ -103,7 +103,7 @@ class Sharding:
             is skipped only when the query's range ends this long before the shard's first use.
         hedged_requests: send a shard request of a merged query or count once more when it is
             slower than the model's recent 95th percentile; the first answer wins
-            (see :mod:`pynamodb_sharding.hedging`).
+            (see :mod:`pynamodb_sharding._hedging`).
         page_reads: how a merged query with a ``limit`` (and no ``page_size``) asks the shards
             for items: ``"one_round_trip"`` (default) asks each shard for enough that a page
             rarely needs a second request to any shard; ``"fewest_items"`` asks each for 1.5 x
@@ -225,7 +225,7 @@ class Sharding:
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
         if is_global_index_class(owner):
-            return  # bound per model when the model is defined (see pynamodb_sharding.indexes)
+            return  # bound per model when the model is defined (see pynamodb_sharding._indexes)
         if _is_local_index_class(owner):
             msg = (
                 f"{owner.__name__}.{name}: a local secondary index shares the table's partition key, "
@@ -404,7 +404,7 @@ class ShardManager(Generic[_M]):
     @functools.cached_property
     def basis_names(self) -> tuple[str, ...]:
         """What an item's shard depends on: hash key, range key, then the attributes the
-        strategy derives it from (see :mod:`pynamodb_sharding.item`)."""
+        strategy derives it from (see :mod:`pynamodb_sharding._item`)."""
         return (*self.key_attributes, *self.derived_attributes)
 
     @property
@@ -510,7 +510,7 @@ class ShardManager(Generic[_M]):
         return (first[0], max(1, count)) if first else None
 
     def read_targets(self, key: str) -> tuple[int, ...]:
-        """:meth:`read_shards`, preceded by :data:`~pynamodb_sharding.keys.LEGACY_SHARD` (the bare
+        """:meth:`read_shards`, preceded by :data:`~pynamodb_sharding._keys.LEGACY_SHARD` (the bare
         legacy key) when the model is declared ``legacy_unsharded``."""
         shards = self.read_shards(key)
         return (LEGACY_SHARD, *shards) if self.legacy_unsharded else shards
@@ -575,7 +575,7 @@ class ShardManager(Generic[_M]):
         move items out of (:meth:`misplaced`): the bare legacy key, the shards of an older
         ``HashedShards`` layout (``previous_counts``; they may be shards of the current layout
         too), the shards above a random or dynamic key's current count. Empty for a key no job
-        moves anything of. A merged query reads them first (see :mod:`pynamodb_sharding.fanout`).
+        moves anything of. A merged query reads them first (see :mod:`pynamodb_sharding._fanout`).
 
         .. versionadded:: 0.4.0
         """
@@ -838,7 +838,7 @@ class ShardManager(Generic[_M]):
 
 
 #: Each sharded index (the instance declared on a model class) and its bound manager; filled
-#: by :func:`pynamodb_sharding.indexes.bind_sharded_indexes` when the model is defined.
+#: by :func:`pynamodb_sharding._indexes.bind_sharded_indexes` when the model is defined.
 _INDEX_MANAGERS: weakref.WeakKeyDictionary[Any, ShardManager[Any]] = weakref.WeakKeyDictionary()
 
 

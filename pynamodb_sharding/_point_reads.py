@@ -15,14 +15,14 @@ from typing import Any, TypeVar
 from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
 from pynamodb.models import Model
 
+from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
+from pynamodb_sharding._descriptor import ShardManager, shard_manager
+from pynamodb_sharding._exceptions import ShardLocationError
 from pynamodb_sharding._host import discriminator_class, table_connection
-from pynamodb_sharding.conditions import Usage, check_item_condition, rewrite_condition
-from pynamodb_sharding.descriptor import ShardManager, shard_manager
-from pynamodb_sharding.exceptions import ShardLocationError
-from pynamodb_sharding.indexes import sharded_indexes_of
-from pynamodb_sharding.item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
-from pynamodb_sharding.item import range_value as range_of
-from pynamodb_sharding.keys import LEGACY_SHARD
+from pynamodb_sharding._indexes import sharded_indexes_of
+from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
+from pynamodb_sharding._item import range_value as range_of
+from pynamodb_sharding._keys import LEGACY_SHARD
 
 __all__ = [
     "BATCH_GET_LIMIT",

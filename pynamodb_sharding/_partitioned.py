@@ -1,7 +1,7 @@
 """Requests of a time-partitioned model, each sent to its period's table.
 
 A model declared with ``Meta.table_name = TimePartitioned(...)`` (see
-:mod:`pynamodb_sharding.periods`) has one table per period. Each period's table is served by a
+:mod:`pynamodb_sharding._periods`) has one table per period. Each period's table is served by a
 *period model*: a subclass of the declared model whose ``Meta.table_name`` is that period's
 table, made once per period and process (:func:`period_model`). The declared model sends
 nothing itself:
@@ -35,9 +35,8 @@ from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE, PROVISIONED_BILLING
 from pynamodb.exceptions import PynamoDBException, TableDoesNotExist, TableError
 from pynamodb.expressions.condition import Condition
 
-from pynamodb_sharding._host import discriminator_attribute, unshared_connection
-from pynamodb_sharding.batch import ShardedBatchWrite
-from pynamodb_sharding.exceptions import (
+from pynamodb_sharding._batch import ShardedBatchWrite
+from pynamodb_sharding._exceptions import (
     CursorError,
     PeriodRangeError,
     PeriodsMissingError,
@@ -46,9 +45,15 @@ from pynamodb_sharding.exceptions import (
     PeriodTableNotActiveError,
     ShardingDefinitionError,
 )
-from pynamodb_sharding.metadata import connection_fingerprint
-from pynamodb_sharding.periods import TimePartitioned
-from pynamodb_sharding.throttling import error_chain
+from pynamodb_sharding._host import (
+    botocore_client,
+    connection_fingerprint,
+    discriminator_attribute,
+    range_keyname,
+    unshared_connection,
+)
+from pynamodb_sharding._periods import TimePartitioned, template_of
+from pynamodb_sharding._throttling import error_chain
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -94,10 +99,10 @@ def check_declaration(model: type[Any]) -> None:
     name = model.__name__
     where = f"{name}.{declared.attribute}"
     attribute = model.get_attributes().get(declared.attribute)
-    if attribute is None or declared.attribute != model._range_keyname:
+    if attribute is None or declared.attribute != range_keyname(model):
         msg = (
             f"{where}: TimePartitioned(attribute={declared.attribute!r}) must name {name}'s range key "
-            f"({model._range_keyname!r}): an item's key then names its period's table, so get, update "
+            f"({range_keyname(model)!r}): an item's key then names its period's table, so get, update "
             f"and delete address one table. Make the time attribute the range key."
         )
         raise ShardingDefinitionError(msg)
@@ -154,11 +159,6 @@ def period_model(model: type[_M], period: str) -> type[_M]:
             })
             cache[(fingerprint, period)] = found
     return found  # type: ignore[no-any-return]
-
-
-def template_of(model: type[Any]) -> type[Any]:
-    """The declared model of a period model (the model itself otherwise)."""
-    return model.__dict__.get("_period_template") or model
 
 
 def item_period(item: Any) -> str:
@@ -362,7 +362,7 @@ def _refused(template: type[Any], model: type[Any], error: PynamoDBException) ->
 def existing_periods(model: type[Any]) -> list[str]:
     """The periods of ``model`` whose tables exist, oldest first (one ``ListTables`` walk)."""
     declared = declaration(model)
-    client = period_model(model, declared.current())._get_connection().connection.client
+    client = botocore_client(period_model(model, declared.current()))
     found: list[str] = []
     start: str | None = None
     while True:

@@ -10,9 +10,9 @@ threads had in flight again, so neither ends a merged query early nor makes it h
 :func:`merged_count` sums the shards' counts in parallel.
 
 This module plans and sends: it turns a logical query into one request per shard (the same
-request for query and count), runs them through :class:`~pynamodb_sharding.merge.ShardMerge`,
+request for query and count), runs them through :class:`~pynamodb_sharding._merge.ShardMerge`,
 and wraps the merged stream in the iterators users see. The cursor lives in
-:mod:`pynamodb_sharding.cursor`, the merge in :mod:`pynamodb_sharding.merge`; their names are
+:mod:`pynamodb_sharding._cursor`, the merge in :mod:`pynamodb_sharding._merge`; their names are
 re-exported here for code written against earlier releases.
 """
 
@@ -47,9 +47,8 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.pagination import RateLimiter
 
-from pynamodb_sharding._host import discriminator_attribute, index_hash_attribute, indexes, table_connection
-from pynamodb_sharding.conditions import Usage, rewrite_condition
-from pynamodb_sharding.cursor import (
+from pynamodb_sharding._conditions import Usage, rewrite_condition
+from pynamodb_sharding._cursor import (
     CURSOR_VERSION,
     CursorScope,
     CursorState,
@@ -59,15 +58,16 @@ from pynamodb_sharding.cursor import (
     decode_cursor,
     encode_cursor,
 )
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
-from pynamodb_sharding.fastparse import parsed_quickly
-from pynamodb_sharding.hedging import hedged
-from pynamodb_sharding.indexes import backfill_pending, index_not_ready, sharded_index
-from pynamodb_sharding.keys import FIRST_READ, LEGACY_SHARD
-from pynamodb_sharding.merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
-from pynamodb_sharding.point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
-from pynamodb_sharding.pool import BoundedSubmitter, fanout_executor, fanout_threads
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
+from pynamodb_sharding._fastparse import parsed_quickly
+from pynamodb_sharding._hedging import hedged
+from pynamodb_sharding._host import discriminator_attribute, index_hash_attribute, indexes, table_connection
+from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharded_index
+from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
+from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
+from pynamodb_sharding._point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
+from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads
 
 if TYPE_CHECKING:
     from pynamodb.models import Model

@@ -3,8 +3,8 @@
 :func:`declare` is what ``ShardedModel``'s metaclass runs for every subclass: it finds the
 ``Sharding`` descriptor (or gives a model that shards only an index a one-shard table layout),
 refuses what cannot work with a message naming the model, the attribute and the fix, binds the
-class's :class:`~pynamodb_sharding.descriptor.ShardManager` and sharded indexes, and chooses
-how its requests are routed (:mod:`~pynamodb_sharding.routes`).
+class's :class:`~pynamodb_sharding._descriptor.ShardManager` and sharded indexes, and chooses
+how its requests are routed (:mod:`~pynamodb_sharding._routes`).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 
 from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 
-from pynamodb_sharding import partitioned
+from pynamodb_sharding import _partitioned as partitioned
+from pynamodb_sharding._descriptor import Sharding, ShardManager, register_model
+from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding._host import hash_keyname, range_keyname
-from pynamodb_sharding.descriptor import Sharding, ShardManager, register_model
-from pynamodb_sharding.exceptions import ShardingDefinitionError
-from pynamodb_sharding.indexes import bind_sharded_indexes, declares_sharded_index
-from pynamodb_sharding.periods import is_time_partitioned
-from pynamodb_sharding.routes import TableRoutes, bind_routes
-from pynamodb_sharding.strategies import UnshardedKeys
+from pynamodb_sharding._indexes import bind_sharded_indexes, declares_sharded_index
+from pynamodb_sharding._periods import is_time_partitioned
+from pynamodb_sharding._routes import TableRoutes, bind_routes
+from pynamodb_sharding._strategies import UnshardedKeys
 
 __all__ = ["TABLE_KEYS", "declare"]
 

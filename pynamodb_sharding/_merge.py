@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from pynamodb_sharding.cursor import CursorState, RawItem, RawKey
-from pynamodb_sharding.exceptions import SortKeyTypeError
-from pynamodb_sharding.keys import LEGACY_SHARD
-from pynamodb_sharding.pool import BoundedSubmitter
+from pynamodb_sharding._cursor import CursorState, RawItem, RawKey
+from pynamodb_sharding._exceptions import SortKeyTypeError
+from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._pool import BoundedSubmitter
 
 __all__ = [
     "FetchPage",
@@ -138,7 +138,7 @@ class ShardMerge:
     """A streaming k-way merge of per-shard result pages, fetched in parallel.
 
     Every shard's pages come from ``fetch_page`` on the process-wide fan-out pool
-    (:mod:`pynamodb_sharding.pool`), at most ``max_workers`` at a time. The merge holds, per
+    (:mod:`pynamodb_sharding._pool`), at most ``max_workers`` at a time. The merge holds, per
     shard, the page being consumed and at most one prefetched page: the next page of a shard is
     requested as soon as its current page arrives, unless ``limit`` proves it will not be needed.
     Items come out in ``(sort value, shard)`` order, ascending or descending, so that ties on

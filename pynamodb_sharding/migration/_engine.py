@@ -2,10 +2,10 @@
 
 A job's table is read with DynamoDB's parallel scan (``Segment``/``TotalSegments``), one page
 at a time and with consistent reads. For each page the engine asks the job what to do with
-each item (:mod:`pynamodb_sharding.migration.jobs`), writes copies with ``BatchWriteItem``
+each item (:mod:`pynamodb_sharding.migration._jobs`), writes copies with ``BatchWriteItem``
 (25 puts a request, unprocessed items retried, throttles backed off and retried, never
 dropped), runs each move as its own transaction, and only then records the page's checkpoint
-(:mod:`pynamodb_sharding.migration.checkpoints`). Segments run in this process or in ``workers``
+(:mod:`pynamodb_sharding.migration._checkpoints`). Segments run in this process or in ``workers``
 forked processes; ``segment=`` runs one segment for an external scheduler. ``rate`` caps the
 write units per second of the whole job (split evenly between worker processes).
 """
@@ -13,7 +13,6 @@ write units per second of the whole job (split evenly between worker processes).
 from __future__ import annotations
 
 import hashlib
-import math
 import multiprocessing
 import random
 import threading
@@ -27,12 +26,13 @@ import attrs
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as EndpointUnreachable
 
+from pynamodb_sharding._exceptions import MigrationError, ShardKeyError
 from pynamodb_sharding._host import botocore_client, reset_connection
-from pynamodb_sharding.exceptions import MigrationError, ShardKeyError
-from pynamodb_sharding.migration.checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
-from pynamodb_sharding.migration.jobs import CompactJob, Job, Move, Put, ReshardJob, Rewrite, StoredItem, Wait
-from pynamodb_sharding.migration.progress import MigrationReport, NullProgress, ProgressSink, Tally
-from pynamodb_sharding.throttling import classify
+from pynamodb_sharding._sizes import item_write_units
+from pynamodb_sharding._throttling import classify
+from pynamodb_sharding.migration._checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
+from pynamodb_sharding.migration._jobs import CompactJob, Job, Move, Put, ReshardJob, Rewrite, StoredItem, Wait
+from pynamodb_sharding.migration._progress import MigrationReport, NullProgress, ProgressSink, Tally
 
 __all__ = ["JobOptions", "RateLimiter", "current_pass", "item_write_units", "run", "run_segment"]
 
@@ -94,35 +94,6 @@ class JobOptions:
 
 
 # -- write units and the rate limit ---------------------------------------------------------
-
-
-def _value_size(value: Mapping[str, Any]) -> int:
-    (kind, inner), = value.items()
-    if kind == "S":
-        return len(inner.encode("utf-8"))
-    if kind == "N":
-        return len(inner.lstrip("-").replace(".", "")) // 2 + 2
-    if kind == "B":
-        return len(inner)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(v.encode("utf-8")) for v in inner)
-    if kind == "NS":
-        return sum(len(v) // 2 + 2 for v in inner)
-    if kind == "BS":
-        return sum(len(v) for v in inner)
-    if kind == "L":
-        return 3 + sum(1 + _value_size(v) for v in inner)
-    if kind == "M":
-        return 3 + sum(len(k.encode("utf-8")) + 1 + _value_size(v) for k, v in inner.items())
-    return len(str(inner))
-
-
-def item_write_units(item: Mapping[str, Any]) -> int:
-    """The write units a put of ``item`` costs: one per started KB of its size."""
-    size = sum(len(name.encode("utf-8")) + _value_size(value) for name, value in item.items())
-    return max(1, math.ceil(size / 1024))
 
 
 class RateLimiter:
@@ -590,7 +561,7 @@ def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink |
         sleep: Callable[[float], None] = time.sleep) -> MigrationReport:
     """Run ``job``: every segment not done yet (or only ``options.segment``), then its final step.
 
-    The final step of :class:`~pynamodb_sharding.migration.jobs.CompactJob` (trimming shard
+    The final step of :class:`~pynamodb_sharding.migration._jobs.CompactJob` (trimming shard
     histories) runs once every segment of the job is done, by whichever run finds them done.
 
     Returns:
@@ -621,7 +592,7 @@ def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink |
     if tally.waiting:
         report.notes.append(_waiting_note(job, tally.waiting))
     if done == total_segments and isinstance(job, CompactJob):
-        from pynamodb_sharding.migration.compaction import trim_histories
+        from pynamodb_sharding.migration._compaction import trim_histories
 
         report.notes.extend(trim_histories(job))
     progress.finish(report)

@@ -36,9 +36,9 @@ from pynamodb.expressions.condition import (
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import Index
 
-from pynamodb_sharding.descriptor import shard_manager
-from pynamodb_sharding.exceptions import ShardConditionError
-from pynamodb_sharding.indexes import ShardedIndex, sharded_indexes_of
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import ShardConditionError
+from pynamodb_sharding._indexes import ShardedIndex, sharded_indexes_of
 
 __all__ = [
     "MAX_IN_OPERANDS",

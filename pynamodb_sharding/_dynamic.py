@@ -2,7 +2,7 @@
 
 The writer of AWS's dynamic write-sharding example, made safe under concurrency:
 
-1. read the key's count (cached, :class:`~pynamodb_sharding.metadata.ShardCountStore`); a
+1. read the key's count (cached, :class:`~pynamodb_sharding._metadata.ShardCountStore`); a
    key without an item is inserted with ``initial`` shards, conditionally, so racing writers
    agree on one item;
 2. write to a random shard in ``1..count``;
@@ -34,9 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pynamodb.exceptions import PynamoDBException
 
-from pynamodb_sharding import attempts
-from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
-from pynamodb_sharding.exceptions import (
+from pynamodb_sharding import _attempts as attempts
+from pynamodb_sharding._exceptions import (
     CapacityThrottleError,
     GrowthPolicyError,
     IndexThrottleError,
@@ -46,13 +45,14 @@ from pynamodb_sharding.exceptions import (
     ShardingError,
     ShrinkTargetError,
 )
-from pynamodb_sharding.keys import MAX_SHARDS
-from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
-from pynamodb_sharding.partitioned import template_of
+from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
+from pynamodb_sharding._keys import MAX_SHARDS
+from pynamodb_sharding._metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
+from pynamodb_sharding._periods import template_of
+from pynamodb_sharding._strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
+from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify, classify_response
+from pynamodb_sharding._write_rate import QUIET_FRACTION, LocalWrites, RateWindow
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed, warm_throughput_exceeded
-from pynamodb_sharding.strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
-from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
-from pynamodb_sharding.write_rate import QUIET_FRACTION, LocalWrites, RateWindow
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -67,7 +67,7 @@ __all__ = [
 
 _R = TypeVar("_R")
 
-logger = logging.getLogger("pynamodb_sharding.dynamic")
+logger = logging.getLogger("pynamodb_sharding._dynamic")
 
 #: A growth policy maps the current count to the next one (capped by ``max_shards`` afterwards).
 GrowthPolicy = Callable[[int], int]
@@ -91,7 +91,7 @@ _POLICIES: dict[str, GrowthPolicy] = {"add_one": add_one, "double": double}
 # -- reacting to the first throttle ---------------------------------------------------------
 
 _HOOK_EVENT = "needs-retry.dynamodb.PutItem"
-_HOOK_ID = "pynamodb_sharding.dynamic.react_early"
+_HOOK_ID = "pynamodb_sharding._dynamic.react_early"
 _hooked_clients: weakref.WeakSet[Any] = weakref.WeakSet()
 _hook_lock = threading.Lock()
 _in_write = threading.local()
@@ -444,7 +444,7 @@ class DynamicShards:
 
     def bind_companions(self, space: KeySpace, model: type[Model]) -> None:
         """Check the metadata model's key schema and make it follow ``model``'s connection
-        (:func:`~pynamodb_sharding.metadata.follow_connection`): called when ``model`` is
+        (:func:`~pynamodb_sharding._metadata.follow_connection`): called when ``model`` is
         defined, for its own ``Sharding`` and for each sharded index's.
 
         .. versionadded:: 0.4.0

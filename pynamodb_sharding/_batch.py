@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 from pynamodb.constants import PUT
 from pynamodb.models import BatchWrite, Model
 
-from pynamodb_sharding.writes import batch_alone
+from pynamodb_sharding._writes import batch_alone
 
 __all__ = ["BatchItem", "ShardedBatchWrite"]
 

@@ -3,7 +3,7 @@
 After ``shrink(key, to=n)`` reads of a ``DynamicShards`` key keep covering every count in its
 history, so nothing written under the larger count is hidden. Once the compact job has moved
 the items of the shards above ``n`` down, this step drops the old counts from the history
-(:meth:`~pynamodb_sharding.metadata.ShardCountStore.trim_history`). A key is trimmed only when
+(:meth:`~pynamodb_sharding._metadata.ShardCountStore.trim_history`). A key is trimmed only when
 
 * the shrink is older than the strategy's cache TTL, so no writer still writes under the old
   count from its cache;
@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding.metadata import ShardCountStore
-from pynamodb_sharding.migration.jobs import CompactJob
+from pynamodb_sharding._metadata import ShardCountStore
+from pynamodb_sharding.migration._jobs import CompactJob
 
 __all__ = ["trim_histories"]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from pynamodb_sharding.hedging import mark_sent
+from pynamodb_sharding._hedging import mark_sent
 
 __all__ = ["decode_binary_values", "parsed_quickly"]
 
@@ -96,7 +96,7 @@ def _leaving(**_: Any) -> None:
 
 def parsed_quickly(client: Any, send: Callable[[], _T]) -> _T:
     """Run ``send()``, one Query on ``client`` from this thread, parsing its response quickly
-    (and telling a hedged call when its request leaves: :func:`~pynamodb_sharding.hedging.mark_sent`)."""
+    (and telling a hedged call when its request leaves: :func:`~pynamodb_sharding._hedging.mark_sent`)."""
     events = client.meta.events
     events.register(_EVENT, _parse_query_page, unique_id=_HOOK_ID)
     # First among the request's before-send handlers: what runs after it is the network's time.

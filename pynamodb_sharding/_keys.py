@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardKeyError
+from pynamodb_sharding._exceptions import ShardingDefinitionError, ShardKeyError
 
 __all__ = [
     "DEFAULT_SEPARATOR",

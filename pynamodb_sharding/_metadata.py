@@ -36,19 +36,25 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.settings import get_settings_value
 
-from pynamodb_sharding import attempts
-from pynamodb_sharding._host import botocore_client, reset_connection, unshared_connection
-from pynamodb_sharding.exceptions import MetadataError, MetadataRequestError, ShardingDefinitionError
-from pynamodb_sharding.strategies import HistoryEntry
-from pynamodb_sharding.throttling import error_chain
-from pynamodb_sharding.write_rate import RateWindow, window_start
+from pynamodb_sharding import _attempts as attempts
+from pynamodb_sharding._exceptions import MetadataError, MetadataRequestError, ShardingDefinitionError
+from pynamodb_sharding._host import (
+    CONNECTION_SETTINGS,
+    PLACEMENT_SETTINGS,
+    botocore_client,
+    connection_fingerprint,
+    reset_connection,
+    unshared_connection,
+)
+from pynamodb_sharding._strategies import HistoryEntry
+from pynamodb_sharding._throttling import error_chain
+from pynamodb_sharding._write_rate import RateWindow, window_start
 
 __all__ = [
     "LOCK_RESOLUTION",
     "ShardCountStore",
     "ShardMetadata",
     "ShardState",
-    "connection_fingerprint",
     "format_history_entry",
     "home_model",
     "next_lock_value",
@@ -174,13 +180,6 @@ def _unreachable(error: BaseException) -> bool:
     return any(isinstance(current, (EndpointConnectionError, ConnectTimeoutError)) for current in error_chain(error))
 
 
-def connection_fingerprint(meta: Any) -> tuple[str, ...]:
-    """The table name and connection settings of a model's ``Meta``, comparable and hashable
-    (``repr``: ``extra_headers`` is a dict): models made from a ``Meta`` are made again when it
-    changes (a test binding, an app pointing a model elsewhere at run time)."""
-    return tuple(repr(getattr(meta, name, None)) for name in ("table_name", *CONNECTION_SETTINGS))
-
-
 _home_models: dict[tuple[Any, ...], type[ShardMetadata]] = {}
 _home_lock = threading.Lock()
 
@@ -217,17 +216,6 @@ def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
     return found
 
 
-#: The ``Meta`` settings that say where the data lives: the endpoint, the region and the account
-#: (credentials). A metadata model that follows a sharded model must have these of its owner.
-PLACEMENT_SETTINGS = ("host", "region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-#: The ``Meta`` settings that say only how requests are sent: a metadata model's own when its
-#: ``Meta`` sets them, else its owner's.
-TRANSPORT_SETTINGS = (
-    "connect_timeout_seconds", "read_timeout_seconds", "max_retry_attempts", "base_backoff_ms",
-    "max_pool_connections", "extra_headers",
-)
-#: The ``Meta`` attributes PynamoDB builds a model's connection from.
-CONNECTION_SETTINGS = PLACEMENT_SETTINGS + TRANSPORT_SETTINGS
 _followed: dict[type[Any], tuple[str, dict[str, Any]]] = {}
 
 

@@ -13,7 +13,7 @@ and a migration ask them the same way through their
 A strategy whose count changes at run time also implements :class:`ResizableShardStrategy`
 (``grow``, ``shrink``, ``history``, ``refresh``). The optional hooks listed in
 :class:`ShardStrategy` have defaults. The fixed strategies here do no I/O;
-:class:`~pynamodb_sharding.dynamic.DynamicShards` keeps its count in a metadata table.
+:class:`~pynamodb_sharding._dynamic.DynamicShards` keeps its count in a metadata table.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from pynamodb_sharding.exceptions import ShardingDefinitionError, ShardLocationError
-from pynamodb_sharding.keys import MAX_SHARDS
+from pynamodb_sharding._exceptions import ShardingDefinitionError, ShardLocationError
+from pynamodb_sharding._keys import MAX_SHARDS
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -234,7 +234,7 @@ class RandomShards:
     when items are overwritten by key.
 
     Args:
-        count: the number of shards, 1..:data:`~pynamodb_sharding.keys.MAX_SHARDS`.
+        count: the number of shards, 1..:data:`~pynamodb_sharding._keys.MAX_SHARDS`.
         random: a source of randomness with ``randint(a, b)``; a private
             ``random.Random()`` by default (inject a seeded one in tests).
         previous_counts: larger counts this key space was written with before (after lowering
@@ -454,7 +454,7 @@ class HashedShards:
 
 class UnshardedKeys:
     """The table layout of a model that shards only a global secondary index: one shard, whose
-    physical key is the logical key itself (see :class:`~pynamodb_sharding.keys.BareKeyCodec`).
+    physical key is the logical key itself (see :class:`~pynamodb_sharding._keys.BareKeyCodec`).
 
     Not declared by users: a ``ShardedModel`` without a ``Sharding`` of its own whose index
     declares one gets it, so every read and write of its table addresses the keys a plain

@@ -3,7 +3,7 @@
 :func:`declare` is what ``ShardedModel``'s metaclass runs for every subclass: it finds the
 ``Sharding`` descriptor (or gives a model that shards only an index a one-shard table layout),
 refuses what cannot work with a message naming the model, the attribute and the fix, binds the
-class's :class:`~pynamodb_sharding._descriptor.ShardManager` and sharded indexes, and chooses
+class's :class:`~pynamodb_sharding.ShardManager` and sharded indexes, and chooses
 how its requests are routed (:mod:`~pynamodb_sharding._routes`).
 """
 

@@ -67,7 +67,7 @@ __all__ = [
 
 _R = TypeVar("_R")
 
-logger = logging.getLogger("pynamodb_sharding._dynamic")
+logger = logging.getLogger("pynamodb_sharding.dynamic")
 
 #: A growth policy maps the current count to the next one (capped by ``max_shards`` afterwards).
 GrowthPolicy = Callable[[int], int]

@@ -67,7 +67,7 @@ own parser. Pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_d
 request would carry the bare logical key. :func:`guard_keys` registers a botocore
 ``before-parameter-build`` handler on each sharded model's client that checks every key and
 item addressed to the model's table before it is sent, and raises
-:class:`~pynamodb_sharding._exceptions.HostContractError` for a hash key without a shard
+:class:`~pynamodb_sharding.HostContractError` for a hash key without a shard
 suffix: a wrong key is refused, never written. (``TransactWrite`` over a connection of its own
 is not a model's client; the contract tests pin that path.)
 """

@@ -7,7 +7,7 @@ over physical index values: the model stores the index's hash-key attribute *suf
 every read path gives the logical value back (``"20160226"``). A query of the index is one
 query per index shard, merged like a query of a sharded table (:mod:`pynamodb_sharding._fanout`).
 
-The bound :class:`~pynamodb_sharding._descriptor.ShardManager` of an index
+The bound :class:`~pynamodb_sharding.ShardManager` of an index
 (``AuditLog.by_day.shards``) answers the same questions as a model's, in a key space of its
 own (``<table>#<index>``), so a :class:`~pynamodb_sharding.DynamicShards` count of a day on
 the index is not the count of a table key spelled the same.

@@ -8,7 +8,7 @@ derived attribute changed must move. A sharded index's entry is pinned the same 
 
 All of it is one :class:`ItemShard` per instance, reached with :func:`state`; the functions
 below are the rules, and take the item and its class's layout (:class:`ItemLayout`, which the
-class's :class:`~pynamodb_sharding._descriptor.ShardManager` is).
+class's :class:`~pynamodb_sharding.ShardManager` is).
 """
 
 from __future__ import annotations

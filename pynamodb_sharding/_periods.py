@@ -210,7 +210,7 @@ def _check_seconds(instance: Any, attribute: Any, value: Any) -> None:
 def _check_capacity(instance: Any, attribute: Any, value: Any) -> None:
     if value is not None and not isinstance(value, Schedule):
         msg = (
-            f"TimePartitioned(capacity={value!r}): expected a pynamodb_sharding._schedule.Schedule, e.g. "
+            f"TimePartitioned(capacity={value!r}): expected a pynamodb_sharding.Schedule, e.g. "
             f"Schedule({{'00:00-08:00': (5, 10), '08:00-24:00': (50, 100)}}), or None."
         )
         raise ValueError(msg)
@@ -241,13 +241,13 @@ class TimePartitioned:
         unit: ``"s"`` or ``"ms"``: what a ``NumberAttribute`` counts since the epoch.
         timezone: where periods begin (default UTC).
         missing: a write whose period has no table: ``"refuse"`` (raise
-            :class:`~pynamodb_sharding._exceptions.PeriodTableMissingError`, write nothing) or
+            :class:`~pynamodb_sharding.PeriodTableMissingError`, write nothing) or
             ``"create"`` (create the table, wait for it, write). Either way a write whose
             period's table is being created (by another writer or a rotation) waits until it is
             active, then writes.
         creation_timeout: the most seconds a write waits for its period's table to become
             active; then it raises
-            :class:`~pynamodb_sharding._exceptions.PeriodTableNotActiveError` (nothing written).
+            :class:`~pynamodb_sharding.PeriodTableNotActiveError` (nothing written).
         ahead: how many periods after the current one :func:`~pynamodb_sharding.rotation.rotate`
             creates in advance.
         retention: past periods kept besides the current one (at least 1); older tables are
@@ -258,19 +258,19 @@ class TimePartitioned:
         archive: called with a :class:`PeriodTable` before its table is dropped; if it raises,
             the table is kept (and the next rotation tries again).
             :func:`~pynamodb_sharding.rotation.export_to_s3` makes one that exports to S3.
-        capacity: a :class:`~pynamodb_sharding._schedule.Schedule`: the provisioned capacity of
+        capacity: a :class:`~pynamodb_sharding.Schedule`: the provisioned capacity of
             the current period's table (and its global secondary indexes) by time of day, set by
             :func:`~pynamodb_sharding.capacity.scale` (``pynamodb-sharding tables scale``).
         missing_periods: what a query or count does about past periods it covers whose tables
             are missing (archived and dropped, deleted, or never created): ``"warn"`` (read
             them as empty and issue a
-            :class:`~pynamodb_sharding._exceptions.PeriodsMissingWarning` naming them),
+            :class:`~pynamodb_sharding.PeriodsMissingWarning` naming them),
             ``"raise"`` (list the tables first and raise
-            :class:`~pynamodb_sharding._exceptions.PeriodsMissingError` before sending) or
+            :class:`~pynamodb_sharding.PeriodsMissingError` before sending) or
             ``"ignore"``. A read covers every period from the lower bound of its range key
             condition on; one without a lower bound covers the tables that exist.
         max_periods: the most periods one query, count or scan reads; a request that would read
-            more raises :class:`~pynamodb_sharding._exceptions.PeriodRangeError` before sending.
+            more raises :class:`~pynamodb_sharding.PeriodRangeError` before sending.
         clock: epoch seconds now; the current period (and the table ``create_table`` creates)
             follows it. Injectable for tests.
 

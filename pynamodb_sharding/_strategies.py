@@ -13,7 +13,7 @@ and a migration ask them the same way through their
 A strategy whose count changes at run time also implements :class:`ResizableShardStrategy`
 (``grow``, ``shrink``, ``history``, ``refresh``). The optional hooks listed in
 :class:`ShardStrategy` have defaults. The fixed strategies here do no I/O;
-:class:`~pynamodb_sharding._dynamic.DynamicShards` keeps its count in a metadata table.
+:class:`~pynamodb_sharding.DynamicShards` keeps its count in a metadata table.
 """
 
 from __future__ import annotations

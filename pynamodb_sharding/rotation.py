@@ -12,7 +12,7 @@ or from Python, :func:`rotate`. For a model declared with
 2. lowers the provisioned throughput of each past period's table (and its global secondary
    indexes) to ``step_down`` (on-demand tables are left as they are);
 3. for each table older than the current period by more than ``retention`` periods: runs
-   ``archive`` with the table (a :class:`~pynamodb_sharding._periods.PeriodTable`), then drops
+   ``archive`` with the table (a :class:`~pynamodb_sharding.PeriodTable`), then drops
    it. An archive that raises keeps the table; the next rotation tries again.
 
 Nothing newer than ``retention`` periods back is ever dropped, and never the current period or
@@ -44,7 +44,7 @@ from pynamodb_sharding._partitioned import (
 )
 from pynamodb_sharding._periods import PeriodTable
 
-__all__ = ["Rotation", "RotationStep", "S3Export", "export_to_s3", "rotate"]
+__all__ = ["Rotation", "RotationStep", "S3Export", "existing_periods", "export_to_s3", "rotate"]
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class S3Export:
     """A rotation's ``archive``: export a period's table to S3 and wait until it is complete.
 
     Made by :func:`export_to_s3`; called by :func:`rotate` with the
-    :class:`~pynamodb_sharding._periods.PeriodTable` it is about to drop.
+    :class:`~pynamodb_sharding.PeriodTable` it is about to drop.
 
     .. versionadded:: 0.4.0
     """
@@ -345,7 +345,7 @@ def export_to_s3(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
 ) -> S3Export:
-    """An ``archive=`` for :class:`~pynamodb_sharding._periods.TimePartitioned`: DynamoDB's export
+    """An ``archive=`` for :class:`~pynamodb_sharding.TimePartitioned`: DynamoDB's export
     of the period's table to S3 (``ExportTableToPointInTime``), waited for.
 
     The export reads the table's point-in-time backup, not the table, so it consumes none of

@@ -68,7 +68,7 @@ shard_count_changed = _signals.signal(
 
 #: Sent when a write of a dynamically sharded model is throttled. ``sender`` is the model
 #: class; keyword arguments: ``key`` (the logical key) and ``throttle`` (a
-#: :class:`pynamodb_sharding._throttling.Throttle`, whose ``kind`` says whether more shards help).
+#: :class:`pynamodb_sharding.Throttle`, whose ``kind`` says whether more shards help).
 throttle_observed = _signals.signal(
     "throttle_observed",
     doc="A write was throttled: sender=model, key, throttle.",

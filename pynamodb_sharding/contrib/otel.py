@@ -10,7 +10,7 @@
   - ``pynamodb_sharding.shard_count.changes`` (counter): count changes, by ``model`` and
     ``reason`` (``throttle``, ``grow``, ``shrink``);
   - ``pynamodb_sharding.shard_count`` (histogram): the new count at each change, by ``model``;
-  - ``pynamodb_sharding._fanout.width`` (histogram): shards read by a merged query or count;
+  - ``pynamodb_sharding.fanout.width`` (histogram): shards read by a merged query or count;
   - ``pynamodb_sharding.merged_read.duration`` (histogram, seconds): from the start of a merged
     query or count to its end (exhausted, ``limit`` reached, closed or dropped);
 
@@ -111,13 +111,13 @@ class Instrumentation:
         self.shard_count = meter.create_histogram(
             "pynamodb_sharding.shard_count", unit="{shard}", description="The shard count after a change.")
         self.fanout_width = meter.create_histogram(
-            "pynamodb_sharding._fanout.width", unit="{shard}", description="Shards read by a merged read.")
+            "pynamodb_sharding.fanout.width", unit="{shard}", description="Shards read by a merged read.")
         self.duration = meter.create_histogram(
             "pynamodb_sharding.merged_read.duration", unit="s", description="Duration of a merged read.")
 
     @staticmethod
     def attributes(model: type[Any], index: str | None = None) -> dict[str, str]:
-        values = {"pynamodb_sharding._model": model.__name__,
+        values = {"pynamodb_sharding.model": model.__name__,
                   "pynamodb_sharding.table": str(getattr(model.Meta, "table_name", ""))}
         if index is not None:
             values["pynamodb_sharding.index"] = index

@@ -134,7 +134,7 @@ def split_into_chunks(
         An iterator of non-empty lists whose concatenation is ``target_ids``.
 
     Raises:
-        pynamodb_sharding._exceptions.DeliveryInputError: (a ``ValueError``) an id is not a
+        pynamodb_sharding.DeliveryInputError: (a ``ValueError``) an id is not a
             non-empty string, or is too long to fit in a chunk alone.
     """
     if max_targets is not None and max_targets < 1:
@@ -560,7 +560,7 @@ class Delivery:
           call stopped half-way it finishes it. A retry after any failure, including a lost
           reply, is safe, and so are two calls at once (the later one takes the writing over;
           the earlier one returns the status if the later one has finished, else raises
-          :class:`~pynamodb_sharding._exceptions.DeliveryConflictError`);
+          :class:`~pynamodb_sharding.DeliveryConflictError`);
         * target items are written in transactions that check this call still holds the
           creation and has not finished it: none can be written once a walk may take it.
 
@@ -570,11 +570,11 @@ class Delivery:
         created (the digest is written before the chunks).
 
         Raises:
-            pynamodb_sharding._exceptions.DeliveryInputError: a target id is not a non-empty
+            pynamodb_sharding.DeliveryInputError: a target id is not a non-empty
                 string or is too long (see :func:`split_into_chunks`); nothing is written.
-            pynamodb_sharding._exceptions.DeliveryExistsError: the delivery exists with other
+            pynamodb_sharding.DeliveryExistsError: the delivery exists with other
                 targets (also a ``PutError``); nothing is written.
-            pynamodb_sharding._exceptions.DeliveryConflictError: another call of the same
+            pynamodb_sharding.DeliveryConflictError: another call of the same
                 creation took the writing over and has not finished.
         """
         max_bytes = MAX_ITEM_BYTES - _CHUNK_ITEM_OVERHEAD - len(self.delivery_id.encode())
@@ -609,9 +609,9 @@ class Delivery:
         delivery is ready, and may be walked) it writes nothing and returns 0.
 
         Raises:
-            pynamodb_sharding._exceptions.DeliveryNotReadyError: ``create()`` is still writing
+            pynamodb_sharding.DeliveryNotReadyError: ``create()`` is still writing
                 the chunks.
-            pynamodb_sharding._exceptions.DeliveryConflictError: another ``write_targets()``
+            pynamodb_sharding.DeliveryConflictError: another ``write_targets()``
                 took the writing over and has not finished.
         """
         attempt = uuid.uuid4().hex
@@ -649,7 +649,7 @@ class Delivery:
         """The chunks' ids in order (strongly consistent reads).
 
         Raises:
-            pynamodb_sharding._exceptions.DeliveryNotReadyError: ``create()`` is still writing
+            pynamodb_sharding.DeliveryNotReadyError: ``create()`` is still writing
                 the chunks.
         """
         if _state(self._read_progress()) == _CREATING:
@@ -835,8 +835,8 @@ class Delivery:
             What this worker did.
 
         Raises:
-            pynamodb_sharding._exceptions.DeliveryNotFoundError: the delivery was not created.
-            pynamodb_sharding._exceptions.DeliveryNotReadyError: its target items are not all
+            pynamodb_sharding.DeliveryNotFoundError: the delivery was not created.
+            pynamodb_sharding.DeliveryNotReadyError: its target items are not all
                 written yet (``create()`` running, or ``write_targets()`` not called after
                 ``create(write_targets=False)``); nothing was claimed.
         """

@@ -95,11 +95,11 @@ def test_a_merged_query_is_one_span_with_a_child_per_shard(
         assert sorted(child.attributes["pynamodb_sharding.shard"] for child in children) == list(range(1, 9))
         assert {child.name for child in children} == {"pynamodb_sharding.shard_request"}
         assert parent.attributes["pynamodb_sharding.shards"] == 8
-        assert parent.attributes["pynamodb_sharding._model"] == "Traced"
+        assert parent.attributes["pynamodb_sharding.model"] == "Traced"
     for span in finished:  # no key value is exported
         assert all(KEY not in str(value) for value in (span.attributes or {}).values())
     points = _points(reader)
-    widths = points["pynamodb_sharding._fanout.width"]
+    widths = points["pynamodb_sharding.fanout.width"]
     assert sum(point.count for point in widths) == 2
     assert max(point.max for point in widths) == 8
     assert sum(point.count for point in points["pynamodb_sharding.merged_read.duration"]) == 2

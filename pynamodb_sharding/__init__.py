@@ -12,8 +12,9 @@ ShardedModel`` loads what it needs. The public modules beside this one are ``mig
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pynamodb_sharding._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pynamodb_sharding._descriptor import Sharding, ShardManager, shard_manager
@@ -190,18 +191,4 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response", "keep_throttling_reasons",
     ),
 }
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later uses find it without this call
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES, __all__, globals())

@@ -243,45 +243,17 @@ def cli(debug: bool) -> None:
 
 
 @cli.command(short_help="Hot key throttled, then fixed by dynamic sharding (about a minute).")
-@click.option(
-    "--duration",
-    type=click.FloatRange(min=2.0),
-    default=60.0,
-    show_default=True,
-    metavar="S",
-    help="Total seconds of load, split between the unsharded and the dynamic phase.",
-)
-@click.option(
-    "--writers",
-    type=click.IntRange(min=1, max=256),
-    default=16,
-    show_default=True,
-    metavar="N",
-    help="Writer threads hammering the hot key in each phase.",
-)
-@click.option(
-    "--limit",
-    type=click.FloatRange(min=1.0),
-    default=50.0,
-    show_default=True,
-    metavar="UNITS",
-    help="Simulated write units per second per partition (DynamoDB's real ceiling is 1,000).",
-)
-@click.option(
-    "--max-shards",
-    type=click.IntRange(min=2, max=64),
-    default=4,
-    show_default=True,
-    help="The most shards the dynamic model may grow to.",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=Path("hot-key-demo.png"),
-    show_default=True,
-    metavar="PATH",
-    help="Where to save the PNG chart of write rate and shard count over time.",
-)
+@click.option("--duration", type=click.FloatRange(min=2.0), default=60.0, show_default=True, metavar="S",
+              help="Total seconds of load, split between the unsharded and the dynamic phase.")
+@click.option("--writers", type=click.IntRange(min=1, max=256), default=16, show_default=True, metavar="N",
+              help="Writer threads hammering the hot key in each phase.")
+@click.option("--limit", type=click.FloatRange(min=1.0), default=50.0, show_default=True, metavar="UNITS",
+              help="Simulated write units per second per partition (DynamoDB's real ceiling is 1,000).")
+@click.option("--max-shards", type=click.IntRange(min=2, max=64), default=4, show_default=True,
+              help="The most shards the dynamic model may grow to.")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              default=Path("hot-key-demo.png"), show_default=True, metavar="PATH",
+              help="Where to save the PNG chart of write rate and shard count over time.")
 def demo(duration: float, writers: int, limit: float, max_shards: int, out: Path) -> None:
     """Show a hot key throttled, then fixed by dynamic sharding, on DynamoDB Local.
 

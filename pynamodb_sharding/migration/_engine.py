@@ -12,6 +12,7 @@ write units per second of the whole job (split evenly between worker processes).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import multiprocessing
 import random
@@ -20,7 +21,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from botocore.exceptions import ClientError, HTTPClientError
@@ -33,6 +34,8 @@ from pynamodb_sharding._throttling import classify
 from pynamodb_sharding.migration._checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
 from pynamodb_sharding.migration._jobs import CompactJob, Job, Move, Put, ReshardJob, Rewrite, StoredItem, Wait
 from pynamodb_sharding.migration._progress import MigrationReport, NullProgress, ProgressSink, Tally
+
+_T = TypeVar("_T")
 
 __all__ = ["JobOptions", "RateLimiter", "current_pass", "item_write_units", "run", "run_segment"]
 
@@ -148,6 +151,19 @@ class _Backoff:
             raise MigrationError(msg)
         self.sleep(random.uniform(0, min(self.cap, self.base * 2 ** min(self.attempt, 20))))
 
+    def send(self, what: str, request: Callable[[], _T]) -> _T:
+        """``request()``, sent again after a wait while it times out, loses its connection or is
+        throttled (every request of a job is safe to send again); any other error is raised."""
+        while True:
+            try:
+                return request()
+            except _NETWORK_ERRORS:
+                self.wait(what)
+            except ClientError as error:
+                if not _is_throttle(error):
+                    raise
+                self.wait(what)
+
 
 #: Requests that timed out or lost their connection after botocore's own retries: every
 #: request of a job can be sent again safely (puts overwrite the same key, a move's token makes
@@ -182,22 +198,14 @@ class _Sender:
         pending = [{"PutRequest": {"Item": put.item}} for put in puts]
         self.limiter.acquire(sum(item_write_units(put.item) for put in puts))
         backoff = _Backoff(self.sleep)
+        what = f"a batch write to {self.table!r}"
         while pending:
-            try:
-                reply = self.client.batch_write_item(RequestItems={self.table: pending},
-                                                     ReturnConsumedCapacity="TOTAL")
-            except _NETWORK_ERRORS:
-                backoff.wait(f"a batch write to {self.table!r}")
-                continue
-            except ClientError as error:
-                if not _is_throttle(error):
-                    raise
-                backoff.wait(f"a batch write to {self.table!r}")
-                continue
+            reply = backoff.send(what, functools.partial(
+                self.client.batch_write_item, RequestItems={self.table: pending}, ReturnConsumedCapacity="TOTAL"))
             tally.units += _consumed(reply)
             left = (reply.get("UnprocessedItems") or {}).get(self.table) or []
             if left:
-                backoff.wait(f"a batch write to {self.table!r}")
+                backoff.wait(what)
             pending = left
         tally.written = len(puts)
         return tally
@@ -345,22 +353,11 @@ class _Sender:
         return tally
 
     def _read(self, key: StoredItem, tally: Tally) -> StoredItem | None:
-        backoff = _Backoff(self.sleep)
-        while True:
-            try:
-                reply = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True,
-                                             ReturnConsumedCapacity="TOTAL")
-            except _NETWORK_ERRORS:
-                backoff.wait(f"a read of {self.table!r}")
-                continue
-            except ClientError as error:
-                if not _is_throttle(error):
-                    raise
-                backoff.wait(f"a read of {self.table!r}")
-                continue
-            tally.read_units += _consumed(reply)
-            item: StoredItem | None = reply.get("Item")
-            return item
+        reply = _Backoff(self.sleep).send(f"a read of {self.table!r}", lambda: self.client.get_item(
+            TableName=self.table, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"))
+        tally.read_units += _consumed(reply)
+        item: StoredItem | None = reply.get("Item")
+        return item
 
 
 def _describe_key(key: Mapping[str, Any]) -> str:
@@ -415,18 +412,8 @@ def _scan_page(job: Job, segment: int, total: int, position: StoredItem | None, 
                                "Limit": page_size, "ConsistentRead": True}
     if position is not None:
         request["ExclusiveStartKey"] = position
-    backoff = _Backoff(sleep)
-    while True:
-        try:
-            page: dict[str, Any] = client.scan(**request)
-            return page
-        except _NETWORK_ERRORS:
-            backoff.wait(f"a scan of {job.source.table!r}")
-            continue
-        except ClientError as error:
-            if not _is_throttle(error):
-                raise
-            backoff.wait(f"a scan of {job.source.table!r}")
+    page: dict[str, Any] = _Backoff(sleep).send(f"a scan of {job.source.table!r}", lambda: client.scan(**request))
+    return page
 
 
 def _plan_page(job: Job, items: Iterable[StoredItem]) -> tuple[list[Put], list[Move], list[Rewrite], Tally]:

@@ -8,8 +8,9 @@ before a test suite's ``gevent.monkey.patch_all()``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pynamodb_sharding._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pynamodb_sharding.testing.binding import ModelBinding, SharedTableError, bound_models
@@ -60,18 +61,4 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "replication": ("Replicator",),
     "simulator": ("PartitionLimitSimulator", "simulate_partition_limits"),
 }
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later uses find it without this call
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES, __all__, globals())

@@ -436,6 +436,7 @@ def update(target: Any, actions: list[Any], condition: Condition | None, add_ver
         raise TypeError(msg)
     check_actions(target, actions)
     model = type(target)
+    check_item_condition(model, condition)  # before locating the item reads
 
     def send(guarded_condition: Condition | None) -> Any:
         hash_key, range_key = addressed_key(target)
@@ -459,6 +460,7 @@ def update(target: Any, actions: list[Any], condition: Condition | None, add_ver
 def delete(target: Any, condition: Condition | None, add_version_condition: bool) -> Any:
     """PynamoDB's ``delete`` of ``target`` where it is stored (see :func:`write_in_place`)."""
     model = type(target)
+    check_item_condition(model, condition)  # before locating the item reads
 
     def send(guarded_condition: Condition | None) -> Any:
         hash_key, range_key = addressed_key(target)

@@ -1165,17 +1165,10 @@ def _is_sharded_index(model: type[Any], index_name: str) -> bool:
 
 
 def merged_count(
-    model: type[Any],
-    hash_key: Any,
-    *,
-    shards: Sequence[int] | None = None,
-    range_key_condition: Condition | None = None,
-    filter_condition: Condition | None = None,
-    consistent_read: bool = False,
-    index_name: str | None = None,
-    limit: int | None = None,
-    rate_limit: float | None = None,
-    max_workers: int | None = None,
+    model: type[Any], hash_key: Any, *, shards: Sequence[int] | None = None,
+    range_key_condition: Condition | None = None, filter_condition: Condition | None = None,
+    consistent_read: bool = False, index_name: str | None = None, limit: int | None = None,
+    rate_limit: float | None = None, max_workers: int | None = None,
 ) -> int:
     """Count the items of ``hash_key`` over every shard, querying the shards in parallel.
 

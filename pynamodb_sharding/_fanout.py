@@ -684,6 +684,28 @@ def _range_end(model: type[Any], condition: Condition | None, index_name: str | 
     return stored
 
 
+def _closed_end(condition: Condition | None, forward: bool) -> Mapping[str, Any] | None:
+    """The last value a table query's key ``condition`` admits in the reading direction, when it
+    is a bound the condition includes (``<=`` or ``BETWEEN``'s upper bound read forward, ``>=``
+    or its lower bound read backward); else ``None``.
+
+    A shard whose resume key sits on that value has nothing left, and DynamoDB refuses the
+    request ("The provided starting key does not match the range key predicate"), so the merge
+    does not send it. Only for table queries: their sort key is unique within a partition.
+    """
+    if condition is None:
+        return None
+    operands = condition.values
+    if condition.operator == "BETWEEN" and len(operands) == 3:
+        bound = operands[2] if forward else operands[1]
+    elif condition.operator == ("<=" if forward else ">=") and len(operands) == 2:
+        bound = operands[1]
+    else:
+        return None
+    value = getattr(bound, "value", None)
+    return value if isinstance(value, dict) and len(value) == 1 else None
+
+
 class QueryTrace(Protocol):
     """What an observer (:mod:`pynamodb_sharding.contrib.otel`) follows of one merged read."""
 
@@ -954,7 +976,18 @@ def merged_query(
             return page
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
+    end = _closed_end(range_key_condition, forward) if index_name is None and plan.sort_name else None
+
+    def read_to_the_end(start: RawKey | None) -> bool:
+        """``start`` is the last key the condition admits: the shard has nothing left."""
+        if end is None or start is None or plan.sort_name not in start:
+            return False
+        resumed = start[plan.sort_name]
+        return set(resumed) == set(end) and sort_value(resumed) == sort_value(end)
+
     def fetch_page(shard: int, start: RawKey | None) -> Page:
+        if read_to_the_end(start):
+            return Page([], None, 0, 0)
         if first_reads:
             read_first.wait()
             first = read_first.take(shard, start) if shard in first_reads else None
@@ -967,12 +1000,16 @@ def merged_query(
         return current(_page(data))
 
     def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
+        if read_to_the_end(start):
+            return Page([], None, 0, 0)
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
             return current(_page(_traced(trace, shard, sent.result)))
         return current(_page(_traced(trace, shard, lambda: send(hash_values[shard], start, size))))
 
     def send_first(shard: int, start: RawKey | None) -> dict[str, Any]:
+        if read_to_the_end(start):
+            return {ITEMS: [], CAMEL_COUNT: 0, SCANNED_COUNT: 0}
         return _traced(trace, shard, lambda: send(hash_values[shard], start))
 
     read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit)

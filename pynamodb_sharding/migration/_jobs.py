@@ -37,7 +37,7 @@ from pynamodb.models import Model
 from pynamodb_sharding._descriptor import ShardManager, is_sharded, shard_manager
 from pynamodb_sharding._exceptions import MigrationError, ShardKeyError, ShardLocationError
 from pynamodb_sharding._host import hash_keyname, range_keyname
-from pynamodb_sharding._indexes import ShardedIndex, sharded_index
+from pynamodb_sharding._indexes import ShardedIndex, sharded_index, sharded_indexes_of
 from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding._metadata import ShardCountStore
 from pynamodb_sharding._sizes import item_write_units
@@ -172,7 +172,7 @@ class KeyLayout:
         if manager is None:
             described = "unsharded"
         else:
-            indexes: dict[str, Any] = getattr(self.model, "_sharded_indexes", None) or {}
+            indexes: dict[str, Any] = sharded_indexes_of(self.model)
             described = repr((
                 repr(manager.strategy), manager.separator, manager.first_shard, manager.legacy_unsharded,
                 sorted((name, repr(index.manager.strategy), index.manager.separator, index.shard_attr_name)
@@ -202,7 +202,7 @@ class KeyLayout:
     @property
     def indexes(self) -> dict[str, ShardedIndex]:
         """The model's sharded global secondary indexes by name."""
-        found: dict[str, ShardedIndex] = getattr(self.model, "_sharded_indexes", None) or {}
+        found: dict[str, ShardedIndex] = sharded_indexes_of(self.model)
         return found
 
     def values_view(self, item: Mapping[str, Any], names: Any, given: Mapping[str, Any]) -> Any:
@@ -467,7 +467,7 @@ class ReindexJob(Job):
     def __init__(self, model: type[Model], index_name: str) -> None:
         index = sharded_index(model, index_name)
         if index is None:
-            known = sorted(getattr(model, "_sharded_indexes", None) or {})
+            known = sorted(sharded_indexes_of(model))
             msg = (
                 f"{model.__name__} has no sharded index {index_name!r}: reindex rewrites the entries of "
                 f"a GlobalSecondaryIndex that declares Sharding(...); name one of {known}."

@@ -26,7 +26,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import botocore_client, index_hash_attribute, index_range_attribute, indexes
-from pynamodb_sharding._indexes import ShardedIndex
+from pynamodb_sharding._indexes import ShardedIndex, sharded_indexes_of
 from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding.migration._jobs import KeyLayout
 
@@ -220,7 +220,7 @@ class _IndexView:
 def _index_views(model: type[Model], names: Mapping[str, tuple[str, str | None]]) -> tuple[_IndexView, ...]:
     """The views of the indexes ``names`` (index name -> the stored names of its keys) as
     ``model`` reads them."""
-    sharded: dict[str, ShardedIndex] = getattr(model, "_sharded_indexes", None) or {}
+    sharded: dict[str, ShardedIndex] = sharded_indexes_of(model)
     declared = indexes(model)
     views = []
     for name, (attr_name, range_name) in sorted(names.items()):
@@ -236,7 +236,7 @@ def _sharded_index_keys(*models: type[Model]) -> dict[str, tuple[str, str | None
     """Every sharded global index of ``models``: name -> stored names of its hash and range keys."""
     found: dict[str, tuple[str, str | None]] = {}
     for model in models:
-        for name in getattr(model, "_sharded_indexes", None) or {}:
+        for name in sharded_indexes_of(model):
             sort = index_range_attribute(indexes(model)[name])
             found.setdefault(name, (index_hash_attribute(indexes(model)[name]).attr_name,
                                     sort.attr_name if sort is not None else None))

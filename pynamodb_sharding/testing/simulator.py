@@ -88,6 +88,7 @@ from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import index_hash_attribute, indexes, keep_unmodelled_fields
+from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._sizes import item_size
 from pynamodb_sharding._throttling import ThrottleKind, ThrottleReason
@@ -789,7 +790,7 @@ def _index_hash_key_names(model: type[Model]) -> dict[str, str]:
     """The stored hash-key attribute name of each global secondary index of ``model``; the
     names of a multi-attribute partition key joined by ``\x1f`` (``layout="multi_attribute"``)."""
     names = {}
-    sharded = getattr(model, "_sharded_indexes", {}) or {}
+    sharded = sharded_indexes_of(model)
     for name, index in indexes(model).items():
         if isinstance(index, GlobalSecondaryIndex):
             names[name] = index_hash_attribute(index).attr_name

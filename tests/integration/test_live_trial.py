@@ -150,6 +150,15 @@ class Application:
         self.acknowledged: list[dict[tuple[str, int], Any]] = [{} for _ in range(WRITERS)]
         self.duplicates: list[str] = []
         self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def halt(self) -> None:
+        """Stop the writers and readers and wait for them: none is still in a request, nor about
+        to record a write, when the test reads the table."""
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=120)
+        assert [] == [thread.name for thread in self.threads if thread.is_alive()]
 
     def seed(self, writer: int, items: dict[tuple[str, int], int]) -> None:
         self.acknowledged[writer].update(items)
@@ -255,15 +264,15 @@ def application(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> Ite
     stored = raw_items(PlainEvent)
     assert 120 == len(stored)
     assert all("_" not in raw["device"]["S"] and raw["day"]["S"] in DAYS for raw in stored)
-    threads = [threading.Thread(target=app.write, args=(n,), daemon=True) for n in range(WRITERS)]
-    threads += [threading.Thread(target=app.read, args=(n,), daemon=True) for n in range(READERS)]
-    for thread in threads:
+    app.threads = [threading.Thread(target=app.write, args=(n,), daemon=True) for n in range(WRITERS)]
+    app.threads += [threading.Thread(target=app.read, args=(n,), daemon=True) for n in range(READERS)]
+    for thread in app.threads:
         thread.start()
     try:
         yield app
     finally:
         app.stop.set()
-        for thread in threads:
+        for thread in app.threads:
             thread.join(timeout=60)
         client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
                               aws_access_key_id=dynamodb_local.aws_access_key_id,
@@ -314,8 +323,7 @@ def test_adopt_shard_the_index_reshard_twice_and_compact_while_the_application_r
     compacted = compact(Sharded, options)
     assert compacted.complete
     app.settle()
-    app.stop.set()
-    time.sleep(0.5)
+    app.halt()
     app.check()
     assert (1, 2) == Sharded.shards.read_shards("hot-0") == Sharded.shards.read_shards("hot-1")
 

@@ -463,9 +463,12 @@ def test_dynamic_index_grows_on_its_own_throttles(dynamodb_models: BindModels) -
     the table's counts stay at 1, and every item is in the index once."""
     dynamodb_models(MultiEvent)
     with simulate_partition_limits(MultiEvent, write_units=None, index_write_units=5, clock=CLOCK) as simulator:
+        # 10 writes a second on partitions that take 5: the day's one partition throttles, and
+        # the grown count (8 partitions at most, 40 a second) leaves room enough that a write's
+        # random shard is never throttled max_attempts times in a row.
         for n in range(60):
             MultiEvent(f"sensor-{n % 9}", n, day="20160226").save()
-            CLOCK.advance(0.05)
+            CLOCK.advance(0.1)
     assert MultiEvent.by_day.shards.shard_count("20160226") > 1
     assert simulator.throttles_by_reason["IndexWriteKeyRangeThroughputExceeded"] > 0
     assert {MultiEvent.shards.shard_count(f"sensor-{n}") for n in range(9)} == {1}

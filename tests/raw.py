@@ -38,3 +38,12 @@ def put_raw(model: type[Model], items: list[dict[str, Any]], batch: int = 25) ->
         }
         while pending:
             pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def index_items(model: type[Model], index_name: str = "by_day") -> list[dict[str, Any]]:
+    """Every entry of one of the model's global indexes, read with a raw scan of the index."""
+    items: list[dict[str, Any]] = []
+    paginator = raw_client(model).get_paginator("scan")
+    for page in paginator.paginate(TableName=model.Meta.table_name, IndexName=index_name):
+        items.extend(page["Items"])
+    return items

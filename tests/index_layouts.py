@@ -23,14 +23,21 @@ from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 USER_SHARDS = {"u1": 5, "u2": 4}
 
 
-class ByDay(GlobalSecondaryIndex["AuditLog"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
+def day_index(sharding: Sharding | None = None, name: str = "by_day") -> GlobalSecondaryIndex[Any]:
+    """A global index of ``day`` and ``accessed_at``, every attribute projected, sharded by
+    ``sharding`` if given: an index class of its own for each model that declares one."""
 
-    day = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(8, attributes=("user_id",)))
+    class ByDay(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = name
+            projection = AllProjection()
+
+        day = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        if sharding is not None:
+            shards = sharding
+
+    return ByDay()
 
 
 class AuditLog(ShardedModel):
@@ -44,18 +51,8 @@ class AuditLog(ShardedModel):
     user_id = UnicodeAttribute()
     day = UnicodeAttribute(null=True)
     note = UnicodeAttribute(null=True)
-    by_day = ByDay()
+    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",))))
     shards = Sharding(RandomShards(4))
-
-
-class ByDayRandom(GlobalSecondaryIndex["RandomLog"]):
-    class Meta:
-        index_name = "by_day_random"  # not the attribute's name: the index is found by either
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8))
 
 
 class RandomLog(ShardedModel):
@@ -69,18 +66,9 @@ class RandomLog(ShardedModel):
     accessed_at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     note = UnicodeAttribute(null=True)
-    by_day = ByDayRandom()
+    # Not the attribute's name: the index is found by either.
+    by_day = day_index(Sharding(RandomShards(8)), name="by_day_random")
     shards = Sharding(HashedShards(2))
-
-
-class MultiByDay(GlobalSecondaryIndex["MultiLog"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(8, attributes=("user_id",)), layout="multi_attribute")
 
 
 class MultiLog(ShardedModel):
@@ -94,18 +82,8 @@ class MultiLog(ShardedModel):
     user_id = UnicodeAttribute()
     day = UnicodeAttribute(null=True)
     note = UnicodeAttribute(null=True)
-    by_day = MultiByDay()
+    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",)), layout="multi_attribute"))
     shards = Sharding(RandomShards(4))
-
-
-class MultiByDayRandom(GlobalSecondaryIndex["RandomMultiLog"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8), layout="multi_attribute", shard_attribute="day_part")
 
 
 class RandomMultiLog(ShardedModel):
@@ -119,17 +97,8 @@ class RandomMultiLog(ShardedModel):
     accessed_at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     note = UnicodeAttribute(null=True)
-    by_day = MultiByDayRandom()
+    by_day = day_index(Sharding(RandomShards(8), layout="multi_attribute", shard_attribute="day_part"))
     shards = Sharding(HashedShards(2))
-
-
-class PlainByDay(GlobalSecondaryIndex["PlainLog"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
 
 
 class PlainLog(Model):
@@ -143,7 +112,7 @@ class PlainLog(Model):
     user_id = UnicodeAttribute()
     day = UnicodeAttribute(null=True)
     note = UnicodeAttribute(null=True)
-    by_day = PlainByDay()
+    by_day = day_index()
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from pynamodb.models import Model
+
+if TYPE_CHECKING:
+    from pynamodb_sharding.testing import DynamoDBLocal
 
 
 def raw_client(model: type[Model]) -> Any:
@@ -18,6 +21,13 @@ def raw_client(model: type[Model]) -> Any:
         aws_access_key_id=meta.aws_access_key_id,
         aws_secret_access_key=meta.aws_secret_access_key,
     )
+
+
+def local_client(server: DynamoDBLocal) -> Any:
+    """A boto3 DynamoDB client for a DynamoDB Local server (the ``dynamodb_local`` fixture)."""
+    return boto3.client("dynamodb", endpoint_url=server.endpoint, region_name=server.region,
+                        aws_access_key_id=server.aws_access_key_id,
+                        aws_secret_access_key=server.aws_secret_access_key)
 
 
 def raw_items(model: type[Model]) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ import random
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
-from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
-from pynamodb.models import Model
 
 from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding.recipes.delivery import (
@@ -45,27 +42,11 @@ from pynamodb_sharding.recipes.delivery import (
     ExactlyOnce,
 )
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.delivery_models import MODELS, Inbox, inbox_record
 from tests.raw import raw_items
-
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease)
 
 #: Targets of the crash test, per mode: each walk takes 15 to 25 s on 2 cores.
 WALK_TARGETS = 20_000
-
-
-class Inbox(Model):
-    """The caller's record of a delivery; ``message_id`` is unique per write, so a double shows."""
-
-    class Meta:
-        table_name = "inbox"
-
-    user_id = UnicodeAttribute(hash_key=True)
-    message_id = UnicodeAttribute(range_key=True)
-    delivery_id = UnicodeAttribute()
-
-
-def inbox_record(delivery_id: str, user_id: str) -> Inbox:
-    return Inbox(user_id, uuid.uuid4().hex, delivery_id=delivery_id)
 
 
 def unique_ids(count: int, seed: int) -> list[str]:

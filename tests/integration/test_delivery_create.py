@@ -23,7 +23,6 @@ import select
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +30,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
-from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
@@ -50,7 +48,6 @@ from pynamodb_sharding.recipes.delivery import (
     AtLeastOnce,
     Delivery,
     DeliveryChunk,
-    DeliveryFailure,
     DeliveryLease,
     DeliveryProgress,
     DeliveryTarget,
@@ -58,25 +55,9 @@ from pynamodb_sharding.recipes.delivery import (
     Retry,
 )
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.delivery_models import MODELS, Inbox, inbox_record
 from tests.faults import Faults
 from tests.raw import raw_client, raw_items
-
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease, DeliveryFailure)
-
-
-class Inbox(Model):
-    """The caller's record of a delivery; ``message_id`` is unique per write, so a double shows."""
-
-    class Meta:
-        table_name = "inbox"
-
-    user_id = UnicodeAttribute(hash_key=True)
-    message_id = UnicodeAttribute(range_key=True)
-    delivery_id = UnicodeAttribute()
-
-
-def inbox_record(delivery_id: str, user_id: str) -> Inbox:
-    return Inbox(user_id, uuid.uuid4().hex, delivery_id=delivery_id)
 
 
 def users(count: int, prefix: str = "u") -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -26,15 +25,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
-from pynamodb.attributes import UnicodeAttribute
-from pynamodb.models import Model
 
 from pynamodb_sharding.exceptions import DeliveryInputError
 from pynamodb_sharding.recipes.delivery import (
     AtLeastOnce,
     AtMostOnce,
     Delivery,
-    DeliveryChunk,
     DeliveryFailure,
     DeliveryLease,
     DeliveryProgress,
@@ -44,24 +40,8 @@ from pynamodb_sharding.recipes.delivery import (
     Retry,
 )
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.delivery_models import MODELS, Inbox, inbox_record
 from tests.raw import raw_client, raw_items
-
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease, DeliveryFailure)
-
-
-class Inbox(Model):
-    """The caller's record of a delivery; ``message_id`` is unique per write, so a double shows."""
-
-    class Meta:
-        table_name = "inbox"
-
-    user_id = UnicodeAttribute(hash_key=True)
-    message_id = UnicodeAttribute(range_key=True)
-    delivery_id = UnicodeAttribute()
-
-
-def inbox_record(delivery_id: str, user_id: str) -> Inbox:
-    return Inbox(user_id, uuid.uuid4().hex, delivery_id=delivery_id)
 
 
 def users(count: int) -> list[str]:

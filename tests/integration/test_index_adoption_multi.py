@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -31,31 +29,30 @@ from pynamodb_sharding import HashedShards, IndexNotReadyError, RandomShards, Sh
 from pynamodb_sharding.migration import JobOptions, reindex
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.day_index import PlainByDay
+from tests.paging import pages
 from tests.raw import raw_client, raw_items
 
 DAY = "20160226"
 
 
-class OldByDay(GlobalSecondaryIndex["Visit"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-
-
-class PlainVisit(Model):
-    """The application before: its plain index ``by_day``."""
-
-    class Meta:
-        table_name = "adopt_multi_visits"
+class VisitAttributes:
+    """The table's attributes, declared once for every model of it (PynamoDB collects a model's
+    inherited attributes, from a mixin too)."""
 
     visit_id = UnicodeAttribute(hash_key=True)
     day = UnicodeAttribute(null=True)
     at = NumberAttribute(null=True)
     user_id = UnicodeAttribute(null=True)
-    by_day = OldByDay()
+
+
+class PlainVisit(VisitAttributes, Model):
+    """The application before: its plain index ``by_day``."""
+
+    class Meta:
+        table_name = "adopt_multi_visits"
+
+    by_day = PlainByDay()
 
 
 class NewByDayPending(GlobalSecondaryIndex["Visit"]):
@@ -68,15 +65,11 @@ class NewByDayPending(GlobalSecondaryIndex["Visit"]):
     shards = Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute", legacy_unsharded=True)
 
 
-class Visit(ShardedModel):
+class Visit(VisitAttributes, ShardedModel):
     """Step 1: the new index declared beside the old one, its backfill pending."""
 
     Meta = PlainVisit.Meta
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = OldByDay()
+    by_day = PlainByDay()
     by_day_sharded = NewByDayPending()
 
 
@@ -90,15 +83,11 @@ class NewByDay(GlobalSecondaryIndex["VisitDone"]):
     shards = Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute")
 
 
-class VisitDone(ShardedModel):
+class VisitDone(VisitAttributes, ShardedModel):
     """Step 4: the backfill done, the flag removed."""
 
     Meta = PlainVisit.Meta
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = OldByDay()
+    by_day = PlainByDay()
     by_day_sharded = NewByDay()
 
 
@@ -112,12 +101,8 @@ class ShardedInPlace(GlobalSecondaryIndex["Misdeclared"]):
     shards = Sharding(RandomShards(4), layout="multi_attribute")
 
 
-class Misdeclared(ShardedModel):
+class Misdeclared(VisitAttributes, ShardedModel):
     Meta = PlainVisit.Meta
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
     by_day = ShardedInPlace()
 
 
@@ -157,33 +142,9 @@ def visits(dynamodb_models: BindModels) -> None:
 
 
 @pytest.fixture
-def options() -> JobOptions:
-    return JobOptions(total_segments=2, page_size=30, checkpoint_table=f"idx_checkpoints_{uuid.uuid4().hex[:8]}")
+def options(checkpoint_table: str) -> JobOptions:
+    return JobOptions(total_segments=2, page_size=30, checkpoint_table=checkpoint_table)
 
-
-@pytest.fixture(autouse=True)
-def _drop_checkpoint_tables(dynamodb_local: Any) -> Iterator[None]:
-    yield
-    import boto3
-
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    for name in client.list_tables()["TableNames"]:
-        if name.startswith("idx_checkpoints"):
-            client.delete_table(TableName=name)
-
-
-def pages(query: Any, **kwargs: Any) -> list[Any]:
-    items: list[Any] = []
-    cursor = None
-    while True:
-        page = query(last_evaluated_key=cursor, **kwargs)
-        items.extend(page)
-        cursor = page.last_evaluated_key
-        if cursor is None:
-            return items
-        cursor = json.loads(json.dumps(cursor))
 
 
 def fields(item: Any) -> tuple[Any, ...]:

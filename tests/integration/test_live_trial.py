@@ -21,11 +21,9 @@ import collections
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
@@ -33,6 +31,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.migration import JobOptions, compact, reindex, reshard
+from tests.day_index import PlainByDay
 from tests.raw import put_raw, raw_items
 
 DAYS = ("20160226", "20160227")
@@ -58,15 +57,6 @@ class Clock:
 
 
 CLOCK = Clock()
-
-
-class PlainByDay(GlobalSecondaryIndex["PlainEvent"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
 
 
 class PlainEvent(Model):
@@ -235,10 +225,9 @@ class Application:
 
 
 @pytest.fixture
-def application(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> Iterator[Application]:
+def application(dynamodb_models: Callable[..., Any], checkpoint_table: str) -> Iterator[Application]:
     dynamodb_models(PlainEvent, Adopting, Sharded)
-    checkpoints = f"trial_checkpoints_{uuid.uuid4().hex[:8]}"
-    app = Application(JobOptions(total_segments=2, page_size=40, checkpoint_table=checkpoints))
+    app = Application(JobOptions(total_segments=2, page_size=40, checkpoint_table=checkpoint_table))
     # What the plain application and a raw tool left: 20 items per writer, bare keys and values.
     rng = random.Random(7)
     for writer in range(WRITERS):
@@ -265,11 +254,6 @@ def application(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> Ite
         app.stop.set()
         for thread in threads:
             thread.join(timeout=60)
-        client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                              aws_access_key_id=dynamodb_local.aws_access_key_id,
-                              aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-        if checkpoints in client.list_tables()["TableNames"]:
-            client.delete_table(TableName=checkpoints)
 
 
 def test_adopt_shard_the_index_reshard_twice_and_compact_while_the_application_runs(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,66 +51,56 @@ class Readings(Model):
     value = UnicodeAttribute()
 
 
-class RandomReadings(ShardedModel):
+class ShardedReadings(ShardedModel):
+    """The readings' keys, declared once for every sharded layout below (an abstract base)."""
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = UnicodeAttribute()
+
+
+class RandomReadings(ShardedReadings):
     class Meta:
         table_name = "mig_random"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(RandomShards(8))
 
 
-class HashedReadings(ShardedModel):
+class HashedReadings(ShardedReadings):
     class Meta:
         table_name = "mig_hashed"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(8))
 
 
-class Hashed16(ShardedModel):
+class Hashed16(ShardedReadings):
     class Meta:
         table_name = "mig_hashed16"
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(16, previous_counts=(4,)))
 
 
-class Hashed4(ShardedModel):
+class Hashed4(ShardedReadings):
     class Meta:
         table_name = "mig_hashed4"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(4))
 
 
-class Random16(ShardedModel):
+class Random16(ShardedReadings):
     class Meta:
         table_name = "mig_random16"
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(RandomShards(16))
 
 
-class Random4(ShardedModel):
+class Random4(ShardedReadings):
     class Meta:
         table_name = "mig_random4"
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     # The count lowered from 16: reads cover the old shards until reshard has emptied them.
     shards = Sharding(RandomShards(4, previous_counts=(16,)))
 
@@ -121,13 +110,10 @@ class CompactShards(ShardMetadata):
         table_name = "mig_compact_shards"
 
 
-class CompactLog(ShardedModel):
+class CompactLog(ShardedReadings):
     class Meta:
         table_name = "mig_compact_log"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     # cache_ttl=0: a shrink is seen by every writer at once, so compact may trim right after it.
     shards = Sharding(DynamicShards(CompactShards, max_shards=8, cache_ttl=0))
 
@@ -153,22 +139,10 @@ def _expected(per_key: int) -> collections.Counter[tuple[str, int, str]]:
 
 
 @pytest.fixture
-def options() -> JobOptions:
+def options(checkpoint_table: str) -> JobOptions:
     """Job options with a checkpoint table of the test's own (deleted afterwards)."""
-    return JobOptions(total_segments=3, page_size=50, checkpoint_table=f"mig_checkpoints_{uuid.uuid4().hex[:8]}")
+    return JobOptions(total_segments=3, page_size=50, checkpoint_table=checkpoint_table)
 
-
-@pytest.fixture(autouse=True)
-def _drop_checkpoint_tables(dynamodb_local: Any) -> Iterator[None]:
-    yield
-    import boto3
-
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    for name in client.list_tables()["TableNames"]:
-        if name.startswith("mig_checkpoints"):
-            client.delete_table(TableName=name)
 
 
 class TestCopy:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import DerivedAttributeUpdateError, HashedShards, ShardConditionError, ShardedModel, Sharding
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.index_layouts import AuditLog
+from tests.index_layouts import AuditLog, day_index
 from tests.raw import index_items, raw_items
 
 
@@ -67,16 +66,6 @@ class TestInexactConditions:
         assert raw_items(AuditLog) == []
 
 
-class ZeroByDay(GlobalSecondaryIndex["ZeroLog"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4), first_shard=0)
-
-
 class ZeroLog(ShardedModel):
     class Meta:
         table_name = "gsi_zero_log"
@@ -84,7 +73,7 @@ class ZeroLog(ShardedModel):
     file_path = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
-    by_day = ZeroByDay()
+    by_day = day_index(Sharding(HashedShards(4), first_shard=0))
     shards = Sharding(HashedShards(2))
 
 

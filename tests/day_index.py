@@ -1,7 +1,9 @@
-"""The plain ``by_day`` index of the adoption tests' tables: ``day`` and ``at``, all projected.
+"""The ``by_day`` global index many test models declare, declared once.
 
-PynamoDB binds each instance of an index class to the model that declares it, so the plain
-models of several tests declare ``by_day = PlainByDay()`` with this one class.
+``day`` is its hash key and a number attribute (``at`` unless named) its range key; every
+attribute is projected. PynamoDB binds each index instance to the model that declares it, and
+this library binds a sharded index's ``Sharding`` to that model, so each call makes an index
+class of its own.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
+from pynamodb_sharding import Sharding
 
-class PlainByDay(GlobalSecondaryIndex[Any]):
-    """PynamoDB's own index, unsharded: what the application had before adopting the library."""
 
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
+def day_index(sharding: Sharding | None = None, *, name: str = "by_day", sort_key: str = "at") -> Any:
+    """A ``by_day`` index, sharded by ``sharding`` if given (PynamoDB's own index if not)."""
+    meta = type("Meta", (), {"index_name": name, "projection": AllProjection()})
+    namespace: dict[str, Any] = {
+        "Meta": meta, "day": UnicodeAttribute(hash_key=True), sort_key: NumberAttribute(range_key=True),
+    }
+    if sharding is not None:
+        namespace["shards"] = sharding
+    return type("ByDay" if sharding is None else "ShardedByDay", (GlobalSecondaryIndex,), namespace)()

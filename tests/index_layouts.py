@@ -14,30 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
+from tests.day_index import day_index
 
 #: The index shards of users under ``HashedShards(8, attributes=("user_id",))`` (md5 of the id).
 USER_SHARDS = {"u1": 5, "u2": 4}
-
-
-def day_index(sharding: Sharding | None = None, name: str = "by_day") -> GlobalSecondaryIndex[Any]:
-    """A global index of ``day`` and ``accessed_at``, every attribute projected, sharded by
-    ``sharding`` if given: an index class of its own for each model that declares one."""
-
-    class ByDay(GlobalSecondaryIndex[Any]):
-        class Meta:
-            index_name = name
-            projection = AllProjection()
-
-        day = UnicodeAttribute(hash_key=True)
-        accessed_at = NumberAttribute(range_key=True)
-        if sharding is not None:
-            shards = sharding
-
-    return ByDay()
 
 
 class AuditLog(ShardedModel):
@@ -51,7 +34,7 @@ class AuditLog(ShardedModel):
     user_id = UnicodeAttribute()
     day = UnicodeAttribute(null=True)
     note = UnicodeAttribute(null=True)
-    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",))))
+    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",))), sort_key="accessed_at")
     shards = Sharding(RandomShards(4))
 
 
@@ -67,7 +50,7 @@ class RandomLog(ShardedModel):
     day = UnicodeAttribute()
     note = UnicodeAttribute(null=True)
     # Not the attribute's name: the index is found by either.
-    by_day = day_index(Sharding(RandomShards(8)), name="by_day_random")
+    by_day = day_index(Sharding(RandomShards(8)), name="by_day_random", sort_key="accessed_at")
     shards = Sharding(HashedShards(2))
 
 
@@ -82,7 +65,8 @@ class MultiLog(ShardedModel):
     user_id = UnicodeAttribute()
     day = UnicodeAttribute(null=True)
     note = UnicodeAttribute(null=True)
-    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",)), layout="multi_attribute"))
+    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",)), layout="multi_attribute"),
+                       sort_key="accessed_at")
     shards = Sharding(RandomShards(4))
 
 
@@ -97,7 +81,8 @@ class RandomMultiLog(ShardedModel):
     accessed_at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     note = UnicodeAttribute(null=True)
-    by_day = day_index(Sharding(RandomShards(8), layout="multi_attribute", shard_attribute="day_part"))
+    by_day = day_index(Sharding(RandomShards(8), layout="multi_attribute", shard_attribute="day_part"),
+                       sort_key="accessed_at")
     shards = Sharding(HashedShards(2))
 
 
@@ -112,7 +97,7 @@ class PlainLog(Model):
     user_id = UnicodeAttribute()
     day = UnicodeAttribute(null=True)
     note = UnicodeAttribute(null=True)
-    by_day = day_index()
+    by_day = day_index(sort_key="accessed_at")
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,12 @@ def index_items(model: type[Model], index_name: str = "by_day") -> list[dict[str
     for page in paginator.paginate(TableName=model.Meta.table_name, IndexName=index_name):
         items.extend(page["Items"])
     return items
+
+
+def provisioned_throughput(model: type[Model]) -> tuple[int, int, tuple[int, int]]:
+    """The read and write capacity units of the model's table, and of its first global index."""
+    description = raw_client(model).describe_table(TableName=model.Meta.table_name)["Table"]
+    units = description["ProvisionedThroughput"]
+    index = description["GlobalSecondaryIndexes"][0]["ProvisionedThroughput"]
+    return (units["ReadCapacityUnits"], units["WriteCapacityUnits"],
+            (index["ReadCapacityUnits"], index["WriteCapacityUnits"]))

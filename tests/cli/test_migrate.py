@@ -11,7 +11,6 @@ lines and a report; the checkpoint table is named in ``--help``.
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import os
 import random
@@ -83,26 +82,11 @@ class DynamicReadings(ShardedReadings):
 """
 
 
-def _import(project: ModelsModule, source: str, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-            ) -> ModuleType:
-    """``source`` added to the project's models, and the module imported here with the command's
-    credentials."""
-    project.append(source)
-    for name, value in cli_env.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-    spec = importlib.util.spec_from_file_location(project.name, project.directory / f"{project.name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
-def models(project: ModelsModule, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def models(project: ModelsModule, user_credentials: None) -> ModuleType:
     """The project's models imported here, with the command's credentials; their tables created."""
-    module = _import(project, MIGRATION_MODELS, cli_env, monkeypatch)
+    project.append(MIGRATION_MODELS)
+    module = project.load()
     for model in (module.Readings, module.RandomReadings, module.HashedReadings, module.AuditLogShards,
                   module.DynamicReadings):
         model.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
@@ -245,9 +229,10 @@ DAYS_ITEMS = 3000
 
 
 @pytest.fixture
-def day_models(project: ModelsModule, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def day_models(project: ModelsModule, user_credentials: None) -> ModuleType:
     """A table with a plain index filled with bare days, and the model adopting that index."""
-    module = _import(project, REINDEX_MODELS, cli_env, monkeypatch)
+    project.append(REINDEX_MODELS)
+    module = project.load()
     module.PlainDays.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
     return module
 

@@ -17,15 +17,12 @@ import json
 import os
 import random
 import signal
-import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
-from botocore.httpsession import URLLib3Session
 from pynamodb.exceptions import PutError
 
 from pynamodb_sharding._host import reset_connection
@@ -43,6 +40,7 @@ from pynamodb_sharding.recipes.delivery import (
 )
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.delivery_models import MODELS, Inbox, inbox_record
+from tests.faults import LostReplies
 from tests.raw import raw_items
 
 #: Targets of the crash test, per mode: each walk takes 15 to 25 s on 2 cores.
@@ -188,7 +186,7 @@ class TestCrashedWorkers:
                 assert set(sent) == set(targets)
 
 
-class LostTakeReplies:
+class LostTakeReplies(LostReplies):
     """Every ``every``-th TransactWriteItems that deletes targets is applied, then its reply is lost.
 
     With ``bookkeeping=True``, every ``every``-th write of the walk instead: takes, claims,
@@ -196,27 +194,16 @@ class LostTakeReplies:
     """
 
     def __init__(self, every: int, *, bookkeeping: bool = False) -> None:
+        super().__init__(DeliveryProgress)
         self.every = every
         self.bookkeeping = bookkeeping
         self.seen = 0
-        self.lost = 0
-        self._http = URLLib3Session()
-        self._lock = threading.Lock()
-        DeliveryProgress._get_connection().connection.client.meta.events.register_first(
-            "before-send.dynamodb", self.before_send
-        )
 
-    def before_send(self, request: Any, **_: Any) -> None:
-        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
-        if not self._chosen(operation, json.loads(request.body)):
-            return
-        with self._lock:
-            self.seen += 1
-            if self.seen % self.every:
-                return
-            self.lost += 1
-        self._http.send(request)  # applied by the server; the reply is dropped
-        raise ReadTimeoutError(endpoint_url=request.url)
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        if not self._chosen(operation, body):
+            return False
+        self.seen += 1
+        return self.seen % self.every == 0
 
     def _chosen(self, operation: str, body: dict[str, Any]) -> bool:
         if self.bookkeeping:

@@ -28,8 +28,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
-from botocore.httpsession import URLLib3Session
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
@@ -56,7 +54,7 @@ from pynamodb_sharding.recipes.delivery import (
 )
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.delivery_models import MODELS, Inbox, inbox_record
-from tests.faults import Faults
+from tests.faults import Faults, LostReplies
 from tests.raw import raw_client, raw_items
 
 
@@ -345,22 +343,16 @@ class TestRepeatedIds:
         assert (status.state, status.target_count) == ("ready", 3)
 
 
-class LoseOnce:
+class LoseOnce(LostReplies):
     """Loses the reply of the first request ``chosen`` picks: applied by the server, then
     ``ReadTimeoutError``, so botocore sends it again."""
 
     def __init__(self, model: type[Model], chosen: Callable[[str, dict[str, Any]], bool]) -> None:
+        super().__init__(model)
         self.chosen = chosen
-        self.lost = 0
-        self._http = URLLib3Session()
-        model._get_connection().connection.client.meta.events.register_first("before-send.dynamodb", self.before_send)
 
-    def before_send(self, request: Any, **_: Any) -> None:
-        if self.lost or not self.chosen(_operation(request), json.loads(request.body)):
-            return
-        self.lost += 1
-        self._http.send(request)  # applied by the server; the reply is dropped
-        raise ReadTimeoutError(endpoint_url=request.url)
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        return not self.lost and self.chosen(operation, body)
 
 
 class TestLostCreateReplies:

@@ -16,15 +16,12 @@ Proves, per delivery mode (issue 24, point 6):
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
-from botocore.httpsession import URLLib3Session
 
 from pynamodb_sharding.exceptions import DeliveryInputError
 from pynamodb_sharding.recipes.delivery import (
@@ -41,6 +38,7 @@ from pynamodb_sharding.recipes.delivery import (
 )
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.delivery_models import MODELS, Inbox, inbox_record
+from tests.faults import LostReplies
 from tests.raw import raw_client, raw_items
 
 
@@ -82,39 +80,29 @@ class Sender:
             self.sent[user_id] += 1
 
 
-class LoseInboxReplies:
+class LoseInboxReplies(LostReplies):
     """Loses the replies to the transactions that write ``user_id``'s inbox record: the first one
     sent once (botocore resends it, DynamoDB replays it), or, with ``every_attempt``, every
     attempt of that transaction (its client request token), so botocore gives up."""
 
     def __init__(self, user_id: str, *, every_attempt: bool = False) -> None:
+        super().__init__(DeliveryProgress)
         self.user_id = user_id
         self.every_attempt = every_attempt
         self.token: str | None = None
-        self.lost = 0
-        self._http = URLLib3Session()
-        self._lock = threading.Lock()
-        DeliveryProgress._get_connection().connection.client.meta.events.register_first(
-            "before-send.dynamodb", self.before_send
-        )
 
-    def before_send(self, request: Any, **_: Any) -> None:
-        if request.headers["X-Amz-Target"].decode().split(".")[-1] != "TransactWriteItems":
-            return
-        body = json.loads(request.body)
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        if operation != "TransactWriteItems":
+            return False
         puts = [write["Put"] for write in body["TransactItems"] if "Put" in write]
         if not any(
             put["TableName"] == Inbox.Meta.table_name and put["Item"]["user_id"]["S"] == self.user_id for put in puts
         ):
-            return
-        with self._lock:
-            if self.token is None:
-                self.token = body["ClientRequestToken"]
-            elif body["ClientRequestToken"] != self.token or not self.every_attempt:
-                return
-            self.lost += 1
-        self._http.send(request)  # applied (or replayed) by the server; the reply is dropped
-        raise ReadTimeoutError(endpoint_url=request.url)
+            return False
+        if self.token is None:  # the first attempt (a resend is applied again, or replayed)
+            self.token = body["ClientRequestToken"]
+            return True
+        return body["ClientRequestToken"] == self.token and self.every_attempt
 
 
 class TestAtLeastOnce:

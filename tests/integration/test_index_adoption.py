@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
@@ -31,7 +30,7 @@ from pynamodb_sharding.migration import JobOptions, plan, reindex, reshard
 from pynamodb_sharding.migration.engine import RateLimiter, _Sender
 from pynamodb_sharding.migration.jobs import ReindexJob, Rewrite
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.day_index import PlainByDay
+from tests.day_index import day_index
 from tests.paging import pages
 from tests.raw import index_items, put_raw, raw_client, raw_items
 
@@ -55,24 +54,14 @@ class PlainEvent(EventAttributes, Model):
         table_name = "adopt_index_events"
         max_pool_connections = 16
 
-    by_day = PlainByDay()
-
-
-class AdoptedByDay(GlobalSecondaryIndex["Event"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8), legacy_unsharded=True)
+    by_day = day_index()
 
 
 class Event(EventAttributes, ShardedModel):
     """The same table, its index adopted in place; the table's keys are not sharded."""
 
     Meta = PlainEvent.Meta
-    by_day = AdoptedByDay()
+    by_day = day_index(Sharding(RandomShards(8), legacy_unsharded=True))
 
 
 def populate(legacy: int = 150) -> None:
@@ -112,21 +101,11 @@ def sharded_form(value: str) -> bool:
     return logical in (DAY, "2016_12") and shard.isdecimal() and 1 <= int(shard) <= 8
 
 
-class NotAdoptedByDay(GlobalSecondaryIndex["NotAdopted"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8))
-
-
 class NotAdopted(EventAttributes, ShardedModel):
     """The index declared sharded without legacy_unsharded over bare values."""
 
     Meta = PlainEvent.Meta
-    by_day = NotAdoptedByDay()
+    by_day = day_index(Sharding(RandomShards(8)))
 
 
 def test_bare_values_without_the_flag_name_the_fix(dynamodb_models: BindModels) -> None:
@@ -383,7 +362,7 @@ class LegacyTableEvent(EventAttributes, ShardedModel):
     """The issue's reproduction: the table's keys adopted in place too."""
 
     Meta = PlainEvent.Meta
-    by_day = AdoptedByDay()  # the same index, adopted the same way
+    by_day = day_index(Sharding(RandomShards(8), legacy_unsharded=True))  # the same index, adopted as Event's
     shards = Sharding(RandomShards(4), legacy_unsharded=True)
 
 

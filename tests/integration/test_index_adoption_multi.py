@@ -22,14 +22,13 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import QueryError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, IndexNotReadyError, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.migration import JobOptions, reindex
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.day_index import PlainByDay
+from tests.day_index import day_index
 from tests.paging import pages
 from tests.raw import raw_client, raw_items
 
@@ -52,58 +51,31 @@ class PlainVisit(VisitAttributes, Model):
     class Meta:
         table_name = "adopt_multi_visits"
 
-    by_day = PlainByDay()
-
-
-class NewByDayPending(GlobalSecondaryIndex["Visit"]):
-    class Meta:
-        index_name = "by_day_sharded"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute", legacy_unsharded=True)
+    by_day = day_index()
 
 
 class Visit(VisitAttributes, ShardedModel):
     """Step 1: the new index declared beside the old one, its backfill pending."""
 
     Meta = PlainVisit.Meta
-    by_day = PlainByDay()
-    by_day_sharded = NewByDayPending()
-
-
-class NewByDay(GlobalSecondaryIndex["VisitDone"]):
-    class Meta:
-        index_name = "by_day_sharded"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute")
+    by_day = day_index()
+    by_day_sharded = day_index(Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute",
+                                        legacy_unsharded=True), name="by_day_sharded")
 
 
 class VisitDone(VisitAttributes, ShardedModel):
     """Step 4: the backfill done, the flag removed."""
 
     Meta = PlainVisit.Meta
-    by_day = PlainByDay()
-    by_day_sharded = NewByDay()
-
-
-class ShardedInPlace(GlobalSecondaryIndex["Misdeclared"]):
-    class Meta:
-        index_name = "by_day"  # the old index's name: its key schema has no day_shard
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(4), layout="multi_attribute")
+    by_day = day_index()
+    by_day_sharded = day_index(Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute"),
+                               name="by_day_sharded")
 
 
 class Misdeclared(VisitAttributes, ShardedModel):
     Meta = PlainVisit.Meta
-    by_day = ShardedInPlace()
+    # The old index's name: its key schema has no day_shard.
+    by_day = day_index(Sharding(RandomShards(4), layout="multi_attribute"))
 
 
 SHARDED_INDEX = {
@@ -225,12 +197,12 @@ class TestHalfBuiltStates:
                     index["IndexStatus"] = "CREATING"
 
         def backfilling(request: Any, **_: Any) -> Any:
-            from tests.faults import _error
+            from tests.faults import error_response
 
             if json.loads(request.body).get("IndexName") != "by_day_sharded":
                 return None
-            return _error(request.url, 400, "ValidationException",
-                          "Cannot read from backfilling global secondary index: by_day_sharded")
+            return error_response(request.url, 400, "ValidationException",
+                                  "Cannot read from backfilling global secondary index: by_day_sharded")
 
         client.meta.events.register("after-call.dynamodb.DescribeTable", building, unique_id="building")
         client.meta.events.register_first("before-send.dynamodb.Query", backfilling, unique_id="backfilling")

@@ -18,14 +18,13 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.exceptions import DeleteError, PutError, UpdateError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.day_index import PlainByDay
+from tests.day_index import day_index
 from tests.paging import pages
 from tests.raw import index_items, raw_items
 
@@ -46,22 +45,12 @@ class SuffixedMeta:
     table_name = "io_suffixed"
 
 
-class ByDaySuffixed(GlobalSecondaryIndex["Item"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    # The plain model keeps writing bare days meanwhile: the index reads them too.
-    shards = Sharding(HashedShards(4), legacy_unsharded=True)
-
-
 class Item(ItemAttributes, ShardedModel):
     """Shards only its index: no Sharding on the model."""
 
     Meta = SuffixedMeta
-    by_day = ByDaySuffixed()
+    # The plain model keeps writing bare days meanwhile: the index reads them too.
+    by_day = day_index(Sharding(HashedShards(4), legacy_unsharded=True))
 
 
 class PlainItem(ItemAttributes, Model):
@@ -75,19 +64,9 @@ class MultiMeta:
     table_name = "io_multi"
 
 
-class ByDayMulti(GlobalSecondaryIndex["MultiItem"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(4), layout="multi_attribute")
-
-
 class MultiItem(ItemAttributes, ShardedModel):
     Meta = MultiMeta
-    by_day = ByDayMulti()
+    by_day = day_index(Sharding(RandomShards(4), layout="multi_attribute"))
 
 
 class PlainMultiItem(ItemAttributes, Model):
@@ -100,7 +79,7 @@ class RefItem(ItemAttributes, Model):
     class Meta:
         table_name = "io_reference"
 
-    by_day = PlainByDay()
+    by_day = day_index()
 
 
 PAIRS = {"suffixed": (Item, PlainItem), "multi_attribute": (MultiItem, PlainMultiItem)}

@@ -26,12 +26,11 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.migration import JobOptions, compact, reindex, reshard
-from tests.day_index import PlainByDay
+from tests.day_index import day_index
 from tests.raw import put_raw, raw_items
 
 DAYS = ("20160226", "20160227")
@@ -70,7 +69,7 @@ class PlainEvent(Model):
     at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     value = NumberAttribute()
-    by_day = PlainByDay()
+    by_day = day_index()
 
 
 class TrialShards(ShardMetadata):
@@ -82,16 +81,6 @@ def _dynamic() -> DynamicShards:
     return DynamicShards(TrialShards, max_shards=8, cache_ttl=30, cooldown=0, clock=CLOCK, timer=CLOCK)
 
 
-class AdoptingByDay(GlobalSecondaryIndex["Adopting"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("device",)), legacy_unsharded=True)
-
-
 class Adopting(ShardedModel):
     """The first deploy: the table and its index adopted in place."""
 
@@ -101,18 +90,8 @@ class Adopting(ShardedModel):
     at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     value = NumberAttribute()
-    by_day = AdoptingByDay()
+    by_day = day_index(Sharding(HashedShards(4, attributes=("device",)), legacy_unsharded=True))
     shards = Sharding(_dynamic(), legacy_unsharded=True)
-
-
-class ShardedByDay(GlobalSecondaryIndex["Sharded"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("device",)))
 
 
 class Sharded(ShardedModel):
@@ -124,7 +103,7 @@ class Sharded(ShardedModel):
     at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     value = NumberAttribute()
-    by_day = ShardedByDay()
+    by_day = day_index(Sharding(HashedShards(4, attributes=("device",))))
     shards = Sharding(_dynamic())
 
 

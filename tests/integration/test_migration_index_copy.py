@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.migration import CheckpointStore, CopyJob, JobOptions, copy, verify
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.day_index import day_index
 from tests.raw import raw_client, raw_items
 
 DAYS = ("20160226", "20160227")
@@ -43,32 +43,12 @@ class Logs(LogAttributes, Model):
         table_name = "mig_idx_source"
 
 
-class HashedByDay(GlobalSecondaryIndex["HashedIndexLogs"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(8, attributes=("user_id",)))
-
-
 class HashedIndexLogs(LogAttributes, ShardedModel):
     class Meta:
         table_name = "mig_idx_hashed"
 
-    by_day = HashedByDay()
+    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",))))
     shards = Sharding(RandomShards(4))
-
-
-class RandomByDay(GlobalSecondaryIndex["RandomIndexLogs"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8))
 
 
 class RandomIndexLogs(LogAttributes, ShardedModel):
@@ -77,24 +57,14 @@ class RandomIndexLogs(LogAttributes, ShardedModel):
     class Meta:
         table_name = "mig_idx_random"
 
-    by_day = RandomByDay()
-
-
-class MultiByDay(GlobalSecondaryIndex["MultiIndexLogs"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(4), layout="multi_attribute")
+    by_day = day_index(Sharding(RandomShards(8)))
 
 
 class MultiIndexLogs(LogAttributes, ShardedModel):
     class Meta:
         table_name = "mig_idx_multi"
 
-    by_day = MultiByDay()
+    by_day = day_index(Sharding(RandomShards(4), layout="multi_attribute"))
     shards = Sharding(HashedShards(2))
 
 

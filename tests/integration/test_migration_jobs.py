@@ -245,6 +245,22 @@ def shared() -> Iterator[Callable[[type[Model], type[Model]], None]]:
         table.close()
 
 
+@pytest.fixture
+def changed_move(dynamodb_models: Callable[..., Any],
+                 shared: Callable[[type[Model], type[Model]], None]) -> tuple[ReshardJob, Any]:
+    """A reshard job of ``Random4`` and the move it planned for an item on shard 9, which the
+    application then changed: the move finds its copy stale."""
+    dynamodb_models(Random16)
+    shared(Random16, Random4)
+    stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
+    put_raw(Random4, [stale])
+    job = ReshardJob(Random4)
+    move = job.plan(stale)
+    assert move is not None
+    put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # the application changed it meanwhile
+    return job, move
+
+
 class TestReshard:
     """Items moved to the shard the current layout gives them; nothing lost or doubled."""
 
@@ -286,19 +302,11 @@ class TestReshard:
         assert {int(item["sensor"]["S"].rpartition("_")[2]) for item in raw_items(Random4)} <= {1, 2, 3, 4}
         assert Random4.count(KEYS[0]) == 40
 
-    def test_a_changed_item_is_moved_as_it_is_now(self, dynamodb_models: Callable[..., Any],
-                                                   shared: Callable[[type[Model], type[Model]], None]) -> None:
+    def test_a_changed_item_is_moved_as_it_is_now(self, changed_move: tuple[ReshardJob, Any]) -> None:
         """The delete of the old copy requires it unchanged: a stale copy is re-read, not written."""
         from pynamodb_sharding.migration.engine import RateLimiter, _Sender
 
-        dynamodb_models(Random16)
-        shared(Random16, Random4)
-        stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
-        put_raw(Random4, [stale])
-        job = ReshardJob(Random4)
-        move = job.plan(stale)
-        assert move is not None
-        put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # the application changed it meanwhile
+        job, move = changed_move
         assert _Sender(job, RateLimiter(None)).move(move).moved == 1
         (stored,) = raw_items(Random4)
         assert stored["value"]["S"] == "new"
@@ -486,19 +494,10 @@ class TestReportedUnits:
         assert report.tally.moved > 10
         assert report.tally.units == 2.0 * report.tally.moved == consumed.write_units
 
-    def test_a_changed_item_reread_by_a_move_counts_its_read(
-        self, dynamodb_models: Callable[..., Any], shared: Callable[[type[Model], type[Model]], None],
-    ) -> None:
+    def test_a_changed_item_reread_by_a_move_counts_its_read(self, changed_move: tuple[ReshardJob, Any]) -> None:
         from pynamodb_sharding.migration.engine import RateLimiter, _Sender
 
-        dynamodb_models(Random16)
-        shared(Random16, Random4)
-        stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
-        put_raw(Random4, [stale])
-        job = ReshardJob(Random4)
-        move = job.plan(stale)
-        assert move is not None
-        put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # changed meanwhile: read again
+        job, move = changed_move  # changed meanwhile: read again
         with ConsumedCapacity(Random4) as consumed:
             tally = _Sender(job, RateLimiter(None)).move(move)
         assert (tally.moved, tally.units, tally.read_units) == (1, 2.0, 1.0)
@@ -548,7 +547,7 @@ class _RequestFaults:
     def before_send(self, request: Any, **_: Any) -> Any:
         from botocore.exceptions import ReadTimeoutError
 
-        from tests.faults import KEY_RANGE, _error
+        from tests.faults import KEY_RANGE, error_response
 
         if request.headers["X-Amz-Target"].decode().split(".")[-1] != self.operation or not self.plan:
             return None
@@ -557,7 +556,7 @@ class _RequestFaults:
         if fault == "lost":
             self._http.send(request)
             raise ReadTimeoutError(endpoint_url=request.url)
-        return _error(request.url, 400, "ProvisionedThroughputExceededException", "throttled (injected)",
+        return error_response(request.url, 400, "ProvisionedThroughputExceededException", "throttled (injected)",
                       ThrottlingReasons=[{"reason": KEY_RANGE, "resource": "arn:aws:dynamodb:::table/t"}])
 
 

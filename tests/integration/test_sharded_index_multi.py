@@ -5,9 +5,9 @@ attribute as it is (``day = "20160226"``) and stores the index shard in a number
 its own (``day_shard``); the index's partition key is the pair (DynamoDB's multi-attribute
 keys). The table is created with that key, a query of the index is one query per
 ``(day, day_shard)`` with one cursor that names each shard's number, every comparison of the
-real value works as on a plain model, a ``DynamicShards`` index grows under the simulator's
-index throttles, and the layout is declared only where it can be. What every layout does is in
-``test_sharded_index.py``.
+real value works as on a plain model, and a ``DynamicShards`` index grows under the simulator's
+index throttles. What every layout does is in ``test_sharded_index.py``; where the layout may be
+declared is in ``tests/unit/test_definition.py``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb_sharding import (
     CursorError,
     DynamicShards,
-    HashedShards,
     ShardedModel,
     Sharding,
-    ShardingDefinitionError,
     ShardMetadata,
 )
 from pynamodb_sharding.testing import record_requests
@@ -160,40 +158,3 @@ def test_dynamic_index_grows_on_its_own_throttles(dynamodb_models: BindModels) -
     partitions = {(e["day"]["S"], e["day_shard"]["N"]) for e in index_items(MultiEvent)}
     assert len(partitions) > 1
     assert len(index_items(MultiEvent)) == 60
-
-
-class TestDefinition:
-    def test_shard_attribute_needs_the_multi_attribute_layout(self) -> None:
-        with pytest.raises(ShardingDefinitionError, match="layout='multi_attribute'"):
-            Sharding(HashedShards(4), shard_attribute="day_shard")
-        with pytest.raises(ShardingDefinitionError, match="'suffixed' or 'multi_attribute'"):
-            Sharding(HashedShards(4), layout="multi")  # type: ignore[arg-type]
-
-    def test_layout_on_a_table_is_refused(self) -> None:
-        with pytest.raises(ShardingDefinitionError, match="for the Sharding of a GlobalSecondaryIndex"):
-            class Table(ShardedModel):
-                class Meta:
-                    table_name = "t"
-
-                pk = UnicodeAttribute(hash_key=True)
-                shards = Sharding(HashedShards(4), layout="multi_attribute")
-
-    def test_shard_attribute_taken_by_the_model_is_refused(self) -> None:
-        class Clash(GlobalSecondaryIndex["Taken"]):
-            class Meta:
-                index_name = "by_day"
-                projection = AllProjection()
-
-            day = UnicodeAttribute(hash_key=True)
-            shards = Sharding(HashedShards(4), layout="multi_attribute", shard_attribute="note")
-
-        with pytest.raises(ShardingDefinitionError, match="'note', which Taken already uses"):
-            class Taken(ShardedModel):
-                class Meta:
-                    table_name = "taken"
-
-                pk = UnicodeAttribute(hash_key=True)
-                day = UnicodeAttribute()
-                note = UnicodeAttribute()
-                by_day = Clash()
-                shards = Sharding(HashedShards(2))

@@ -15,7 +15,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb_sharding import DerivedAttributeUpdateError, HashedShards, ShardConditionError, ShardedModel, Sharding
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.index_layouts import AuditLog, day_index
+from tests.day_index import day_index
+from tests.index_layouts import AuditLog
 from tests.raw import index_items, raw_items
 
 
@@ -73,7 +74,7 @@ class ZeroLog(ShardedModel):
     file_path = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
-    by_day = day_index(Sharding(HashedShards(4), first_shard=0))
+    by_day = day_index(Sharding(HashedShards(4), first_shard=0), sort_key="accessed_at")
     shards = Sharding(HashedShards(2))
 
 

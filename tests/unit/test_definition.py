@@ -419,3 +419,44 @@ class TestIndexOnlyDefinition:
                 doc_id = NumberAttribute(hash_key=True)
                 day = UnicodeAttribute()
                 index = by_day()
+
+
+class TestLayoutDefinition:
+    """``layout="multi_attribute"`` and ``shard_attribute`` are declared only where they can be."""
+
+    def test_shard_attribute_needs_the_multi_attribute_layout(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match="layout='multi_attribute'"):
+            Sharding(HashedShards(4), shard_attribute="day_shard")
+        with pytest.raises(ShardingDefinitionError, match="'suffixed' or 'multi_attribute'"):
+            Sharding(HashedShards(4), layout="multi")  # type: ignore[arg-type]
+
+    def test_layout_on_a_table_is_refused(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match="for the Sharding of a GlobalSecondaryIndex"):
+            class Table(ShardedModel):
+                class Meta:
+                    table_name = "t"
+
+                pk = UnicodeAttribute(hash_key=True)
+                shards = Sharding(HashedShards(4), layout="multi_attribute")
+
+    def test_shard_attribute_taken_by_the_model_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        class Clash(GlobalSecondaryIndex["Taken"]):
+            class Meta:
+                index_name = "by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+            shards = Sharding(HashedShards(4), layout="multi_attribute", shard_attribute="note")
+
+        with pytest.raises(ShardingDefinitionError, match="'note', which Taken already uses"):
+            class Taken(ShardedModel):
+                class Meta:
+                    table_name = "taken"
+
+                pk = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                note = UnicodeAttribute()
+                by_day = Clash()
+                shards = Sharding(HashedShards(2))

@@ -49,7 +49,7 @@ class RandomLog(ShardedModel):
     accessed_at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     note = UnicodeAttribute(null=True)
-    # Not the attribute's name: the index is found by either.
+    # An index name unlike the attribute's: DynamoDB knows it as by_day_random, PynamoDB as by_day.
     by_day = day_index(Sharding(RandomShards(8)), name="by_day_random", sort_key="accessed_at")
     shards = Sharding(HashedShards(2))
 

@@ -34,6 +34,7 @@ from pynamodb_sharding.recipes.delivery import (
     AtMostOnce,
     Delivery,
     DeliveryChunk,
+    DeliveryFailure,
     DeliveryLease,
     DeliveryMode,
     DeliveryProgress,
@@ -59,7 +60,9 @@ class Inbox(Model):
     delivery_id = UnicodeAttribute()
 
 
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease, Inbox)
+#: Every table the recipe uses (a failed send would be recorded in DeliveryFailure's), and the inbox.
+MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease, DeliveryFailure,
+                                   Inbox)
 
 
 class Capacity:

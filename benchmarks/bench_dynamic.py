@@ -248,39 +248,8 @@ def hammer(model: type[Model], writers: int, duration: float, key: str, base: in
 
     Range keys start above ``base``, so that processes writing the same key do not collide.
     """
-    acks: list[float] = []
-    failures = [0]
-    lock = threading.Lock()
-    stop = time.time() + duration
-
-    def writer(index: int) -> None:
-        seq = 0
-        while time.time() < stop:
-            seq += 1
-            try:
-                model(key, base + index * 1_000_000 + seq, user_id=f"u{index}").save()
-            except PutError:
-                with lock:
-                    failures[0] += 1
-                continue
-            with lock:
-                acks.append(time.time())
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return acks, failures[0]
-
-
-def per_second(acks: list[float], start: float, seconds: int) -> list[int]:
-    counts = [0] * seconds
-    for at in acks:
-        index = int(at - start)
-        if 0 <= index < seconds:
-            counts[index] += 1
-    return counts
+    return report.hammer(lambda index, seq: model(key, base + index * 1_000_000 + seq, user_id=f"u{index}"),
+                         writers, duration)
 
 
 def timeline(history: list[HistoryEntry], start: float) -> list[tuple[float | str, int]]:
@@ -425,8 +394,8 @@ def run(args: argparse.Namespace, out: Report) -> None:
         history = DynamicAuditLog.shards.history(KEY)
         stored = DynamicAuditLog.count(KEY)
         seconds = int(args.duration)
-        plain = per_second(plain_acks, plain_start, seconds)
-        dynamic = per_second(dynamic_acks, dynamic_start, seconds)
+        plain = report.per_second(plain_acks, plain_start, seconds)
+        dynamic = report.per_second(dynamic_acks, dynamic_start, seconds)
 
         out(f"# One hot key, {args.writers} writers, {args.limit:g} write units/s per partition")
         out()

@@ -20,7 +20,9 @@ to the 75th percentile (for normally spread latencies, about the 98th percentile
 latency shifts faster than the window follows: at most :data:`HEDGE_BUDGET` hedges per request
 sent, plus a burst of :data:`HEDGE_BURST`.
 
-No PynamoDB import: the fan-out wraps its request callables with :func:`hedged`.
+No PynamoDB import: the fan-out wraps its request callables with :func:`hedged`. Time and
+threads come from a :class:`Scheduler` (the real clock and a thread pool unless one is given),
+so the hedging rules can be driven in virtual time.
 """
 
 from __future__ import annotations
@@ -29,14 +31,13 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 __all__ = [
-    "HEDGE_BUDGET", "HEDGE_BURST", "HEDGE_FACTOR", "MIN_SAMPLES", "SPREAD_FACTOR", "WINDOW", "LatencyWindow", "hedged",
-    "mark_sent",
+    "HEDGE_BUDGET", "HEDGE_BURST", "HEDGE_FACTOR", "MIN_SAMPLES", "SPREAD_FACTOR", "WINDOW", "LatencyWindow",
+    "Scheduler", "ThreadScheduler", "hedged", "mark_sent",
 ]
 
 _T = TypeVar("_T")
@@ -140,13 +141,59 @@ def _hedge_executor() -> ThreadPoolExecutor:
         return _executor
 
 
+class Scheduler(Protocol):
+    """The time and the threads a hedged call runs on.
+
+    :class:`ThreadScheduler` (the default) reads ``time.perf_counter`` and runs attempts on a
+    thread pool; a test gives one in virtual time, so that it never sleeps.
+
+    .. versionadded:: 0.4.0
+    """
+
+    def now(self) -> float:
+        """The current time, in seconds (any origin)."""
+
+    def start(self, call: Callable[[], _T]) -> Future[_T]:
+        """Run ``call()`` apart from the caller; its answer or error arrives in the future."""
+
+    def wait_first(self, futures: Collection[Future[_T]], timeout: float | None) -> set[Future[_T]]:
+        """Wait until one of ``futures`` is done or ``timeout`` seconds have passed (``None``:
+        no limit); return the ones done."""
+
+
+class ThreadScheduler:
+    """The real clock (``time.perf_counter``) and a thread pool shared by every hedged call of
+    the process (made again in a forked child).
+
+    .. versionadded:: 0.4.0
+    """
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def start(self, call: Callable[[], _T]) -> Future[_T]:
+        return _hedge_executor().submit(call)
+
+    def wait_first(self, futures: Collection[Future[_T]], timeout: float | None) -> set[Future[_T]]:
+        done, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        return done
+
+
+_THREADS = ThreadScheduler()
+
+
 class _Attempt:
     """One attempt of a hedged call: when its request left, once the sender says so."""
 
-    __slots__ = ("sent_at",)
+    __slots__ = ("now", "sent_at")
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
         self.sent_at: float | None = None
+
+    def latency(self, start: float) -> float:
+        """Seconds since the request left, or since ``start`` when the sender never said."""
+        return self.now() - (start if self.sent_at is None else self.sent_at)
 
 
 _current = threading.local()
@@ -158,7 +205,7 @@ def mark_sent() -> None:
     the call was queued behind others of the same fan-out."""
     attempt = getattr(_current, "attempt", None)
     if attempt is not None and attempt.sent_at is None:
-        attempt.sent_at = time.perf_counter()
+        attempt.sent_at = attempt.now()
 
 
 def _run(send: Callable[[], _T], attempt: _Attempt) -> _T:
@@ -169,7 +216,7 @@ def _run(send: Callable[[], _T], attempt: _Attempt) -> _T:
         _current.attempt = None
 
 
-def hedged(send: Callable[[], _T], window: LatencyWindow) -> _T:
+def hedged(send: Callable[[], _T], window: LatencyWindow, *, scheduler: Scheduler = _THREADS) -> _T:
     """Call ``send()``; if it has not answered after the window's hedge delay, call it once
     more in parallel and return the first answer that succeeds (or raise the first error when
     both fail). Every first attempt's latency is recorded in ``window``.
@@ -177,35 +224,35 @@ def hedged(send: Callable[[], _T], window: LatencyWindow) -> _T:
     When ``send`` calls :func:`mark_sent` as its request leaves, the latency recorded counts
     from then, and so does the delay once the request has left: a call is hedged when its
     request has been out for the delay, or when it has waited the delay without leaving (a
-    ``send`` that never says is timed from the call)."""
+    ``send`` that never says is timed from the call). ``scheduler`` gives the time and runs the
+    attempts (:class:`ThreadScheduler` unless given)."""
     window.count()
     delay = window.delay()
-    attempt = _Attempt()
-    start = time.perf_counter()
+    attempt = _Attempt(scheduler.now)
+    start = scheduler.now()
     if delay is None:
         result = _run(send, attempt)
-        window.add(time.perf_counter() - (attempt.sent_at or start))
+        window.add(attempt.latency(start))
         return result
-    executor = _hedge_executor()
-    primary = executor.submit(_run, send, attempt)
-    primary.add_done_callback(lambda _: window.add(time.perf_counter() - (attempt.sent_at or start)))
+    primary = scheduler.start(lambda: _run(send, attempt))
+    primary.add_done_callback(lambda _: window.add(attempt.latency(start)))
     timeout = delay
     while True:
-        try:
-            return primary.result(timeout=timeout)
-        except FutureTimeout:
-            pass
+        if scheduler.wait_first((primary,), timeout):
+            return primary.result()
         sent = attempt.sent_at
-        timeout = (sent if sent is not None else start) + delay - time.perf_counter()
+        timeout = (start if sent is None else sent) + delay - scheduler.now()
         if timeout <= 0:
             break
     if not window.take_hedge():
+        scheduler.wait_first((primary,), None)
         return primary.result()
-    backup = executor.submit(_run, send, _Attempt())
+    backup = scheduler.start(lambda: _run(send, _Attempt(scheduler.now)))
     pending: set[Future[_T]] = {primary, backup}
     failure: BaseException | None = None
     while pending:
-        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        done = scheduler.wait_first(pending, None)
+        pending -= done
         for future in done:
             error = future.exception()
             if error is None:

@@ -31,7 +31,7 @@ from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from pynamodb.models import Model
 
-__all__ = ["Faults", "TableCreation"]
+__all__ = ["INDEX_KEY_RANGE", "KEY_RANGE", "Faults", "LostReplies", "TableCreation", "error_response"]
 
 KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
 INDEX_KEY_RANGE = "IndexWriteKeyRangeThroughputExceeded"
@@ -45,7 +45,8 @@ class _Raw:
         yield self._body
 
 
-def _error(url: str, status: int, code: str, message: str, **extra: Any) -> AWSResponse:
+def error_response(url: str, status: int, code: str, message: str, **extra: Any) -> AWSResponse:
+    """The response DynamoDB sends for an error ``code``, with ``extra`` fields in its body."""
     body = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
     headers = {"x-amzn-requestid": "injected", "content-type": "application/x-amz-json-1.0"}
     return AWSResponse(url, status, headers, _Raw(json.dumps(body).encode()))
@@ -86,17 +87,18 @@ class Faults:
             if fault == "index-throttle":
                 resource += "/index/by-date"
                 reason = INDEX_KEY_RANGE
-            return _error(
+            return error_response(
                 request.url, 400, "ProvisionedThroughputExceededException",
                 "Throughput exceeds the current capacity for one or more of your partitions.",
                 ThrottlingReasons=[{"reason": reason, "resource": resource}],
             )
         if fault.startswith("no-reasons:"):
-            return _error(request.url, 400, fault.removeprefix("no-reasons:"), "throttled, no reasons (injected)")
+            return error_response(request.url, 400, fault.removeprefix("no-reasons:"),
+                                  "throttled, no reasons (injected)")
         if fault == "denied":
-            return _error(request.url, 400, "AccessDeniedException", "not authorized (injected)")
+            return error_response(request.url, 400, "AccessDeniedException", "not authorized (injected)")
         if fault == "server-error":
-            return _error(request.url, 500, "InternalServerError", "internal server error (injected)")
+            return error_response(request.url, 500, "InternalServerError", "internal server error (injected)")
         msg = f"unknown fault {fault!r}"
         raise AssertionError(msg)
 
@@ -105,6 +107,31 @@ class Faults:
 _ITEM_OPERATIONS = frozenset({
     "PutItem", "UpdateItem", "DeleteItem", "GetItem", "Query", "Scan", "BatchWriteItem", "BatchGetItem",
 })
+
+
+class LostReplies:
+    """A ``before-send`` hook on a model's client that sends each request :meth:`lose` picks and
+    then loses its reply (``ReadTimeoutError``): applied by the server, unknown to the caller, so
+    botocore sends it again. ``lost`` counts them."""
+
+    def __init__(self, model: type[Model]) -> None:
+        self.lost = 0
+        self._http = URLLib3Session()
+        self._lock = threading.Lock()
+        model._get_connection().connection.client.meta.events.register_first("before-send.dynamodb", self.before_send)
+
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        """Whether to lose the reply to this request (called one request at a time)."""
+        raise NotImplementedError
+
+    def before_send(self, request: Any, **_: Any) -> None:
+        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
+        with self._lock:
+            if not self.lose(operation, json.loads(request.body)):
+                return
+            self.lost += 1
+        self._http.send(request)  # applied by the server; the reply is dropped
+        raise ReadTimeoutError(endpoint_url=request.url)
 
 
 class TableCreation:
@@ -171,13 +198,13 @@ class TableCreation:
                 self._refuse_next = False
                 self.refused.append(operation)
                 self.changed.notify_all()
-                return _error(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
+                return error_response(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
             if not self._creating:
                 return None
             if operation in _ITEM_OPERATIONS:
                 self.refused.append(operation)
                 self.changed.notify_all()
-                return _error(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
+                return error_response(request.url, 400, "ResourceNotFoundException", "Requested resource not found")
             if operation != "DescribeTable":
                 return None
             if self._polls_left is not None:

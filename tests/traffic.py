@@ -10,24 +10,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
+from tests.faults import INDEX_KEY_RANGE, KEY_RANGE, error_response
+
 __all__ = ["INDEX_KEY_RANGE", "KEY_RANGE", "TABLE_LEVEL", "Traffic"]
 
-KEY_RANGE = "TableWriteKeyRangeThroughputExceeded"
 TABLE_LEVEL = "TableWriteProvisionedThroughputExceeded"
-INDEX_KEY_RANGE = "IndexWriteKeyRangeThroughputExceeded"
-
-
-class _Raw:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._body
 
 
 class Traffic:
@@ -50,13 +41,11 @@ class Traffic:
             self.log.append(f"{operation}{' throttled' if throttle else ''}")
         if not throttle:
             return None
-        body = {
-            "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-            "message": "Throughput exceeds the current capacity for one or more of your partitions.",
-            "ThrottlingReasons": [{"reason": self.reason, "resource": self.resource}],
-        }
-        headers = {"x-amzn-requestid": "injected", "content-type": "application/x-amz-json-1.0"}
-        return AWSResponse(request.url, 400, headers, _Raw(json.dumps(body).encode()))
+        return error_response(
+            request.url, 400, "ProvisionedThroughputExceededException",
+            "Throughput exceeds the current capacity for one or more of your partitions.",
+            ThrottlingReasons=[{"reason": self.reason, "resource": self.resource}],
+        )
 
     def count(self, entry: str) -> int:
         return self.log.count(entry)

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
+
+from tests.raw import local_client
 
 from .console import ModelsModule, user_environment, write_models_module
 
@@ -20,14 +21,16 @@ def cli_env(dynamodb_local: Any) -> dict[str, str]:
 
 @pytest.fixture
 def dynamodb(dynamodb_local: Any) -> Any:
-    """A raw botocore client of the test server, to check what the command did."""
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=dynamodb_local.endpoint,
-        region_name=dynamodb_local.region,
-        aws_access_key_id=dynamodb_local.aws_access_key_id,
-        aws_secret_access_key=dynamodb_local.aws_secret_access_key,
-    )
+    """A raw boto3 client of the test server, to check what the command did."""
+    return local_client(dynamodb_local)
+
+
+@pytest.fixture
+def user_credentials(monkeypatch: pytest.MonkeyPatch, cli_env: dict[str, str]) -> None:
+    """This process writes with the same credentials the command reads with."""
+    for name, value in cli_env.items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
 
 
 @pytest.fixture

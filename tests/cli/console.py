@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import attrs
@@ -74,6 +76,15 @@ class ModelsModule:
         """Add models to the module (``{prefix}`` in ``source`` becomes the table prefix)."""
         path = self.directory / f"{self.name}.py"
         path.write_text(path.read_text(encoding="utf-8") + source.format(prefix=self.prefix), encoding="utf-8")
+
+    def load(self) -> ModuleType:
+        """The module as it is now, imported in this process (to write and read as the user's code)."""
+        spec = importlib.util.spec_from_file_location(self.name, self.directory / f"{self.name}.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
 
 MODELS_SOURCE = '''\

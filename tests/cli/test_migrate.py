@@ -11,7 +11,6 @@ lines and a report; the checkpoint table is named in ``--help``.
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import os
 import random
@@ -43,77 +42,68 @@ class Readings(Model):
     value = UnicodeAttribute()
 
 
-class RandomReadings(ShardedModel):
+class ShardedReadings(ShardedModel):  # the keys of every sharded layout, declared once: no table
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = UnicodeAttribute()
+
+
+class RandomReadings(ShardedReadings):
     class Meta:
         table_name = "{prefix}_random_readings"
         host = HOST
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(RandomShards(8))
 
 
-class HashedReadings(ShardedModel):
+class HashedReadings(ShardedReadings):
     class Meta:
         table_name = "{prefix}_hashed_readings"
         host = HOST
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(8))
 
 
-class Hashed16Readings(ShardedModel):  # HashedReadings' table after its count went from 8 to 16
+class Hashed16Readings(ShardedReadings):  # HashedReadings' table after its count went from 8 to 16
     class Meta:
         table_name = "{prefix}_hashed_readings"
         host = HOST
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(16, previous_counts=(8,)))
 
 
-class DynamicReadings(ShardedModel):
+class DynamicReadings(ShardedReadings):
     class Meta:
         table_name = "{prefix}_dynamic_readings"
         host = HOST
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(DynamicShards(AuditLogShards, max_shards=8))
 """
 
 
 @pytest.fixture
-def models(project: ModelsModule, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def models(project: ModelsModule, user_credentials: None) -> ModuleType:
     """The project's models imported here, with the command's credentials; their tables created."""
     project.append(MIGRATION_MODELS)
-    for name, value in cli_env.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-    spec = importlib.util.spec_from_file_location(project.name, project.directory / f"{project.name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = project.load()
     for model in (module.Readings, module.RandomReadings, module.HashedReadings, module.AuditLogShards,
                   module.DynamicReadings):
         model.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
     return module
 
 
-def _fill(dynamodb: Any, table: str) -> None:
-    items = [{"sensor": {"S": key}, "at": {"N": str(n)}, "value": {"S": f"{key}/{n}"}}
-             for key in KEYS for n in range(PER_KEY)]
+def _put(dynamodb: Any, table: str, items: list[dict[str, Any]]) -> None:
+    """Write raw items, 25 per BatchWriteItem."""
     for begin in range(0, len(items), 25):
         pending: dict[str, Any] = {table: [{"PutRequest": {"Item": item}} for item in items[begin:begin + 25]]}
         while pending:
             pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def _fill(dynamodb: Any, table: str) -> None:
+    _put(dynamodb, table, [{"sensor": {"S": key}, "at": {"N": str(n)}, "value": {"S": f"{key}/{n}"}}
+                           for key in KEYS for n in range(PER_KEY)])
 
 
 def _raw(dynamodb: Any, table: str) -> list[dict[str, Any]]:
@@ -239,28 +229,17 @@ DAYS_ITEMS = 3000
 
 
 @pytest.fixture
-def day_models(project: ModelsModule, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def day_models(project: ModelsModule, user_credentials: None) -> ModuleType:
     """A table with a plain index filled with bare days, and the model adopting that index."""
     project.append(REINDEX_MODELS)
-    for name, value in cli_env.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-    spec = importlib.util.spec_from_file_location(project.name, project.directory / f"{project.name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = project.load()
     module.PlainDays.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
     return module
 
 
 def _fill_days(dynamodb: Any, table: str) -> None:
-    items = [{"event_id": {"S": f"e{n:05d}"}, "day": {"S": "20160226"}, "at": {"N": str(n)}}
-             for n in range(DAYS_ITEMS)]
-    for begin in range(0, len(items), 25):
-        pending: dict[str, Any] = {table: [{"PutRequest": {"Item": item}} for item in items[begin:begin + 25]]}
-        while pending:
-            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    _put(dynamodb, table, [{"event_id": {"S": f"e{n:05d}"}, "day": {"S": "20160226"}, "at": {"N": str(n)}}
+                           for n in range(DAYS_ITEMS)])
 
 
 def _rewritten(dynamodb: Any, table: str) -> int:
@@ -369,10 +348,8 @@ def test_segments_run_one_by_one_as_a_scheduler_would(
     """Four ``--segment I --total-segments 4`` runs (a Kubernetes indexed Job) copy everything once;
     ``--json`` prints progress lines, then the report, whose segments count what the table says."""
     source_table, target_table = models.Readings.Meta.table_name, models.HashedReadings.Meta.table_name
-    items = [{"sensor": {"S": f"k{n % 3}"}, "at": {"N": str(n)}, "value": {"S": str(n)}} for n in range(300)]
-    for begin in range(0, len(items), 25):
-        dynamodb.batch_write_item(RequestItems={source_table: [{"PutRequest": {"Item": item}}
-                                                               for item in items[begin:begin + 25]]})
+    _put(dynamodb, source_table,
+         [{"sensor": {"S": f"k{n % 3}"}, "at": {"N": str(n)}, "value": {"S": str(n)}} for n in range(300)])
     done = []
     for segment in range(4):
         ran = run_cli("migrate", "copy", project.spec("Readings"), project.spec("HashedReadings"),

@@ -8,23 +8,12 @@ holds (checked against where each saved item says it lives), and the read cost o
 from __future__ import annotations
 
 import collections
-import importlib.util
 import re
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from .console import DYNAMIC_MODEL, PROACTIVE_MODEL, ModelsModule, run_cli
-
-
-def _import(project: ModelsModule) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(project.name, project.directory / f"{project.name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _shard_rows(stdout: str) -> dict[int, tuple[str, int, int]]:
@@ -34,20 +23,12 @@ def _shard_rows(stdout: str) -> dict[int, tuple[str, int, int]]:
     return rows
 
 
-@pytest.fixture
-def user_credentials(monkeypatch: pytest.MonkeyPatch, cli_env: dict[str, str]) -> None:
-    """This process writes with the same credentials the command reads with."""
-    for name, value in cli_env.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-
-
 @pytest.mark.usefixtures("user_credentials")
 def test_status_counts_the_items_of_every_shard(project: ModelsModule, cli_env: dict[str, str]) -> None:
     """Per-shard item counts equal where the saved items landed; other keys are not counted."""
     spec = project.spec("AuditLog")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     hot = "/shared/firetvGen2.txt"
     landed: collections.Counter[int] = collections.Counter()
     for n in range(40):
@@ -85,7 +66,7 @@ def test_status_of_a_dynamic_key_shows_its_history(project: ModelsModule, cli_en
     project.append(DYNAMIC_MODEL)
     spec = project.spec("HotLog")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     for n in range(5):
         models.HotLog("hot", accessed_at=n).save()
     assert models.HotLog.shards.grow("hot") == 2
@@ -113,7 +94,7 @@ def test_status_without_a_key_lists_keys_hottest_first(project: ModelsModule, cl
     project.append(DYNAMIC_MODEL)
     spec = project.spec("HotLog")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     for key in ("warm", "hot", "cold"):
         models.HotLog(key, accessed_at=1).save()
     models.HotLog.shards.grow("hot")
@@ -146,7 +127,7 @@ def test_the_heat_report_shows_the_write_rate_and_the_headroom(project: ModelsMo
     project.append(DYNAMIC_MODEL + PROACTIVE_MODEL)
     spec = project.spec("FastLog")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     namespace = models.FastLog.Meta.table_name
     store = models.FastLog.shards.strategy.store
     now = models.FastLog.shards.strategy.clock()
@@ -203,7 +184,7 @@ def test_status_of_a_legacy_key_shows_the_bare_key_apart(project: ModelsModule, 
     project.append(LEGACY_MODEL)
     spec = project.spec("Sensor")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     for n in range(5):
         models.PlainSensor("sensor", n).save()  # the table before adoption
     landed: collections.Counter[int] = collections.Counter()
@@ -239,7 +220,7 @@ def test_the_heat_report_puts_the_most_recent_change_first_among_equals(
     project.append(DYNAMIC_MODEL)
     spec = project.spec("HotLog")
     assert run_cli("tables", "create", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     for key in ("shrunk", "grown"):
         models.HotLog(key, accessed_at=1).save()
     models.HotLog.shards.grow("shrunk")
@@ -283,7 +264,7 @@ def test_status_of_a_time_partitioned_key_counts_one_period(project: ModelsModul
     project.append(PERIOD_MODEL)
     spec = project.spec("UserLog")
     assert run_cli("tables", "rotate", spec, cwd=project.directory, env=cli_env).returncode == 0
-    models = _import(project)
+    models = project.load()
     models.UserLog.period_model("201602").create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     landed: collections.Counter[int] = collections.Counter()
     for second in range(5):

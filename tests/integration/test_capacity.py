@@ -23,7 +23,7 @@ from pynamodb_sharding import RandomShards, ShardedModel, Sharding, TimePartitio
 from pynamodb_sharding._schedule import Schedule
 from pynamodb_sharding.capacity import ConsumedCapacityMeter, TableLoad, scale
 from tests.faults import Faults
-from tests.raw import raw_client
+from tests.raw import provisioned_throughput
 
 Bind = Callable[..., Any]
 TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
@@ -80,12 +80,8 @@ class OnDemandLog(ShardedModel):
 
 
 def capacity(model: type[Any]) -> tuple[int, int, tuple[int, int]]:
-    table = model.period_model("201602")
-    description = raw_client(table).describe_table(TableName=table.Meta.table_name)["Table"]
-    units = description["ProvisionedThroughput"]
-    index = description["GlobalSecondaryIndexes"][0]["ProvisionedThroughput"]
-    return (units["ReadCapacityUnits"], units["WriteCapacityUnits"],
-            (index["ReadCapacityUnits"], index["WriteCapacityUnits"]))
+    """February's table's capacity units, and its index's."""
+    return provisioned_throughput(model.period_model("201602"))
 
 
 @pytest.fixture

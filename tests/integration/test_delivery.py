@@ -17,19 +17,13 @@ import json
 import os
 import random
 import signal
-import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
-from botocore.httpsession import URLLib3Session
-from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
-from pynamodb.models import Model
 
 from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding.recipes.delivery import (
@@ -45,27 +39,12 @@ from pynamodb_sharding.recipes.delivery import (
     ExactlyOnce,
 )
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.delivery_models import MODELS, Inbox, inbox_record
+from tests.faults import LostReplies
 from tests.raw import raw_items
-
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease)
 
 #: Targets of the crash test, per mode: each walk takes 15 to 25 s on 2 cores.
 WALK_TARGETS = 20_000
-
-
-class Inbox(Model):
-    """The caller's record of a delivery; ``message_id`` is unique per write, so a double shows."""
-
-    class Meta:
-        table_name = "inbox"
-
-    user_id = UnicodeAttribute(hash_key=True)
-    message_id = UnicodeAttribute(range_key=True)
-    delivery_id = UnicodeAttribute()
-
-
-def inbox_record(delivery_id: str, user_id: str) -> Inbox:
-    return Inbox(user_id, uuid.uuid4().hex, delivery_id=delivery_id)
 
 
 def unique_ids(count: int, seed: int) -> list[str]:
@@ -207,7 +186,7 @@ class TestCrashedWorkers:
                 assert set(sent) == set(targets)
 
 
-class LostTakeReplies:
+class LostTakeReplies(LostReplies):
     """Every ``every``-th TransactWriteItems that deletes targets is applied, then its reply is lost.
 
     With ``bookkeeping=True``, every ``every``-th write of the walk instead: takes, claims,
@@ -215,27 +194,16 @@ class LostTakeReplies:
     """
 
     def __init__(self, every: int, *, bookkeeping: bool = False) -> None:
+        super().__init__(DeliveryProgress)
         self.every = every
         self.bookkeeping = bookkeeping
         self.seen = 0
-        self.lost = 0
-        self._http = URLLib3Session()
-        self._lock = threading.Lock()
-        DeliveryProgress._get_connection().connection.client.meta.events.register_first(
-            "before-send.dynamodb", self.before_send
-        )
 
-    def before_send(self, request: Any, **_: Any) -> None:
-        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
-        if not self._chosen(operation, json.loads(request.body)):
-            return
-        with self._lock:
-            self.seen += 1
-            if self.seen % self.every:
-                return
-            self.lost += 1
-        self._http.send(request)  # applied by the server; the reply is dropped
-        raise ReadTimeoutError(endpoint_url=request.url)
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        if not self._chosen(operation, body):
+            return False
+        self.seen += 1
+        return self.seen % self.every == 0
 
     def _chosen(self, operation: str, body: dict[str, Any]) -> bool:
         if self.bookkeeping:

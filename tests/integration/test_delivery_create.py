@@ -23,15 +23,11 @@ import select
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
-from botocore.httpsession import URLLib3Session
-from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
@@ -50,7 +46,6 @@ from pynamodb_sharding.recipes.delivery import (
     AtLeastOnce,
     Delivery,
     DeliveryChunk,
-    DeliveryFailure,
     DeliveryLease,
     DeliveryProgress,
     DeliveryTarget,
@@ -58,25 +53,9 @@ from pynamodb_sharding.recipes.delivery import (
     Retry,
 )
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.faults import Faults
+from tests.delivery_models import MODELS, Inbox, inbox_record
+from tests.faults import Faults, LostReplies
 from tests.raw import raw_client, raw_items
-
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease, DeliveryFailure)
-
-
-class Inbox(Model):
-    """The caller's record of a delivery; ``message_id`` is unique per write, so a double shows."""
-
-    class Meta:
-        table_name = "inbox"
-
-    user_id = UnicodeAttribute(hash_key=True)
-    message_id = UnicodeAttribute(range_key=True)
-    delivery_id = UnicodeAttribute()
-
-
-def inbox_record(delivery_id: str, user_id: str) -> Inbox:
-    return Inbox(user_id, uuid.uuid4().hex, delivery_id=delivery_id)
 
 
 def users(count: int, prefix: str = "u") -> list[str]:
@@ -364,22 +343,16 @@ class TestRepeatedIds:
         assert (status.state, status.target_count) == ("ready", 3)
 
 
-class LoseOnce:
+class LoseOnce(LostReplies):
     """Loses the reply of the first request ``chosen`` picks: applied by the server, then
     ``ReadTimeoutError``, so botocore sends it again."""
 
     def __init__(self, model: type[Model], chosen: Callable[[str, dict[str, Any]], bool]) -> None:
+        super().__init__(model)
         self.chosen = chosen
-        self.lost = 0
-        self._http = URLLib3Session()
-        model._get_connection().connection.client.meta.events.register_first("before-send.dynamodb", self.before_send)
 
-    def before_send(self, request: Any, **_: Any) -> None:
-        if self.lost or not self.chosen(_operation(request), json.loads(request.body)):
-            return
-        self.lost += 1
-        self._http.send(request)  # applied by the server; the reply is dropped
-        raise ReadTimeoutError(endpoint_url=request.url)
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        return not self.lost and self.chosen(operation, body)
 
 
 class TestLostCreateReplies:

@@ -16,25 +16,18 @@ Proves, per delivery mode (issue 24, point 6):
 
 from __future__ import annotations
 
-import json
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
-from botocore.httpsession import URLLib3Session
-from pynamodb.attributes import UnicodeAttribute
-from pynamodb.models import Model
 
 from pynamodb_sharding._exceptions import DeliveryInputError
 from pynamodb_sharding.recipes.delivery import (
     AtLeastOnce,
     AtMostOnce,
     Delivery,
-    DeliveryChunk,
     DeliveryFailure,
     DeliveryLease,
     DeliveryProgress,
@@ -44,24 +37,9 @@ from pynamodb_sharding.recipes.delivery import (
     Retry,
 )
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.delivery_models import MODELS, Inbox, inbox_record
+from tests.faults import LostReplies
 from tests.raw import raw_client, raw_items
-
-MODELS: tuple[type[Model], ...] = (DeliveryChunk, DeliveryTarget, DeliveryProgress, DeliveryLease, DeliveryFailure)
-
-
-class Inbox(Model):
-    """The caller's record of a delivery; ``message_id`` is unique per write, so a double shows."""
-
-    class Meta:
-        table_name = "inbox"
-
-    user_id = UnicodeAttribute(hash_key=True)
-    message_id = UnicodeAttribute(range_key=True)
-    delivery_id = UnicodeAttribute()
-
-
-def inbox_record(delivery_id: str, user_id: str) -> Inbox:
-    return Inbox(user_id, uuid.uuid4().hex, delivery_id=delivery_id)
 
 
 def users(count: int) -> list[str]:
@@ -102,39 +80,29 @@ class Sender:
             self.sent[user_id] += 1
 
 
-class LoseInboxReplies:
+class LoseInboxReplies(LostReplies):
     """Loses the replies to the transactions that write ``user_id``'s inbox record: the first one
     sent once (botocore resends it, DynamoDB replays it), or, with ``every_attempt``, every
     attempt of that transaction (its client request token), so botocore gives up."""
 
     def __init__(self, user_id: str, *, every_attempt: bool = False) -> None:
+        super().__init__(DeliveryProgress)
         self.user_id = user_id
         self.every_attempt = every_attempt
         self.token: str | None = None
-        self.lost = 0
-        self._http = URLLib3Session()
-        self._lock = threading.Lock()
-        DeliveryProgress._get_connection().connection.client.meta.events.register_first(
-            "before-send.dynamodb", self.before_send
-        )
 
-    def before_send(self, request: Any, **_: Any) -> None:
-        if request.headers["X-Amz-Target"].decode().split(".")[-1] != "TransactWriteItems":
-            return
-        body = json.loads(request.body)
+    def lose(self, operation: str, body: dict[str, Any]) -> bool:
+        if operation != "TransactWriteItems":
+            return False
         puts = [write["Put"] for write in body["TransactItems"] if "Put" in write]
         if not any(
             put["TableName"] == Inbox.Meta.table_name and put["Item"]["user_id"]["S"] == self.user_id for put in puts
         ):
-            return
-        with self._lock:
-            if self.token is None:
-                self.token = body["ClientRequestToken"]
-            elif body["ClientRequestToken"] != self.token or not self.every_attempt:
-                return
-            self.lost += 1
-        self._http.send(request)  # applied (or replayed) by the server; the reply is dropped
-        raise ReadTimeoutError(endpoint_url=request.url)
+            return False
+        if self.token is None:  # the first attempt (a resend is applied again, or replayed)
+            self.token = body["ClientRequestToken"]
+            return True
+        return body["ClientRequestToken"] == self.token and self.every_attempt
 
 
 class TestAtLeastOnce:

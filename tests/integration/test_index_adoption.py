@@ -17,14 +17,11 @@ from __future__ import annotations
 import collections
 import json
 import threading
-import uuid
-from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
@@ -33,53 +30,38 @@ from pynamodb_sharding.migration import JobOptions, plan, reindex, reshard
 from pynamodb_sharding.migration._engine import RateLimiter, _Sender
 from pynamodb_sharding.migration._jobs import ReindexJob, Rewrite
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.raw import put_raw, raw_client, raw_items
+from tests.day_index import day_index
+from tests.paging import pages
+from tests.raw import index_items, put_raw, raw_client, raw_items
 
 DAY = "20160226"
 
 
-class PlainByDay(GlobalSecondaryIndex["PlainEvent"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
+class EventAttributes:
+    """The table's attributes, declared once for every model of it (PynamoDB collects a model's
+    inherited attributes, from a mixin too)."""
 
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
+    event_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute(null=True)
+    at = NumberAttribute(null=True)
+    payload = UnicodeAttribute(null=True)
 
 
-class PlainEvent(Model):
+class PlainEvent(EventAttributes, Model):
     """The application before adoption: a plain model with a plain index."""
 
     class Meta:
         table_name = "adopt_index_events"
         max_pool_connections = 16
 
-    event_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    by_day = PlainByDay()
+    by_day = day_index()
 
 
-class AdoptedByDay(GlobalSecondaryIndex["Event"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8), legacy_unsharded=True)
-
-
-class Event(ShardedModel):
+class Event(EventAttributes, ShardedModel):
     """The same table, its index adopted in place; the table's keys are not sharded."""
 
     Meta = PlainEvent.Meta
-    event_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    by_day = AdoptedByDay()
+    by_day = day_index(Sharding(RandomShards(8), legacy_unsharded=True))
 
 
 def populate(legacy: int = 150) -> None:
@@ -100,36 +82,18 @@ def adopted(dynamodb_models: BindModels) -> None:
 
 
 @pytest.fixture
-def options() -> JobOptions:
+def options(checkpoint_table: str) -> JobOptions:
     """Job options with a checkpoint table of the test's own."""
-    return JobOptions(total_segments=3, page_size=40, checkpoint_table=f"idx_checkpoints_{uuid.uuid4().hex[:8]}")
+    return JobOptions(total_segments=3, page_size=40, checkpoint_table=checkpoint_table)
 
 
 def fields(item: Any) -> tuple[Any, ...]:
     return (item.event_id, item.day, item.at, item.payload)
 
 
-def pages(query: Callable[..., Any], *, token: bool = False, **kwargs: Any) -> list[Any]:
-    """A query read one page at a time, resumed from each cursor (JSON round-tripped) or token."""
-    items: list[Any] = []
-    cursor: Any = None
-    while True:
-        page = query(last_evaluated_key=cursor, **kwargs)
-        items.extend(page)
-        cursor = page.next_page_token if token else page.last_evaluated_key
-        if cursor is None:
-            return items
-        if not token:
-            cursor = json.loads(json.dumps(cursor))
-
-
 def index_values(model: type[Model]) -> list[str]:
     """Every value the table's ``by_day`` index holds (a raw scan of the index)."""
-    found: list[str] = []
-    for page in raw_client(model).get_paginator("scan").paginate(TableName=model.Meta.table_name,
-                                                                  IndexName="by_day"):
-        found.extend(entry["day"]["S"] for entry in page["Items"])
-    return found
+    return [entry["day"]["S"] for entry in index_items(model)]
 
 
 def sharded_form(value: str) -> bool:
@@ -137,25 +101,11 @@ def sharded_form(value: str) -> bool:
     return logical in (DAY, "2016_12") and shard.isdecimal() and 1 <= int(shard) <= 8
 
 
-class NotAdoptedByDay(GlobalSecondaryIndex["NotAdopted"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8))
-
-
-class NotAdopted(ShardedModel):
+class NotAdopted(EventAttributes, ShardedModel):
     """The index declared sharded without legacy_unsharded over bare values."""
 
     Meta = PlainEvent.Meta
-    event_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    by_day = NotAdoptedByDay()
+    by_day = day_index(Sharding(RandomShards(8)))
 
 
 def test_bare_values_without_the_flag_name_the_fix(dynamodb_models: BindModels) -> None:
@@ -407,38 +357,12 @@ class TestReindex:
         assert all(sharded_form(value) for value in index_values(Event))
 
 
-@pytest.fixture(autouse=True)
-def _drop_checkpoint_tables(dynamodb_local: Any) -> Iterator[None]:
-    yield
-    import boto3
 
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    for name in client.list_tables()["TableNames"]:
-        if name.startswith("idx_checkpoints"):
-            client.delete_table(TableName=name)
-
-
-class LegacyTableByDay(GlobalSecondaryIndex["LegacyTableEvent"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8), legacy_unsharded=True)
-
-
-class LegacyTableEvent(ShardedModel):
+class LegacyTableEvent(EventAttributes, ShardedModel):
     """The issue's reproduction: the table's keys adopted in place too."""
 
     Meta = PlainEvent.Meta
-    event_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    by_day = LegacyTableByDay()
+    by_day = day_index(Sharding(RandomShards(8), legacy_unsharded=True))  # the same index, adopted as Event's
     shards = Sharding(RandomShards(4), legacy_unsharded=True)
 
 

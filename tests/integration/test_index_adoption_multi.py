@@ -16,109 +16,66 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import QueryError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, IndexNotReadyError, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.migration import JobOptions, reindex
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.day_index import day_index
+from tests.paging import pages
 from tests.raw import raw_client, raw_items
 
 DAY = "20160226"
 
 
-class OldByDay(GlobalSecondaryIndex["Visit"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
+class VisitAttributes:
+    """The table's attributes, declared once for every model of it (PynamoDB collects a model's
+    inherited attributes, from a mixin too)."""
 
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
+    visit_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute(null=True)
+    at = NumberAttribute(null=True)
+    user_id = UnicodeAttribute(null=True)
 
 
-class PlainVisit(Model):
+class PlainVisit(VisitAttributes, Model):
     """The application before: its plain index ``by_day``."""
 
     class Meta:
         table_name = "adopt_multi_visits"
 
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = OldByDay()
+    by_day = day_index()
 
 
-class NewByDayPending(GlobalSecondaryIndex["Visit"]):
-    class Meta:
-        index_name = "by_day_sharded"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute", legacy_unsharded=True)
-
-
-class Visit(ShardedModel):
+class Visit(VisitAttributes, ShardedModel):
     """Step 1: the new index declared beside the old one, its backfill pending."""
 
     Meta = PlainVisit.Meta
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = OldByDay()
-    by_day_sharded = NewByDayPending()
+    by_day = day_index()
+    by_day_sharded = day_index(Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute",
+                                        legacy_unsharded=True), name="by_day_sharded")
 
 
-class NewByDay(GlobalSecondaryIndex["VisitDone"]):
-    class Meta:
-        index_name = "by_day_sharded"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute")
-
-
-class VisitDone(ShardedModel):
+class VisitDone(VisitAttributes, ShardedModel):
     """Step 4: the backfill done, the flag removed."""
 
     Meta = PlainVisit.Meta
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = OldByDay()
-    by_day_sharded = NewByDay()
+    by_day = day_index()
+    by_day_sharded = day_index(Sharding(HashedShards(4, attributes=("user_id",)), layout="multi_attribute"),
+                               name="by_day_sharded")
 
 
-class ShardedInPlace(GlobalSecondaryIndex["Misdeclared"]):
-    class Meta:
-        index_name = "by_day"  # the old index's name: its key schema has no day_shard
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(4), layout="multi_attribute")
-
-
-class Misdeclared(ShardedModel):
+class Misdeclared(VisitAttributes, ShardedModel):
     Meta = PlainVisit.Meta
-    visit_id = UnicodeAttribute(hash_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = ShardedInPlace()
+    # The old index's name: its key schema has no day_shard.
+    by_day = day_index(Sharding(RandomShards(4), layout="multi_attribute"))
 
 
 SHARDED_INDEX = {
@@ -163,33 +120,9 @@ def visits(dynamodb_models: BindModels) -> None:
 
 
 @pytest.fixture
-def options() -> JobOptions:
-    return JobOptions(total_segments=2, page_size=30, checkpoint_table=f"idx_checkpoints_{uuid.uuid4().hex[:8]}")
+def options(checkpoint_table: str) -> JobOptions:
+    return JobOptions(total_segments=2, page_size=30, checkpoint_table=checkpoint_table)
 
-
-@pytest.fixture(autouse=True)
-def _drop_checkpoint_tables(dynamodb_local: Any) -> Iterator[None]:
-    yield
-    import boto3
-
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    for name in client.list_tables()["TableNames"]:
-        if name.startswith("idx_checkpoints"):
-            client.delete_table(TableName=name)
-
-
-def pages(query: Any, **kwargs: Any) -> list[Any]:
-    items: list[Any] = []
-    cursor = None
-    while True:
-        page = query(last_evaluated_key=cursor, **kwargs)
-        items.extend(page)
-        cursor = page.last_evaluated_key
-        if cursor is None:
-            return items
-        cursor = json.loads(json.dumps(cursor))
 
 
 def fields(item: Any) -> tuple[Any, ...]:
@@ -270,12 +203,12 @@ class TestHalfBuiltStates:
                     index["IndexStatus"] = "CREATING"
 
         def backfilling(request: Any, **_: Any) -> Any:
-            from tests.faults import _error
+            from tests.faults import error_response
 
             if json.loads(request.body).get("IndexName") != "by_day_sharded":
                 return None
-            return _error(request.url, 400, "ValidationException",
-                          "Cannot read from backfilling global secondary index: by_day_sharded")
+            return error_response(request.url, 400, "ValidationException",
+                                  "Cannot read from backfilling global secondary index: by_day_sharded")
 
         client.meta.events.register("after-call.dynamodb.DescribeTable", building, unique_id="building")
         client.meta.events.register_first("before-send.dynamodb.Query", backfilling, unique_id="backfilling")

@@ -12,121 +12,74 @@ of its own is the reference for index reads.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.exceptions import DeleteError, PutError, UpdateError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.raw import raw_client, raw_items
+from tests.day_index import day_index
+from tests.paging import pages
+from tests.raw import index_items, raw_items
+
+
+class ItemAttributes:
+    """The table's attributes, declared once for every model of it (PynamoDB collects a model's
+    inherited attributes, from a mixin too)."""
+
+    item_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    day = UnicodeAttribute(null=True)
+    at = NumberAttribute(null=True)
+    payload = UnicodeAttribute(null=True)
+    version = VersionAttribute()
 
 
 class SuffixedMeta:
     table_name = "io_suffixed"
 
 
-class ByDaySuffixed(GlobalSecondaryIndex["Item"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    # The plain model keeps writing bare days meanwhile: the index reads them too.
-    shards = Sharding(HashedShards(4), legacy_unsharded=True)
-
-
-class Item(ShardedModel):
+class Item(ItemAttributes, ShardedModel):
     """Shards only its index: no Sharding on the model."""
 
     Meta = SuffixedMeta
-    item_id = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    version = VersionAttribute()
-    by_day = ByDaySuffixed()
+    # The plain model keeps writing bare days meanwhile: the index reads them too.
+    by_day = day_index(Sharding(HashedShards(4), legacy_unsharded=True))
 
 
-class PlainItem(Model):
+class PlainItem(ItemAttributes, Model):
     """The application's plain model of the same table (it shares ``Item``'s Meta, so the test
     binding gives both one table)."""
 
     Meta = SuffixedMeta
-    item_id = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    version = VersionAttribute()
 
 
 class MultiMeta:
     table_name = "io_multi"
 
 
-class ByDayMulti(GlobalSecondaryIndex["MultiItem"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(4), layout="multi_attribute")
-
-
-class MultiItem(ShardedModel):
+class MultiItem(ItemAttributes, ShardedModel):
     Meta = MultiMeta
-    item_id = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    version = VersionAttribute()
-    by_day = ByDayMulti()
+    by_day = day_index(Sharding(RandomShards(4), layout="multi_attribute"))
 
 
-class PlainMultiItem(Model):
+class PlainMultiItem(ItemAttributes, Model):
     Meta = MultiMeta
-    item_id = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    version = VersionAttribute()
 
 
-class RefByDay(GlobalSecondaryIndex["RefItem"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-
-
-class RefItem(Model):
+class RefItem(ItemAttributes, Model):
     """PynamoDB's own behaviour with a plain index, on a table of its own: the index reference."""
 
     class Meta:
         table_name = "io_reference"
 
-    item_id = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    at = NumberAttribute(null=True)
-    payload = UnicodeAttribute(null=True)
-    version = VersionAttribute()
-    by_day = RefByDay()
+    by_day = day_index()
 
 
 PAIRS = {"suffixed": (Item, PlainItem), "multi_attribute": (MultiItem, PlainMultiItem)}
@@ -288,27 +241,6 @@ class TestSameTableAsAPlainModel:
         assert plain.count("b_1", filter_condition=plain.payload.startswith("3")) == 2
 
 
-def index_entries(model: type[Model]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    paginator = raw_client(model).get_paginator("scan")
-    for page in paginator.paginate(TableName=model.Meta.table_name, IndexName="by_day"):
-        items.extend(page["Items"])
-    return items
-
-
-def pages(query: Any, **kwargs: Any) -> list[Any]:
-    """A query read to the end one page at a time, resuming from each (JSON round-tripped) cursor."""
-    items: list[Any] = []
-    cursor = None
-    while True:
-        page = query(last_evaluated_key=cursor, **kwargs)
-        items.extend(page)
-        cursor = page.last_evaluated_key
-        if cursor is None:
-            return items
-        cursor = json.loads(json.dumps(cursor))
-
-
 class TestShardedIndex:
     """The index entries are stored sharded; a query of the index is merged over its shards."""
 
@@ -321,7 +253,7 @@ class TestShardedIndex:
                 fields = {"day": "20160226" if n % 5 else "20160227", "at": 1000 + n, "payload": str(n % 3)}
                 batch.save(sharded(f"f_{n % 7}", f"{n:03d}", **fields))
                 reference.save(RefItem(f"f_{n % 7}", f"{n:03d}", **fields))
-        entries = index_entries(sharded)
+        entries = index_items(sharded)
         assert len(entries) == 60
         if sharded is Item:
             shards = {entry["day"]["S"].rpartition("_")[2] for entry in entries}

@@ -15,13 +15,10 @@ checks what a user reads and what the table holds (raw boto3 scans). Points of i
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import boto3
 import pytest
 from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -88,15 +85,9 @@ def shard_of(at: int, count: int) -> int:
 
 
 @pytest.fixture
-def options(dynamodb_local: Any) -> Iterator[JobOptions]:
+def options(checkpoint_table: str) -> JobOptions:
     """Job options with a checkpoint table of the test's own, deleted afterwards."""
-    table = f"live_checkpoints_{uuid.uuid4().hex[:8]}"
-    yield JobOptions(total_segments=2, page_size=25, checkpoint_table=table)
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    with contextlib.suppress(client.exceptions.ResourceNotFoundException):
-        client.delete_table(TableName=table)
+    return JobOptions(total_segments=2, page_size=25, checkpoint_table=checkpoint_table)
 
 
 @pytest.fixture

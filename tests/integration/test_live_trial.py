@@ -21,18 +21,16 @@ import collections
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.migration import JobOptions, compact, reindex, reshard
+from tests.day_index import day_index
 from tests.raw import put_raw, raw_items
 
 DAYS = ("20160226", "20160227")
@@ -60,15 +58,6 @@ class Clock:
 CLOCK = Clock()
 
 
-class PlainByDay(GlobalSecondaryIndex["PlainEvent"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-
-
 class PlainEvent(Model):
     """What wrote the table before pynamodb-sharding."""
 
@@ -80,7 +69,7 @@ class PlainEvent(Model):
     at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     value = NumberAttribute()
-    by_day = PlainByDay()
+    by_day = day_index()
 
 
 class TrialShards(ShardMetadata):
@@ -92,16 +81,6 @@ def _dynamic() -> DynamicShards:
     return DynamicShards(TrialShards, max_shards=8, cache_ttl=30, cooldown=0, clock=CLOCK, timer=CLOCK)
 
 
-class AdoptingByDay(GlobalSecondaryIndex["Adopting"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("device",)), legacy_unsharded=True)
-
-
 class Adopting(ShardedModel):
     """The first deploy: the table and its index adopted in place."""
 
@@ -111,18 +90,8 @@ class Adopting(ShardedModel):
     at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     value = NumberAttribute()
-    by_day = AdoptingByDay()
+    by_day = day_index(Sharding(HashedShards(4, attributes=("device",)), legacy_unsharded=True))
     shards = Sharding(_dynamic(), legacy_unsharded=True)
-
-
-class ShardedByDay(GlobalSecondaryIndex["Sharded"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(4, attributes=("device",)))
 
 
 class Sharded(ShardedModel):
@@ -134,7 +103,7 @@ class Sharded(ShardedModel):
     at = NumberAttribute(range_key=True)
     day = UnicodeAttribute()
     value = NumberAttribute()
-    by_day = ShardedByDay()
+    by_day = day_index(Sharding(HashedShards(4, attributes=("device",))))
     shards = Sharding(_dynamic())
 
 
@@ -244,10 +213,9 @@ class Application:
 
 
 @pytest.fixture
-def application(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> Iterator[Application]:
+def application(dynamodb_models: Callable[..., Any], checkpoint_table: str) -> Iterator[Application]:
     dynamodb_models(PlainEvent, Adopting, Sharded)
-    checkpoints = f"trial_checkpoints_{uuid.uuid4().hex[:8]}"
-    app = Application(JobOptions(total_segments=2, page_size=40, checkpoint_table=checkpoints))
+    app = Application(JobOptions(total_segments=2, page_size=40, checkpoint_table=checkpoint_table))
     # What the plain application and a raw tool left: 20 items per writer, bare keys and values.
     rng = random.Random(7)
     for writer in range(WRITERS):
@@ -274,11 +242,6 @@ def application(dynamodb_models: Callable[..., Any], dynamodb_local: Any) -> Ite
         app.stop.set()
         for thread in app.threads:
             thread.join(timeout=60)
-        client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                              aws_access_key_id=dynamodb_local.aws_access_key_id,
-                              aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-        if checkpoints in client.list_tables()["TableNames"]:
-            client.delete_table(TableName=checkpoints)
 
 
 def test_adopt_shard_the_index_reshard_twice_and_compact_while_the_application_runs(

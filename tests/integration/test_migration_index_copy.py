@@ -11,99 +11,60 @@ whose entries differ (an entry stored without its index shard, which no query fi
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.migration import CheckpointStore, CopyJob, JobOptions, copy, verify
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.day_index import day_index
 from tests.raw import raw_client, raw_items
 
 DAYS = ("20160226", "20160227")
 
 
-class Logs(Model):
+class LogAttributes:
+    """The attributes of the source and of every target, declared once (PynamoDB collects a
+    model's inherited attributes, from a mixin too)."""
+
+    file_path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute(null=True)
+    user_id = UnicodeAttribute(null=True)
+
+
+class Logs(LogAttributes, Model):
     """The plain source table."""
 
     class Meta:
         table_name = "mig_idx_source"
 
-    file_path = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
 
-
-class HashedByDay(GlobalSecondaryIndex["HashedIndexLogs"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(HashedShards(8, attributes=("user_id",)))
-
-
-class HashedIndexLogs(ShardedModel):
+class HashedIndexLogs(LogAttributes, ShardedModel):
     class Meta:
         table_name = "mig_idx_hashed"
 
-    file_path = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = HashedByDay()
+    by_day = day_index(Sharding(HashedShards(8, attributes=("user_id",))))
     shards = Sharding(RandomShards(4))
 
 
-class RandomByDay(GlobalSecondaryIndex["RandomIndexLogs"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(8))
-
-
-class RandomIndexLogs(ShardedModel):
+class RandomIndexLogs(LogAttributes, ShardedModel):
     """Shards only its index, at random."""
 
     class Meta:
         table_name = "mig_idx_random"
 
-    file_path = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = RandomByDay()
+    by_day = day_index(Sharding(RandomShards(8)))
 
 
-class MultiByDay(GlobalSecondaryIndex["MultiIndexLogs"]):
-    class Meta:
-        index_name = "by_day"
-        projection = AllProjection()
-
-    day = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    shards = Sharding(RandomShards(4), layout="multi_attribute")
-
-
-class MultiIndexLogs(ShardedModel):
+class MultiIndexLogs(LogAttributes, ShardedModel):
     class Meta:
         table_name = "mig_idx_multi"
 
-    file_path = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    day = UnicodeAttribute(null=True)
-    user_id = UnicodeAttribute(null=True)
-    by_day = MultiByDay()
+    by_day = day_index(Sharding(RandomShards(4), layout="multi_attribute"))
     shards = Sharding(HashedShards(2))
 
 
@@ -112,21 +73,9 @@ TARGETS = {"hashed suffixed": HashedIndexLogs, "random suffixed, index only": Ra
 
 
 @pytest.fixture
-def options() -> JobOptions:
-    return JobOptions(total_segments=3, page_size=50, checkpoint_table=f"mig_checkpoints_{uuid.uuid4().hex[:8]}")
+def options(checkpoint_table: str) -> JobOptions:
+    return JobOptions(total_segments=3, page_size=50, checkpoint_table=checkpoint_table)
 
-
-@pytest.fixture(autouse=True)
-def _drop_checkpoint_tables(dynamodb_local: Any) -> Iterator[None]:
-    yield
-    import boto3
-
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    for name in client.list_tables()["TableNames"]:
-        if name.startswith("mig_checkpoints"):
-            client.delete_table(TableName=name)
 
 
 def fill() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,7 +23,6 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding._host import reset_connection
-from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.migration import (
     CheckpointStore,
     CopyJob,
@@ -37,6 +35,7 @@ from pynamodb_sharding.migration import (
     verify,
 )
 from pynamodb_sharding.migration._jobs import ReshardJob
+from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.testing import simulate_partition_limits
 from tests.raw import put_raw, raw_client, raw_items
 
@@ -52,66 +51,56 @@ class Readings(Model):
     value = UnicodeAttribute()
 
 
-class RandomReadings(ShardedModel):
+class ShardedReadings(ShardedModel):
+    """The readings' keys, declared once for every sharded layout below (an abstract base)."""
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = UnicodeAttribute()
+
+
+class RandomReadings(ShardedReadings):
     class Meta:
         table_name = "mig_random"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(RandomShards(8))
 
 
-class HashedReadings(ShardedModel):
+class HashedReadings(ShardedReadings):
     class Meta:
         table_name = "mig_hashed"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(8))
 
 
-class Hashed16(ShardedModel):
+class Hashed16(ShardedReadings):
     class Meta:
         table_name = "mig_hashed16"
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(16, previous_counts=(4,)))
 
 
-class Hashed4(ShardedModel):
+class Hashed4(ShardedReadings):
     class Meta:
         table_name = "mig_hashed4"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(HashedShards(4))
 
 
-class Random16(ShardedModel):
+class Random16(ShardedReadings):
     class Meta:
         table_name = "mig_random16"
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     shards = Sharding(RandomShards(16))
 
 
-class Random4(ShardedModel):
+class Random4(ShardedReadings):
     class Meta:
         table_name = "mig_random4"
         max_pool_connections = 16
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     # The count lowered from 16: reads cover the old shards until reshard has emptied them.
     shards = Sharding(RandomShards(4, previous_counts=(16,)))
 
@@ -121,13 +110,10 @@ class CompactShards(ShardMetadata):
         table_name = "mig_compact_shards"
 
 
-class CompactLog(ShardedModel):
+class CompactLog(ShardedReadings):
     class Meta:
         table_name = "mig_compact_log"
 
-    sensor = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute()
     # cache_ttl=0: a shrink is seen by every writer at once, so compact may trim right after it.
     shards = Sharding(DynamicShards(CompactShards, max_shards=8, cache_ttl=0))
 
@@ -153,22 +139,10 @@ def _expected(per_key: int) -> collections.Counter[tuple[str, int, str]]:
 
 
 @pytest.fixture
-def options() -> JobOptions:
+def options(checkpoint_table: str) -> JobOptions:
     """Job options with a checkpoint table of the test's own (deleted afterwards)."""
-    return JobOptions(total_segments=3, page_size=50, checkpoint_table=f"mig_checkpoints_{uuid.uuid4().hex[:8]}")
+    return JobOptions(total_segments=3, page_size=50, checkpoint_table=checkpoint_table)
 
-
-@pytest.fixture(autouse=True)
-def _drop_checkpoint_tables(dynamodb_local: Any) -> Iterator[None]:
-    yield
-    import boto3
-
-    client = boto3.client("dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-                          aws_access_key_id=dynamodb_local.aws_access_key_id,
-                          aws_secret_access_key=dynamodb_local.aws_secret_access_key)
-    for name in client.list_tables()["TableNames"]:
-        if name.startswith("mig_checkpoints"):
-            client.delete_table(TableName=name)
 
 
 class TestCopy:
@@ -271,6 +245,22 @@ def shared() -> Iterator[Callable[[type[Model], type[Model]], None]]:
         table.close()
 
 
+@pytest.fixture
+def changed_move(dynamodb_models: Callable[..., Any],
+                 shared: Callable[[type[Model], type[Model]], None]) -> tuple[ReshardJob, Any]:
+    """A reshard job of ``Random4`` and the move it planned for an item on shard 9, which the
+    application then changed: the move finds its copy stale."""
+    dynamodb_models(Random16)
+    shared(Random16, Random4)
+    stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
+    put_raw(Random4, [stale])
+    job = ReshardJob(Random4)
+    move = job.plan(stale)
+    assert move is not None
+    put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # the application changed it meanwhile
+    return job, move
+
+
 class TestReshard:
     """Items moved to the shard the current layout gives them; nothing lost or doubled."""
 
@@ -312,19 +302,11 @@ class TestReshard:
         assert {int(item["sensor"]["S"].rpartition("_")[2]) for item in raw_items(Random4)} <= {1, 2, 3, 4}
         assert Random4.count(KEYS[0]) == 40
 
-    def test_a_changed_item_is_moved_as_it_is_now(self, dynamodb_models: Callable[..., Any],
-                                                   shared: Callable[[type[Model], type[Model]], None]) -> None:
+    def test_a_changed_item_is_moved_as_it_is_now(self, changed_move: tuple[ReshardJob, Any]) -> None:
         """The delete of the old copy requires it unchanged: a stale copy is re-read, not written."""
         from pynamodb_sharding.migration._engine import RateLimiter, _Sender
 
-        dynamodb_models(Random16)
-        shared(Random16, Random4)
-        stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
-        put_raw(Random4, [stale])
-        job = ReshardJob(Random4)
-        move = job.plan(stale)
-        assert move is not None
-        put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # the application changed it meanwhile
+        job, move = changed_move
         assert _Sender(job, RateLimiter(None)).move(move).moved == 1
         (stored,) = raw_items(Random4)
         assert stored["value"]["S"] == "new"
@@ -512,19 +494,10 @@ class TestReportedUnits:
         assert report.tally.moved > 10
         assert report.tally.units == 2.0 * report.tally.moved == consumed.write_units
 
-    def test_a_changed_item_reread_by_a_move_counts_its_read(
-        self, dynamodb_models: Callable[..., Any], shared: Callable[[type[Model], type[Model]], None],
-    ) -> None:
+    def test_a_changed_item_reread_by_a_move_counts_its_read(self, changed_move: tuple[ReshardJob, Any]) -> None:
         from pynamodb_sharding.migration._engine import RateLimiter, _Sender
 
-        dynamodb_models(Random16)
-        shared(Random16, Random4)
-        stale = {"sensor": {"S": f"{KEYS[0]}_9"}, "at": {"N": "1"}, "value": {"S": "old"}}
-        put_raw(Random4, [stale])
-        job = ReshardJob(Random4)
-        move = job.plan(stale)
-        assert move is not None
-        put_raw(Random4, [{**stale, "value": {"S": "new"}}])  # changed meanwhile: read again
+        job, move = changed_move  # changed meanwhile: read again
         with ConsumedCapacity(Random4) as consumed:
             tally = _Sender(job, RateLimiter(None)).move(move)
         assert (tally.moved, tally.units, tally.read_units) == (1, 2.0, 1.0)
@@ -574,7 +547,7 @@ class _RequestFaults:
     def before_send(self, request: Any, **_: Any) -> Any:
         from botocore.exceptions import ReadTimeoutError
 
-        from tests.faults import KEY_RANGE, _error
+        from tests.faults import KEY_RANGE, error_response
 
         if request.headers["X-Amz-Target"].decode().split(".")[-1] != self.operation or not self.plan:
             return None
@@ -583,7 +556,7 @@ class _RequestFaults:
         if fault == "lost":
             self._http.send(request)
             raise ReadTimeoutError(endpoint_url=request.url)
-        return _error(request.url, 400, "ProvisionedThroughputExceededException", "throttled (injected)",
+        return error_response(request.url, 400, "ProvisionedThroughputExceededException", "throttled (injected)",
                       ThrottlingReasons=[{"reason": KEY_RANGE, "resource": "arn:aws:dynamodb:::table/t"}])
 
 

@@ -92,21 +92,26 @@ def failing_queries(model: type[Model], fail: set[int]) -> Iterator[FailingQueri
         events.unregister("before-send.dynamodb.Query", unique_id="test-failing-queries")
 
 
-def read_through_errors(results: Iterator[Any], max_errors: int = 5) -> tuple[list[tuple[str, int]], int]:
-    """Iterate to the end as a caller that catches ``QueryError`` and carries on would."""
-    got: list[tuple[str, int]] = []
+def through_errors(results: Iterator[Any], max_errors: int = 5) -> tuple[list[Any], int]:
+    """Everything ``results`` yields, read to the end as a caller that catches ``QueryError``
+    and carries on would, and the number of errors caught."""
+    got: list[Any] = []
     errors = 0
     while True:
         try:
-            item = next(results)
+            got.append(next(results))
         except StopIteration:
             return got, errors
         except QueryError:
             errors += 1
             if errors > max_errors:
                 raise
-            continue
-        got.append((item.sensor, int(item.at)))
+
+
+def read_through_errors(results: Iterator[Any]) -> tuple[list[tuple[str, int]], int]:
+    """Iterate to the end as a caller that catches ``QueryError`` and carries on would."""
+    items, errors = through_errors(results)
+    return [(item.sensor, int(item.at)) for item in items], errors
 
 
 @pytest.fixture
@@ -171,21 +176,10 @@ def test_a_persistent_error_raises_on_every_next(readings: None, model: type[Mod
     assert got == list(range(len(got)))
 
 
-def read_pages_through_errors(model: type[Model], results: Any, max_errors: int = 5) -> tuple[list[int], int]:
+def read_pages_through_errors(model: type[Model], results: Any) -> tuple[list[int], int]:
     """Walk ``page_iter`` as a caller that catches ``QueryError`` and carries on would."""
-    got: list[int] = []
-    errors = 0
-    while True:
-        try:
-            page = next(results.page_iter)
-        except StopIteration:
-            return got, errors
-        except QueryError:
-            errors += 1
-            if errors > max_errors:
-                raise
-            continue
-        got.extend(int(model.from_raw_data(raw).at) for raw in page["Items"])
+    pages, errors = through_errors(results.page_iter)
+    return [int(model.from_raw_data(raw).at) for page in pages for raw in page["Items"]], errors
 
 
 @pytest.mark.parametrize("failing", [2, 6, 11])

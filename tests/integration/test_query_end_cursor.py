@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -170,18 +171,7 @@ class TestTableQuery:
                                     page_size: int | None) -> None:
         dynamodb_models(PlainEvent, Event)
         fill(count)
-        for forward, token in itertools.product((True, False), (False, True)):
-            def plain(cursor: Any, forward: bool = forward) -> Any:
-                return PlainEvent.query("s", limit=limit, page_size=page_size, scan_index_forward=forward,
-                                        last_evaluated_key=cursor)
-
-            def sharded(cursor: Any, forward: bool = forward) -> Any:
-                return Event.query("s", limit=limit, page_size=page_size, scan_index_forward=forward,
-                                   last_evaluated_key=cursor)
-
-            expected = paginate(plain)
-            assert sorted(seq for items, _ in expected for seq in items) == list(range(count))
-            assert expected == paginate(sharded, token=token), (forward, token)
+        assert_pages_as_pynamodb(PlainEvent.query, Event.query, "s", count, limit=limit, page_size=page_size)
 
     @pytest.mark.parametrize("page_size", [None, 2, 3, 4, 5])
     def test_a_query_stopped_by_its_caller(self, dynamodb_models: Bind, page_size: int | None) -> None:
@@ -281,6 +271,20 @@ class TestFilteredQuery:
             assert result.last_evaluated_key is None
 
 
+def assert_pages_as_pynamodb(plain: Callable[..., Any], sharded: Callable[..., Any], key: str, count: int,
+                             **options: Any) -> None:
+    """In either direction, resumed from its cursors and from its tokens, the sharded query of
+    ``key`` (``count`` items) returns PynamoDB's pages: the same items, and a cursor after the
+    same pages."""
+    for forward, token in itertools.product((True, False), (False, True)):
+        def page(query: Callable[..., Any], cursor: Any, forward: bool = forward) -> Any:
+            return query(key, scan_index_forward=forward, last_evaluated_key=cursor, **options)
+
+        expected = paginate(partial(page, plain))
+        assert sorted(seq for items, _ in expected for seq in items) == list(range(count))
+        assert expected == paginate(partial(page, sharded), token=token), (forward, token)
+
+
 class TestIndexQuery:
     """A merged query of a sharded index pages as a plain query of a plain index."""
 
@@ -289,18 +293,8 @@ class TestIndexQuery:
                                     page_size: int | None) -> None:
         dynamodb_models(PlainEvent, Event)
         fill(count)
-        for forward, token in itertools.product((True, False), (False, True)):
-            def plain(cursor: Any, forward: bool = forward) -> Any:
-                return PlainEvent.by_day.query("d", limit=limit, page_size=page_size, scan_index_forward=forward,
-                                               last_evaluated_key=cursor)
-
-            def sharded(cursor: Any, forward: bool = forward) -> Any:
-                return Event.by_day.query("d", limit=limit, page_size=page_size, scan_index_forward=forward,
-                                          last_evaluated_key=cursor)
-
-            expected = paginate(plain)
-            assert sorted(seq for items, _ in expected for seq in items) == list(range(count))
-            assert expected == paginate(sharded, token=token), (forward, token)
+        assert_pages_as_pynamodb(PlainEvent.by_day.query, Event.by_day.query, "d", count, limit=limit,
+                                 page_size=page_size)
 
 
 def fill_periods(bind: Bind, february: int, march: int) -> None:

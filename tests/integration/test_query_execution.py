@@ -32,14 +32,19 @@ from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 
 
-class Metric(ShardedModel):
-    class Meta:
-        table_name = "fanout_metric"
+class MetricBase(ShardedModel):
+    """The attributes of ``fanout_metric``, for each way of reading it (an abstract base)."""
 
     name = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     value = NumberAttribute()
     unit = UnicodeAttribute(null=True)
+
+
+class Metric(MetricBase):
+    class Meta:
+        table_name = "fanout_metric"
+
     shards = Sharding(RandomShards(4))
 
 
@@ -82,16 +87,12 @@ class LeanEvenMetric(ShardedModel):
     shards = Sharding(EveryFourth(), page_reads="fewest_items")
 
 
-class LeanMetric(ShardedModel):
+class LeanMetric(MetricBase):
     """``fanout_metric`` read with ``page_reads="fewest_items"``."""
 
     class Meta:
         table_name = "fanout_metric"
 
-    name = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = NumberAttribute()
-    unit = UnicodeAttribute(null=True)
     shards = Sharding(RandomShards(4), page_reads="fewest_items")
 
 

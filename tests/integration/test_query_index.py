@@ -8,9 +8,6 @@ strongly consistent read of a global index is refused before anything is sent.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, LocalSecondaryIndex
@@ -25,6 +22,7 @@ from pynamodb_sharding import (
 )
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.paging import pages
 
 
 class ByTime(LocalSecondaryIndex["Order"]):
@@ -56,19 +54,6 @@ class Order(ShardedModel):
     by_time = ByTime()
     by_status = ByStatus()
     shards = Sharding(RandomShards(4))
-
-
-def pages(query: Any, **kwargs: Any) -> list[Order]:
-    """Read a query to the end, one ``limit``-sized page per call, resuming from each cursor."""
-    items: list[Order] = []
-    cursor = None
-    while True:
-        page = query(last_evaluated_key=cursor, **kwargs)
-        items.extend(page)
-        cursor = page.last_evaluated_key
-        if cursor is None:
-            return items
-        cursor = json.loads(json.dumps(cursor))
 
 
 @pytest.fixture

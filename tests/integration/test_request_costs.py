@@ -10,16 +10,16 @@ one ``GetItem`` and one ``Query``, of a key grown to 4 shards one ``GetItem`` an
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.testing import record_requests
+from tests.raw import raw_client
 
 
 class CostShards(ShardMetadata):
@@ -45,40 +45,19 @@ class PlainDeviceLog(Model):
 
 
 def write_all(model: type[Model], items: list[tuple[str, int]], threads: int = 8) -> None:
-    lock = threading.Lock()
-    pending = iter(items)
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        while True:
-            with lock:
-                item = next(pending, None)
-            if item is None:
-                return
-            try:
-                model(item[0], item[1]).save()
-            except BaseException as error:  # a failed write must fail the test
-                errors.append(error)
-
-    workers = [threading.Thread(target=writer) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert errors == []
+    """Save ``model(key, at)`` for every item from ``threads`` threads; a failed write fails the test."""
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(lambda item: model(*item).save(), items):
+            pass
 
 
-def raw_count(dynamodb_local: Any, table: str) -> int:
-    client = boto3.client(
-        "dynamodb", endpoint_url=dynamodb_local.endpoint, region_name=dynamodb_local.region,
-        aws_access_key_id=dynamodb_local.aws_access_key_id, aws_secret_access_key=dynamodb_local.aws_secret_access_key,
-    )
-    return sum(page["Count"] for page in client.get_paginator("scan").paginate(TableName=table, Select="COUNT"))
+def raw_count(model: type[Model]) -> int:
+    """The items of the model's table, counted by a raw scan."""
+    pages = raw_client(model).get_paginator("scan").paginate(TableName=model.Meta.table_name, Select="COUNT")
+    return sum(page["Count"] for page in pages)
 
 
-def test_cold_keys_cost_one_request_per_write_and_no_metadata_item(
-    dynamodb_models: Callable[..., Any], dynamodb_local: Any
-) -> None:
+def test_cold_keys_cost_one_request_per_write_and_no_metadata_item(dynamodb_models: Callable[..., Any]) -> None:
     dynamodb_models(DeviceLog, PlainDeviceLog)
     items = [(f"device-{n:05d}", 1) for n in range(1000)]
     with record_requests(DeviceLog) as sharded:
@@ -87,8 +66,8 @@ def test_cold_keys_cost_one_request_per_write_and_no_metadata_item(
         write_all(PlainDeviceLog, items)
     assert plain.requests == {"PutItem": 1000}
     assert sharded.requests == plain.requests
-    assert raw_count(dynamodb_local, CostShards.Meta.table_name) == 0
-    assert raw_count(dynamodb_local, DeviceLog.Meta.table_name) == 1000
+    assert raw_count(CostShards) == 0
+    assert raw_count(DeviceLog) == 1000
 
 
 def test_warm_and_grown_keys(dynamodb_models: Callable[..., Any]) -> None:

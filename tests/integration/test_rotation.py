@@ -26,7 +26,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb_sharding import ArchiveError, PeriodTable, RandomShards, ShardedModel, Sharding, TimePartitioned
 from pynamodb_sharding._partitioned import existing_periods
 from pynamodb_sharding.rotation import export_to_s3, rotate
-from tests.raw import raw_client, raw_items
+from tests.raw import provisioned_throughput, raw_client, raw_items
 
 Bind = Callable[..., Any]
 UTC = dt.UTC
@@ -89,12 +89,8 @@ class RotLog(ShardedModel):
 
 
 def throughput(model: type[Any], period: str) -> tuple[int, int, tuple[int, int]]:
-    table = model.period_model(period)
-    description = raw_client(table).describe_table(TableName=table.Meta.table_name)["Table"]
-    units = description["ProvisionedThroughput"]
-    index = description["GlobalSecondaryIndexes"][0]["ProvisionedThroughput"]
-    return (units["ReadCapacityUnits"], units["WriteCapacityUnits"],
-            (index["ReadCapacityUnits"], index["WriteCapacityUnits"]))
+    """A period's table's capacity units, and its index's."""
+    return provisioned_throughput(model.period_model(period))
 
 
 @pytest.fixture

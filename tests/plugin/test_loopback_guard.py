@@ -27,15 +27,20 @@ from pynamodb_sharding.testing.local import ENDPOINT_ENV
 AWS = "https://dynamodb.us-east-1.amazonaws.com"
 
 
+class AwsMeta:
+    """The production connection every model here declares: AWS, no retries."""
+
+    host = AWS
+    region = "us-east-1"
+    # Credentials of its own: creating a client looks none up (no instance metadata request).
+    aws_access_key_id = "AKIDEXAMPLE"
+    aws_secret_access_key = "not-a-secret"
+    max_retry_attempts = 0
+
+
 class Account(Model):
-    class Meta:
+    class Meta(AwsMeta):
         table_name = "accounts"
-        host = AWS
-        region = "us-east-1"
-        # Credentials of its own: creating a client looks none up (no instance metadata request).
-        aws_access_key_id = "AKIDEXAMPLE"
-        aws_secret_access_key = "not-a-secret"
-        max_retry_attempts = 0
 
     account_id = UnicodeAttribute(hash_key=True)
     balance = NumberAttribute(default=0)
@@ -44,13 +49,8 @@ class Account(Model):
 class Visit(ShardedModel):
     """Time-partitioned: its requests go through period models the library derives at run time."""
 
-    class Meta:
+    class Meta(AwsMeta):
         table_name = TimePartitioned("visits.{period}", attribute="at", period="month")
-        host = AWS
-        region = "us-east-1"
-        aws_access_key_id = "AKIDEXAMPLE"
-        aws_secret_access_key = "not-a-secret"
-        max_retry_attempts = 0
 
     page = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
@@ -65,13 +65,8 @@ class PageShards(ShardMetadata):
 
 
 class HotPage(ShardedModel):
-    class Meta:
+    class Meta(AwsMeta):
         table_name = "hot_pages"
-        host = AWS
-        region = "us-east-1"
-        aws_access_key_id = "AKIDEXAMPLE"
-        aws_secret_access_key = "not-a-secret"
-        max_retry_attempts = 0
 
     page = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)

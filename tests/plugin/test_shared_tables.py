@@ -63,20 +63,22 @@ class Order(Model):
     by_status = ByStatus()
 
 
-def _plain(name: str) -> type[Model]:
+def shop_model(name: str, **attributes: Any) -> type[Model]:
+    """A class over table ``shop`` with the table's keys, a ``Meta`` of its own, and ``attributes``."""
+
     class Meta:
         table_name = "shop"
         host = PRODUCTION_HOST
 
     namespace = {"Meta": Meta, "pk": UnicodeAttribute(hash_key=True), "sk": UnicodeAttribute(range_key=True),
-                 "__module__": __name__, "__qualname__": name}
+                 "__module__": __name__, "__qualname__": name, **attributes}
     model: type[Model] = type(name, (Model,), namespace)
     return model
 
 
-Invoice = _plain("Invoice")
-Shipment = _plain("Shipment")
-Review = _plain("Review")
+Invoice = shop_model("Invoice")
+Shipment = shop_model("Shipment")
+Review = shop_model("Review")
 SHOP = (Customer, Order, Invoice, Shipment, Review)
 
 
@@ -216,15 +218,7 @@ class TestRefused:
             status = UnicodeAttribute(hash_key=True)
             sk = UnicodeAttribute(range_key=True)
 
-        class OrderSummary(Model):
-            class Meta:
-                table_name = "shop"
-                host = PRODUCTION_HOST
-
-            pk = UnicodeAttribute(hash_key=True)
-            sk = UnicodeAttribute(range_key=True)
-            status = UnicodeAttribute(null=True)
-            by_status = ByStatusKeys()
+        OrderSummary = shop_model("OrderSummary", status=UnicodeAttribute(null=True), by_status=ByStatusKeys())
 
         with ModelBinding(dynamodb_local) as binding:
             binding.bind(Order)
@@ -247,15 +241,7 @@ class TestRefused:
 
             status = NumberAttribute(hash_key=True)
 
-        class OrderCode(Model):
-            class Meta:
-                table_name = "shop"
-                host = PRODUCTION_HOST
-
-            pk = UnicodeAttribute(hash_key=True)
-            sk = UnicodeAttribute(range_key=True)
-            status = NumberAttribute(null=True)
-            by_status_code = ByStatusCode()
+        OrderCode = shop_model("OrderCode", status=NumberAttribute(null=True), by_status_code=ByStatusCode())
 
         with ModelBinding(dynamodb_local) as binding, pytest.raises(SharedTableError, match=(
             r"OrderCode declares attribute 'status' of table 'shop' \(a key of the table or of an index\) as type N, "
@@ -272,15 +258,7 @@ class TestRefused:
             pk = UnicodeAttribute(hash_key=True)
             sku = UnicodeAttribute(range_key=True)
 
-        class LineItem(Model):
-            class Meta:
-                table_name = "shop"
-                host = PRODUCTION_HOST
-
-            pk = UnicodeAttribute(hash_key=True)
-            sk = UnicodeAttribute(range_key=True)
-            sku = UnicodeAttribute(null=True)
-            by_sku = BySku()
+        LineItem = shop_model("LineItem", sku=UnicodeAttribute(null=True), by_sku=BySku())
 
         with ModelBinding(dynamodb_local) as binding:
             binding.bind(Invoice)

@@ -14,21 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding._cursor import CursorScope, CursorState, RawKey, decode_cursor, encode_cursor
-from pynamodb_sharding._exceptions import CursorError, ShardingError, ShardKeyError
-
-SCOPE = CursorScope(model="AuditLog", table="audit_log", key={"S": "/shared/a.txt"}, index=None, forward=True)
-KEY_NAMES = ("file_path", "accessed_at")
-
-
-def physical(shard: int) -> str:
-    if not 1 <= shard <= 10_000:
-        raise ShardKeyError(f"shard {shard} out of range")
-    return f"/shared/a.txt_{shard}"
-
-
-def start_key(shard: int, at: str = "17") -> RawKey:
-    return {"file_path": {"S": physical(shard)}, "accessed_at": {"N": at}}
+from pynamodb_sharding._cursor import CursorScope, CursorState, decode_cursor, encode_cursor
+from pynamodb_sharding._exceptions import CursorError, ShardingError
+from tests.cursor_query import KEY_NAMES, SCOPE, physical, start_key
 
 
 def decode(cursor: object, scope: CursorScope = SCOPE, key_names: tuple[str, ...] = KEY_NAMES) -> CursorState:

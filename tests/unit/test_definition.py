@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -14,7 +16,6 @@ from pynamodb_sharding import (
     ShardingDefinitionError,
     ShardManager,
 )
-from pynamodb_sharding._descriptor import shard_manager
 
 
 class TestDefinitionErrors:
@@ -197,6 +198,21 @@ class TestShardedIndexDefinitionErrors:
             "Meta": meta, hash_name: attribute(hash_key=True), "shards": Sharding(HashedShards(4)),
         })
 
+    @staticmethod
+    def doc(index: type) -> Any:
+        """``Doc``, keyed by ``doc_id``, its table sharded, ``index`` declared as ``by_day``."""
+
+        class Doc(ShardedModel):
+            class Meta:
+                table_name = "doc"
+
+            doc_id = UnicodeAttribute(hash_key=True)
+            day = UnicodeAttribute()
+            by_day = index()
+            shards = Sharding(RandomShards(2))
+
+        return Doc
+
     def test_index_keyed_on_a_number_attribute(self) -> None:
         by_size = self.index("size", "by_size", NumberAttribute)
         with pytest.raises(ShardingDefinitionError, match=r"Doc\.size: .*by_size.*UnicodeAttribute"):
@@ -292,15 +308,7 @@ class TestShardedIndexDefinitionErrors:
             shards = Sharding(HashedShards(4), cursor_secret="s3cret")
 
         with pytest.raises(ShardingDefinitionError, match=r"Doc\.day: .*cursor_secret.*model's Sharding"):
-
-            class Doc(ShardedModel):
-                class Meta:
-                    table_name = "doc"
-
-                doc_id = UnicodeAttribute(hash_key=True)
-                day = UnicodeAttribute()
-                by_day = ByDay()
-                shards = Sharding(RandomShards(2))
+            self.doc(ByDay)
 
     def test_legacy_unsharded_on_an_index_reads_bare_values(self) -> None:
         """An index adopted in place (legacy_unsharded) decodes a bare value as itself, and a
@@ -315,16 +323,7 @@ class TestShardedIndexDefinitionErrors:
             day = UnicodeAttribute(hash_key=True)
             shards = Sharding(HashedShards(4), legacy_unsharded=True)
 
-        class Doc(ShardedModel):
-            class Meta:
-                table_name = "doc"
-
-            doc_id = UnicodeAttribute(hash_key=True)
-            day = UnicodeAttribute()
-            by_day = ByDay()
-            shards = Sharding(RandomShards(2))
-
-        manager = Doc.by_day.shards
+        manager = self.doc(ByDay).by_day.shards
         assert manager.legacy_unsharded
         assert manager.read_targets("20160226") == (-1, 1, 2, 3, 4)
         assert manager.decode_stored("20160226") == ("20160226", None)
@@ -345,10 +344,10 @@ class TestIndexOnlyDefinition:
             "Meta": meta, "day": UnicodeAttribute(hash_key=True), "shards": Sharding(HashedShards(4)),
         })
 
-    def test_table_keys_are_stored_as_they_are(self) -> None:
-        from pynamodb_sharding._descriptor import shard_manager
-
-        by_day = self.by_day()
+    @classmethod
+    def index_only_doc(cls) -> Any:
+        """``Doc``, keyed by ``doc_id``, whose only Sharding is on its index ``by_day``."""
+        by_day = cls.by_day()
 
         class Doc(ShardedModel):
             class Meta:
@@ -358,33 +357,33 @@ class TestIndexOnlyDefinition:
             day = UnicodeAttribute()
             index = by_day()
 
-        manager = shard_manager(Doc)
-        assert shard_manager(Doc).index_only
+        return Doc
+
+    def test_table_keys_are_stored_as_they_are(self) -> None:
+        from pynamodb_sharding._descriptor import shard_manager
+
+        doc_model = self.index_only_doc()
+        manager = shard_manager(doc_model)
+        assert manager.index_only
         assert manager.read_shards("doc_7") == (1,)
         assert manager.physical_key("doc_7", 1) == "doc_7"
         assert manager.decode("doc_7") == ("doc_7", 1)
         assert manager.decode("doc") == ("doc", 1)
-        assert Doc.index.shards.physical_key("20160226", 3) == "20160226_3"
-        doc = Doc("a_2", day="20160226")
+        assert doc_model.index.shards.physical_key("20160226", 3) == "20160226_3"
+        doc = doc_model("a_2", day="20160226")
         assert doc.serialize()["doc_id"] == {"S": "a_2"}
-        assert Doc._serialize_keys("a_2") == ("a_2", None)  # PynamoDB's own, as for a plain model
+        assert doc_model._serialize_keys("a_2") == ("a_2", None)  # PynamoDB's own, as for a plain model
 
     def test_subclass_stays_index_only_and_may_shard_its_table(self) -> None:
-        by_day = self.by_day()
-
-        class Doc(ShardedModel):
-            class Meta:
-                table_name = "doc"
-
-            doc_id = UnicodeAttribute(hash_key=True)
-            day = UnicodeAttribute()
-            index = by_day()
+        Doc = self.index_only_doc()
 
         class Child(Doc):
             pass
 
         class Sharded(Doc):
             shards = Sharding(RandomShards(3))
+
+        from pynamodb_sharding._descriptor import shard_manager
 
         assert shard_manager(Child).index_only
         assert not shard_manager(Sharded).index_only
@@ -422,3 +421,44 @@ class TestIndexOnlyDefinition:
                 doc_id = NumberAttribute(hash_key=True)
                 day = UnicodeAttribute()
                 index = by_day()
+
+
+class TestLayoutDefinition:
+    """``layout="multi_attribute"`` and ``shard_attribute`` are declared only where they can be."""
+
+    def test_shard_attribute_needs_the_multi_attribute_layout(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match="layout='multi_attribute'"):
+            Sharding(HashedShards(4), shard_attribute="day_shard")
+        with pytest.raises(ShardingDefinitionError, match="'suffixed' or 'multi_attribute'"):
+            Sharding(HashedShards(4), layout="multi")  # type: ignore[arg-type]
+
+    def test_layout_on_a_table_is_refused(self) -> None:
+        with pytest.raises(ShardingDefinitionError, match="for the Sharding of a GlobalSecondaryIndex"):
+            class Table(ShardedModel):
+                class Meta:
+                    table_name = "t"
+
+                pk = UnicodeAttribute(hash_key=True)
+                shards = Sharding(HashedShards(4), layout="multi_attribute")
+
+    def test_shard_attribute_taken_by_the_model_is_refused(self) -> None:
+        from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+        class Clash(GlobalSecondaryIndex["Taken"]):
+            class Meta:
+                index_name = "by_day"
+                projection = AllProjection()
+
+            day = UnicodeAttribute(hash_key=True)
+            shards = Sharding(HashedShards(4), layout="multi_attribute", shard_attribute="note")
+
+        with pytest.raises(ShardingDefinitionError, match="'note', which Taken already uses"):
+            class Taken(ShardedModel):
+                class Meta:
+                    table_name = "taken"
+
+                pk = UnicodeAttribute(hash_key=True)
+                day = UnicodeAttribute()
+                note = UnicodeAttribute()
+                by_day = Clash()
+                shards = Sharding(HashedShards(2))

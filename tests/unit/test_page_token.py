@@ -13,30 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding._cursor import CursorScope, CursorState, RawKey, TokenCodec, secret_keys
+from pynamodb_sharding._cursor import CursorScope, CursorState, TokenCodec, secret_keys
 from pynamodb_sharding._exceptions import CursorError, ShardKeyError
-
-SCOPE = CursorScope(model="AuditLog", table="audit_log", key={"S": "/shared/a.txt"}, index=None, forward=True)
-KEY_NAMES = ("file_path", "accessed_at")
-
-
-def physical(shard: int) -> str:
-    if not 1 <= shard <= 10_000:
-        raise ShardKeyError(f"shard {shard} out of range")
-    return f"/shared/a.txt_{shard}"
+from tests.cursor_query import KEY_NAMES, SCOPE, physical, start_key
 
 
 def codec(secrets: tuple[bytes, ...] = (), scope: CursorScope = SCOPE) -> TokenCodec:
     return TokenCodec(scope, KEY_NAMES, "file_path", secrets)
 
 
-def start(shard: int, at: str) -> RawKey:
-    return {"file_path": {"S": physical(shard)}, "accessed_at": {"N": at}}
-
-
 numbers = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
 states = st.dictionaries(st.integers(1, 64), numbers, max_size=64).map(
-    lambda positions: CursorState(positions={shard: start(shard, at) for shard, at in positions.items()})
+    lambda positions: CursorState(positions={shard: start_key(shard, at) for shard, at in positions.items()})
 )
 
 
@@ -71,12 +59,12 @@ def test_string_and_binary_sort_keys() -> None:
 
 
 def test_sixteen_shards_with_ten_digit_timestamps() -> None:
-    close = CursorState(positions={shard: start(shard, str(1_456_369_200 + shard)) for shard in range(1, 17)})
+    close = CursorState(positions={shard: start_key(shard, str(1_456_369_200 + shard)) for shard in range(1, 17)})
     # version + count + shard 1 (shard, type, prefix 0, length 10, 10 digits = 14 bytes) + 14
     # shards sharing 9 digits (shard, type, prefix, length, 1 digit = 5 bytes) + shard 10
     # sharing 8 (6 bytes) + 12 tag bytes = 104 bytes: 139 base64 characters.
     assert len(codec().encode(close)) == 139
-    far = CursorState(positions={shard: start(shard, str(shard * 1_000_000_000 + 123_456_789)[-10:].rjust(10, "9"))
+    far = CursorState(positions={shard: start_key(shard, str(shard * 1_000_000_000 + 123_456_789)[-10:].rjust(10, "9"))
                                  for shard in range(1, 17)})
     # Nothing shared: 16 x 14 + 2 + 12 = 238 bytes, 318 characters, still under 400.
     assert len(codec().encode(far)) == 318
@@ -85,7 +73,7 @@ def test_sixteen_shards_with_ten_digit_timestamps() -> None:
 class TestRefused:
     """Tokens of another query, secret or shape are refused with the query's fix."""
 
-    state = CursorState(positions={1: start(1, "5"), 3: start(3, "7")})
+    state = CursorState(positions={1: start_key(1, "5"), 3: start_key(3, "7")})
 
     @pytest.mark.parametrize(
         "other",
@@ -116,7 +104,7 @@ class TestRefused:
             codec().decode(token, physical)
 
     def test_a_shard_the_key_cannot_have(self) -> None:
-        state = CursorState(positions={1: start(1, "5")})
+        state = CursorState(positions={1: start_key(1, "5")})
         token = codec().encode(state)
 
         def narrow(shard: int) -> str:

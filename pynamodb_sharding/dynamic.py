@@ -197,6 +197,8 @@ def _reacting_early(enabled: bool) -> Iterator[None]:
 _SKEW_TOLERANCE = 1.0
 #: How many future lock values :meth:`DynamicShards._in_cooldown` remembers before starting over.
 _FUTURE_CHANGES_KEPT = 10_000
+#: How many conditional changes ``grow()`` and ``shrink()`` try before giving up.
+_CHANGE_TRIES = 10
 
 
 # -- the strategy ---------------------------------------------------------------------------
@@ -708,25 +710,45 @@ class DynamicShards:
     def grow(self, shard_key: ShardKey) -> int:
         """Grow the count of ``key`` now by the growth policy, ignoring the cooldown.
 
-        If another writer changes the count first, nothing more is grown: the count it set
-        is returned. At ``max_shards`` the count stays.
+        The count grown from is read in this region; the change is made in the metadata
+        model's home region (``Meta.home_region``), conditionally. When it fails there (another
+        writer changed the count, or this region's replica had not caught up yet), the count is
+        read again at home: a change to a count at least as large as the one wanted counts as
+        this growth and that count is returned; otherwise the home count is grown from. At
+        ``max_shards`` the count stays.
+
+        Raises:
+            ShardCountConflictError: the count kept changing at home under every try.
         """
         space, key = shard_key.space, shard_key.value
         state = self._fresh_state(space, key)
-        new = self._next_count(space, state.count)
-        if new == state.count:
-            return state.count
-        return self._change(space, key, state, new, reason="grow").count
+        wanted = new = self._next_count(space, state.count)
+        for _ in range(_CHANGE_TRIES):
+            if new == state.count:
+                return state.count
+            changed = self._try_change(space, key, state, new, reason="grow")
+            if changed is not None:
+                return changed.count
+            state = self._home_state(space, key)
+            if state.count >= wanted:
+                return state.count
+            new = self._next_count(space, state.count)
+        msg = f"{space.model_name}: key {key!r} kept changing while growing it; try again."
+        raise ShardCountConflictError(msg)
 
     def shrink(self, shard_key: ShardKey, to: int) -> int:
         """Lower the write count of ``key`` to ``to``; reads keep covering the largest count ever.
 
+        The count is read, checked and changed in the metadata model's home region, where
+        counts change (``Meta.home_region``).
+
         Raises:
             ShardingError: ``to`` is not in ``1..current count``.
+            ShardCountConflictError: the count kept changing at home under every try.
         """
         space, key = shard_key.space, shard_key.value
-        for _ in range(10):
-            state = self._fresh_state(space, key)
+        for _ in range(_CHANGE_TRIES):
+            state = self._home_state(space, key)
             if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= state.count:
                 msg = (
                     f"{space.name}: cannot shrink key {key!r} to {to!r} shards; "
@@ -794,7 +816,17 @@ class DynamicShards:
         return state
 
     def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
+        """The state of ``key`` as this region's replica holds it now; its item is created (at
+        home) when the replica shows none."""
         state = self.store.load(self._namespace(space), key, owner=self._owner(space))
+        if state is None:
+            state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
+        return state
+
+    def _home_state(self, space: KeySpace, key: str) -> ShardState:
+        """The state of ``key`` as the home region holds it, where its count changes (this
+        region's replica may lag); its item is created there when it has none."""
+        state = self.store.load(self._namespace(space), key, owner=self._owner(space), home=True)
         if state is None:
             state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
         return state
@@ -863,19 +895,31 @@ class DynamicShards:
         return now - changed_at < self.cooldown
 
     def _change(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState:
-        """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
+        """Set the count if nobody changed it since ``state``; the loser re-reads at home (where
+        the count changes: the local replica may not show the winner's change yet), nothing more."""
+        changed = self._try_change(space, key, state, new, reason)
+        if changed is not None:
+            return changed
+        if not state.stored:
+            # A lost insert read the winner's item at home already.
+            cached = self.store.cached(self._namespace(space), key)
+            if cached is not None:
+                return cached
+        return self._home_state(space, key)
+
+    def _try_change(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState | None:
+        """Set the count if nobody changed it since ``state``; ``None`` when another change came
+        first. A throttled metadata item (``reason="throttle"``) gives the newest known state."""
         namespace, owner = self._namespace(space), self._owner(space)
         now = self.clock()
         try:
             if not state.stored:
                 # The key had no item: the growth inserts it, unless another writer did first.
                 changed = self.store.create_grown(namespace, key, state.count, new, now, owner=owner)
-                if changed is None:
-                    return self.store.cached(namespace, key) or self._fresh_state(space, key)
             else:
                 changed = self.store.change(namespace, key, state, new, now, owner=owner)
             if changed is None:
-                return self._fresh_state(space, key)
+                return None
         except PynamoDBException as exc:
             if not classify(exc).is_throttle or reason != "throttle":
                 raise

@@ -397,7 +397,7 @@ class DynamicShards:
         self.namespace = namespace
         self.clock = clock
         self.sleep = sleep
-        self.store = ShardCountStore(metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer)
+        self.store = ShardCountStore(metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer, initial=initial)
         self._random = random if random is not None else _random.Random()
         # When this process first saw each lock value that lies in the future (clock skew).
         self._future_changes: dict[tuple[str, str, float], float] = {}
@@ -511,7 +511,7 @@ class DynamicShards:
 
     def write_shard(self, item: ItemKey) -> int:
         state = self._state_for_write(item.key.space, item.key.value)
-        return self._random.randint(1, state.count)
+        return self._random.randint(1, state.write_count)
 
     def point_shards(self, item: ItemKey) -> tuple[int, ...]:
         return self.read_shards(item.key)
@@ -542,7 +542,7 @@ class DynamicShards:
         pinned: int | None = None
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
-            shard = pinned if pinned is not None else self._random.randint(1, state.count)
+            shard = pinned if pinned is not None else self._random.randint(1, state.write_count)
             error: Exception | None = None
             written = False
             with attempts.tracking() as sent:
@@ -690,7 +690,7 @@ class DynamicShards:
         space, key = shard_key.space, shard_key.value
         with self._metadata_requests(space, key):
             state = self._state_for_write(space, key)
-            return self._after_key_range_throttle(space, key, state, attempt).count
+            return self._after_key_range_throttle(space, key, state, attempt).write_count
 
     @contextmanager
     def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
@@ -861,7 +861,10 @@ class DynamicShards:
         newest = self._newest(space, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
-        if state.count >= self.max_shards or self._in_cooldown(space, key, state):
+        # A count changed at home and not yet in this region's replica: its new shards are not
+        # this region's to use yet, and growing again would not add any either.
+        pending = state.write_count < state.count
+        if pending or state.count >= self.max_shards or self._in_cooldown(space, key, state):
             low, high = self.backoff
             self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))
             return self._newest(space, key, state)

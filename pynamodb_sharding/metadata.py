@@ -339,6 +339,25 @@ class ShardState:
     #: ``False`` for a key with no metadata item (it has its initial count): a growth then
     #: inserts the item instead of changing it. *New in 0.3.0.*
     stored: bool = True
+    #: For a state read or written in the home region (``Meta.home_region``) that this region's
+    #: replica did not show yet: the count the replica showed. Readers here read the replica's
+    #: count, so writes here use no shard above it until the replica shows this state (see
+    #: :attr:`write_count`). ``None``: the replica shows this state. *New in 0.4.0.*
+    replica_count: int | None = None
+
+    @property
+    def write_count(self) -> int:
+        """The shards a new item written in this region may go to: ``1..write_count``. The count,
+        or less while this region's replica still shows a lower count (a growth made at home a
+        moment ago): a reader here, which reads the replica's count, covers every shard used here.
+
+        .. versionadded:: 0.4.0
+        """
+        return self.count if self.replica_count is None else min(self.count, self.replica_count)
+
+    def same_version(self, other: ShardState) -> bool:
+        """Whether both are the same stored version of the item."""
+        return (self.last_updated, self.history) == (other.last_updated, other.history)
 
     @property
     def read_count(self) -> int:
@@ -447,6 +466,8 @@ class ShardCountStore:
         maxsize: how many keys the cache holds.
         consistent_read: read metadata with strongly consistent reads (default), so that a
             writer that lost a race sees the winner's item.
+        initial: the count of a key without an item: what this region's replica is taken to
+            show of a key nothing was read of (see :attr:`ShardState.replica_count`).
     """
 
     def __init__(
@@ -458,6 +479,7 @@ class ShardCountStore:
         timer: Callable[[], float] = time.monotonic,
         maxsize: int = 100_000,
         consistent_read: bool = True,
+        initial: int = 1,
     ) -> None:
         candidate: object = metadata_model  # users pass anything; check it at run time
         if not (isinstance(candidate, type) and issubclass(candidate, ShardMetadata)):
@@ -470,6 +492,7 @@ class ShardCountStore:
         self.max_shards = max_shards
         self.ttl = ttl
         self.consistent_read = consistent_read
+        self.initial = initial
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
@@ -571,7 +594,7 @@ class ShardCountStore:
         if state is None:
             self.forget(namespace, key)
             return None
-        return self.remember(namespace, key, state)
+        return self.remember(namespace, key, state, at_home=home)
 
     def item(self, namespace: str, key: str, *, home: bool = False) -> ShardMetadata | None:
         """The raw metadata item (``None`` if absent), read consistently and not validated."""
@@ -585,6 +608,11 @@ class ShardCountStore:
     def writer(self) -> type[ShardMetadata]:
         """The model changes of the count are sent through (see :func:`home_model`)."""
         return home_model(self.metadata_model)
+
+    @property
+    def routed(self) -> bool:
+        """Whether changes go to a home region other than this region's replica."""
+        return self.writer is not self.metadata_model
 
     def _send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
         """``call()``; a home region that cannot be reached is retried (with a growing pause)
@@ -631,14 +659,33 @@ class ShardCountStore:
 
     # -- cache maintenance ---------------------------------------------------------------
 
-    def remember(self, namespace: str, key: str, state: ShardState) -> ShardState:
-        """Cache ``state`` unless a newer one is cached; return the one cached."""
-        with self._lock:
-            return self._remember_locked((namespace, key), state)
+    def remember(self, namespace: str, key: str, state: ShardState, *, at_home: bool = False) -> ShardState:
+        """Cache ``state`` unless a newer one is cached; return the one cached.
 
-    def _remember_locked(self, cache_key: _CacheKey, state: ShardState) -> ShardState:
+        ``at_home``: ``state`` was read or written in the home region, so this region's replica
+        may not show it yet: it keeps the count the replica was last seen with
+        (:attr:`ShardState.replica_count`) until a read of the replica shows this state.
+        """
+        with self._lock:
+            return self._remember_locked((namespace, key), state, at_home=at_home)
+
+    def _remember_locked(self, cache_key: _CacheKey, state: ShardState, *, at_home: bool = False) -> ShardState:
         current = self._cache.get(cache_key)
-        if current is not None and not state.newer_than(current):
+        if at_home and self.routed:
+            if current is not None and not state.newer_than(current):
+                return current
+            replica = self.initial
+            if current is not None:
+                replica = current.count if current.replica_count is None else current.replica_count
+            state = attrs.evolve(state, replica_count=replica)
+            self._cache[cache_key] = state
+            return state
+        if current is not None and not state.newer_than(current) and not state.same_version(current):
+            if current.replica_count is not None:
+                # An older state read here: the replica has not caught up with the home yet,
+                # but shows this count now.
+                current = attrs.evolve(current, replica_count=state.count)
+                self._cache[cache_key] = current
             return current
         self._cache[cache_key] = state
         return state
@@ -717,7 +764,7 @@ class ShardCountStore:
                 return self.create(namespace, key, count, now, owner=owner)
             return state
         self._rate_windows[(namespace, key)] = -math.inf  # a new item has no rate window
-        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)))
+        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)), at_home=True)
 
     def create_grown(
         self, namespace: str, key: str, initial: int, count: int, now: float, *, owner: str
@@ -754,7 +801,8 @@ class ShardCountStore:
         with self._lock:
             self._absent.pop((namespace, key), None)
             self._rate_windows[(namespace, key)] = -math.inf
-        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(start, entry)))
+        state = ShardState(count=count, last_updated=at, history=(start, entry))
+        return self.remember(namespace, key, state, at_home=True)
 
     def change(
         self,
@@ -803,7 +851,7 @@ class ShardCountStore:
                 return self._own_change(namespace, key, entry, owner=owner)
         # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
-        return self.remember(namespace, key, state)
+        return self.remember(namespace, key, state, at_home=True)
 
     def report_writes(
         self, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str
@@ -857,7 +905,8 @@ class ShardCountStore:
                 if exc.cause_response_code != _CONDITION_FAILED:
                     raise
                 continue
-            state = self.remember(namespace, key, state_from_item(item, owner=owner, max_shards=self.max_shards))
+            stored = state_from_item(item, owner=owner, max_shards=self.max_shards)
+            state = self.remember(namespace, key, stored, at_home=True)
             self._rate_windows[(namespace, key)] = start
             window = RateWindow(
                 start=float(item.rate_window if item.rate_window is not None else start),
@@ -890,7 +939,7 @@ class ShardCountStore:
             return None
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         self.forget(namespace, key)  # the trimmed state is not "newer": replace, not merge
-        return self.remember(namespace, key, state)
+        return self.remember(namespace, key, state, at_home=True)
 
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
         """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""

@@ -10,16 +10,22 @@ Proves, on the raw metadata items of both regions:
   shrink) grows from the home count;
 - ``shrink()`` reads the count it changes at home: it succeeds at once (no "kept changing"),
   and the target it accepts is checked against the home count;
+- a writer whose growth on a throttle loses at home to a growth made there learns the home
+  count, and does not grow again while this region's replica does not show it yet;
 - once replication resumes, both regions hold the same item and every item written is read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding.metadata import home_model
 from pynamodb_sharding.testing import DynamoDBLocal
+from tests.faults import Faults
 from tests.regions import (
     HOME,
     OTHER,
@@ -30,6 +36,7 @@ from tests.regions import (
     history,
     make_region,
     metadata_item,
+    raw_log,
     replicator,
     stored_count,
     table_prefix,
@@ -107,3 +114,52 @@ class TestShrinkAtHome:
         assert metadata_item(other, "hot") == metadata_item(home, "hot")
         assert fresh_query(other, "hot") == written
         assert fresh_query(home, "hot") == written
+
+
+class TestThrottledGrowthAfterLosingAtHome:
+    """A writer whose growth on a throttle loses at home works with the home count."""
+
+    @pytest.fixture
+    def lagging(self, dynamodb_local: DynamoDBLocal, second_server: DynamoDBLocal) -> Iterator[tuple[Region, Region]]:
+        tables = table_prefix()
+        home = {"home_region": HOME, "home_host": dynamodb_local.endpoint}
+        eager = {"cache_ttl": 60.0, "cooldown": 0.0, "backoff": (0.0, 0.0)}  # grows at every throttle
+        first = make_region(HOME, dynamodb_local.endpoint, tables, dynamic=eager, **home)
+        second = make_region(OTHER, second_server.endpoint, tables, dynamic=eager, **home)
+        create_tables(first, second)
+        yield first, second
+        drop_tables(first, second)
+
+    def test_the_home_count_is_learnt_and_not_grown_again(self, lagging: tuple[Region, Region]) -> None:
+        home, other = lagging
+        changes = requests_to(home_model(other.shards), "UpdateItem")
+        with replicator(home, other) as replication:
+            home.log.shards.grow("hot")
+            replication.settle()
+            other.log(key="hot", at=0.0).save()  # eu-west-1 caches count 2
+            replication.pause()
+            home.log.shards.grow("hot")  # 2 -> 4 at home
+            Faults(other.log, "PutItem").plan = ["throttle", "throttle"]
+            other.log(key="hot", at=1.0).save()
+            # One conditional change sent home, lost to 2 -> 4: the writer learnt 4 there, and
+            # the second throttle (on the two shards eu-west-1 shows) grew nothing more.
+            assert changes == ["UpdateItem"]
+            assert other.log.shards.shard_count("hot") == 4
+            assert history(home, "hot") == {1, 2, 4}
+            assert stored_count(home, "hot") == 4
+            assert {physical for physical, _ in raw_log(other)} <= {"hot_1", "hot_2"}
+            replication.resume()
+            replication.settle()
+        assert fresh_query(other, "hot") == [0.0, 1.0]
+        assert fresh_query(home, "hot") == [0.0, 1.0]
+
+
+def requests_to(model: type[Any], operation: str) -> list[str]:
+    """Records every ``operation`` request sent through ``model``'s client."""
+    sent: list[str] = []
+
+    def record(model: Any = None, params: Any = None, **_: Any) -> None:
+        sent.append(operation)
+
+    botocore_client(model).meta.events.register(f"before-call.dynamodb.{operation}", record)
+    return sent

@@ -47,9 +47,14 @@ from pynamodb_sharding.exceptions import (
     ShrinkTargetError,
 )
 from pynamodb_sharding.keys import MAX_SHARDS
-from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
+from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection, home_unreachable
 from pynamodb_sharding.partitioned import template_of
-from pynamodb_sharding.signals import shard_count_changed, throttle_observed, warm_throughput_exceeded
+from pynamodb_sharding.signals import (
+    home_request_dropped,
+    shard_count_changed,
+    throttle_observed,
+    warm_throughput_exceeded,
+)
 from pynamodb_sharding.strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding.throttling import Throttle, ThrottleKind, classify, classify_response
 from pynamodb_sharding.write_rate import QUIET_FRACTION, LocalWrites, RateWindow
@@ -397,7 +402,14 @@ class DynamicShards:
         self.namespace = namespace
         self.clock = clock
         self.sleep = sleep
-        self.store = ShardCountStore(metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer, initial=initial)
+        self.store = ShardCountStore(
+            metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer, initial=initial, sleep=sleep,
+            best_effort_pause=rate_interval,
+        )
+        #: Best-effort requests to the home region given up because it could not be reached
+        #: (rate reports, growths on a throttle): see :data:`~pynamodb_sharding.signals.home_request_dropped`.
+        self.home_requests_dropped = 0
+        self._dropped_lock = threading.Lock()
         self._random = random if random is not None else _random.Random()
         # When this process first saw each lock value that lies in the future (clock skew).
         self._future_changes: dict[tuple[str, str, float], float] = {}
@@ -601,15 +613,21 @@ class DynamicShards:
         if due is None:
             return
         try:
-            if cached is None and self.store.get(namespace, key, owner=self._owner(space)) is None:
-                # A key reported for the first time gets its item (it is no longer cold).
-                self.store.create(namespace, key, self.initial, self.clock(), owner=self._owner(space))
-            reported = self.store.report_writes(
-                namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
-            )
-            if reported is not None:
-                self._follow_rate(space, key, *reported)
-        except Exception:
+            # Best effort at the home region too: sent once, and not at all for a while after
+            # it could not be reached, so that the write this report follows never waits on it.
+            with self.store.best_effort():
+                if cached is None and self.store.get(namespace, key, owner=self._owner(space)) is None:
+                    # A key reported for the first time gets its item (it is no longer cold).
+                    self.store.create(namespace, key, self.initial, self.clock(), owner=self._owner(space))
+                reported = self.store.report_writes(
+                    namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
+                )
+                if reported is not None:
+                    self._follow_rate(space, key, *reported)
+        except Exception as exc:
+            if home_unreachable(exc):
+                self._home_request_dropped(space, key, "rate report", exc)
+                return
             logger.warning(
                 "%s: could not report the write rate of key %r to the metadata table %r; proactive "
                 "growth of this key waits for the next report",
@@ -897,9 +915,35 @@ class DynamicShards:
             changed_at = self._future_changes.setdefault(seen, now)
         return now - changed_at < self.cooldown
 
+    def _home_request_dropped(self, space: KeySpace, key: str, request: str, error: BaseException) -> None:
+        """Count (and signal) a best-effort request the unreachable home region did not get."""
+        with self._dropped_lock:
+            self.home_requests_dropped += 1
+        logger.info(
+            "%s: the home region of %r could not be reached; the %s of key %r was dropped and the "
+            "write went on", self._owner(space), self.metadata_model.Meta.table_name, request, key,
+        )
+        home_request_dropped.send(template_of(space.model), key=key, request=request, error=error)
+
     def _change(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState:
         """Set the count if nobody changed it since ``state``; the loser re-reads at home (where
-        the count changes: the local replica may not show the winner's change yet), nothing more."""
+        the count changes: the local replica may not show the winner's change yet), nothing more.
+
+        A growth on a throttle is best effort: when the home region cannot be reached, the
+        write goes on at once with the newest count this process knows.
+        """
+        if reason != "throttle":
+            return self._change_now(space, key, state, new, reason)
+        try:
+            with self.store.best_effort():
+                return self._change_now(space, key, state, new, reason)
+        except PynamoDBException as exc:
+            if not home_unreachable(exc):
+                raise
+            self._home_request_dropped(space, key, "growth", exc)
+            return self._newest(space, key, state)
+
+    def _change_now(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState:
         changed = self._try_change(space, key, state, new, reason)
         if changed is not None:
             return changed

@@ -22,8 +22,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -51,6 +52,7 @@ __all__ = [
     "connection_fingerprint",
     "format_history_entry",
     "home_model",
+    "home_unreachable",
     "next_lock_value",
     "parse_history_entry",
 ]
@@ -169,8 +171,12 @@ def _check_regions(cls: type[ShardMetadata], meta: Any) -> None:
 _R = TypeVar("_R")
 
 
-def _unreachable(error: BaseException) -> bool:
-    """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent)."""
+def home_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent):
+    what a home region that cannot be reached answers.
+
+    .. versionadded:: 0.4.0
+    """
     return any(isinstance(current, (EndpointConnectionError, ConnectTimeoutError)) for current in error_chain(error))
 
 
@@ -188,24 +194,33 @@ _home_lock = threading.Lock()
 HOME_RETRY_SECONDS = 30.0
 
 
-def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
+def home_model(metadata_model: type[ShardMetadata], *, retries: bool = True) -> type[ShardMetadata]:
     """The model the count's changes are sent through: ``metadata_model`` itself, or, when its
     ``Meta.home_region`` is set, a subclass connected to the home region (``Meta.home_host``
     when given, else that region's AWS endpoint), with the same table and credentials.
 
+    ``retries=False``: the subclass botocore sends each request of once (no retry of a
+    connection that could not be made, no backoff): what best-effort requests (rate reports,
+    growth on a throttle) go through, so that a write never waits on the home region.
+
     .. versionadded:: 0.4.0
+    .. versionchanged:: 0.4.0
+       ``retries``.
     """
     meta = metadata_model.Meta
     home = getattr(meta, "home_region", None)
     if home is None:
         return metadata_model
     host = getattr(meta, "home_host", None)
-    key = (metadata_model, home, host, connection_fingerprint(meta))
+    key = (metadata_model, home, host, retries, connection_fingerprint(meta))
     with _home_lock:
         found = _home_models.get(key)
         if found is None:
             parent: Any = meta
-            home_meta = type("Meta", (parent,), {"region": home, "host": host, "__module__": metadata_model.__module__})
+            settings: dict[str, Any] = {"region": home, "host": host, "__module__": metadata_model.__module__}
+            if not retries:
+                settings["max_retry_attempts"] = 0
+            home_meta = type("Meta", (parent,), settings)
             metaclass: Any = type(metadata_model)
             found = metaclass(metadata_model.__name__, (metadata_model,), {
                 "Meta": home_meta, "__module__": metadata_model.__module__,
@@ -468,6 +483,10 @@ class ShardCountStore:
             writer that lost a race sees the winner's item.
         initial: the count of a key without an item: what this region's replica is taken to
             show of a key nothing was read of (see :attr:`ShardState.replica_count`).
+        sleep: how a change waits before it tries an unreachable home region again.
+        best_effort_pause: seconds during which, after a best-effort request (see
+            :meth:`best_effort`) found the home region unreachable, the next ones are given up
+            without being sent; doubled at each failure in a row, up to 64 times.
     """
 
     def __init__(
@@ -480,6 +499,8 @@ class ShardCountStore:
         maxsize: int = 100_000,
         consistent_read: bool = True,
         initial: int = 1,
+        sleep: Callable[[float], None] = time.sleep,
+        best_effort_pause: float = 5.0,
     ) -> None:
         candidate: object = metadata_model  # users pass anything; check it at run time
         if not (isinstance(candidate, type) and issubclass(candidate, ShardMetadata)):
@@ -493,6 +514,13 @@ class ShardCountStore:
         self.ttl = ttl
         self.consistent_read = consistent_read
         self.initial = initial
+        self.best_effort_pause = best_effort_pause
+        self._timer = timer
+        self._sleep = sleep
+        self._best_effort = threading.local()
+        # Until when (timer seconds) best-effort requests skip the home region, why, and how
+        # many best-effort requests in a row found it unreachable.
+        self._home_down: tuple[float, BaseException, int] | None = None
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
@@ -606,8 +634,25 @@ class ShardCountStore:
 
     @property
     def writer(self) -> type[ShardMetadata]:
-        """The model changes of the count are sent through (see :func:`home_model`)."""
-        return home_model(self.metadata_model)
+        """The model changes of the count are sent through (see :func:`home_model`); inside
+        :meth:`best_effort`, its variant that sends each request once."""
+        return home_model(self.metadata_model, retries=not getattr(self._best_effort, "active", False))
+
+    @contextmanager
+    def best_effort(self) -> Iterator[None]:
+        """Within the block, requests of this thread to the home region are best effort: sent
+        once, never waited on. When the home region cannot be reached the request raises at once
+        (:func:`home_unreachable` is true of the error), and for ``best_effort_pause`` seconds
+        the following best-effort requests raise without being sent.
+
+        .. versionadded:: 0.4.0
+        """
+        previous = getattr(self._best_effort, "active", False)
+        self._best_effort.active = True
+        try:
+            yield
+        finally:
+            self._best_effort.active = previous
 
     @property
     def routed(self) -> bool:
@@ -616,20 +661,23 @@ class ShardCountStore:
 
     def _send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
         """``call()``; a home region that cannot be reached is retried (with a growing pause)
-        for ``Meta.home_retry_seconds``, then refused: a change is never made elsewhere."""
+        for ``Meta.home_retry_seconds``, then refused: a change is never made elsewhere. Inside
+        :meth:`best_effort` it is tried once, or not at all while it was found unreachable."""
         if model is self.metadata_model:
             return call()
         meta: Any = self.metadata_model.Meta
+        if getattr(self._best_effort, "active", False):
+            return self._send_once(call)
         patience = getattr(meta, "home_retry_seconds", None)
-        deadline = time.monotonic() + (HOME_RETRY_SECONDS if patience is None else float(patience))
+        deadline = self._timer() + (HOME_RETRY_SECONDS if patience is None else float(patience))
         pause = 0.1
         while True:
             try:
                 return call()
             except PynamoDBException as exc:
-                if not _unreachable(exc):
+                if not home_unreachable(exc):
                     raise
-                if time.monotonic() >= deadline:
+                if self._timer() >= deadline:
                     msg = (
                         f"{self.metadata_model.__name__}: the home region {meta.home_region!r} "
                         f"({getattr(meta, 'home_host', None) or 'its AWS endpoint'}) could not be reached for "
@@ -638,8 +686,30 @@ class ShardCountStore:
                         f"availability, or raise Meta.home_retry_seconds."
                     )
                     raise MetadataRequestError(msg, exc) from exc
-                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                self._sleep(min(pause, max(0.0, deadline - self._timer())))
                 pause = min(pause * 2, 2.0)
+
+    def _send_once(self, call: Callable[[], _R]) -> _R:
+        """A best-effort request to the home region: sent once, or refused at once while the
+        home region was found unreachable less than ``best_effort_pause`` seconds ago."""
+        down = self._home_down
+        if down is not None and self._timer() <= down[0]:
+            meta: Any = self.metadata_model.Meta
+            msg = (
+                f"{self.metadata_model.__name__}: the home region {meta.home_region!r} could not be reached "
+                f"a moment ago; this best-effort request was not sent."
+            )
+            raise MetadataRequestError(msg, down[1]) from down[1]
+        try:
+            result = call()
+        except PynamoDBException as exc:
+            if home_unreachable(exc):
+                failures = 1 if down is None else down[2] + 1
+                pause = self.best_effort_pause * 2 ** min(failures - 1, 6)
+                self._home_down = (self._timer() + pause, exc, failures)
+            raise
+        self._home_down = None
+        return result
 
     def _read(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
         try:

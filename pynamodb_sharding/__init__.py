@@ -44,12 +44,14 @@ if TYPE_CHECKING:
         ShrinkTargetError,
         SortKeyTypeError,
         UnknownIndexError,
+        WriteRegionError,
     )
     from pynamodb_sharding.fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
     from pynamodb_sharding.metadata import ShardMetadata
     from pynamodb_sharding.model import ShardedModel
     from pynamodb_sharding.periods import PeriodTable, TimePartitioned
     from pynamodb_sharding.pool import fanout_threads, set_fanout_threads
+    from pynamodb_sharding.regions import write_connection
     from pynamodb_sharding.strategies import (
         HashedShards,
         HistoryEntry,
@@ -120,6 +122,7 @@ __all__ = [
     "ThrottleReason",
     "TimePartitioned",
     "UnknownIndexError",
+    "WriteRegionError",
     "__version__",
     "classify",
     "classify_response",
@@ -127,6 +130,7 @@ __all__ = [
     "keep_throttling_reasons",
     "set_fanout_threads",
     "shard_manager",
+    "write_connection",
 ]
 
 #: The module of the package that defines each public name (the imports above, for type checkers).
@@ -141,12 +145,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "PartialItemError", "PeriodRangeError", "PeriodTableMissingError", "ShardConditionError",
         "ShardCountConflictError", "ShardingDefinitionError", "ShardingError", "ShardKeyError",
         "ShardLocationError", "ShardMoveError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
+        "WriteRegionError",
     ),
     "fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator"),
     "metadata": ("ShardMetadata",),
     "model": ("ShardedModel",),
     "periods": ("PeriodTable", "TimePartitioned"),
     "pool": ("fanout_threads", "set_fanout_threads"),
+    "regions": ("write_connection",),
     "strategies": (
         "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy",
         "ShardKey", "ShardStrategy",

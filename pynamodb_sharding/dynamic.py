@@ -47,8 +47,16 @@ from pynamodb_sharding.exceptions import (
     ShrinkTargetError,
 )
 from pynamodb_sharding.keys import MAX_SHARDS
-from pynamodb_sharding.metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection, home_unreachable
+from pynamodb_sharding.metadata import (
+    ShardCountStore,
+    ShardMetadata,
+    ShardState,
+    follow_connection,
+    home_unreachable,
+    region_model,
+)
 from pynamodb_sharding.partitioned import template_of
+from pynamodb_sharding.regions import current_route
 from pynamodb_sharding.signals import (
     home_request_dropped,
     shard_count_changed,
@@ -402,10 +410,13 @@ class DynamicShards:
         self.namespace = namespace
         self.clock = clock
         self.sleep = sleep
-        self.store = ShardCountStore(
-            metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer, initial=initial, sleep=sleep,
-            best_effort_pause=rate_interval,
-        )
+        self._store_settings: dict[str, Any] = {
+            "max_shards": max_shards, "ttl": cache_ttl, "timer": timer, "initial": initial, "sleep": sleep,
+            "best_effort_pause": rate_interval,
+        }
+        self._store = ShardCountStore(metadata_model, **self._store_settings)
+        # The stores of other regions' replicas, for writes sent there (Meta.write_region, item_home).
+        self._region_stores: dict[type[ShardMetadata], ShardCountStore] = {}
         #: Best-effort requests to the home region given up because it could not be reached
         #: (rate reports, growths on a throttle): see :data:`~pynamodb_sharding.signals.home_request_dropped`.
         self.home_requests_dropped = 0
@@ -426,6 +437,23 @@ class DynamicShards:
 
     def __repr__(self) -> str:
         return f"DynamicShards({self.metadata_model.__name__}, max_shards={self.max_shards})"
+
+    @property
+    def store(self) -> ShardCountStore:
+        """The cached counts of this region's replica of the metadata table; within a write
+        sent to another region (``Meta.write_region``, ``Meta.item_home``), that region's, so
+        that the write spreads over the count readers there read."""
+        route = current_route()
+        if route is None:
+            return self._store
+        model = region_model(self.metadata_model, route.region, route.host)
+        if model is self.metadata_model:
+            return self._store
+        found = self._region_stores.get(model)
+        if found is None:
+            # setdefault settles racing threads: one store per region.
+            found = self._region_stores.setdefault(model, ShardCountStore(model, **self._store_settings))
+        return found
 
     def describe(self) -> str:
         if self.target_utilization is None:

@@ -46,6 +46,7 @@ __all__ = [
     "ShrinkTargetError",
     "SortKeyTypeError",
     "UnknownIndexError",
+    "WriteRegionError",
 ]
 
 #: Base URL of the built documentation; an error's message ends with
@@ -163,6 +164,16 @@ class MetadataRequestError(ShardingError, PutError):
     """
 
     code = "metadata-request"
+
+
+class WriteRegionError(ShardingError, ValueError):
+    """The region a write goes to is unknown: ``Meta.item_home`` gave something that is not a
+    region name, or ``write_connection()`` was not told which region.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "write-region"
 
 
 class UnknownIndexError(ShardingError):

@@ -55,6 +55,7 @@ __all__ = [
     "home_unreachable",
     "next_lock_value",
     "parse_history_entry",
+    "region_model",
 ]
 
 #: The smallest step between two ``last_updated`` values of one key, in seconds.
@@ -197,7 +198,8 @@ HOME_RETRY_SECONDS = 30.0
 def home_model(metadata_model: type[ShardMetadata], *, retries: bool = True) -> type[ShardMetadata]:
     """The model the count's changes are sent through: ``metadata_model`` itself, or, when its
     ``Meta.home_region`` is set, a subclass connected to the home region (``Meta.home_host``
-    when given, else that region's AWS endpoint), with the same table and credentials.
+    when given, else that region's AWS endpoint), with the same table and credentials
+    (``metadata_model`` itself when it is connected there already).
 
     ``retries=False``: the subclass botocore sends each request of once (no retry of a
     connection that could not be made, no backoff): what best-effort requests (rate reports,
@@ -211,19 +213,36 @@ def home_model(metadata_model: type[ShardMetadata], *, retries: bool = True) -> 
     home = getattr(meta, "home_region", None)
     if home is None:
         return metadata_model
-    host = getattr(meta, "home_host", None)
-    key = (metadata_model, home, host, retries, connection_fingerprint(meta))
+    return _placed(metadata_model, home, getattr(meta, "home_host", None), retries=retries)
+
+
+def region_model(metadata_model: type[ShardMetadata], region: str, host: str | None) -> type[ShardMetadata]:
+    """``metadata_model`` connected to its table's replica in ``region`` (at ``host``; ``None``:
+    AWS's endpoint): itself when it is connected there, else a subclass, made once.
+
+    .. versionadded:: 0.4.0
+    """
+    return _placed(metadata_model, region, host, retries=True)
+
+
+def _placed(
+    metadata_model: type[ShardMetadata], region: str, host: str | None, *, retries: bool,
+) -> type[ShardMetadata]:
+    meta = metadata_model.Meta
+    if retries and (getattr(meta, "region", None), getattr(meta, "host", None)) == (region, host):
+        return metadata_model
+    key = (metadata_model, region, host, retries, connection_fingerprint(meta))
     with _home_lock:
         found = _home_models.get(key)
         if found is None:
             parent: Any = meta
-            settings: dict[str, Any] = {"region": home, "host": host, "__module__": metadata_model.__module__}
+            settings: dict[str, Any] = {"region": region, "host": host, "__module__": metadata_model.__module__}
             if not retries:
                 settings["max_retry_attempts"] = 0
-            home_meta = type("Meta", (parent,), settings)
+            placed_meta = type("Meta", (parent,), settings)
             metaclass: Any = type(metadata_model)
             found = metaclass(metadata_model.__name__, (metadata_model,), {
-                "Meta": home_meta, "__module__": metadata_model.__module__,
+                "Meta": placed_meta, "__module__": metadata_model.__module__,
                 "__qualname__": metadata_model.__qualname__, "DoesNotExist": metadata_model.DoesNotExist,
                 # Its own connection: PynamoDB reuses a parent's cached one for the same table name.
                 "_connection": unshared_connection(metadata_model),
@@ -520,7 +539,7 @@ class ShardCountStore:
         self._best_effort = threading.local()
         # Until when (timer seconds) best-effort requests skip the home region, why, and how
         # many best-effort requests in a row found it unreachable.
-        self._home_down: tuple[float, BaseException, int] | None = None
+        self._home_down: tuple[float, Exception, int] | None = None
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
@@ -657,7 +676,7 @@ class ShardCountStore:
     @property
     def routed(self) -> bool:
         """Whether changes go to a home region other than this region's replica."""
-        return self.writer is not self.metadata_model
+        return home_model(self.metadata_model) is not self.metadata_model
 
     def _send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
         """``call()``; a home region that cannot be reached is retried (with a growing pause)

@@ -27,7 +27,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
-from pynamodb_sharding import attempts, partitioned
+from pynamodb_sharding import attempts, partitioned, regions
 from pynamodb_sharding._host import (
     botocore_client,
     bump_local_version,
@@ -143,6 +143,7 @@ class ShardedMetaModel(MetaModel):
                 f"GlobalSecondaryIndex; a table's hash key is always stored suffixed: remove layout."
             )
             raise ShardingDefinitionError(msg)
+        regions.check_declaration(cls)
         manager = shard_manager(cls)  # binds the class: its key space and its one codec
         manager.validate()
         if manager.written_at is not None:
@@ -340,6 +341,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         # Every request of this model goes through this connection's client: make the client
         # refuse a key without a shard suffix (see _host: fails closed if PynamoDB changes).
         connection = super()._get_connection()
+        route = regions.current_route()
+        if route is not None:  # a write sent to another region (Meta.write_region, item_home)
+            connection = regions.routed_connection(cls, connection, route)
         if cls._shard_codec is not None and not cls._index_only:  # bare keys are its keys
             guard_keys(cls, connection)
         elif cls._shard_codec is not None:
@@ -659,12 +663,26 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         A failed save of a new item keeps the shard it was sent to when the write may have
         been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
         same instance addresses the same physical key.
+
+        With ``Meta.write_region`` or ``Meta.item_home`` (global tables) the save is sent to
+        the region they name (see :mod:`pynamodb_sharding.regions`).
         """
-        if self._time_partitioned is not None:
-            return partitioned.write(self, lambda: self.save(condition, add_version_condition=add_version_condition))
-        if self._sharded_indexes:
-            return write_growing_indexes(self, lambda: self._save_item(condition, add_version_condition))
-        return self._save_item(condition, add_version_condition)
+        with regions.routed(self._write_route("save", condition, add_version_condition)):
+            if self._time_partitioned is not None:
+                return partitioned.write(
+                    self, lambda: self.save(condition, add_version_condition=add_version_condition),
+                )
+            if self._sharded_indexes:
+                return write_growing_indexes(self, lambda: self._save_item(condition, add_version_condition))
+            return self._save_item(condition, add_version_condition)
+
+    def _write_route(
+        self, action: regions.WriteAction, condition: Condition | None, add_version_condition: bool,
+    ) -> regions.Route | None:
+        """The region a write of this item goes to (``None``: the model's own)."""
+        conditional = condition is not None or (add_version_condition and self._version_attribute_name is not None)
+        new_item = self._known_shard() is None and self._moved_from() is None
+        return regions.route_of(self, action, conditional=conditional, new_item=new_item)
 
     def _save_item(
         self, condition: Condition | None, add_version_condition: bool, *, relocations: int = 0,
@@ -865,23 +883,27 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             ShardingError: an action sets or removes such an attribute: the item would stay in
                 a shard its new value does not select (set the attribute and call ``save()``).
         """
-        if self._time_partitioned is not None:
-            return partitioned.write(
-                self, lambda: self.update(actions, condition, add_version_condition=add_version_condition),
+        with regions.routed(self._write_route("update", condition, add_version_condition)):
+            if self._time_partitioned is not None:
+                return partitioned.write(
+                    self, lambda: self.update(actions, condition, add_version_condition=add_version_condition),
+                )
+            self._check_actions(actions)
+            return self._write_in_place(
+                lambda guarded: Model.update(self, actions, guarded, add_version_condition=add_version_condition),
+                condition, UpdateError, "update item", "UpdateItem",
             )
-        self._check_actions(actions)
-        return self._write_in_place(
-            lambda guarded: Model.update(self, actions, guarded, add_version_condition=add_version_condition),
-            condition, UpdateError, "update item", "UpdateItem",
-        )
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
-        if self._time_partitioned is not None:
-            return partitioned.write(self, lambda: self.delete(condition, add_version_condition=add_version_condition))
-        return self._write_in_place(
-            lambda guarded: Model.delete(self, guarded, add_version_condition=add_version_condition),
-            condition, DeleteError, "delete item", "DeleteItem",
-        )
+        with regions.routed(self._write_route("delete", condition, add_version_condition)):
+            if self._time_partitioned is not None:
+                return partitioned.write(
+                    self, lambda: self.delete(condition, add_version_condition=add_version_condition),
+                )
+            return self._write_in_place(
+                lambda guarded: Model.delete(self, guarded, add_version_condition=add_version_condition),
+                condition, DeleteError, "delete item", "DeleteItem",
+            )
 
     def _write_in_place(
         self, send: Callable[[Condition | None], _R], condition: Condition | None,
@@ -1251,13 +1273,16 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             return partitioned.PeriodBatchWrite(cls, auto_commit=auto_commit)
         return ShardedBatchWrite(cls, auto_commit=auto_commit)
 
-    def _batch_alone(self, put: bool) -> bool:
+    def _batch_alone(self, put: bool, batch_route: regions.Route | None = None) -> bool:
         """Whether a batch put (``put``) or delete of this item must be sent on its own, by
-        :meth:`save` or :meth:`delete`: a job may be moving it (see :mod:`pynamodb_sharding.batch`).
+        :meth:`save` or :meth:`delete`: a job may be moving it (see :mod:`pynamodb_sharding.batch`),
+        or its write goes to another region than the batch (``batch_route``).
 
         A put of a new instance is assigned its shard here (reading where its key is stored, as
         :meth:`serialize` would), so the batch reads nothing twice.
         """
+        if self._write_route("save" if put else "delete", None, False) != batch_route:
+            return True
         manager = self._shard_manager()
         if not put:
             return manager.misplaced(self, self._locate_for_write())

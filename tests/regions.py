@@ -73,6 +73,7 @@ def make_region(name: str, endpoint: str, tables: str, *, log_meta: dict[str, An
         "key": UnicodeAttribute(hash_key=True),
         "at": NumberAttribute(range_key=True),
         "note": UnicodeAttribute(null=True),
+        "place": UnicodeAttribute(null=True),  # an item's home region, for Meta.item_home
         "shards": Sharding(DynamicShards(shards, **settings)),
     })
     return Region(name, endpoint, log, shards)

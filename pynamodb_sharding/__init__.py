@@ -61,12 +61,14 @@ if TYPE_CHECKING:
         ShrinkTargetError,
         SortKeyTypeError,
         UnknownIndexError,
+        WriteRegionError,
     )
     from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
     from pynamodb_sharding._metadata import ShardMetadata
     from pynamodb_sharding._model import ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
     from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
+    from pynamodb_sharding._regions import write_connection
     from pynamodb_sharding._schedule import Schedule
     from pynamodb_sharding._strategies import (
         HashedShards,
@@ -153,6 +155,7 @@ __all__ = [
     "ThrottleReason",
     "TimePartitioned",
     "UnknownIndexError",
+    "WriteRegionError",
     "__version__",
     "classify",
     "classify_response",
@@ -160,6 +163,7 @@ __all__ = [
     "keep_throttling_reasons",
     "set_fanout_threads",
     "shard_manager",
+    "write_connection",
 ]
 
 #: The private module that defines each public name (the imports above, for type checkers).
@@ -176,12 +180,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "PeriodTableMissingError", "PeriodTableNotActiveError", "ShardConditionError", "ShardCountConflictError",
         "ShardingDefinitionError", "ShardingError", "ShardKeyError", "ShardLocationError", "ShardMoveError",
         "ShardRequestError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
+        "WriteRegionError",
     ),
     "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
     "_metadata": ("ShardMetadata",),
     "_model": ("ShardedModel",),
     "_periods": ("PeriodTable", "TimePartitioned",),
     "_pool": ("fanout_threads", "set_fanout_threads",),
+    "_regions": ("write_connection",),
     "_schedule": ("Schedule",),
     "_strategies": (
         "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy", "ShardKey",

@@ -7,6 +7,11 @@ beside the moved one, the delete would delete nothing. Such items (read from a s
 no longer writes them to, or from a bare legacy key for a delete) are written on their own by
 the model's ``save()`` and ``delete()``, which require the stored copy to be there and follow the
 item when it moved; every other item goes in the batch as PynamoDB sends it.
+
+In a global table the batch goes to ``Meta.write_region`` when the model declares one (without
+``local_inserts``); an item whose write goes to another region than the batch (its
+``Meta.item_home``; a write other than an insert under ``local_inserts``) is written on its
+own, by ``save()`` or ``delete()``, which send it there.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 from pynamodb.constants import PUT
 from pynamodb.models import BatchWrite, Model
 
+from pynamodb_sharding import _regions as regions
 from pynamodb_sharding._writes import batch_alone
 
 __all__ = ["BatchItem", "ShardedBatchWrite"]
@@ -24,10 +30,8 @@ _T = TypeVar("_T", bound=Model)
 
 
 class BatchItem(Protocol):
-    """What :class:`ShardedBatchWrite` asks of each item."""
-
-    def _batch_alone(self, put: bool) -> bool:
-        """Whether this put (or delete) must be sent on its own, by ``save()`` (``delete()``)."""
+    """What :class:`ShardedBatchWrite` asks of an item written on its own (see
+    :func:`pynamodb_sharding._writes.batch_alone`)."""
 
     def save(self) -> Any: ...
 
@@ -43,10 +47,11 @@ class ShardedBatchWrite(BatchWrite[_T]):
     def commit(self) -> None:
         alone: list[tuple[bool, BatchItem]] = []
         batched: list[dict[str, Any]] = []
+        route = regions.batch_route(self.model)
         for operation in self.pending_operations:
             item: Any = operation["item"]  # a ShardedModel (see BatchItem)
             put = operation["action"] == PUT
-            if batch_alone(item, put):
+            if batch_alone(item, put, route):
                 alone.append((put, item))
             else:
                 batched.append(operation)
@@ -56,4 +61,6 @@ class ShardedBatchWrite(BatchWrite[_T]):
                 item.save()
             else:
                 item.delete()
-        super().commit()
+        with regions.routed(route):
+            super().commit()
+

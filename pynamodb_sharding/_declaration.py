@@ -14,6 +14,7 @@ from typing import Any
 from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 
 from pynamodb_sharding import _partitioned as partitioned
+from pynamodb_sharding import _regions as regions
 from pynamodb_sharding._descriptor import Sharding, ShardManager, register_model
 from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding._host import hash_keyname, range_keyname
@@ -88,6 +89,7 @@ def declare(model: type[Any]) -> TableRoutes | None:
             f"GlobalSecondaryIndex; a table's hash key is always stored suffixed: remove layout."
         )
         raise ShardingDefinitionError(msg)
+    regions.check_declaration(model)
     manager = register_model(model, declared[0])  # binds the class: its key space and its one codec
     manager.validate()
     if manager.written_at is not None:

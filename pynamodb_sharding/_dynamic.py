@@ -47,12 +47,25 @@ from pynamodb_sharding._exceptions import (
 )
 from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
 from pynamodb_sharding._keys import MAX_SHARDS
-from pynamodb_sharding._metadata import ShardCountStore, ShardMetadata, ShardState, follow_connection
+from pynamodb_sharding._metadata import (
+    ShardCountStore,
+    ShardMetadata,
+    ShardState,
+    follow_connection,
+    home_unreachable,
+    region_model,
+)
 from pynamodb_sharding._periods import template_of
+from pynamodb_sharding._regions import current_route
 from pynamodb_sharding._strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify, classify_response
 from pynamodb_sharding._write_rate import QUIET_FRACTION, LocalWrites, RateWindow
-from pynamodb_sharding.signals import shard_count_changed, throttle_observed, warm_throughput_exceeded
+from pynamodb_sharding.signals import (
+    home_request_dropped,
+    shard_count_changed,
+    throttle_observed,
+    warm_throughput_exceeded,
+)
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -197,6 +210,8 @@ def _reacting_early(enabled: bool) -> Iterator[None]:
 _SKEW_TOLERANCE = 1.0
 #: How many future lock values :meth:`DynamicShards._in_cooldown` remembers before starting over.
 _FUTURE_CHANGES_KEPT = 10_000
+#: How many conditional changes ``grow()`` and ``shrink()`` try before giving up.
+_CHANGE_TRIES = 10
 
 
 # -- the strategy ---------------------------------------------------------------------------
@@ -395,7 +410,17 @@ class DynamicShards:
         self.namespace = namespace
         self.clock = clock
         self.sleep = sleep
-        self.store = ShardCountStore(metadata_model, max_shards=max_shards, ttl=cache_ttl, timer=timer)
+        self._store_settings: dict[str, Any] = {
+            "max_shards": max_shards, "ttl": cache_ttl, "timer": timer, "initial": initial, "sleep": sleep,
+            "best_effort_pause": rate_interval,
+        }
+        self._store = ShardCountStore(metadata_model, **self._store_settings)
+        # The stores of other regions' replicas, for writes sent there (Meta.write_region, item_home).
+        self._region_stores: dict[type[ShardMetadata], ShardCountStore] = {}
+        #: Best-effort requests to the home region given up because it could not be reached
+        #: (rate reports, growths on a throttle): see :data:`~pynamodb_sharding.signals.home_request_dropped`.
+        self.home_requests_dropped = 0
+        self._dropped_lock = threading.Lock()
         self._random = random if random is not None else _random.Random()
         # When this process first saw each lock value that lies in the future (clock skew).
         self._future_changes: dict[tuple[str, str, float], float] = {}
@@ -412,6 +437,23 @@ class DynamicShards:
 
     def __repr__(self) -> str:
         return f"DynamicShards({self.metadata_model.__name__}, max_shards={self.max_shards})"
+
+    @property
+    def store(self) -> ShardCountStore:
+        """The cached counts of this region's replica of the metadata table; within a write
+        sent to another region (``Meta.write_region``, ``Meta.item_home``), that region's, so
+        that the write spreads over the count readers there read."""
+        route = current_route()
+        if route is None:
+            return self._store
+        model = region_model(self.metadata_model, route.region, route.host)
+        if model is self.metadata_model:
+            return self._store
+        found = self._region_stores.get(model)
+        if found is None:
+            # setdefault settles racing threads: one store per region.
+            found = self._region_stores.setdefault(model, ShardCountStore(model, **self._store_settings))
+        return found
 
     def describe(self) -> str:
         if self.target_utilization is None:
@@ -509,7 +551,7 @@ class DynamicShards:
 
     def write_shard(self, item: ItemKey) -> int:
         state = self._state_for_write(item.key.space, item.key.value)
-        return self._random.randint(1, state.count)
+        return self._random.randint(1, state.write_count)
 
     def point_shards(self, item: ItemKey) -> tuple[int, ...]:
         return self.read_shards(item.key)
@@ -540,7 +582,7 @@ class DynamicShards:
         pinned: int | None = None
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
-            shard = pinned if pinned is not None else self._random.randint(1, state.count)
+            shard = pinned if pinned is not None else self._random.randint(1, state.write_count)
             error: Exception | None = None
             written = False
             with attempts.tracking() as sent:
@@ -599,15 +641,21 @@ class DynamicShards:
         if due is None:
             return
         try:
-            if cached is None and self.store.get(namespace, key, owner=self._owner(space)) is None:
-                # A key reported for the first time gets its item (it is no longer cold).
-                self.store.create(namespace, key, self.initial, self.clock(), owner=self._owner(space))
-            reported = self.store.report_writes(
-                namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
-            )
-            if reported is not None:
-                self._follow_rate(space, key, *reported)
-        except Exception:
+            # Best effort at the home region too: sent once, and not at all for a while after
+            # it could not be reached, so that the write this report follows never waits on it.
+            with self.store.best_effort():
+                if cached is None and self.store.get(namespace, key, owner=self._owner(space)) is None:
+                    # A key reported for the first time gets its item (it is no longer cold).
+                    self.store.create(namespace, key, self.initial, self.clock(), owner=self._owner(space))
+                reported = self.store.report_writes(
+                    namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
+                )
+                if reported is not None:
+                    self._follow_rate(space, key, *reported)
+        except Exception as exc:
+            if home_unreachable(exc):
+                self._home_request_dropped(space, key, "rate report", exc)
+                return
             logger.warning(
                 "%s: could not report the write rate of key %r to the metadata table %r; proactive "
                 "growth of this key waits for the next report",
@@ -688,7 +736,7 @@ class DynamicShards:
         space, key = shard_key.space, shard_key.value
         with self._metadata_requests(space, key):
             state = self._state_for_write(space, key)
-            return self._after_key_range_throttle(space, key, state, attempt).count
+            return self._after_key_range_throttle(space, key, state, attempt).write_count
 
     @contextmanager
     def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
@@ -708,25 +756,45 @@ class DynamicShards:
     def grow(self, shard_key: ShardKey) -> int:
         """Grow the count of ``key`` now by the growth policy, ignoring the cooldown.
 
-        If another writer changes the count first, nothing more is grown: the count it set
-        is returned. At ``max_shards`` the count stays.
+        The count grown from is read in this region; the change is made in the metadata
+        model's home region (``Meta.home_region``), conditionally. When it fails there (another
+        writer changed the count, or this region's replica had not caught up yet), the count is
+        read again at home: a change to a count at least as large as the one wanted counts as
+        this growth and that count is returned; otherwise the home count is grown from. At
+        ``max_shards`` the count stays.
+
+        Raises:
+            ShardCountConflictError: the count kept changing at home under every try.
         """
         space, key = shard_key.space, shard_key.value
         state = self._fresh_state(space, key)
-        new = self._next_count(space, state.count)
-        if new == state.count:
-            return state.count
-        return self._change(space, key, state, new, reason="grow").count
+        wanted = new = self._next_count(space, state.count)
+        for _ in range(_CHANGE_TRIES):
+            if new == state.count:
+                return state.count
+            changed = self._try_change(space, key, state, new, reason="grow")
+            if changed is not None:
+                return changed.count
+            state = self._home_state(space, key)
+            if state.count >= wanted:
+                return state.count
+            new = self._next_count(space, state.count)
+        msg = f"{space.model_name}: key {key!r} kept changing while growing it; try again."
+        raise ShardCountConflictError(msg)
 
     def shrink(self, shard_key: ShardKey, to: int) -> int:
         """Lower the write count of ``key`` to ``to``; reads keep covering the largest count ever.
 
+        The count is read, checked and changed in the metadata model's home region, where
+        counts change (``Meta.home_region``).
+
         Raises:
             ShardingError: ``to`` is not in ``1..current count``.
+            ShardCountConflictError: the count kept changing at home under every try.
         """
         space, key = shard_key.space, shard_key.value
-        for _ in range(10):
-            state = self._fresh_state(space, key)
+        for _ in range(_CHANGE_TRIES):
+            state = self._home_state(space, key)
             if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= state.count:
                 msg = (
                     f"{space.name}: cannot shrink key {key!r} to {to!r} shards; "
@@ -794,7 +862,17 @@ class DynamicShards:
         return state
 
     def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
+        """The state of ``key`` as this region's replica holds it now; its item is created (at
+        home) when the replica shows none."""
         state = self.store.load(self._namespace(space), key, owner=self._owner(space))
+        if state is None:
+            state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
+        return state
+
+    def _home_state(self, space: KeySpace, key: str) -> ShardState:
+        """The state of ``key`` as the home region holds it, where its count changes (this
+        region's replica may lag); its item is created there when it has none."""
+        state = self.store.load(self._namespace(space), key, owner=self._owner(space), home=True)
         if state is None:
             state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
         return state
@@ -829,7 +907,10 @@ class DynamicShards:
         newest = self._newest(space, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
-        if state.count >= self.max_shards or self._in_cooldown(space, key, state):
+        # A count changed at home and not yet in this region's replica: its new shards are not
+        # this region's to use yet, and growing again would not add any either.
+        pending = state.write_count < state.count
+        if pending or state.count >= self.max_shards or self._in_cooldown(space, key, state):
             low, high = self.backoff
             self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))
             return self._newest(space, key, state)
@@ -862,20 +943,58 @@ class DynamicShards:
             changed_at = self._future_changes.setdefault(seen, now)
         return now - changed_at < self.cooldown
 
+    def _home_request_dropped(self, space: KeySpace, key: str, request: str, error: BaseException) -> None:
+        """Count (and signal) a best-effort request the unreachable home region did not get."""
+        with self._dropped_lock:
+            self.home_requests_dropped += 1
+        logger.info(
+            "%s: the home region of %r could not be reached; the %s of key %r was dropped and the "
+            "write went on", self._owner(space), self.metadata_model.Meta.table_name, request, key,
+        )
+        home_request_dropped.send(template_of(space.model), key=key, request=request, error=error)
+
     def _change(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState:
-        """Set the count if nobody changed it since ``state``; the loser re-reads, nothing more."""
+        """Set the count if nobody changed it since ``state``; the loser re-reads at home (where
+        the count changes: the local replica may not show the winner's change yet), nothing more.
+
+        A growth on a throttle is best effort: when the home region cannot be reached, the
+        write goes on at once with the newest count this process knows.
+        """
+        if reason != "throttle":
+            return self._change_now(space, key, state, new, reason)
+        try:
+            with self.store.best_effort():
+                return self._change_now(space, key, state, new, reason)
+        except PynamoDBException as exc:
+            if not home_unreachable(exc):
+                raise
+            self._home_request_dropped(space, key, "growth", exc)
+            return self._newest(space, key, state)
+
+    def _change_now(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState:
+        changed = self._try_change(space, key, state, new, reason)
+        if changed is not None:
+            return changed
+        if not state.stored:
+            # A lost insert read the winner's item at home already.
+            cached = self.store.cached(self._namespace(space), key)
+            if cached is not None:
+                return cached
+        return self._home_state(space, key)
+
+    def _try_change(self, space: KeySpace, key: str, state: ShardState, new: int, reason: str) -> ShardState | None:
+        """Set the count if nobody changed it since ``state``; ``None`` when another change came
+        first. A throttled metadata item (``reason="throttle"``) gives the newest known state."""
         namespace, owner = self._namespace(space), self._owner(space)
         now = self.clock()
         try:
             if not state.stored:
                 # The key had no item: the growth inserts it, unless another writer did first.
                 changed = self.store.create_grown(namespace, key, state.count, new, now, owner=owner)
-                if changed is None:
-                    return self.store.cached(namespace, key) or self._fresh_state(space, key)
             else:
                 changed = self.store.change(namespace, key, state, new, now, owner=owner)
             if changed is None:
-                return self._fresh_state(space, key)
+                return None
         except PynamoDBException as exc:
             if not classify(exc).is_throttle or reason != "throttle":
                 raise

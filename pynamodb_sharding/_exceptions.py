@@ -12,7 +12,7 @@ ends with that section's URL::
         │   ├── ShardKeyError, LogicalKeyError, SortKeyTypeError
         │   ├── ShardLocationError, ShardMoveError, DerivedAttributeUpdateError
         │   ├── ShardConditionError
-        │   └── PartialItemError          (also ValueError)
+        │   └── PartialItemError, WriteRegionError                (also ValueError)
         ├── ShardRequestError             retry, wait, or fix the table's setup
         │   ├── IndexThrottleError, CapacityThrottleError      (also PutError)
         │   ├── UnknownIndexError, ConsistentIndexReadError
@@ -54,6 +54,7 @@ __all__ = [  # noqa: RUF022 - in the order of the tree above, group by group
     "DerivedAttributeUpdateError",
     "ShardConditionError",
     "PartialItemError",
+    "WriteRegionError",
     "ShardRequestError",
     "IndexThrottleError",
     "CapacityThrottleError",
@@ -226,6 +227,16 @@ class MetadataRequestError(MetadataError, PutError):
     """
 
     code = "metadata-request"
+
+
+class WriteRegionError(ItemLocationError, ValueError):
+    """The region a write goes to is unknown: ``Meta.item_home`` gave something that is not a
+    region name, or ``write_connection()`` was not told which region. Nothing was sent.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "write-region"
 
 
 class UnknownIndexError(ShardRequestError):

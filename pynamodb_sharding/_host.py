@@ -37,6 +37,7 @@ rebound; the test tools' loopback guard puts a descriptor there), ``Model._get_s
 the classes sharing one table), ``Model._indexes``, ``Index._hash_key_attribute()`` and
 ``Index._model``, ``Model._get_discriminator_attribute()`` and ``_get_discriminator_class()``,
 ``Model._hash_key_attribute()``/``_range_key_attribute()``/``_handle_version_attribute``/
+``_version_attribute_name``/
 ``update_local_version_attribute`` (the model's writes build their put, update and delete, and
 their version check, as ``save``/``update``/``delete`` would: :func:`put_arguments` is pinned by
 ``test_host_hooks.py::test_put_arguments_are_save_args``), ``TableConnection.connection``
@@ -302,6 +303,13 @@ def index_model(index: Any) -> type[Model] | None:
     """The model class an index instance is declared on (``Index._model``, set by PynamoDB's
     metaclass), ``None`` for an index not bound to a model."""
     return getattr(index, "_model", None)
+
+
+def version_attribute_name(item: Model) -> str | None:
+    """The name of ``item``'s ``VersionAttribute`` (``Model._version_attribute_name``), ``None``
+    when its model has none."""
+    name: str | None = item._version_attribute_name
+    return name
 
 
 def bump_local_version(item: Model) -> None:

@@ -22,8 +22,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -57,8 +58,10 @@ __all__ = [
     "ShardState",
     "format_history_entry",
     "home_model",
+    "home_unreachable",
     "next_lock_value",
     "parse_history_entry",
+    "region_model",
 ]
 
 #: The smallest step between two ``last_updated`` values of one key, in seconds.
@@ -175,8 +178,12 @@ def _check_regions(cls: type[ShardMetadata], meta: Any) -> None:
 _R = TypeVar("_R")
 
 
-def _unreachable(error: BaseException) -> bool:
-    """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent)."""
+def home_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent):
+    what a home region that cannot be reached answers.
+
+    .. versionadded:: 0.4.0
+    """
     return any(isinstance(current, (EndpointConnectionError, ConnectTimeoutError)) for current in error_chain(error))
 
 
@@ -187,27 +194,54 @@ _home_lock = threading.Lock()
 HOME_RETRY_SECONDS = 30.0
 
 
-def home_model(metadata_model: type[ShardMetadata]) -> type[ShardMetadata]:
+def home_model(metadata_model: type[ShardMetadata], *, retries: bool = True) -> type[ShardMetadata]:
     """The model the count's changes are sent through: ``metadata_model`` itself, or, when its
     ``Meta.home_region`` is set, a subclass connected to the home region (``Meta.home_host``
-    when given, else that region's AWS endpoint), with the same table and credentials.
+    when given, else that region's AWS endpoint), with the same table and credentials
+    (``metadata_model`` itself when it is connected there already).
+
+    ``retries=False``: the subclass botocore sends each request of once (no retry of a
+    connection that could not be made, no backoff): what best-effort requests (rate reports,
+    growth on a throttle) go through, so that a write never waits on the home region.
 
     .. versionadded:: 0.4.0
+    .. versionchanged:: 0.4.0
+       ``retries``.
     """
     meta = metadata_model.Meta
     home = getattr(meta, "home_region", None)
     if home is None:
         return metadata_model
-    host = getattr(meta, "home_host", None)
-    key = (metadata_model, home, host, connection_fingerprint(meta))
+    return _placed(metadata_model, home, getattr(meta, "home_host", None), retries=retries)
+
+
+def region_model(metadata_model: type[ShardMetadata], region: str, host: str | None) -> type[ShardMetadata]:
+    """``metadata_model`` connected to its table's replica in ``region`` (at ``host``; ``None``:
+    AWS's endpoint): itself when it is connected there, else a subclass, made once.
+
+    .. versionadded:: 0.4.0
+    """
+    return _placed(metadata_model, region, host, retries=True)
+
+
+def _placed(
+    metadata_model: type[ShardMetadata], region: str, host: str | None, *, retries: bool,
+) -> type[ShardMetadata]:
+    meta = metadata_model.Meta
+    if retries and (getattr(meta, "region", None), getattr(meta, "host", None)) == (region, host):
+        return metadata_model
+    key = (metadata_model, region, host, retries, connection_fingerprint(meta))
     with _home_lock:
         found = _home_models.get(key)
         if found is None:
             parent: Any = meta
-            home_meta = type("Meta", (parent,), {"region": home, "host": host, "__module__": metadata_model.__module__})
+            settings: dict[str, Any] = {"region": region, "host": host, "__module__": metadata_model.__module__}
+            if not retries:
+                settings["max_retry_attempts"] = 0
+            placed_meta = type("Meta", (parent,), settings)
             metaclass: Any = type(metadata_model)
             found = metaclass(metadata_model.__name__, (metadata_model,), {
-                "Meta": home_meta, "__module__": metadata_model.__module__,
+                "Meta": placed_meta, "__module__": metadata_model.__module__,
                 "__qualname__": metadata_model.__qualname__, "DoesNotExist": metadata_model.DoesNotExist,
                 # Its own connection: PynamoDB reuses a parent's cached one for the same table name.
                 "_connection": unshared_connection(metadata_model),
@@ -327,6 +361,25 @@ class ShardState:
     #: ``False`` for a key with no metadata item (it has its initial count): a growth then
     #: inserts the item instead of changing it. *New in 0.3.0.*
     stored: bool = True
+    #: For a state read or written in the home region (``Meta.home_region``) that this region's
+    #: replica did not show yet: the count the replica showed. Readers here read the replica's
+    #: count, so writes here use no shard above it until the replica shows this state (see
+    #: :attr:`write_count`). ``None``: the replica shows this state. *New in 0.4.0.*
+    replica_count: int | None = None
+
+    @property
+    def write_count(self) -> int:
+        """The shards a new item written in this region may go to: ``1..write_count``. The count,
+        or less while this region's replica still shows a lower count (a growth made at home a
+        moment ago): a reader here, which reads the replica's count, covers every shard used here.
+
+        .. versionadded:: 0.4.0
+        """
+        return self.count if self.replica_count is None else min(self.count, self.replica_count)
+
+    def same_version(self, other: ShardState) -> bool:
+        """Whether both are the same stored version of the item."""
+        return (self.last_updated, self.history) == (other.last_updated, other.history)
 
     @property
     def read_count(self) -> int:
@@ -435,6 +488,12 @@ class ShardCountStore:
         maxsize: how many keys the cache holds.
         consistent_read: read metadata with strongly consistent reads (default), so that a
             writer that lost a race sees the winner's item.
+        initial: the count of a key without an item: what this region's replica is taken to
+            show of a key nothing was read of (see :attr:`ShardState.replica_count`).
+        sleep: how a change waits before it tries an unreachable home region again.
+        best_effort_pause: seconds during which, after a best-effort request (see
+            :meth:`best_effort`) found the home region unreachable, the next ones are given up
+            without being sent; doubled at each failure in a row, up to 64 times.
     """
 
     def __init__(
@@ -446,6 +505,9 @@ class ShardCountStore:
         timer: Callable[[], float] = time.monotonic,
         maxsize: int = 100_000,
         consistent_read: bool = True,
+        initial: int = 1,
+        sleep: Callable[[float], None] = time.sleep,
+        best_effort_pause: float = 5.0,
     ) -> None:
         candidate: object = metadata_model  # users pass anything; check it at run time
         if not (isinstance(candidate, type) and issubclass(candidate, ShardMetadata)):
@@ -458,6 +520,14 @@ class ShardCountStore:
         self.max_shards = max_shards
         self.ttl = ttl
         self.consistent_read = consistent_read
+        self.initial = initial
+        self.best_effort_pause = best_effort_pause
+        self._timer = timer
+        self._sleep = sleep
+        self._best_effort = threading.local()
+        # Until when (timer seconds) best-effort requests skip the home region, why, and how
+        # many best-effort requests in a row found it unreachable.
+        self._home_down: tuple[float, Exception, int] | None = None
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
@@ -559,7 +629,7 @@ class ShardCountStore:
         if state is None:
             self.forget(namespace, key)
             return None
-        return self.remember(namespace, key, state)
+        return self.remember(namespace, key, state, at_home=home)
 
     def item(self, namespace: str, key: str, *, home: bool = False) -> ShardMetadata | None:
         """The raw metadata item (``None`` if absent), read consistently and not validated."""
@@ -571,25 +641,50 @@ class ShardCountStore:
 
     @property
     def writer(self) -> type[ShardMetadata]:
-        """The model changes of the count are sent through (see :func:`home_model`)."""
-        return home_model(self.metadata_model)
+        """The model changes of the count are sent through (see :func:`home_model`); inside
+        :meth:`best_effort`, its variant that sends each request once."""
+        return home_model(self.metadata_model, retries=not getattr(self._best_effort, "active", False))
+
+    @contextmanager
+    def best_effort(self) -> Iterator[None]:
+        """Within the block, requests of this thread to the home region are best effort: sent
+        once, never waited on. When the home region cannot be reached the request raises at once
+        (:func:`home_unreachable` is true of the error), and for ``best_effort_pause`` seconds
+        the following best-effort requests raise without being sent.
+
+        .. versionadded:: 0.4.0
+        """
+        previous = getattr(self._best_effort, "active", False)
+        self._best_effort.active = True
+        try:
+            yield
+        finally:
+            self._best_effort.active = previous
+
+    @property
+    def routed(self) -> bool:
+        """Whether changes go to a home region other than this region's replica."""
+        return home_model(self.metadata_model) is not self.metadata_model
 
     def _send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
         """``call()``; a home region that cannot be reached is retried (with a growing pause)
-        for ``Meta.home_retry_seconds``, then refused: a change is never made elsewhere."""
+        for ``Meta.home_retry_seconds``, then refused: a change is never made elsewhere. Inside
+        :meth:`best_effort` it is tried once, or not at all while it was found unreachable."""
         if model is self.metadata_model:
             return call()
         meta: Any = self.metadata_model.Meta
+        if getattr(self._best_effort, "active", False):
+            return self._send_once(call)
         patience = getattr(meta, "home_retry_seconds", None)
-        deadline = time.monotonic() + (HOME_RETRY_SECONDS if patience is None else float(patience))
+        deadline = self._timer() + (HOME_RETRY_SECONDS if patience is None else float(patience))
         pause = 0.1
         while True:
             try:
                 return call()
             except PynamoDBException as exc:
-                if not _unreachable(exc):
+                if not home_unreachable(exc):
                     raise
-                if time.monotonic() >= deadline:
+                if self._timer() >= deadline:
                     msg = (
                         f"{self.metadata_model.__name__}: the home region {meta.home_region!r} "
                         f"({getattr(meta, 'home_host', None) or 'its AWS endpoint'}) could not be reached for "
@@ -598,8 +693,30 @@ class ShardCountStore:
                         f"availability, or raise Meta.home_retry_seconds."
                     )
                     raise MetadataRequestError(msg, exc) from exc
-                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                self._sleep(min(pause, max(0.0, deadline - self._timer())))
                 pause = min(pause * 2, 2.0)
+
+    def _send_once(self, call: Callable[[], _R]) -> _R:
+        """A best-effort request to the home region: sent once, or refused at once while the
+        home region was found unreachable less than ``best_effort_pause`` seconds ago."""
+        down = self._home_down
+        if down is not None and self._timer() <= down[0]:
+            meta: Any = self.metadata_model.Meta
+            msg = (
+                f"{self.metadata_model.__name__}: the home region {meta.home_region!r} could not be reached "
+                f"a moment ago; this best-effort request was not sent."
+            )
+            raise MetadataRequestError(msg, down[1]) from down[1]
+        try:
+            result = call()
+        except PynamoDBException as exc:
+            if home_unreachable(exc):
+                failures = 1 if down is None else down[2] + 1
+                pause = self.best_effort_pause * 2 ** min(failures - 1, 6)
+                self._home_down = (self._timer() + pause, exc, failures)
+            raise
+        self._home_down = None
+        return result
 
     def _read(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
         try:
@@ -619,14 +736,33 @@ class ShardCountStore:
 
     # -- cache maintenance ---------------------------------------------------------------
 
-    def remember(self, namespace: str, key: str, state: ShardState) -> ShardState:
-        """Cache ``state`` unless a newer one is cached; return the one cached."""
-        with self._lock:
-            return self._remember_locked((namespace, key), state)
+    def remember(self, namespace: str, key: str, state: ShardState, *, at_home: bool = False) -> ShardState:
+        """Cache ``state`` unless a newer one is cached; return the one cached.
 
-    def _remember_locked(self, cache_key: _CacheKey, state: ShardState) -> ShardState:
+        ``at_home``: ``state`` was read or written in the home region, so this region's replica
+        may not show it yet: it keeps the count the replica was last seen with
+        (:attr:`ShardState.replica_count`) until a read of the replica shows this state.
+        """
+        with self._lock:
+            return self._remember_locked((namespace, key), state, at_home=at_home)
+
+    def _remember_locked(self, cache_key: _CacheKey, state: ShardState, *, at_home: bool = False) -> ShardState:
         current = self._cache.get(cache_key)
-        if current is not None and not state.newer_than(current):
+        if at_home and self.routed:
+            if current is not None and not state.newer_than(current):
+                return current
+            replica = self.initial
+            if current is not None:
+                replica = current.count if current.replica_count is None else current.replica_count
+            state = attrs.evolve(state, replica_count=replica)
+            self._cache[cache_key] = state
+            return state
+        if current is not None and not state.newer_than(current) and not state.same_version(current):
+            if current.replica_count is not None:
+                # An older state read here: the replica has not caught up with the home yet,
+                # but shows this count now.
+                current = attrs.evolve(current, replica_count=state.count)
+                self._cache[cache_key] = current
             return current
         self._cache[cache_key] = state
         return state
@@ -705,7 +841,7 @@ class ShardCountStore:
                 return self.create(namespace, key, count, now, owner=owner)
             return state
         self._rate_windows[(namespace, key)] = -math.inf  # a new item has no rate window
-        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)))
+        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)), at_home=True)
 
     def create_grown(
         self, namespace: str, key: str, initial: int, count: int, now: float, *, owner: str
@@ -742,7 +878,8 @@ class ShardCountStore:
         with self._lock:
             self._absent.pop((namespace, key), None)
             self._rate_windows[(namespace, key)] = -math.inf
-        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(start, entry)))
+        state = ShardState(count=count, last_updated=at, history=(start, entry))
+        return self.remember(namespace, key, state, at_home=True)
 
     def change(
         self,
@@ -791,7 +928,7 @@ class ShardCountStore:
                 return self._own_change(namespace, key, entry, owner=owner)
         # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
-        return self.remember(namespace, key, state)
+        return self.remember(namespace, key, state, at_home=True)
 
     def report_writes(
         self, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str
@@ -845,7 +982,8 @@ class ShardCountStore:
                 if exc.cause_response_code != _CONDITION_FAILED:
                     raise
                 continue
-            state = self.remember(namespace, key, state_from_item(item, owner=owner, max_shards=self.max_shards))
+            stored = state_from_item(item, owner=owner, max_shards=self.max_shards)
+            state = self.remember(namespace, key, stored, at_home=True)
             self._rate_windows[(namespace, key)] = start
             window = RateWindow(
                 start=float(item.rate_window if item.rate_window is not None else start),
@@ -878,7 +1016,7 @@ class ShardCountStore:
             return None
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         self.forget(namespace, key)  # the trimmed state is not "newer": replace, not merge
-        return self.remember(namespace, key, state)
+        return self.remember(namespace, key, state, at_home=True)
 
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
         """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""

@@ -25,6 +25,7 @@ from pynamodb.pagination import ResultIterator
 from pynamodb_sharding import _item as item_shard
 from pynamodb_sharding import _partitioned as partitioned
 from pynamodb_sharding import _point_reads as point_reads
+from pynamodb_sharding import _regions as regions
 from pynamodb_sharding import _writes as writes
 from pynamodb_sharding._declaration import declare
 from pynamodb_sharding._descriptor import shard_manager
@@ -114,8 +115,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _get_connection(cls) -> TableConnection:
-        connection: TableConnection = cls._routing().connection(super()._get_connection())
-        return connection
+        connection = super()._get_connection()
+        route = regions.current_route()
+        if route is not None:  # a write sent to another region (Meta.write_region, item_home)
+            connection = regions.routed_connection(cls, connection, route)
+        routed: TableConnection = cls._routing().connection(connection)
+        return routed
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
@@ -244,8 +249,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         A failed save of a new item keeps the shard it was sent to when the write may have
         been applied (a timeout, a lost connection, a 5xx), so retrying ``save()`` on the
         same instance addresses the same physical key.
+
+        With ``Meta.write_region`` or ``Meta.item_home`` (global tables) the save is sent to
+        the region they name (see :doc:`global_tables`).
         """
-        return self._routing().save(self, condition, add_version_condition)
+        with regions.routed(writes.write_route(self, "save", condition, add_version_condition)):
+            return self._routing().save(self, condition, add_version_condition)
 
     def update(
         self, actions: list[Action], condition: Condition | None = None, *, add_version_condition: bool = True,
@@ -259,11 +268,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             ShardingError: an action sets or removes such an attribute: the item would stay in
                 a shard its new value does not select (set the attribute and call ``save()``).
         """
-        return self._routing().update(self, actions, condition, add_version_condition)
+        with regions.routed(writes.write_route(self, "update", condition, add_version_condition)):
+            return self._routing().update(self, actions, condition, add_version_condition)
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
         """PynamoDB's ``delete``, of the item where it is stored (followed when a job moved it)."""
-        return self._routing().delete(self, condition, add_version_condition)
+        with regions.routed(writes.write_route(self, "delete", condition, add_version_condition)):
+            return self._routing().delete(self, condition, add_version_condition)
 
     def refresh(self, consistent_read: bool = False) -> None:
         """PynamoDB's ``refresh``, from the shard the item is stored in (found when unknown)."""

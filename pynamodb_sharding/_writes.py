@@ -30,6 +30,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import _attempts as attempts
 from pynamodb_sharding import _item as item
+from pynamodb_sharding import _regions as regions
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
 from pynamodb_sharding._exceptions import DerivedAttributeUpdateError, PartialItemError, ShardKeyError, ShardMoveError
@@ -39,6 +40,7 @@ from pynamodb_sharding._host import (
     discriminator_class,
     put_arguments,
     table_connection,
+    version_attribute_name,
     version_condition,
 )
 from pynamodb_sharding._indexes import check_index_actions, sharded_indexes_of, store_index_values
@@ -533,13 +535,28 @@ def delete_condition(target: Any, condition: Condition | None) -> Condition | No
 # -- batch writes ------------------------------------------------------------------------------
 
 
-def batch_alone(target: Any, put: bool) -> bool:
+def write_route(
+    target: Any, action: regions.WriteAction, condition: Condition | None, add_version_condition: bool,
+) -> regions.Route | None:
+    """The region a write of ``target`` goes to in a global table (``None``: the model's own);
+    see :mod:`pynamodb_sharding._regions`."""
+    version = version_attribute_name(target)
+    conditional = condition is not None or (add_version_condition and version is not None)
+    manager = shard_manager(type(target))
+    new_item = item.known(target, manager) is None and item.moved_from(target, manager) is None
+    return regions.route_of(target, action, conditional=conditional, new_item=new_item)
+
+
+def batch_alone(target: Any, put: bool, batch_route: regions.Route | None = None) -> bool:
     """Whether a batch put (``put``) or delete of ``target`` must be sent on its own, by ``save()``
-    or ``delete()``: a job may be moving it (see :mod:`pynamodb_sharding._batch`).
+    or ``delete()``: a job may be moving it (see :mod:`pynamodb_sharding._batch`), or its write
+    goes to another region than the batch (``batch_route``).
 
     A put of a new instance is assigned its shard here (reading where its key is stored, as
     :func:`stored_form` would), so the batch reads nothing twice.
     """
+    if write_route(target, "save" if put else "delete", None, False) != batch_route:
+        return True
     manager = shard_manager(type(target))
     if not put:
         return manager.misplaced(target, locate_for_write(target))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "home_request_dropped",
     "shard_count_changed",
     "signals_available",
     "throttle_observed",
@@ -83,4 +84,14 @@ throttle_observed = _signals.signal(
 warm_throughput_exceeded = _signals.signal(
     "warm_throughput_exceeded",
     doc="A key grew past the table's warm write throughput: sender=model, key, shards, wanted, warm_write_units.",
+)
+
+#: Sent when a best-effort request to the metadata model's home region (``Meta.home_region``)
+#: is given up because the home region cannot be reached: a rate report of proactive growth, or
+#: a growth on a throttle; the write that caused it goes on at once with the count it has.
+#: ``sender`` is the model class; keyword arguments: ``key``, ``request`` (``"rate report"``
+#: or ``"growth"``) and ``error`` (the exception). *New in 0.4.0.*
+home_request_dropped = _signals.signal(
+    "home_request_dropped",
+    doc="A best-effort request to the unreachable home region was dropped: sender=model, key, request, error.",
 )

@@ -12,7 +12,10 @@ them::
 Every ``interval`` it scans the tables in both regions. A change first seen in one region is
 copied to the other once it is ``lag`` seconds old; when both regions changed an item, the
 change seen last wins (the time a change is first seen stands for its write time, so keep
-``interval`` well under the gaps that matter). :meth:`pause` holds every copy back (a
+``interval`` well under the gaps that matter). Items are compared as DynamoDB compares values:
+numbers by value (``12.0`` and ``12`` are one number: DynamoDB stores an ``UpdateItem``'s number
+as sent and a ``PutItem``'s by value, so a copy may read back spelled differently), sets in any
+order, maps and lists member by member, binary by its bytes. :meth:`pause` holds every copy back (a
 partition between the regions) while changes are still timed; :meth:`resume` lets them
 through. Deletions are not replicated. For tests only: it scans whole tables.
 
@@ -21,9 +24,10 @@ through. Deletions are not replicated. For tests only: it scans whole tables.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from collections.abc import Hashable, Mapping
+from decimal import Decimal
 from typing import Any
 
 __all__ = ["Replicator"]
@@ -31,8 +35,30 @@ __all__ = ["Replicator"]
 _Item = dict[str, Any]
 
 
-def _frozen(item: _Item | None) -> str | None:
-    return None if item is None else json.dumps(item, sort_keys=True, default=str)
+def _value(attribute: Mapping[str, Any]) -> Hashable:
+    """One attribute value (``{"N": "12.0"}``) in a form equal to another exactly when DynamoDB
+    holds them equal: numbers by value, sets unordered, maps and lists recursively, bytes."""
+    ((kind, inner),) = attribute.items()
+    if kind == "N":
+        return kind, Decimal(inner)
+    if kind == "NS":
+        return kind, frozenset(Decimal(number) for number in inner)
+    if kind == "SS":
+        return kind, frozenset(inner)
+    if kind == "B":
+        return kind, bytes(inner)
+    if kind == "BS":
+        return kind, frozenset(bytes(value) for value in inner)
+    if kind == "M":
+        return kind, _frozen(inner)
+    if kind == "L":
+        return kind, tuple(_value(member) for member in inner)
+    return kind, inner  # S, BOOL, NULL
+
+
+def _frozen(item: Mapping[str, Any] | None) -> Hashable:
+    """An item (or map) as a hashable value compared as DynamoDB compares its attributes."""
+    return None if item is None else frozenset((name, _value(value)) for name, value in item.items())
 
 
 class Replicator:
@@ -58,8 +84,8 @@ class Replicator:
         #: Changes lost to a newer change of the same item in the other region.
         self.overwritten = 0
         self._regions = list(self.clients)
-        self._base: dict[tuple[str, str], str | None] = {}  # (table, key) -> the version both agreed on
-        self._first_seen: dict[tuple[str, str, str, str], float] = {}  # (table, key, region, version) -> time
+        self._base: dict[tuple[str, Hashable], Hashable] = {}  # (table, key) -> the version both agreed on
+        self._first_seen: dict[tuple[str, Hashable, str, Hashable], float] = {}  # (table, key, region, version) -> time
         self._paused = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -119,15 +145,15 @@ class Replicator:
             self._keys[table] = [entry["AttributeName"] for entry in schema]
         return self._keys[table]
 
-    def _scan(self, region: str, table: str) -> dict[str, _Item]:
+    def _scan(self, region: str, table: str) -> dict[Hashable, _Item]:
         client = self.clients[region]
         names = self._key_names(table)
-        items: dict[str, _Item] = {}
+        items: dict[Hashable, _Item] = {}
         start: dict[str, Any] | None = None
         while True:
             page = client.scan(TableName=table, ConsistentRead=True, **({"ExclusiveStartKey": start} if start else {}))
             for item in page.get("Items", []):
-                items[json.dumps([item[name] for name in names], sort_keys=True)] = item
+                items[tuple(_value(item[name]) for name in names)] = item
             start = page.get("LastEvaluatedKey")
             if not start:
                 return items
@@ -157,10 +183,10 @@ class Replicator:
             changed = [region for region in self._regions
                        if versions[region] is not None and versions[region] != base]
             for region in changed:
-                self._first_seen.setdefault((table, key, region, str(versions[region])), now)
+                self._first_seen.setdefault((table, key, region, versions[region]), now)
             if not changed or self._paused.is_set():
                 continue
-            times = {region: self._first_seen[(table, key, region, str(versions[region]))] for region in changed}
+            times = {region: self._first_seen[(table, key, region, versions[region])] for region in changed}
             winner = max(changed, key=lambda region: (times[region], region == first))
             if now - times[winner] < self.lag:
                 continue

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.raw import local_client
+from tests.regions import second_server  # noqa: F401  (one second server, the other region, per session)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding._host import reset_connection
+from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.migration import (
     CheckpointStore,
     CopyJob,
@@ -35,7 +36,6 @@ from pynamodb_sharding.migration import (
     verify,
 )
 from pynamodb_sharding.migration._jobs import ReshardJob
-from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.testing import simulate_partition_limits
 from tests.raw import put_raw, raw_client, raw_items
 

@@ -41,7 +41,7 @@ class BatchItem(Protocol):
 class ShardedBatchWrite(BatchWrite[_T]):
     """PynamoDB's ``BatchWrite``; items a job may be moving are written on their own.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def commit(self) -> None:

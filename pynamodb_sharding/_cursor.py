@@ -390,7 +390,7 @@ class TokenCodec:
     first secret signs, each one is accepted); without, it is keyed with a public constant and
     only detects edits and foreign use.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     scope: CursorScope

@@ -111,12 +111,6 @@ class Sharding:
             read units) for more round trips. See :doc:`query`.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       ``first_shard``, ``legacy_unsharded`` and ``cursor_secret``.
-    .. versionchanged:: 0.3.0
-       ``layout`` and ``shard_attribute``, for sharded global secondary indexes;
-       ``written_at``, ``written_at_unit`` and ``written_at_margin``; ``hedged_requests``;
-       ``page_reads``.
     """
 
     def __init__(
@@ -291,7 +285,7 @@ class Sharding:
 class WrittenAt:
     """``Sharding(written_at=...)``: the range key holds the time an item is written.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     #: The Python name of the model's range key.
@@ -497,7 +491,7 @@ class ShardManager(Generic[_M]):
         Raises:
             ShardKeyError: ``key`` is not a valid logical key, or too long for any shard.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         hook: Callable[[ShardKey], int | None] | None = getattr(self.strategy, "likely_read_count", None)
         if hook is None or self.legacy_unsharded:
@@ -525,7 +519,7 @@ class ShardManager(Generic[_M]):
             ShardKeyError: the value is not a physical key of this model (and the model does
                 not read legacy keys).
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         logical, shard = self.codec.decode(value)
         return logical, None if shard == LEGACY_SHARD else shard
@@ -543,7 +537,7 @@ class ShardManager(Generic[_M]):
         ``md5(logical key + range key) % shard_count + first_shard``, so that every move of one
         item (a migration's, retried or run again, or a write of it) addresses one physical key.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         if self.keeps_keys_unique:
             return self.write_shard(item)
@@ -557,7 +551,7 @@ class ShardManager(Generic[_M]):
         legacy key; under a strategy that computes shards, another shard than the computed one
         (an older count, ``previous_counts``); otherwise a shard above the key's current count.
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         if shard == LEGACY_SHARD:
             return True
@@ -577,7 +571,7 @@ class ShardManager(Generic[_M]):
         too), the shards above a random or dynamic key's current count. Empty for a key no job
         moves anything of. A merged query reads them first (see :mod:`pynamodb_sharding._fanout`).
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         shards = self.read_targets(key) if shards is None else shards
         legacy = tuple(shard for shard in shards if shard == LEGACY_SHARD)
@@ -600,7 +594,7 @@ class ShardManager(Generic[_M]):
         picks the same shard; the next ones serve when another item of the same primary key,
         which random strategies allow, holds it).
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         if shard == LEGACY_SHARD:
             return (self.legacy_target_shard(item),)
@@ -615,7 +609,7 @@ class ShardManager(Generic[_M]):
         stored physical key and range key selects: where a random or dynamic strategy moves
         (or copies) the item, deterministically.
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         count = self.shard_count(logical)
         start = md5_shard(source_physical.encode("utf-8") + b"\x1f" + range_bytes, count) - 1
@@ -663,7 +657,7 @@ class ShardManager(Generic[_M]):
         value of the ``written_at`` range key) plus the margin: those hold no item written by
         then (see :meth:`_in_use`). Every shard when nothing can be skipped.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         written = self.written_at
         hook = getattr(self.strategy, "shards_at", None)
@@ -916,7 +910,7 @@ def shard_manager(model: type[_M]) -> ShardManager[_M]:
     Raises:
         ShardingDefinitionError: ``model`` has no ``Sharding`` descriptor.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     manager = _BY_MODEL.get(model)
     if manager is None:

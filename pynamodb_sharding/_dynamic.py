@@ -339,9 +339,6 @@ class DynamicShards:
             count its rate needs (reads keep covering every shard it had). *New in 0.3.0.*
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.3.0
-       Proactive growth: ``partition_write_units``, ``target_utilization``,
-       ``rate_interval``, ``shrink_utilization``.
     """
 
     def __init__(
@@ -473,7 +470,7 @@ class DynamicShards:
         """Write units per second per shard past which proactive growth grows a key
         (``target_utilization x partition_write_units``; infinite when reactive only).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         if self.target_utilization is None:
             return math.inf
@@ -489,7 +486,7 @@ class DynamicShards:
         (:func:`~pynamodb_sharding._metadata.follow_connection`): called when ``model`` is
         defined, for its own ``Sharding`` and for each sharded index's.
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         meta = self.metadata_model
         if (hash_keyname(meta), range_keyname(meta)) != ("partition_key", "model"):
@@ -524,7 +521,7 @@ class DynamicShards:
         read, and the guess only sizes that first page (the shards read are the ones read
         from the table).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         if not self.fresh_reads:
             return None
@@ -536,7 +533,7 @@ class DynamicShards:
         history that took effect at or before ``at`` (``initial`` before any). ``fresh`` reads
         the metadata item as :meth:`read_shards` does; else the cached count is used.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         space, key = shard_key.space, shard_key.value
         if fresh and self.fresh_reads:
@@ -690,7 +687,7 @@ class DynamicShards:
         """The warm write throughput ``DescribeTable`` reports for ``model``'s table (units per
         second), read once per process; ``None`` when the table reports none.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         table = model.Meta.table_name
         if table not in self._warm_write_units:
@@ -731,7 +728,7 @@ class DynamicShards:
             shard_key: the throttled key.
             attempt: how many writes of it were throttled in a row (lengthens the backoff).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         space, key = shard_key.space, shard_key.value
         with self._metadata_requests(space, key):

@@ -134,7 +134,7 @@ class ItemLocationError(ShardingError):
     encoded, a shard that cannot be known, a condition or an update that cannot be sent as
     written. Fixed by changing the call (its key, condition or actions); nothing was sent.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "item-errors"
@@ -145,7 +145,7 @@ class ShardRequestError(ShardingError):
     throttle that more shards do not fix, an index that is not there or not ready, periods
     without a table. Retried, waited for, or fixed in the table's setup.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "request-errors"
@@ -211,7 +211,7 @@ class CapacityThrottleError(ShardRequestError, PutError):
     index's provisioned capacity, the account's quota, the on-demand maximum, or a hot read
     partition. Raised after botocore's retries; the message names the fix by reason.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     code = "capacity-throttle"
@@ -233,7 +233,7 @@ class WriteRegionError(ItemLocationError, ValueError):
     """The region a write goes to is unknown: ``Meta.item_home`` gave something that is not a
     region name, or ``write_connection()`` was not told which region. Nothing was sent.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "write-region"
@@ -266,7 +266,7 @@ class IndexNotReadyError(ShardRequestError, QueryError):
     Also a :class:`pynamodb.exceptions.QueryError`, which PynamoDB raises for a query DynamoDB
     refuses; ``cause`` is DynamoDB's error when there is one.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "index-not-ready"
@@ -305,7 +305,7 @@ class PartialItemError(ItemLocationError, ValueError):
     the put would replace the stored item without the attributes not fetched. PynamoDB refuses
     the same write with a ``ValueError`` (the key is missing), which this error also is.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     code = "partial-item"
@@ -362,7 +362,7 @@ class MigrationError(ShardingError):
 
     Raised before the job writes anything.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     code = "migration"
@@ -371,7 +371,7 @@ class MigrationError(ShardingError):
 class AmbiguousLegacyKeyError(MigrationError):
     """Bare legacy keys of a ``legacy_unsharded`` table also read as physical keys of other keys.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     code = "ambiguous-legacy-key"
@@ -380,7 +380,7 @@ class AmbiguousLegacyKeyError(MigrationError):
 class LegacyMoveError(MigrationError):
     """``move_legacy_item`` was given something that is not a legacy item of a ``legacy_unsharded`` model.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     code = "legacy-move"
@@ -392,7 +392,7 @@ class PeriodTableMissingError(ShardRequestError):
     Nothing was written. Create the period's tables ahead (``pynamodb-sharding tables rotate``
     or :func:`pynamodb_sharding.rotation.rotate`), or declare ``missing="create"``.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "period-table-missing"
@@ -405,7 +405,7 @@ class PeriodTableNotActiveError(ShardRequestError):
     Nothing was written. Retry the write, or create the tables ahead
     (``pynamodb-sharding tables rotate``) so that no write waits for one.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "period-table-not-active"
@@ -417,7 +417,7 @@ class PeriodsMissingError(ShardRequestError):
 
     Raised before anything is sent. ``periods`` and ``tables`` name them, oldest first.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "periods-missing"
@@ -439,7 +439,7 @@ class PeriodsMissingWarning(UserWarning):
     Not a :class:`ShardingError`: the read goes on. ``warnings.simplefilter("error",
     PeriodsMissingWarning)`` makes it one, or declare ``missing_periods="raise"``.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, message: str, *, periods: tuple[str, ...] = (), tables: tuple[str, ...] = ()) -> None:
@@ -453,7 +453,7 @@ class ArchiveError(MigrationError):
     finish: the export failed, timed out, or could not start. The rotation keeps the table and
     reports the step as failed; the next rotation tries again.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "archive"
@@ -463,7 +463,7 @@ class PeriodRangeError(ShardRequestError):
     """A read of a time-partitioned model would cover more periods than its ``max_periods``, or
     was given a cursor of no period of the model; raised before anything is sent.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "period-range"
@@ -472,7 +472,7 @@ class PeriodRangeError(ShardRequestError):
 class DeliveryError(ShardingError):
     """Base class of the errors of the delivery-list recipe (:mod:`pynamodb_sharding.recipes.delivery`).
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery"
@@ -485,7 +485,7 @@ class DeliveryExistsError(DeliveryError, PutError):
     ``create()`` raised for an existing id before 0.4.0; ``cause`` is DynamoDB's
     ``ConditionalCheckFailedException`` when the refusal came from the conditional write.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery-exists"
@@ -496,7 +496,7 @@ class DeliveryNotFoundError(DeliveryError, LookupError):
 
     Also a ``LookupError``, what the recipe raised before 0.4.0.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery-not-found"
@@ -506,7 +506,7 @@ class DeliveryNotReadyError(DeliveryError):
     """A delivery was walked before its target items were written (``create()`` still running,
     or ``create(write_targets=False)`` without ``write_targets()`` yet). Nothing was claimed.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery-not-ready"
@@ -517,7 +517,7 @@ class DeliveryInputError(DeliveryError, ValueError):
     or too long for a chunk, a chunk bound below 1, a delivery mode without its write, a retry
     policy out of range. Raised before anything is written; also a ``ValueError``.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery-input"
@@ -529,7 +529,7 @@ class DeliveryConflictError(DeliveryError, RuntimeError):
     delivery took over while it was writing. Nothing was doubled or lost; calling again is safe.
     Also a ``RuntimeError``, what the recipe raised for conflicts before 0.4.0.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery-conflict"
@@ -539,7 +539,7 @@ class DeliveryDataError(DeliveryError, TypeError):
     """A delivery item read from DynamoDB is not what the recipe writes (a chunk's ``user_ids``
     that is not a JSON list of ids). Also a ``TypeError``.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     code = "delivery-data"

@@ -243,7 +243,7 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         Pass it back as ``last_evaluated_key`` to resume right after the last item returned.
         It holds no table or model name, and is signed when the model has a ``cursor_secret``.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         tokens = self._tokens
         if tokens is None:
@@ -379,7 +379,7 @@ class MergedResultIterator(Iterator[_M]):
         """The cursor as a compact URL-safe ``str``, ``None`` exactly when
         :attr:`last_evaluated_key` is; see :attr:`MergedPageIterator.next_page_token`.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         return self.page_iter.next_page_token
 

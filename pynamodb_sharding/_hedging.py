@@ -66,7 +66,7 @@ _executor_pid = 0
 class LatencyWindow:
     """The recent latencies of one model's shard requests, and what hedging did with them.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, size: int = WINDOW) -> None:
@@ -147,7 +147,7 @@ class Scheduler(Protocol):
     :class:`ThreadScheduler` (the default) reads ``time.perf_counter`` and runs attempts on a
     thread pool; a test gives one in virtual time, so that it never sleeps.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def now(self) -> float:
@@ -165,7 +165,7 @@ class ThreadScheduler:
     """The real clock (``time.perf_counter``) and a thread pool shared by every hedged call of
     the process (made again in a forked child).
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def now(self) -> float:

@@ -72,7 +72,7 @@ _S = TypeVar("_S", bound=Any)
 class ShardedIndex:
     """One sharded global secondary index of a model, as the model's reads and writes see it.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     #: The index's name (``Meta.index_name``).

@@ -85,7 +85,7 @@ class ShardedItem(Protocol):
 class ItemShard:
     """Where one item is stored, as far as this process knows.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     #: The shard the item was last written to or read from; ``None`` until then.

@@ -102,13 +102,6 @@ class ShardMetadata(Model):
     page of the documentation.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       The connection settings follow the sharded model's.
-    .. versionchanged:: 0.4.0
-       ``Meta.home_region``, ``home_host``, ``home_retry_seconds`` and ``multi_region_strong``.
-    .. versionchanged:: 0.4.0
-       The metadata model of a sharded index follows the model's connection too; its own
-       timeouts, retries, pool size and extra headers are accepted.
     """
 
     partition_key = UnicodeAttribute(hash_key=True)
@@ -182,7 +175,7 @@ def home_unreachable(error: BaseException) -> bool:
     """Whether ``error`` (or what it wraps) is a connection that could not be made (nothing sent):
     what a home region that cannot be reached answers.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     return any(isinstance(current, (EndpointConnectionError, ConnectTimeoutError)) for current in error_chain(error))
 
@@ -204,9 +197,7 @@ def home_model(metadata_model: type[ShardMetadata], *, retries: bool = True) -> 
     connection that could not be made, no backoff): what best-effort requests (rate reports,
     growth on a throttle) go through, so that a write never waits on the home region.
 
-    .. versionadded:: 0.4.0
-    .. versionchanged:: 0.4.0
-       ``retries``.
+    .. versionadded:: 0.1.0
     """
     meta = metadata_model.Meta
     home = getattr(meta, "home_region", None)
@@ -219,7 +210,7 @@ def region_model(metadata_model: type[ShardMetadata], region: str, host: str | N
     """``metadata_model`` connected to its table's replica in ``region`` (at ``host``; ``None``:
     AWS's endpoint): itself when it is connected there, else a subclass, made once.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     return _placed(metadata_model, region, host, retries=True)
 
@@ -373,7 +364,7 @@ class ShardState:
         or less while this region's replica still shows a lower count (a growth made at home a
         moment ago): a reader here, which reads the replica's count, covers every shard used here.
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         return self.count if self.replica_count is None else min(self.count, self.replica_count)
 
@@ -652,7 +643,7 @@ class ShardCountStore:
         (:func:`home_unreachable` is true of the error), and for ``best_effort_pause`` seconds
         the following best-effort requests raise without being sent.
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         previous = getattr(self._best_effort, "active", False)
         self._best_effort.active = True
@@ -783,7 +774,7 @@ class ShardCountStore:
     def known_absent(self, namespace: str, key: str) -> bool:
         """Whether ``key`` was read without an item less than ``ttl`` seconds ago.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         with self._lock:
             return (namespace, key) in self._absent and (namespace, key) not in self._cache
@@ -791,7 +782,7 @@ class ShardCountStore:
     def mark_absent(self, namespace: str, key: str) -> None:
         """Remember for ``ttl`` seconds that ``key`` has no item.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         with self._lock:
             self._absent[(namespace, key)] = True
@@ -803,7 +794,7 @@ class ShardCountStore:
         Always ``False`` with ``ttl=0``: a writer that caches nothing reads the count at
         every write, so it sees every change at once.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         if self.ttl <= 0:
             return False
@@ -851,7 +842,7 @@ class ShardCountStore:
         item exists already (read and cached instead: the caller works with it and grows
         nothing blindly).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         at = next_lock_value(now, None)
         entry = HistoryEntry(at=at, count=count)
@@ -1002,7 +993,7 @@ class ShardCountStore:
         ``last_updated`` stay as they are; the update is conditional on ``last_updated``, so a
         growth that happened after ``seen`` was read makes it return ``None`` and trim nothing.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.1.0
         """
         meta = self.writer
         current = format_history_entry(HistoryEntry(at=seen.last_updated, count=seen.count))

@@ -101,7 +101,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         A subclass of this model whose ``Meta.table_name`` is that period's table; every
         request of it goes to that table. Made once per period and reused.
 
-        .. versionadded:: 0.4.0
+        .. versionadded:: 0.1.0
         """
         if not is_time_partitioned(cls):
             msg = (
@@ -355,8 +355,6 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         its unsharded indexes, with PynamoDB's own query: the result is PynamoDB's
         ``ResultIterator``, with PynamoDB's ``last_evaluated_key``.
 
-        .. versionchanged:: 0.4.0
-           PynamoDB's own query of the table of a model that shards only an index.
         """
         found: MergedResultIterator[_T] = cls._routing().query(
             hash_key, range_key_condition, filter_condition, consistent_read, index_name, scan_index_forward,

@@ -586,7 +586,7 @@ class PeriodResultIterator(Iterator[_M], Generic[_M]):
     period was read to its end), ``next_page_token`` (the same as one URL-safe ``str``) and
     ``total_count``. Either cursor is accepted back as ``last_evaluated_key``.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -835,7 +835,7 @@ class PeriodBatchWrite:
     item goes to the table of its period. With ``missing="create"`` a period's table is
     created (once) before its first batch is sent.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, model: type[Any], auto_commit: bool = True) -> None:

@@ -128,7 +128,7 @@ def _parse_text(kind: str, text: str, tz: dt.tzinfo) -> dt.datetime | None:
 class PeriodTable:
     """One period's table of a time-partitioned model: what a rotation's archive step is given.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     #: The period model: a subclass of the declared model bound to this period's table
@@ -274,7 +274,7 @@ class TimePartitioned:
         clock: epoch seconds now; the current period (and the table ``create_table`` creates)
             follows it. Injectable for tests.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     template: str = attrs.field(validator=_check_template)

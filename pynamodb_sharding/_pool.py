@@ -64,7 +64,7 @@ def _configured_size() -> int:
 def fanout_threads() -> int:
     """The size of the shared fan-out pool: the most threads all merged reads use at once.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     return _configured_size()
 
@@ -78,7 +78,7 @@ def set_fanout_threads(threads: int) -> None:
     Raises:
         ValueError: ``threads`` is not a positive int.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     global _size, _executor
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -94,7 +94,7 @@ def set_fanout_threads(threads: int) -> None:
 def fanout_executor() -> ThreadPoolExecutor:
     """The shared pool of this process, created on first use (again in a forked child).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     global _executor, _executor_pid
     pid = os.getpid()
@@ -117,7 +117,7 @@ class BoundedSubmitter:
     their call starts. Create a new one in a forked child (its lock may have been held at the
     fork).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, limit: int) -> None:

@@ -21,7 +21,7 @@ once per write (:func:`routed`): every request the write makes (the put, the rea
 the item's shard, the transaction of a move) goes there. A ``DynamicShards`` model reads the
 count a routed write spreads over from the target region's replica of its metadata table.
 
-.. versionadded:: 0.4.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def _companions(model: type[Any]) -> tuple[type[Model], ...]:
 class TableRoutes:
     """The requests of a sharded model with one table.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, model: type[Any]) -> None:
@@ -239,7 +239,7 @@ class PeriodRoutes(TableRoutes):
     """The requests of a time-partitioned model: each goes to the routes of the period model
     whose table it addresses (see :mod:`pynamodb_sharding._partitioned`).
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def connection(self, connection: Any) -> Any:

@@ -30,7 +30,7 @@ class CapacityWindow:
     """One window of a :class:`Schedule`: from ``start`` to ``end`` (minutes after midnight;
     ``end`` <= ``start`` runs across midnight), ``read`` and ``write`` capacity units.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     #: The window as declared, e.g. ``"08:00-20:00"``.
@@ -86,7 +86,7 @@ class Schedule:
         ValueError: a window is malformed, the windows overlap or leave a gap, units are not
             whole numbers >= 1, or ``target_utilization`` is outside (0, 1].
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     windows: tuple[CapacityWindow, ...]

@@ -70,7 +70,7 @@ class HistoryEntry:
 class KeySpace:
     """One sharded key space: a model's hash-key attribute, as strategies see it.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     #: The model's class name, for messages.
@@ -92,7 +92,7 @@ class KeySpace:
 class ShardKey:
     """One logical key of a key space (``AuditLog.file_path == "/f"``).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     space: KeySpace
@@ -104,7 +104,7 @@ class ShardKey:
 class ItemKey:
     """A frozen view of one item: its logical key and the stored form of its attributes.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     key: ShardKey
@@ -168,11 +168,6 @@ class ShardStrategy(Protocol):
       second ``at`` (reads and writes then stay within ``1..`` it for items written by then),
       which ``Sharding(written_at=...)`` needs to skip shards in queries.
 
-    .. versionchanged:: 0.2.0
-       A protocol over :class:`ShardKey`/:class:`ItemKey` instead of a base class whose
-       methods took the model.
-    .. versionchanged:: 0.4.0
-       ``bind_companions``.
     """
 
     #: The most shards this strategy ever uses for one key (sets the longest physical key).
@@ -199,7 +194,7 @@ class ShardStrategy(Protocol):
 class ResizableShardStrategy(ShardStrategy, Protocol):
     """A strategy whose shard count per key changes at run time.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def grow(self, key: ShardKey) -> int:
@@ -242,8 +237,6 @@ class RandomShards:
             hidden, until ``pynamodb-sharding migrate reshard`` has moved their items into
             ``1..count`` and the declaration drops them.
 
-    .. versionchanged:: 0.3.0
-       ``previous_counts``.
     """
 
     def __init__(self, count: int, *, random: RandomSource | None = None,
@@ -313,8 +306,6 @@ class HashedShards:
             ``(hash key, range key)`` when the model has a range key). ``hash=int`` with
             ``attributes=("item_id",)`` and ``first_shard=0`` is ``int(item_id) % count``.
 
-    .. versionchanged:: 0.2.0
-       ``hash``.
     """
 
     keeps_keys_unique = True
@@ -460,7 +451,7 @@ class UnshardedKeys:
     declares one gets it, so every read and write of its table addresses the keys a plain
     PynamoDB model addresses.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     max_shards = 1

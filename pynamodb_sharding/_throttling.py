@@ -23,8 +23,6 @@ operation (``needs-retry.dynamodb.PutItem``) runs before that: pass it the raw b
 ``classify_response(parsed, body=http_response.content)``.
 
 .. versionadded:: 0.1.0
-.. versionchanged:: 0.4.0
-   Throttling reasons are read from the raw body on botocore releases that drop them.
 """
 
 from __future__ import annotations
@@ -264,8 +262,6 @@ def classify_response(
     Returns:
         The classification; this function never raises.
 
-    .. versionchanged:: 0.4.0
-       ``body``.
     """
     untrusted: object = parsed  # hooks and callers may hand over anything
     if not isinstance(untrusted, Mapping):
@@ -299,7 +295,7 @@ def keep_throttling_reasons(model: type[Model]) -> None:
     errors tells a hot key range from a table-level shortage there too. Sharded models need
     no call: theirs are kept already. A no-op on a botocore that keeps them.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     keep_unmodelled_fields(botocore_client(model))
 

@@ -13,7 +13,7 @@ one to two intervals, which the growth threshold's headroom (``1 - target_utiliz
 A process does not report a key whose units in an interval stay under
 :data:`QUIET_FRACTION` of the growth threshold: cold keys cost no metadata write.
 
-.. versionadded:: 0.3.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations

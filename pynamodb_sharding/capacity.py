@@ -46,7 +46,7 @@ _READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItem
 class TableLoad:
     """Capacity units per second a table consumes now: what :func:`scale` never goes below.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     read: float = 0.0
@@ -58,7 +58,7 @@ class TableLoad:
 class LoadSource(Protocol):
     """What measures a period table's load for :func:`scale` (e.g. from CloudWatch).
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def __call__(self, table: PeriodTable) -> TableLoad: ...
@@ -81,7 +81,7 @@ class ConsumedCapacityMeter:
             by its age, at least one second).
         clock: monotonic seconds; injectable for tests.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, model: type[Any], *, window: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -163,7 +163,7 @@ class ConsumedCapacityMeter:
 class Scaling:
     """What :func:`scale` did (or, in a dry run, would do).
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     model: type[Any] = attrs.field(repr=False)
@@ -236,7 +236,7 @@ def scale(
     Raises:
         ValueError: the model declares no capacity schedule.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     declared = declaration(model)
     schedule = declared.capacity

@@ -47,7 +47,7 @@ RawItem = dict[str, Any]
 class MoveOutcome(enum.Enum):
     """What :func:`move_legacy_item` found and did.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     #: The legacy item was put in its shard and deleted from its bare key, in one transaction.
@@ -69,7 +69,7 @@ class MoveCapacity:
     Every request of a move asks for ``ReturnConsumedCapacity``; a request DynamoDB refused
     (a cancelled transaction, a failed condition) reports none.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     #: Units of the writes: the moving transaction, the delete of a shadowed bare copy.
@@ -104,7 +104,7 @@ def legacy_target_shard(model: type[Any], item: Any) -> int:
     one gives ``md5(logical key + range key) % shard_count + first shard``, so a move retried or
     run again addresses the same physical key and overwrites nothing twice.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     return shard_manager(model).legacy_target_shard(item)
 
@@ -132,7 +132,7 @@ def move_legacy_item(model: type[Any], raw_item_or_key: Any, *, max_attempts: in
         LegacyMoveError: the model is not ``legacy_unsharded``, or the item's key has a shard.
         botocore.exceptions.ClientError: DynamoDB kept refusing (after ``max_attempts``).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     return move_and_count(model, raw_item_or_key, MoveCapacity(), max_attempts=max_attempts)
 
@@ -142,7 +142,7 @@ def move_and_count(model: type[Any], raw_item_or_key: Any, capacity: MoveCapacit
     """:func:`move_legacy_item`, adding the capacity its requests consumed to ``capacity``
     (also of the requests sent before an error it raises): what a migration's report counts.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     codec = _require_legacy(model)
     mover = _Mover(model, codec, capacity)
@@ -388,7 +388,7 @@ def find_ambiguous_keys(
     Returns:
         The ambiguous values, in the order found.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     manager = shard_manager(model)
     highest = manager.strategy.max_shards + manager.first_shard - 1
@@ -411,7 +411,7 @@ def check_legacy_keys(model: type[Any], *, values: Any = None) -> None:
         AmbiguousLegacyKeyError: some keys are ambiguous; the message names a few, and a
             separator under which none is.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     manager = shard_manager(model)
     stored = list(values) if values is not None else list(_stored_keys(model, None, None))

@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 class RotationStep:
     """One thing a rotation does (or, in a dry run, would do) to one period's table.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     #: ``"create"``, ``"step-down"``, ``"archive"`` or ``"drop"`` (or ``"scale"``, of
@@ -87,7 +87,7 @@ class RotationStep:
 class Rotation:
     """What :func:`rotate` did.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     model: type[Any] = attrs.field(repr=False)
@@ -127,7 +127,7 @@ def rotate(
     Returns:
         The steps, in order: creations, step-downs, then archive and drop per expired period.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     declared = declaration(model)
     current = declared.current(now)
@@ -243,7 +243,7 @@ class S3Export:
     Made by :func:`export_to_s3`; called by :func:`rotate` with the
     :class:`~pynamodb_sharding.PeriodTable` it is about to drop.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     bucket: str
@@ -370,7 +370,7 @@ def export_to_s3(
     Raises:
         ValueError: an argument is not one of the accepted values.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     if not isinstance(bucket, str) or not bucket:
         msg = f"export_to_s3({bucket!r}): name the S3 bucket, e.g. export_to_s3('my-log-archive')."

@@ -24,7 +24,7 @@ Attributes name the model, table and index, never a key value: keys are unbounde
 (one metric series each) and often personal data (user ids, paths). Without the extra, nothing
 of OpenTelemetry is imported by the library.
 
-.. versionadded:: 0.3.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class _ReadTrace:
 class Instrumentation:
     """The instruments :func:`instrument` created, and the hooks it installed.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
@@ -142,7 +142,7 @@ def instrument(*, meter_provider: Any = None, tracer_provider: Any = None) -> In
     """Export the library's metrics and spans through OpenTelemetry (the global providers, or
     the ones given) until :func:`uninstrument`; instrumenting again replaces the previous one.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
     global _active
     with _lock:
@@ -158,7 +158,7 @@ def instrument(*, meter_provider: Any = None, tracer_provider: Any = None) -> In
 def uninstrument() -> None:
     """Stop exporting; what was recorded stays with the providers.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.1.0
     """
     with _lock:
         _disconnect()

@@ -6,7 +6,7 @@ split into segments, batched writes, one transaction per move, and a checkpoint 
 a DynamoDB table, so a job killed at any point resumes where it stopped and writes each item
 exactly once. The command line ``pynamodb-sharding migrate ...`` calls these functions.
 
-.. versionadded:: 0.3.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def reindex(model: type[Model], index_name: str, options: JobOptions | None = No
         MigrationError: ``model`` has no sharded index ``index_name``, or a suffixed one that is
             not declared ``legacy_unsharded``.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     options = options or JobOptions()
     return run(ReindexJob(model, index_name), options, progress=progress)

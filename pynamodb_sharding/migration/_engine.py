@@ -468,7 +468,7 @@ def current_pass(job: Job, options: JobOptions, store: CheckpointStore, *, new_w
     what writers put above the count since, a copy catches up with the source.
     ``options.pass_name`` names the pass instead (external schedulers).
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
     base = job.job_id(options.total_segments)
     if options.pass_name is not None:

@@ -74,7 +74,7 @@ class KeyDifference:
 class IndexDifference:
     """A value of a sharded global index whose query would find other items on the two sides.
 
-    .. versionadded:: 0.4.0
+    .. versionadded:: 0.1.0
     """
 
     index: str
@@ -345,8 +345,6 @@ def verify(source: type[Model], target: type[Model], *, total_segments: int = 4)
     Either model may be sharded or not; each side decodes its own keys and index values. A side
     that does not shard an index of that name reads it as a plain index of the same attribute.
 
-    .. versionchanged:: 0.4.0
-       Sharded indexes are compared too, and index values as a user reads them.
     """
     keys = _sharded_index_keys(target, source)
     return compare(snapshot(source, total_segments=total_segments, index_keys=keys),

@@ -9,7 +9,7 @@ tasks import on the executors; the package and the models' module must be instal
 'pynamodb-sharding[spark]'``) only where the job is submitted from; executors need nothing but
 this package.
 
-.. versionadded:: 0.3.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ order, maps and lists member by member, binary by its bytes. :meth:`pause` holds
 partition between the regions) while changes are still timed; :meth:`resume` lets them
 through. Deletions are not replicated. For tests only: it scans whole tables.
 
-.. versionadded:: 0.4.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations

@@ -4,5 +4,5 @@ It gives ``manage.py pynamodb_sharding ...``, the library's command line run aft
 set up (so a models module that also holds ORM models imports), and
 :class:`~pynamodb_sharding.contrib.django.testing.DynamoDBTestMixin` for Django's test runner.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """

@@ -15,7 +15,7 @@ The first test that needs it starts DynamoDB Local (or uses ``DYNAMODB_LOCAL_END
 process stops it when it exits; each test gets new tables for ``dynamodb_models`` (and their
 companion models), deleted afterwards with every ``Meta`` put back as it was.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from pynamodb_sharding.metadata import (
     ShardMetadata,
     ShardState,
     follow_connection,
-    home_unreachable,
+    home_unavailable,
     region_model,
 )
 from pynamodb_sharding.partitioned import template_of
@@ -455,6 +455,11 @@ class DynamicShards:
             found = self._region_stores.setdefault(model, ShardCountStore(model, **self._store_settings))
         return found
 
+    @store.setter
+    def store(self, store: ShardCountStore) -> None:
+        """Replace this region's store (a test injects one that behaves differently)."""
+        self._store = store
+
     def describe(self) -> str:
         if self.target_utilization is None:
             when = "grows on hot-partition throttles"
@@ -653,7 +658,7 @@ class DynamicShards:
                 if reported is not None:
                     self._follow_rate(space, key, *reported)
         except Exception as exc:
-            if home_unreachable(exc):
+            if home_unavailable(exc):
                 self._home_request_dropped(space, key, "rate report", exc)
                 return
             logger.warning(
@@ -871,11 +876,18 @@ class DynamicShards:
 
     def _home_state(self, space: KeySpace, key: str) -> ShardState:
         """The state of ``key`` as the home region holds it, where its count changes (this
-        region's replica may lag); its item is created there when it has none."""
-        state = self.store.load(self._namespace(space), key, owner=self._owner(space), home=True)
-        if state is None:
-            state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
-        return state
+        region's replica may lag); its item is created there when it has none. While the
+        item's home is moving, waits for the move (up to ``Meta.home_retry_seconds``)."""
+        namespace, owner = self._namespace(space), self._owner(space)
+        deadline: float | None = None
+        while True:
+            state = self.store.load(namespace, key, owner=owner, home=True)
+            if state is None:
+                return self.store.create(namespace, key, self.initial, self.clock(), owner=owner)
+            if not state.moving:
+                return state
+            deadline = self.store.deadline() if deadline is None else deadline
+            self.store.wait_for_move(deadline)
 
     def _next_count(self, space: KeySpace, count: int) -> int:
         new = self.growth(count)
@@ -966,7 +978,7 @@ class DynamicShards:
             with self.store.best_effort():
                 return self._change_now(space, key, state, new, reason)
         except PynamoDBException as exc:
-            if not home_unreachable(exc):
+            if not home_unavailable(exc):
                 raise
             self._home_request_dropped(space, key, "growth", exc)
             return self._newest(space, key, state)

@@ -26,6 +26,7 @@ __all__ = [
     "DerivedAttributeUpdateError",
     "FixedShardCountError",
     "GrowthPolicyError",
+    "HomeHandoverError",
     "HostContractError",
     "IndexNotReadyError",
     "IndexThrottleError",
@@ -174,6 +175,16 @@ class WriteRegionError(ShardingError, ValueError):
     """
 
     code = "write-region"
+
+
+class HomeHandoverError(MetadataRequestError):
+    """A change of a shard count could not be made because the metadata table's home region
+    is being moved (:func:`pynamodb_sharding.home.move_home`), or a move cannot proceed.
+
+    .. versionadded:: 0.4.0
+    """
+
+    code = "home-handover"
 
 
 class UnknownIndexError(ShardingError):

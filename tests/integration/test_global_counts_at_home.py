@@ -132,7 +132,7 @@ class TestThrottledGrowthAfterLosingAtHome:
 
     def test_the_home_count_is_learnt_and_not_grown_again(self, lagging: tuple[Region, Region]) -> None:
         home, other = lagging
-        changes = requests_to(home_model(other.shards), "UpdateItem")
+        changes = requests_to(other.shards, "UpdateItem")
         with replicator(home, other) as replication:
             home.log.shards.grow("hot")
             replication.settle()
@@ -154,12 +154,15 @@ class TestThrottledGrowthAfterLosingAtHome:
         assert fresh_query(home, "hot") == [0.0, 1.0]
 
 
-def requests_to(model: type[Any], operation: str) -> list[str]:
-    """Records every ``operation`` request sent through ``model``'s client."""
+def requests_to(metadata_model: type[Any], operation: str) -> list[str]:
+    """Records every ``operation`` request sent to the home region of ``metadata_model``
+    (through its patient and its best-effort clients)."""
     sent: list[str] = []
 
     def record(model: Any = None, params: Any = None, **_: Any) -> None:
         sent.append(operation)
 
-    botocore_client(model).meta.events.register(f"before-call.dynamodb.{operation}", record)
+    for retries in (True, False):
+        client = botocore_client(home_model(metadata_model, retries=retries))
+        client.meta.events.register(f"before-call.dynamodb.{operation}", record)
     return sent

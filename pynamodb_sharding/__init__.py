@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         DerivedAttributeUpdateError,
         FixedShardCountError,
         GrowthPolicyError,
+        HomeHandoverError,
         HostContractError,
         IndexNotReadyError,
         IndexThrottleError,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
         WriteRegionError,
     )
     from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
+    from pynamodb_sharding._home import HomeMove, move_home
     from pynamodb_sharding._metadata import ShardMetadata
     from pynamodb_sharding._model import ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
@@ -111,6 +113,8 @@ __all__ = [
     "GrowthPolicyError",
     "HashedShards",
     "HistoryEntry",
+    "HomeHandoverError",
+    "HomeMove",
     "HostContractError",
     "IndexNotReadyError",
     "IndexThrottleError",
@@ -161,6 +165,7 @@ __all__ = [
     "classify_response",
     "fanout_threads",
     "keep_throttling_reasons",
+    "move_home",
     "set_fanout_threads",
     "shard_manager",
     "write_connection",
@@ -174,7 +179,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "AmbiguousLegacyKeyError", "ArchiveError", "CapacityThrottleError", "ConsistentIndexReadError",
         "CursorError", "DeliveryConflictError", "DeliveryDataError", "DeliveryError", "DeliveryExistsError",
         "DeliveryInputError", "DeliveryNotFoundError", "DeliveryNotReadyError", "DerivedAttributeUpdateError",
-        "FixedShardCountError", "GrowthPolicyError", "HostContractError", "IndexNotReadyError", "IndexThrottleError",
+        "FixedShardCountError", "GrowthPolicyError", "HomeHandoverError", "HostContractError", "IndexNotReadyError",
+        "IndexThrottleError",
         "ItemLocationError", "LegacyMoveError", "LogicalKeyError", "MetadataError", "MetadataRequestError",
         "MigrationError", "PartialItemError", "PeriodRangeError", "PeriodsMissingError", "PeriodsMissingWarning",
         "PeriodTableMissingError", "PeriodTableNotActiveError", "ShardConditionError", "ShardCountConflictError",
@@ -183,6 +189,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "WriteRegionError",
     ),
     "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
+    "_home": ("HomeMove", "move_home",),
     "_metadata": ("ShardMetadata",),
     "_model": ("ShardedModel",),
     "_periods": ("PeriodTable", "TimePartitioned",),

@@ -52,7 +52,7 @@ from pynamodb_sharding._metadata import (
     ShardMetadata,
     ShardState,
     follow_connection,
-    home_unreachable,
+    home_unavailable,
     region_model,
 )
 from pynamodb_sharding._periods import template_of
@@ -322,21 +322,21 @@ class DynamicShards:
         random: a ``random.Random`` for shards, pauses and backoffs.
         partition_write_units: the write units per second one partition takes (DynamoDB:
             1,000 WCU, i.e. 1,000 puts of up to 1 KB). With ``target_utilization``, the rate
-            each shard of a key may take before the key grows. *New in 0.3.0.*
+            each shard of a key may take before the key grows.
         target_utilization: ``None`` (default): grow only when DynamoDB throttles (reactive).
             A fraction in ``(0, 1]``: grow as soon as the key's write rate over all writer
             processes passes ``target_utilization x partition_write_units`` per shard, before
             DynamoDB throttles (proactive); throttles still grow the key too. Each process
             adds its count of a key's write units to the metadata item at most once per
             ``rate_interval`` (one ``UpdateItem``; none for a key written under 1 % of the
-            threshold). *New in 0.3.0.*
+            threshold).
         rate_interval: seconds between two reports of one key by one process, and the length
-            of the rate windows (5.0). *New in 0.3.0.*
+            of the rate windows (5.0).
         shrink_utilization: ``None`` (default): never shrink. A fraction below
             ``target_utilization``: a key whose rate per shard stays under
             ``shrink_utilization x partition_write_units`` for two windows, and whose count has
             not changed for ``max(cooldown, 10 x rate_interval)`` seconds, is shrunk to the
-            count its rate needs (reads keep covering every shard it had). *New in 0.3.0.*
+            count its rate needs (reads keep covering every shard it had).
 
     .. versionadded:: 0.1.0
     """
@@ -451,6 +451,11 @@ class DynamicShards:
             # setdefault settles racing threads: one store per region.
             found = self._region_stores.setdefault(model, ShardCountStore(model, **self._store_settings))
         return found
+
+    @store.setter
+    def store(self, store: ShardCountStore) -> None:
+        """Replace this region's store (a test injects one that behaves differently)."""
+        self._store = store
 
     def describe(self) -> str:
         if self.target_utilization is None:
@@ -650,7 +655,7 @@ class DynamicShards:
                 if reported is not None:
                     self._follow_rate(space, key, *reported)
         except Exception as exc:
-            if home_unreachable(exc):
+            if home_unavailable(exc):
                 self._home_request_dropped(space, key, "rate report", exc)
                 return
             logger.warning(
@@ -868,11 +873,18 @@ class DynamicShards:
 
     def _home_state(self, space: KeySpace, key: str) -> ShardState:
         """The state of ``key`` as the home region holds it, where its count changes (this
-        region's replica may lag); its item is created there when it has none."""
-        state = self.store.load(self._namespace(space), key, owner=self._owner(space), home=True)
-        if state is None:
-            state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
-        return state
+        region's replica may lag); its item is created there when it has none. While the
+        item's home is moving, waits for the move (up to ``Meta.home_retry_seconds``)."""
+        namespace, owner = self._namespace(space), self._owner(space)
+        deadline: float | None = None
+        while True:
+            state = self.store.load(namespace, key, owner=owner, home=True)
+            if state is None:
+                return self.store.create(namespace, key, self.initial, self.clock(), owner=owner)
+            if not state.moving:
+                return state
+            deadline = self.store.deadline() if deadline is None else deadline
+            self.store.wait_for_move(deadline)
 
     def _next_count(self, space: KeySpace, count: int) -> int:
         new = self.growth(count)
@@ -963,7 +975,7 @@ class DynamicShards:
             with self.store.best_effort():
                 return self._change_now(space, key, state, new, reason)
         except PynamoDBException as exc:
-            if not home_unreachable(exc):
+            if not home_unavailable(exc):
                 raise
             self._home_request_dropped(space, key, "growth", exc)
             return self._newest(space, key, state)

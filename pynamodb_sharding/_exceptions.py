@@ -22,6 +22,7 @@ ends with that section's URL::
         ├── CursorError                   a page token or cursor that is not this query's
         ├── MetadataError                 shard counts: their items, their changes
         │   ├── MetadataRequestError                            (also PutError)
+        │   │   └── HomeHandoverError
         │   └── FixedShardCountError, GrowthPolicyError, ShrinkTargetError,
         │       ShardCountConflictError
         ├── MigrationError                jobs and adoption
@@ -69,6 +70,7 @@ __all__ = [  # noqa: RUF022 - in the order of the tree above, group by group
     "CursorError",
     "MetadataError",
     "MetadataRequestError",
+    "HomeHandoverError",
     "FixedShardCountError",
     "GrowthPolicyError",
     "ShrinkTargetError",
@@ -237,6 +239,16 @@ class WriteRegionError(ItemLocationError, ValueError):
     """
 
     code = "write-region"
+
+
+class HomeHandoverError(MetadataRequestError):
+    """A change of a shard count could not be made because the metadata table's home region
+    is being moved (:func:`pynamodb_sharding.move_home`), or a move cannot proceed.
+
+    .. versionadded:: 0.1.0
+    """
+
+    code = "home-handover"
 
 
 class UnknownIndexError(ShardRequestError):
@@ -481,8 +493,8 @@ class DeliveryError(ShardingError):
 class DeliveryExistsError(DeliveryError, PutError):
     """``Delivery.create()`` for an id that exists already with other targets (or other chunking).
 
-    Raised before anything is written. Also a :class:`pynamodb.exceptions.PutError`, what
-    ``create()`` raised for an existing id before 0.4.0; ``cause`` is DynamoDB's
+    Raised before anything is written. Also a :class:`pynamodb.exceptions.PutError`, as
+    PynamoDB raises for a failed conditional put; ``cause`` is DynamoDB's
     ``ConditionalCheckFailedException`` when the refusal came from the conditional write.
 
     .. versionadded:: 0.1.0
@@ -494,7 +506,7 @@ class DeliveryExistsError(DeliveryError, PutError):
 class DeliveryNotFoundError(DeliveryError, LookupError):
     """A delivery was walked, counted or resent before ``Delivery.create()`` made it.
 
-    Also a ``LookupError``, what the recipe raised before 0.4.0.
+    Also a ``LookupError``.
 
     .. versionadded:: 0.1.0
     """
@@ -527,7 +539,7 @@ class DeliveryConflictError(DeliveryError, RuntimeError):
     """A delivery's write kept losing to concurrent writers: a take that conflicted in ten
     transactions in a row, or a ``create()``/``write_targets()`` that another call of the same
     delivery took over while it was writing. Nothing was doubled or lost; calling again is safe.
-    Also a ``RuntimeError``, what the recipe raised for conflicts before 0.4.0.
+    Also a ``RuntimeError``.
 
     .. versionadded:: 0.1.0
     """

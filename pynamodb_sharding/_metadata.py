@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
@@ -31,20 +31,27 @@ import attrs
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from cachetools import TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.exceptions import PutError, PynamoDBException, UpdateError
+from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.settings import get_settings_value
+from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding import _attempts as attempts
-from pynamodb_sharding._exceptions import MetadataError, MetadataRequestError, ShardingDefinitionError
+from pynamodb_sharding._exceptions import (
+    HomeHandoverError,
+    MetadataError,
+    MetadataRequestError,
+    ShardingDefinitionError,
+)
 from pynamodb_sharding._host import (
     CONNECTION_SETTINGS,
     PLACEMENT_SETTINGS,
     botocore_client,
     connection_fingerprint,
     reset_connection,
+    table_connection,
     unshared_connection,
 )
 from pynamodb_sharding._strategies import HistoryEntry
@@ -52,12 +59,14 @@ from pynamodb_sharding._throttling import error_chain
 from pynamodb_sharding._write_rate import RateWindow, window_start
 
 __all__ = [
+    "HOME_RECORD_KEY",
     "LOCK_RESOLUTION",
     "ShardCountStore",
     "ShardMetadata",
     "ShardState",
     "format_history_entry",
     "home_model",
+    "home_unavailable",
     "home_unreachable",
     "next_lock_value",
     "parse_history_entry",
@@ -68,6 +77,11 @@ __all__ = [
 LOCK_RESOLUTION = 0.001
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+
+#: ``(partition_key, model)`` of a metadata table's home record (global tables): the region where
+#: the items of new keys are created, and a move of it under way. ``"#home"`` is no table name,
+#: so no sharded model's namespace holds it.
+HOME_RECORD_KEY = ("#home", "#home")
 
 
 class ShardMetadata(Model):
@@ -111,10 +125,17 @@ class ShardMetadata(Model):
     shard_history = UnicodeSetAttribute(null=True)
     #: Proactive growth (``DynamicShards(target_utilization=...)``): the start of the current
     #: rate window (epoch seconds), the write units every writer process reported in it, and
-    #: in the window before. *New in 0.3.0.*
+    #: in the window before.
     rate_window = NumberAttribute(null=True)
     rate_units = NumberAttribute(null=True)
     rate_previous_units = NumberAttribute(null=True)
+    #: Global tables (``Meta.home_region``): the region whose replica takes this item's changes
+    #: (absent: ``Meta.home_region``) and how many times it moved; in the table's home record
+    #: (:data:`HOME_RECORD_KEY`), the region where new keys' items are created, and during a
+    #: move of it (:func:`pynamodb_sharding.move_home`) where it moves to.
+    home = UnicodeAttribute(null=True)
+    home_epoch = NumberAttribute(null=True)
+    moving_to = UnicodeAttribute(null=True)
 
     #: The billing mode a subclass's ``Meta`` gets when it does not set one.
     default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"
@@ -162,6 +183,14 @@ def _check_regions(cls: type[ShardMetadata], meta: Any) -> None:
             f"(or remove multi_region_strong if the table is eventually consistent)."
         )
         raise ShardingDefinitionError(msg)
+    hosts = getattr(meta, "region_hosts", None)
+    if hosts is not None and (not isinstance(hosts, Mapping) or not all(
+            isinstance(name, str) and isinstance(host, str) for name, host in hosts.items())):
+        msg = (
+            f"{where}.region_hosts = {hosts!r}: expected a mapping of region names to endpoints, "
+            f"e.g. {{'eu-west-1': 'https://dynamodb.eu-west-1.amazonaws.com'}}."
+        )
+        raise ShardingDefinitionError(msg)
     retry = getattr(meta, "home_retry_seconds", None)
     if retry is not None and (isinstance(retry, bool) or not isinstance(retry, (int, float)) or retry < 0):
         msg = f"{where}.home_retry_seconds = {retry!r}: expected seconds >= 0."
@@ -178,6 +207,15 @@ def home_unreachable(error: BaseException) -> bool:
     .. versionadded:: 0.1.0
     """
     return any(isinstance(current, (EndpointConnectionError, ConnectTimeoutError)) for current in error_chain(error))
+
+
+def home_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says that the home region could not take a change now: it cannot be
+    reached (:func:`home_unreachable`), or it is being moved (:class:`HomeHandoverError`).
+
+    .. versionadded:: 0.1.0
+    """
+    return home_unreachable(error) or any(isinstance(current, HomeHandoverError) for current in error_chain(error))
 
 
 _home_models: dict[tuple[Any, ...], type[ShardMetadata]] = {}
@@ -350,13 +388,20 @@ class ShardState:
     #: Every recorded change, oldest first.
     history: tuple[HistoryEntry, ...] = ()
     #: ``False`` for a key with no metadata item (it has its initial count): a growth then
-    #: inserts the item instead of changing it. *New in 0.3.0.*
+    #: inserts the item instead of changing it.
     stored: bool = True
     #: For a state read or written in the home region (``Meta.home_region``) that this region's
     #: replica did not show yet: the count the replica showed. Readers here read the replica's
     #: count, so writes here use no shard above it until the replica shows this state (see
-    #: :attr:`write_count`). ``None``: the replica shows this state. *New in 0.4.0.*
+    #: :attr:`write_count`). ``None``: the replica shows this state.
     replica_count: int | None = None
+    #: Global tables: the region whose replica takes this key's changes (its item's ``home``;
+    #: ``None``: ``Meta.home_region``), and how many times it moved.
+    home: str | None = None
+    home_epoch: int = 0
+    #: A home-region read found the item moving to another home region whose replica does
+    #: not show the move yet: no region takes its changes until it does.
+    moving: bool = False
 
     @property
     def write_count(self) -> int:
@@ -370,7 +415,8 @@ class ShardState:
 
     def same_version(self, other: ShardState) -> bool:
         """Whether both are the same stored version of the item."""
-        return (self.last_updated, self.history) == (other.last_updated, other.history)
+        mine = (self.last_updated, self.history, self.home_epoch)
+        return mine == (other.last_updated, other.history, other.home_epoch)
 
     @property
     def read_count(self) -> int:
@@ -379,7 +425,8 @@ class ShardState:
 
     def newer_than(self, other: ShardState) -> bool:
         """Whether this state was written after ``other`` (lock values strictly increase)."""
-        return (self.last_updated, len(self.history)) > (other.last_updated, len(other.history))
+        mine = (self.last_updated, len(self.history), self.home_epoch)
+        return mine > (other.last_updated, len(other.history), other.home_epoch)
 
 
 def _where(owner: str, key: str) -> str:
@@ -428,7 +475,10 @@ def state_from_item(item: ShardMetadata, *, owner: str, max_shards: int) -> Shar
             raise MetadataError(msg)
         history.append(entry)
     history.sort()
-    return ShardState(count=count, last_updated=float(last_updated), history=tuple(history))
+    return ShardState(
+        count=count, last_updated=float(last_updated), history=tuple(history), home=item.home,
+        home_epoch=int(item.home_epoch or 0),
+    )
 
 
 _CacheKey = tuple[str, str]
@@ -527,6 +577,8 @@ class ShardCountStore:
         # Keys read without an item, and keys this process wrote without reading (cold keys).
         self._absent: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._seen: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        # The table's home record as last read: (home of new keys, where it is moving to).
+        self._record: TTLCache[None, tuple[str | None, str | None]] = TTLCache(maxsize=1, ttl=ttl, timer=timer)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -563,7 +615,7 @@ class ShardCountStore:
             state = self._cache.get(cache_key)
         if state is not None:
             return state
-        return self._single_flight(self._loading, cache_key, lambda: self._read(namespace, key, owner=owner))
+        return self._single_flight(self._loading, cache_key, lambda: self._read(namespace, key, owner=owner)[0])
 
     def get_or_create(
         self, namespace: str, key: str, count: int, clock: Callable[[], float], *, owner: str
@@ -613,28 +665,166 @@ class ShardCountStore:
     def load(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
         """Read ``key`` from the table now (bypassing the cache) and cache what was read.
 
-        ``home``: read it in the metadata model's home region (``Meta.home_region``), where its
+        ``home``: read it in its home region (``Meta.home_region``, or where it moved), where its
         changes are made: what a writer that lost a conditional change must see.
         """
-        state = self._read(namespace, key, owner=owner, home=home)
+        state, region = self._read(namespace, key, owner=owner, home=home)
         if state is None:
             self.forget(namespace, key)
             return None
-        return self.remember(namespace, key, state, at_home=home)
+        return self.remember(namespace, key, state, at_home=self._remote(region))
 
     def item(self, namespace: str, key: str, *, home: bool = False) -> ShardMetadata | None:
-        """The raw metadata item (``None`` if absent), read consistently and not validated."""
+        """The raw metadata item (``None`` if absent), read consistently and not validated;
+        ``home``: as its home region holds it."""
+        if home and self.declared_home is not None:
+            return self._read_at_home(namespace, key)[0]
         model = self.writer if home else self.metadata_model
+        return self._get(model, namespace, key)
+
+    def _get(self, model: type[ShardMetadata], namespace: str, key: str) -> ShardMetadata | None:
         try:
             return self._send(model, lambda: model.get(key, namespace, consistent_read=self.consistent_read))
         except self.metadata_model.DoesNotExist:
             return None
 
+    def _read_at_home(self, namespace: str, key: str) -> tuple[ShardMetadata | None, str, bool]:
+        """``key``'s item as the region that takes its changes holds it, that region, and
+        whether the item is moving (see :attr:`ShardState.moving`).
+
+        Read where this process last saw its home (for a key it knows nothing of, where new
+        keys are created); a copy that names another home is followed there once: the copy
+        there is the one that counts when it names that region too (the move arrived), or
+        when it moved on; otherwise the move has not arrived and the copy read first (the last
+        one its old home wrote) is the newest.
+        """
+        declared = self.declared_home
+        assert declared is not None  # only called with a home region
+        cached = self.cached(namespace, key)
+        start = self.home_of(cached) if cached is not None else self._new_key_home()[0]
+        assert start is not None
+        copy = self._get(self.model_at(start), namespace, key)
+        if copy is None:
+            return None, start, False
+        home = copy.home or declared
+        if home == start:
+            return copy, start, False
+        there = self._get(self.model_at(home), namespace, key)
+        if there is not None:
+            epochs = (int(there.home_epoch or 0), int(copy.home_epoch or 0))
+            if (there.home or declared) == home and epochs[0] >= epochs[1]:
+                return there, home, False
+            if epochs[0] > epochs[1]:
+                return there, home, True
+        return copy, start, True
+
     @property
     def writer(self) -> type[ShardMetadata]:
-        """The model changes of the count are sent through (see :func:`home_model`); inside
-        :meth:`best_effort`, its variant that sends each request once."""
-        return home_model(self.metadata_model, retries=not getattr(self._best_effort, "active", False))
+        """The model changes of the count are sent through when the item names no home of its
+        own: ``Meta.home_region``'s (see :func:`home_model`); inside :meth:`best_effort`, its
+        variant that sends each request once."""
+        declared = self.declared_home
+        return self.metadata_model if declared is None else self.model_at(declared)
+
+    # -- where changes are made (global tables) ------------------------------------------
+
+    @property
+    def declared_home(self) -> str | None:
+        """``Meta.home_region`` of the metadata model: where changes are made until it moves."""
+        home: str | None = getattr(self.metadata_model.Meta, "home_region", None)
+        return home
+
+    def host_of(self, region: str) -> str | None:
+        """The endpoint of the metadata table's replica in ``region`` (``None``: AWS's): the
+        home region's ``Meta.home_host``, ``Meta.region_hosts``, or this region's own host."""
+        meta = self.metadata_model.Meta
+        if region == self.declared_home and hasattr(meta, "home_host"):
+            home_host: str | None = meta.home_host
+            return home_host
+        hosts: Mapping[str, str] = getattr(meta, "region_hosts", None) or {}
+        if region in hosts:
+            return hosts[region]
+        return getattr(meta, "host", None) if region == getattr(meta, "region", None) else None
+
+    def model_at(self, region: str) -> type[ShardMetadata]:
+        """The metadata model connected to ``region``'s replica (inside :meth:`best_effort`,
+        its variant that sends each request once)."""
+        patient = not getattr(self._best_effort, "active", False)
+        return _placed(self.metadata_model, region, self.host_of(region), retries=patient)
+
+    def _remote(self, region: str | None) -> bool:
+        """Whether ``region``'s replica is another than this region's."""
+        if region is None:
+            return False
+        return _placed(self.metadata_model, region, self.host_of(region), retries=True) is not self.metadata_model
+
+    def home_of(self, state: ShardState | None) -> str | None:
+        """The region whose replica takes the changes of the key ``state`` is of: the one its
+        item names, else ``Meta.home_region``; ``None`` without a home region (this one's)."""
+        declared = self.declared_home
+        if declared is None:
+            return None
+        return state.home if state is not None and state.home else declared
+
+    def home_record(self, region: str | None = None) -> ShardMetadata | None:
+        """The table's home record (:data:`HOME_RECORD_KEY`) as ``region``'s replica holds it
+        (``None``: this region's), read consistently; ``None`` when the home never moved."""
+        model = self.metadata_model if region is None else self.model_at(region)
+        return self._get(model, HOME_RECORD_KEY[1], HOME_RECORD_KEY[0])
+
+    def _new_key_home(self) -> tuple[str | None, str | None]:
+        """Where new keys' items are created, and where the home is moving to (``None``: it is
+        not): the table's home record as this region's replica holds it (cached for ``ttl``)."""
+        declared = self.declared_home
+        if declared is None:
+            return None, None
+        with self._lock:
+            known = self._record.get(None)
+        if known is None:
+            known = self._remember_record(self.home_record())
+        return known
+
+    def _remember_record(self, record: ShardMetadata | None) -> tuple[str | None, str | None]:
+        known = (self.declared_home, None) if record is None else (
+            record.home or self.declared_home, record.moving_to)
+        with self._lock:
+            self._record[None] = known
+        return known
+
+    def deadline(self) -> float:
+        """When a change that waits for the home region (``Meta.home_retry_seconds``) gives up."""
+        patience = getattr(self.metadata_model.Meta, "home_retry_seconds", None)
+        return self._timer() + (HOME_RETRY_SECONDS if patience is None else float(patience))
+
+    def wait_for_move(self, deadline: float) -> None:
+        """Wait a moment for a move of the home region to finish; raise instead inside
+        :meth:`best_effort`, or past ``deadline``.
+
+        Raises:
+            HomeHandoverError: the move is still under way.
+        """
+        if getattr(self._best_effort, "active", False) or self._timer() >= deadline:
+            home, moving = self._new_key_home()
+            msg = (
+                f"{self.metadata_model.__name__}: the home region of the shard counts is moving "
+                f"({home!r} -> {moving!r}); counts change only in their home region, so nothing was "
+                f"changed. Retry once the move has finished (pynamodb_sharding.move_home), or raise "
+                f"Meta.home_retry_seconds."
+            )
+            raise HomeHandoverError(msg)
+        self._sleep(0.2)
+
+    def _fenced(self, model: type[ShardMetadata], region: str | None, condition: Condition) -> Condition:
+        """``condition``, and that the item's home is ``region``: a change sent to a region that
+        no longer takes the item's changes (it moved) fails there instead of being lost."""
+        declared = self.declared_home
+        if declared is None or region is None:
+            return condition
+        named: Condition = model.home == region
+        if region == declared:
+            named = named | model.home.does_not_exist()
+        fenced: Condition = condition & named
+        return fenced
 
     @contextmanager
     def best_effort(self) -> Iterator[None]:
@@ -652,11 +842,6 @@ class ShardCountStore:
         finally:
             self._best_effort.active = previous
 
-    @property
-    def routed(self) -> bool:
-        """Whether changes go to a home region other than this region's replica."""
-        return home_model(self.metadata_model) is not self.metadata_model
-
     def _send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
         """``call()``; a home region that cannot be reached is retried (with a growing pause)
         for ``Meta.home_retry_seconds``, then refused: a change is never made elsewhere. Inside
@@ -667,7 +852,7 @@ class ShardCountStore:
         if getattr(self._best_effort, "active", False):
             return self._send_once(call)
         patience = getattr(meta, "home_retry_seconds", None)
-        deadline = self._timer() + (HOME_RETRY_SECONDS if patience is None else float(patience))
+        deadline = self.deadline()
         pause = 0.1
         while True:
             try:
@@ -677,8 +862,8 @@ class ShardCountStore:
                     raise
                 if self._timer() >= deadline:
                     msg = (
-                        f"{self.metadata_model.__name__}: the home region {meta.home_region!r} "
-                        f"({getattr(meta, 'home_host', None) or 'its AWS endpoint'}) could not be reached for "
+                        f"{self.metadata_model.__name__}: the home region {model.Meta.region!r} "
+                        f"({model.Meta.host or 'its AWS endpoint'}) could not be reached for "
                         f"{patience if patience is not None else HOME_RETRY_SECONDS} s; shard counts change only "
                         f"there (Meta.home_region), so nothing was changed. Check the home region's "
                         f"availability, or raise Meta.home_retry_seconds."
@@ -692,10 +877,9 @@ class ShardCountStore:
         home region was found unreachable less than ``best_effort_pause`` seconds ago."""
         down = self._home_down
         if down is not None and self._timer() <= down[0]:
-            meta: Any = self.metadata_model.Meta
             msg = (
-                f"{self.metadata_model.__name__}: the home region {meta.home_region!r} could not be reached "
-                f"a moment ago; this best-effort request was not sent."
+                f"{self.metadata_model.__name__}: the home region could not be reached a moment ago; "
+                f"this best-effort request was not sent."
             )
             raise MetadataRequestError(msg, down[1]) from down[1]
         try:
@@ -709,9 +893,18 @@ class ShardCountStore:
         self._home_down = None
         return result
 
-    def _read(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
+    def _read(
+        self, namespace: str, key: str, *, owner: str, home: bool = False,
+    ) -> tuple[ShardState | None, str | None]:
+        """The state of ``key`` (here, or at ``home``), and the region it was read in (``None``:
+        this one)."""
+        region: str | None = None
+        moving = False
         try:
-            item = self.item(namespace, key, home=home)
+            if home and self.declared_home is not None:
+                item, region, moving = self._read_at_home(namespace, key)
+            else:
+                item = self.item(namespace, key, home=home)
         except (ValueError, TypeError) as exc:
             # PynamoDB could not even deserialize the item (a number stored as text, ...).
             msg = (
@@ -720,10 +913,11 @@ class ShardCountStore:
             )
             raise MetadataError(msg, exc) from exc
         if item is None:
-            return None
+            return None, region
         # The guess of report_writes' first try, from what was read anyway.
         self._rate_windows[(namespace, key)] = -math.inf if item.rate_window is None else float(item.rate_window)
-        return state_from_item(item, owner=owner, max_shards=self.max_shards)
+        state = state_from_item(item, owner=owner, max_shards=self.max_shards)
+        return (attrs.evolve(state, moving=True) if moving else state), region
 
     # -- cache maintenance ---------------------------------------------------------------
 
@@ -739,7 +933,7 @@ class ShardCountStore:
 
     def _remember_locked(self, cache_key: _CacheKey, state: ShardState, *, at_home: bool = False) -> ShardState:
         current = self._cache.get(cache_key)
-        if at_home and self.routed:
+        if at_home:
             if current is not None and not state.newer_than(current):
                 return current
             replica = self.initial
@@ -770,6 +964,7 @@ class ShardCountStore:
             self._cache.clear()
             self._absent.clear()
             self._seen.clear()
+            self._record.clear()
 
     def known_absent(self, namespace: str, key: str) -> bool:
         """Whether ``key`` was read without an item less than ``ttl`` seconds ago.
@@ -814,25 +1009,17 @@ class ShardCountStore:
         """
         at = next_lock_value(now, None)
         entry = HistoryEntry(at=at, count=count)
-        writer = self.writer
-        item = writer(
-            key,
-            namespace,
-            number_of_shards=count,
-            last_updated=at,
-            shard_history={format_history_entry(entry)},
-        )
+        fields = {"number_of_shards": count, "last_updated": at, "shard_history": {format_history_entry(entry)}}
         try:
-            self._send(writer, lambda: item.save(condition=writer.partition_key.does_not_exist()))
-        except PutError as exc:
-            if exc.cause_response_code != _CONDITION_FAILED:
-                raise
+            region = self._insert(namespace, key, fields)
+        except _ItemExists:
             state = self.load(namespace, key, owner=owner, home=True)
             if state is None:  # deleted between our insert and our read: try once more
                 return self.create(namespace, key, count, now, owner=owner)
             return state
         self._rate_windows[(namespace, key)] = -math.inf  # a new item has no rate window
-        return self.remember(namespace, key, ShardState(count=count, last_updated=at, history=(entry,)), at_home=True)
+        state = ShardState(count=count, last_updated=at, history=(entry,), home=region)
+        return self.remember(namespace, key, state, at_home=self._remote(region))
 
     def create_grown(
         self, namespace: str, key: str, initial: int, count: int, now: float, *, owner: str
@@ -847,18 +1034,12 @@ class ShardCountStore:
         at = next_lock_value(now, None)
         entry = HistoryEntry(at=at, count=count)
         start = HistoryEntry(at=0.0, count=initial)
-        writer = self.writer
-        item = writer(
-            key, namespace, number_of_shards=count, last_updated=at,
-            shard_history={format_history_entry(start), format_history_entry(entry)},
-        )
-        attempts.watch(botocore_client(writer))
+        fields = {"number_of_shards": count, "last_updated": at,
+                  "shard_history": {format_history_entry(start), format_history_entry(entry)}}
         with attempts.tracking() as sent:
             try:
-                self._send(writer, lambda: item.save(condition=writer.partition_key.does_not_exist()))
-            except PutError as exc:
-                if exc.cause_response_code != _CONDITION_FAILED:
-                    raise
+                region = self._insert(namespace, key, fields)
+            except _ItemExists:
                 if sent.may_have_applied:
                     # Our own insert, applied, and its reply lost: what is stored decides.
                     own = self._own_change(namespace, key, entry, owner=owner)
@@ -869,8 +1050,55 @@ class ShardCountStore:
         with self._lock:
             self._absent.pop((namespace, key), None)
             self._rate_windows[(namespace, key)] = -math.inf
-        state = ShardState(count=count, last_updated=at, history=(start, entry))
-        return self.remember(namespace, key, state, at_home=True)
+        state = ShardState(count=count, last_updated=at, history=(start, entry), home=region)
+        return self.remember(namespace, key, state, at_home=self._remote(region))
+
+    def _insert(self, namespace: str, key: str, fields: dict[str, Any]) -> str | None:
+        """Insert the item of a new key where new keys are created; returns that region
+        (``None``: this one, without a home region).
+
+        With a home region, the insert is a transaction that also requires the table's home
+        record there to name that region the home of new keys, with no move under way: while
+        the home moves, no region creates items, so no key gets an item in two regions.
+
+        Raises:
+            _ItemExists: the key has an item there already.
+            HomeHandoverError: the home kept moving for ``Meta.home_retry_seconds`` (at once
+                inside :meth:`best_effort`).
+        """
+        if self.declared_home is None:
+            model = self.writer
+            item = model(key, namespace, **fields)
+            attempts.watch(botocore_client(model))
+            try:
+                self._send(model, lambda: item.save(condition=model.partition_key.does_not_exist()))
+            except PutError as exc:
+                if exc.cause_response_code == _CONDITION_FAILED:
+                    raise _ItemExists from exc
+                raise
+            return None
+        deadline = self.deadline()
+        region, moving = self._new_key_home()
+        redirects = 0
+        while True:
+            assert region is not None
+            if moving is None:
+                model = self.model_at(region)
+                item = model(key, namespace, home=region, **fields)
+                attempts.watch(botocore_client(model))
+                target: str = region
+                try:
+                    self._send(model, lambda: _insert_where_open(model, item, target, self.declared_home))  # noqa: B023
+                    return region
+                except _RecordClosed:
+                    pass
+                # The home of new keys is elsewhere, or moving: what that region's record says.
+                region, moving = self._remember_record(self.home_record(region))
+                redirects += 1
+                if moving is None and redirects <= 2:
+                    continue  # it names the home to try now
+            self.wait_for_move(deadline)
+            region, moving = self._remember_record(self.home_record(region))
 
     def change(
         self,
@@ -885,11 +1113,13 @@ class ShardCountStore:
         """Set the count of ``key`` to ``count`` if nobody changed it since ``seen`` was read.
 
         Writes the count, a new ``last_updated`` and a history entry in one conditional
-        ``UpdateItem`` (condition: ``last_updated = seen.last_updated``).
+        ``UpdateItem`` (condition: ``last_updated = seen.last_updated``, and, with a home
+        region, that the item's home is the region the change is sent to).
 
         Returns:
             The new state (also cached), or ``None`` when another writer changed the item
-            first; the caller re-reads with :meth:`load` and must not change it again blindly.
+            first (or its home moved); the caller re-reads with :meth:`load` and must not
+            change it again blindly.
         """
         at = next_lock_value(now, seen.last_updated)
         entry = HistoryEntry(at=at, count=count)
@@ -899,9 +1129,10 @@ class ShardCountStore:
             # A count the history does not show (an item from another writer of this schema,
             # or fixed by hand) is recorded with the change, so reads keep covering its shards.
             entries.add(format_history_entry(previous))
-        meta = self.writer
+        region = self.home_of(seen)
+        meta = self.writer if region is None else self.model_at(region)
         item = meta(key, namespace)
-        condition = meta.last_updated == seen.last_updated
+        condition = self._fenced(meta, region, meta.last_updated == seen.last_updated)
         actions: list[Action] = [
             meta.number_of_shards.set(count), meta.last_updated.set(at), meta.shard_history.add(entries),
         ]
@@ -919,7 +1150,7 @@ class ShardCountStore:
                 return self._own_change(namespace, key, entry, owner=owner)
         # UpdateItem returned the whole new item (ALL_NEW): cache exactly what is stored.
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
-        return self.remember(namespace, key, state, at_home=True)
+        return self.remember(namespace, key, state, at_home=self._remote(region))
 
     def report_writes(
         self, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str
@@ -941,9 +1172,21 @@ class ShardCountStore:
             cached), or ``None`` when the key has no metadata item (nothing is written then)
             or the window kept moving under this report.
         """
-        meta = self.writer
+        region = self.home_of(self.cached(namespace, key))
+        reported = self._report_at(region, namespace, key, units, now, interval, owner=owner)
+        if reported is None and self.declared_home is not None:
+            # Nothing matched there: the window kept moving, or the item's home moved.
+            state = self.load(namespace, key, owner=owner, home=True)
+            if state is not None and self.home_of(state) != region:
+                reported = self._report_at(self.home_of(state), namespace, key, units, now, interval, owner=owner)
+        return reported
+
+    def _report_at(
+        self, region: str | None, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str,
+    ) -> tuple[ShardState, RateWindow] | None:
+        meta = self.writer if region is None else self.model_at(region)
         start = window_start(now, interval)
-        exists = meta.partition_key.exists() & meta.number_of_shards.exists()
+        exists = self._fenced(meta, region, meta.partition_key.exists() & meta.number_of_shards.exists())
         # The window is current: add to it.
         add: tuple[list[Action], Condition] = ([meta.rate_units.add(units)], exists & (meta.rate_window == start))
         # The window before is stored: it becomes the previous one.
@@ -974,7 +1217,7 @@ class ShardCountStore:
                     raise
                 continue
             stored = state_from_item(item, owner=owner, max_shards=self.max_shards)
-            state = self.remember(namespace, key, stored, at_home=True)
+            state = self.remember(namespace, key, stored, at_home=self._remote(region))
             self._rate_windows[(namespace, key)] = start
             window = RateWindow(
                 start=float(item.rate_window if item.rate_window is not None else start),
@@ -995,19 +1238,20 @@ class ShardCountStore:
 
         .. versionadded:: 0.1.0
         """
-        meta = self.writer
+        region = self.home_of(seen)
+        meta = self.writer if region is None else self.model_at(region)
         current = format_history_entry(HistoryEntry(at=seen.last_updated, count=seen.count))
         item = meta(key, namespace)
+        condition = self._fenced(meta, region, meta.last_updated == seen.last_updated)
         try:
-            self._send(meta, lambda: item.update(actions=[meta.shard_history.set({current})],
-                                                 condition=meta.last_updated == seen.last_updated))
+            self._send(meta, lambda: item.update(actions=[meta.shard_history.set({current})], condition=condition))
         except UpdateError as exc:
             if exc.cause_response_code != _CONDITION_FAILED:
                 raise
             return None
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         self.forget(namespace, key)  # the trimmed state is not "newer": replace, not merge
-        return self.remember(namespace, key, state, at_home=True)
+        return self.remember(namespace, key, state, at_home=self._remote(region))
 
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
         """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""
@@ -1017,6 +1261,38 @@ class ShardCountStore:
         # Entries are only ever added, so a later change by another writer still shows ours;
         # its newer state is then what the caller should work with.
         return state
+
+
+class _ItemExists(Exception):
+    """The insert of a new key's item found one there already (its condition failed)."""
+
+
+class _RecordClosed(Exception):
+    """An insert's region does not create new keys' items now: the table's home record there
+    names another home, or a move of it is under way."""
+
+
+def _insert_where_open(model: type[ShardMetadata], item: ShardMetadata, region: str, declared: str | None) -> None:
+    """Put ``item`` (conditionally: no item of its key) and check, in the same transaction, that
+    the home record in ``region``'s replica names ``region`` the home of new keys (absent, the
+    declared home is) with no move under way."""
+    named = model.home == region
+    if region == declared:
+        named = named | model.home.does_not_exist()
+    try:
+        with TransactWrite(connection=table_connection(model).connection) as transaction:
+            transaction.condition_check(
+                model, HOME_RECORD_KEY[0], HOME_RECORD_KEY[1], condition=named & model.moving_to.does_not_exist(),
+            )
+            transaction.save(item, condition=model.partition_key.does_not_exist())
+    except TransactWriteError as exc:
+        reasons = [reason.code if reason is not None else None for reason in exc.cancellation_reasons or []]
+        reasons += [None, None]
+        if reasons[1] == "ConditionalCheckFailed":
+            raise _ItemExists from exc
+        if reasons[0] == "ConditionalCheckFailed":
+            raise _RecordClosed from exc
+        raise
 
 
 os.register_at_fork(

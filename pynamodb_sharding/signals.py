@@ -80,7 +80,7 @@ throttle_observed = _signals.signal(
 #: partition_write_units`` is more than the table can take until it is warmed up
 #: (``UpdateTable WarmThroughput``). ``sender`` is the model class; keyword arguments: ``key``,
 #: ``shards`` (the new count), ``wanted`` (units/s the shards could take) and
-#: ``warm_write_units``. *New in 0.3.0.*
+#: ``warm_write_units``.
 warm_throughput_exceeded = _signals.signal(
     "warm_throughput_exceeded",
     doc="A key grew past the table's warm write throughput: sender=model, key, shards, wanted, warm_write_units.",
@@ -90,7 +90,7 @@ warm_throughput_exceeded = _signals.signal(
 #: is given up because the home region cannot be reached: a rate report of proactive growth, or
 #: a growth on a throttle; the write that caused it goes on at once with the count it has.
 #: ``sender`` is the model class; keyword arguments: ``key``, ``request`` (``"rate report"``
-#: or ``"growth"``) and ``error`` (the exception). *New in 0.4.0.*
+#: or ``"growth"``) and ``error`` (the exception).
 home_request_dropped = _signals.signal(
     "home_request_dropped",
     doc="A best-effort request to the unreachable home region was dropped: sender=model, key, request, error.",

@@ -313,9 +313,6 @@ class PartitionLimitSimulator:
         Buckets keep their tokens, capped at the new one-second burst on their next use. The
         arguments are those of :func:`simulate_partition_limits`; one not given stays as it is.
 
-        *New in 0.3.0:* ``index_read_units``, ``index_table_write_units``,
-        ``index_table_read_units`` and ``capacity_limit``.
-
         Raises:
             ValueError: A limit is zero or negative, or ``capacity_limit`` is not one of
                 ``"provisioned"``, ``"account"``, ``"on_demand_maximum"``.
@@ -350,10 +347,7 @@ class PartitionLimitSimulator:
 
     @property
     def capacity_limit(self) -> CapacityLimit:
-        """Which whole-table limit the table- and index-wide limits stand for.
-
-        *New in 0.3.0.*
-        """
+        """Which whole-table limit the table- and index-wide limits stand for."""
         with self._lock:
             return self._capacity_limit
 
@@ -838,17 +832,17 @@ def simulate_partition_limits(
         index_write_units: Write units per second per partition of each global secondary
             index (per physical index key value), refused with the
             ``IndexWriteKeyRangeThroughputExceeded`` reason and the index's ARN (``None``:
-            unlimited). *New in 0.3.0.*
+            unlimited).
         index_read_units: Read units per second per partition of each global secondary index,
             charged to queries of the index (``IndexName``) on the value their key condition
             sets the index's hash key equal to, like a table query (the minimum before, the
             rest after); refused with ``IndexReadKeyRangeThroughputExceeded`` and the index's
-            ARN (``None``: unlimited). *New in 0.3.0.*
+            ARN (``None``: unlimited).
         index_table_write_units: Write units per second for each global secondary index as a
             whole (the puts charged to its partitions), refused with ``IndexWrite<limit>``
-            (``capacity_limit``) and the index's ARN (``None``: unlimited). *New in 0.3.0.*
+            (``capacity_limit``) and the index's ARN (``None``: unlimited).
         index_table_read_units: The same for queries of each global secondary index
-            (``IndexRead<limit>``). *New in 0.3.0.*
+            (``IndexRead<limit>``).
         capacity_limit: Which limit of DynamoDB the table- and index-wide limits stand for,
             and so the reason of their refusals: ``"provisioned"`` (a provisioned table's
             capacity: ``...ProvisionedThroughputExceeded`` in a
@@ -859,11 +853,10 @@ def simulate_partition_limits(
             does, the account quota comes in a ``RequestLimitExceeded`` and the on-demand
             maximum in a ``ThrottlingException``. Partition limits keep their
             ``...KeyRangeThroughputExceeded`` reasons.
-            *New in 0.3.0.*
         companions: Limit the companion models' tables too (``True``); ``False`` leaves them
             alone, e.g. when each of several writer processes simulates its share of the
             partition limit, which would also give the one metadata item of a key a share of
-            its partition's limit where DynamoDB gives it the whole. *New in 0.3.0.*
+            its partition's limit where DynamoDB gives it the whole.
 
     Yields:
         The :class:`PartitionLimitSimulator`: counters, and ``set_limits`` to change limits.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pynamodb_sharding
 
 ROOT = Path(__file__).resolve().parents[2]
-DIRECTIVE = re.compile(r"\.\. version(?:added|changed):: (\d+)\.(\d+)\.(\d+)")
+DIRECTIVE = re.compile(r"(?:\.\. version(?:added|changed):: |New in )(\d+)\.(\d+)\.(\d+)")
 
 
 def release(text: str) -> tuple[int, ...]:

@@ -115,10 +115,10 @@ def check_wheel(wheel: Path, version: str) -> list[str]:
 def _docs_url() -> str:
     # The default of pynamodb_sharding._exceptions.DOCS_URL, read from the source: the
     # environment variable that overrides it at import must not change what is checked here.
-    source = (REPO / "pynamodb_sharding" / "exceptions.py").read_text(encoding="utf-8")
+    source = (REPO / "pynamodb_sharding" / "_exceptions.py").read_text(encoding="utf-8")
     match = re.search(r'^DOCS_URL = .* or "([^"]+)"$', source, flags=re.MULTILINE)
     if match is None:
-        sys.exit("pynamodb_sharding/exceptions.py: cannot find the default DOCS_URL")
+        sys.exit("pynamodb_sharding/_exceptions.py: cannot find the default DOCS_URL")
     return match[1]
 
 

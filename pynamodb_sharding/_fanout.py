@@ -62,7 +62,13 @@ from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import ConsistentIndexReadError, CursorError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding._fastparse import parsed_quickly
 from pynamodb_sharding._hedging import hedged
-from pynamodb_sharding._host import discriminator_attribute, index_hash_attribute, indexes, table_connection
+from pynamodb_sharding._host import (
+    discriminator_attribute,
+    index_hash_attribute,
+    indexes,
+    range_keyname,
+    table_connection,
+)
 from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharded_index
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
@@ -576,6 +582,20 @@ class _ShardQuery:
         self._limiter = _SharedRateLimiter(rate_limit) if rate_limit else None
         self._kwargs = {**query_kwargs, "return_consumed_capacity": TOTAL if self._limiter else None}
         self._window = shard_manager(model).latency_window
+        # A table query's sort key is unique within a partition: a shard resumed on the last
+        # value the key condition admits has nothing left (see _closed_end).
+        forward = query_kwargs.get("scan_index_forward") is not False
+        self._end = (_closed_end(query_kwargs.get("range_key_condition"), forward)
+                     if query_kwargs.get("index_name") is None else None)
+        self._sort_name = range_keyname(model)
+
+    def _read_to_the_end(self, start: RawKey | None) -> bool:
+        """``start`` sits on the last value the key condition admits."""
+        end, name = self._end, self._sort_name
+        if end is None or start is None or name is None or name not in start:
+            return False
+        resumed = start[name]
+        return set(resumed) == set(end) and sort_value(resumed) == sort_value(end)
 
     @property
     def page_size(self) -> int | None:
@@ -588,6 +608,8 @@ class _ShardQuery:
         self._kwargs["limit"] = limit
 
     def __call__(self, hash_value: Any, start: RawKey | None, limit: int | None = None) -> dict[str, Any]:
+        if self._read_to_the_end(start):  # DynamoDB would refuse that start key; nothing follows it
+            return {ITEMS: [], CAMEL_COUNT: 0, SCANNED_COUNT: 0}
         limiter = self._limiter
         if limiter is not None:
             limiter.acquire()
@@ -690,8 +712,9 @@ def _closed_end(condition: Condition | None, forward: bool) -> Mapping[str, Any]
     or its lower bound read backward); else ``None``.
 
     A shard whose resume key sits on that value has nothing left, and DynamoDB refuses the
-    request ("The provided starting key does not match the range key predicate"), so the merge
-    does not send it. Only for table queries: their sort key is unique within a partition.
+    request ("The provided starting key does not match the range key predicate"), so
+    :class:`_ShardQuery` does not send it. Only for table queries: their sort key is unique
+    within a partition.
     """
     if condition is None:
         return None
@@ -976,18 +999,7 @@ def merged_query(
             return page
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
-    end = _closed_end(range_key_condition, forward) if index_name is None and plan.sort_name else None
-
-    def read_to_the_end(start: RawKey | None) -> bool:
-        """``start`` is the last key the condition admits: the shard has nothing left."""
-        if end is None or start is None or plan.sort_name not in start:
-            return False
-        resumed = start[plan.sort_name]
-        return set(resumed) == set(end) and sort_value(resumed) == sort_value(end)
-
     def fetch_page(shard: int, start: RawKey | None) -> Page:
-        if read_to_the_end(start):
-            return Page([], None, 0, 0)
         if first_reads:
             read_first.wait()
             first = read_first.take(shard, start) if shard in first_reads else None
@@ -1000,16 +1012,12 @@ def merged_query(
         return current(_page(data))
 
     def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
-        if read_to_the_end(start):
-            return Page([], None, 0, 0)
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
             return current(_page(_traced(trace, shard, sent.result)))
         return current(_page(_traced(trace, shard, lambda: send(hash_values[shard], start, size))))
 
     def send_first(shard: int, start: RawKey | None) -> dict[str, Any]:
-        if read_to_the_end(start):
-            return {ITEMS: [], CAMEL_COUNT: 0, SCANNED_COUNT: 0}
         return _traced(trace, shard, lambda: send(hash_values[shard], start))
 
     read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit)

@@ -148,6 +148,13 @@ def route_of(item: Any, action: WriteAction, *, conditional: bool, new_item: boo
     return _route_to(meta, region)
 
 
+def routes_writes(model: type[Any]) -> bool:
+    """Whether ``model`` declares a write mode (``Meta.write_region`` or ``Meta.item_home``):
+    without one every write goes to its own region and :func:`route_of` returns ``None``."""
+    meta = model.Meta
+    return getattr(meta, "write_region", None) is not None or getattr(meta, "item_home", None) is not None
+
+
 def batch_route(model: type[Any]) -> Route | None:
     """Where a ``batch_write()`` of ``model`` goes: its ``Meta.write_region`` unless inserts
     stay local (``local_inserts``), else its own region (``None``)."""

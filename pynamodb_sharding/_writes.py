@@ -540,6 +540,8 @@ def write_route(
 ) -> regions.Route | None:
     """The region a write of ``target`` goes to in a global table (``None``: the model's own);
     see :mod:`pynamodb_sharding._regions`."""
+    if not regions.routes_writes(type(target)):  # nearly every model: nothing to work out per write
+        return None
     version = version_attribute_name(target)
     conditional = condition is not None or (add_version_condition and version is not None)
     manager = shard_manager(type(target))

@@ -25,6 +25,7 @@ from pynamodb.exceptions import QueryError
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, IndexNotReadyError, RandomShards, ShardedModel, Sharding
+from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding.migration import JobOptions, reindex
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
@@ -112,7 +113,7 @@ def visits(dynamodb_models: BindModels) -> None:
     # Misdeclared, rightly: its index is declared over 'by_day' on purpose, unlike the table's.
     # Their connections are dropped so that each is built from the bound Meta.
     for model in (Visit, VisitDone, Misdeclared):
-        model._connection = None
+        reset_connection(model)
     with PlainVisit.batch_write() as batch:
         for n in range(120):
             batch.save(PlainVisit(f"v{n:03d}", day=DAY if n % 4 else "20160227", at=1000 + n, user_id=f"u{n % 9}"))

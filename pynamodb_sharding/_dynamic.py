@@ -46,6 +46,7 @@ from pynamodb_sharding._exceptions import (
     ShrinkTargetError,
 )
 from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
+from pynamodb_sharding._hot_keys import HotKeyHints
 from pynamodb_sharding._keys import MAX_SHARDS
 from pynamodb_sharding._metadata import (
     ShardCountStore,
@@ -319,6 +320,12 @@ class DynamicShards:
             ``True`` with ``fresh_reads=True`` for the first step of switching a running
             deployment to cached reads: once every process delays growths, deploy
             ``fresh_reads=False`` (see :doc:`/scale`).
+        hot_key_hints: ``0`` (default): a process's first write of a key within ``cache_ttl``
+            reads no count and goes to one of its initial shards (right for cold keys).
+            ``N``: every growth adds the key to a list of hot keys kept in ``N`` copies in the
+            metadata table; a process reads one copy per ``cache_ttl`` and reads the count of a
+            listed key before its first write of it, so thousands of processes starting on a
+            grown key spread their first writes over its shards (see :doc:`/scale`).
         clock_skew: seconds (1.0) the clocks of two processes may differ by, plus the time a
             metadata request takes; a delayed growth waits this much longer than ``cache_ttl``.
         growth: ``"double"`` (default), ``"add_one"``, or a callable ``count -> new count``;
@@ -349,10 +356,11 @@ class DynamicShards:
             at least 1 % of the threshold's units per interval (less is not reported, as
             before), reports them with probability ``min(1, u / q)``, as ``max(u, q)`` units
             (an unbiased estimate), where ``q`` is the threshold's units per interval over the
-            key's count divided by ``rate_reports``. A key's item then takes at most ``rate_reports / (target_utilization
-            x rate_interval)`` report writes a second (about 29 at 0.7 and the defaults), and
-            reports cost at most one metadata write per ``q`` units written. ``None``: every process reports each key it
-            wrote above 1 % of the threshold (0.1's rule; reports grow with the processes).
+            key's count divided by ``rate_reports``. A key's item then takes at most
+            ``rate_reports / (target_utilization x rate_interval)`` report writes a second
+            (about 29 at 0.7 and the defaults), and reports cost at most one metadata write per
+            ``q`` units written. ``None``: every process reports each key it wrote above 1 % of
+            the threshold (0.1's rule; reports grow with the processes).
             A key spread so thinly that every process writes it under 1 % of the threshold
             grows on throttles only.
         shrink_utilization: ``None`` (default): never shrink. A fraction below
@@ -377,6 +385,7 @@ class DynamicShards:
         max_attempts: int = 10,
         fresh_reads: bool = True,
         delayed_growth: bool | None = None,
+        hot_key_hints: int = 0,
         clock_skew: float = 1.0,
         namespace: str | None = None,
         clock: Callable[[], float] = time.time,
@@ -395,6 +404,7 @@ class DynamicShards:
             ("max_shards", max_shards, 1, MAX_SHARDS),
             ("initial", initial, 1, max_shards),
             ("max_attempts", max_attempts, 1, 1_000_000),
+            ("hot_key_hints", hot_key_hints, 0, 64),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 msg = f"{where}: {name} must be an int in {low}..{high}, got {value!r}."
@@ -445,6 +455,10 @@ class DynamicShards:
         self.max_attempts = max_attempts
         self.fresh_reads = fresh_reads
         self.delayed_growth = (not fresh_reads) if delayed_growth is None else delayed_growth
+        self.hot_key_hints = hot_key_hints
+        self._hints = None if hot_key_hints == 0 else HotKeyHints(
+            metadata_model, copies=hot_key_hints, ttl=cache_ttl, clock=clock, timer=timer, random=random,
+        )
         self.clock_skew = float(clock_skew)
         self.cache_ttl = float(cache_ttl)
         self.namespace = namespace
@@ -950,7 +964,9 @@ class DynamicShards:
         cached = self.store.cached(namespace, key)
         if cached is not None:
             return cached
-        if self.store.known_absent(namespace, key) or self.store.first_sight(namespace, key):
+        if self.store.known_absent(namespace, key):
+            return self._unstored
+        if self.store.first_sight(namespace, key) and (self._hints is None or not self._hints.listed(namespace, key)):
             return self._unstored
         state = self.store.get(namespace, key, owner=owner)
         if state is None:
@@ -1112,6 +1128,8 @@ class DynamicShards:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
         shard_count_changed.send(template_of(space.model), key=key, old=state.count, new=new, reason=reason)
+        if self._hints is not None and new > self.initial and self._hints.due(namespace, key):
+            self._hints.add(self.store.writer, namespace, key)
         if self.target_utilization is not None and new > state.count:
             try:
                 self._check_ceiling(space, key, new)

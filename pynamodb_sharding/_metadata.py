@@ -136,6 +136,9 @@ class ShardMetadata(Model):
     home = UnicodeAttribute(null=True)
     home_epoch = NumberAttribute(null=True)
     moving_to = UnicodeAttribute(null=True)
+    #: Hot-key hints (``DynamicShards(hot_key_hints=N)``): in the items of a namespace's hint
+    #: list, ``"<expires>:<key>"`` for each key grown lately (see ``_hot_keys``).
+    hot_keys = UnicodeSetAttribute(null=True)
 
     #: The billing mode a subclass's ``Meta`` gets when it does not set one.
     default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"

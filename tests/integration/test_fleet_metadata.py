@@ -205,3 +205,37 @@ def test_every_process_reports_without_sampling(dynamodb_models: Bind) -> None:
     per_second, _count = run_reporting_fleet(fleet, 3)
     print("metadata writes per second, every process:", per_second)
     assert max(per_second) >= 35, per_second
+
+
+def test_new_processes_spread_their_first_writes_of_a_hinted_hot_key(dynamodb_models: Bind) -> None:
+    """A scale-out: 40 processes start on a key grown to 4 shards and write it once each. With
+    ``hot_key_hints`` their first writes spread over the 4 shards (no shard above 1.5 x its
+    share); a cold key's first write still reads nothing but one hint copy per process."""
+    grower = process(400, hot_key_hints=4)
+    hinted = [process(500 + n, hot_key_hints=4) for n in range(40)]
+    unhinted = [process(600 + n) for n in range(40)]  # 0.1's rule, the control
+    dynamodb_models(FleetLog)
+    CLOCK.at(3000)
+    grower(KEY, 0).save()
+    grower.shards.grow(KEY)
+    grower.shards.grow(KEY)  # 4 shards, listed in every hint copy
+    stored = {raw["partition_key"]["S"]: raw for raw in raw_items(FleetShards) if "#hot-keys" in raw["model"]["S"]}
+    assert sorted(stored) == [f"#hot-keys#{n}" for n in range(4)]
+
+    with record_requests(FleetLog) as sent:
+        for n, model in enumerate(hinted, start=1):
+            model(KEY, n).save()
+            model(f"/cold/{n}", 0).save()  # a cold key: no read of its own
+    written = shards_written(1)
+    assert sum(count for key, count in written.items() if key.startswith(KEY)) == 40
+    assert set(key for key in written if key.startswith(KEY)) == {f"{KEY}_{n}" for n in range(1, 5)}
+    assert max(count for key, count in written.items() if key.startswith(KEY)) <= 15  # 1.5 x 10
+    reads = [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name]
+    hint_reads = [body for body in reads if body["Key"]["partition_key"]["S"].startswith("#hot-keys#")]
+    assert len(hint_reads) == 40  # one per process (a cache_ttl)
+    assert {body["Key"]["partition_key"]["S"] for body in reads if body not in hint_reads} == {KEY}
+    assert len(reads) == 80  # the hinted key's count once per process, nothing for the cold keys
+
+    for n, model in enumerate(unhinted, start=100):
+        model(KEY, n).save()
+    assert shards_written(100) == {f"{KEY}_1": 40}  # every first write on the initial shard

@@ -149,3 +149,11 @@ def test_sampled_reports_add_up_to_the_units_written_on_average() -> None:
     assert 200 <= len(sent) <= 300
     assert set(sent) == {280}
     assert 63_000 <= sum(sent) <= 77_000
+
+
+def test_hint_entries_keep_each_key_latest_expiry() -> None:
+    from pynamodb_sharding._hot_keys import HotKeyHints, hint_item_key
+
+    entries = HotKeyHints._entries({"100.5:/a", "200:/a", "150:/b:with:colons", "garbage", "x:/c"})
+    assert entries == {"/a": (200.0, "200:/a"), "/b:with:colons": (150.0, "150:/b:with:colons")}
+    assert hint_item_key("audit_log", 3) == ("#hot-keys#3", "audit_log#hot-keys")

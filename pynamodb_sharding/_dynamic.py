@@ -298,7 +298,8 @@ class DynamicShards:
         max_shards: the most shards a key grows to (10); reads of a key
             fan out over up to this many keys.
         cooldown: seconds after a change of a key's count during which throttles retry the
-            write instead of growing again (30.0).
+            write instead of growing again (30.0); a growth on the measured write rate
+            (``target_utilization``) waits ``min(cooldown, 2 x rate_interval)``.
         backoff: ``(low, high)`` seconds (``(1.0, 10.0)``): a writer past the
             cooldown waits a random time in this range before growing, so that many writers
             throttled together do not all race for the growth. Retries inside the cooldown
@@ -347,7 +348,10 @@ class DynamicShards:
             DynamoDB throttles (proactive); throttles still grow the key too. Each process
             adds its count of a key's write units to the metadata item at most once per
             ``rate_interval`` (one ``UpdateItem``; none for a key written under 1 % of the
-            threshold).
+            threshold). The count is of the writes asked for: a write DynamoDB throttled counts
+            once (the units of the key's last acknowledged put), so a key whose demand outruns
+            its shards grows to the count its demand needs, not only by the growth policy's
+            step. A rate growth waits ``min(cooldown, 2 x rate_interval)`` after the last change.
         rate_interval: seconds between two reports of one key by one process, and the length
             of the rate windows (5.0).
         rate_reports: how many rate reports of one key all processes together send per
@@ -485,6 +489,9 @@ class DynamicShards:
         self.rate_reports = rate_reports
         quiet = QUIET_FRACTION * (self.target_utilization or 0) * self.partition_write_units * self.rate_interval
         self.local_writes = LocalWrites(self.rate_interval, quiet, timer=timer)
+        # The write units of the last acknowledged put of each key: what a throttled one counts
+        # (a plain dict: one assignment is atomic; cleared when it holds too many keys).
+        self._last_units: dict[tuple[str, str], float] = {}
         # table name -> the warm write units DescribeTable reported (None: none reported).
         self._warm_write_units: dict[str, float | None] = {}
         # What a writer knows of a key without a metadata item: its initial count.
@@ -664,6 +671,7 @@ class DynamicShards:
             state = self._state_for_write(space, key)
         _ensure_hook(space.model)
         pinned: int | None = None
+        demand_counted = False
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
             shard = pinned if pinned is not None else self._random.randint(1, self.write_count(state))
@@ -686,10 +694,20 @@ class DynamicShards:
             if written:
                 if self.target_utilization is not None:
                     # A put that does not ask for its capacity (a user's own hook) counts 1 unit.
-                    self._written(space, key, 1.0 if consumed is None else consumed)
+                    units = 1.0 if consumed is None else consumed
+                    if len(self._last_units) >= _FUTURE_CHANGES_KEPT:
+                        self._last_units.clear()
+                    self._last_units[(space.namespace, key)] = units
+                    if not demand_counted:
+                        self._written(space, key, units)
                 return result
             if sent.may_have_applied:
                 pinned = shard
+            if self.target_utilization is not None and not demand_counted and throttle.grows_shards:
+                # The write is wanted whether or not DynamoDB takes it now: the rate counts what
+                # writers ask for, so a throttled key grows to its demand, not to what it served.
+                demand_counted = True
+                self._written(space, key, self._last_units.get((space.namespace, key), 1.0))
             throttle_observed.send(template_of(space.model), key=key, throttle=throttle)
             if error is not None:
                 if throttle.kind is ThrottleKind.INDEX:
@@ -780,7 +798,7 @@ class DynamicShards:
         rate = window.per_second(now)
         needed = max(self.initial, math.ceil(rate / self.growth_threshold))
         if needed > state.count:
-            if state.count >= self.max_shards or self._in_cooldown(space, key, state):
+            if state.count >= self.max_shards or self._in_cooldown(space, key, state, self._rate_cooldown):
                 return
             new = min(self.max_shards, max(needed, self._next_count(space, state.count)))
             self._change(space, key, state, new, reason="rate")
@@ -1043,8 +1061,17 @@ class DynamicShards:
             return newest
         return self._change(space, key, state, self._next_count(space, state.count), reason="throttle")
 
-    def _in_cooldown(self, space: KeySpace, key: str, state: ShardState) -> bool:
-        """Whether the last change of the count is less than ``cooldown`` ago.
+    @property
+    def _rate_cooldown(self) -> float:
+        """Seconds between two growths on the write rate: two rate windows, so that the next
+        growth follows a window measured at least partly after this one (at most ``cooldown``).
+        The rate counts the writes asked for, throttled ones included, so it does not drop
+        because of a growth: a key whose demand keeps rising grows every two windows."""
+        return min(self.cooldown, 2 * self.rate_interval)
+
+    def _in_cooldown(self, space: KeySpace, key: str, state: ShardState, cooldown: float | None = None) -> bool:
+        """Whether the last change of the count is less than ``cooldown`` ago (the strategy's
+        ``cooldown`` by default).
 
         A ``last_updated`` in the future (written by a host whose clock runs fast, and kept
         there by the strictly increasing lock values) counts from when this process first saw
@@ -1062,7 +1089,7 @@ class DynamicShards:
                 self._future_changes.clear()
             # setdefault settles racing threads without a lock: the first to see it wins.
             changed_at = self._future_changes.setdefault(seen, now)
-        return now - changed_at < self.cooldown
+        return now - changed_at < (self.cooldown if cooldown is None else cooldown)
 
     def _home_request_dropped(self, space: KeySpace, key: str, request: str, error: BaseException) -> None:
         """Count (and signal) a best-effort request the unreachable home region did not get."""

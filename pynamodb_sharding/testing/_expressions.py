@@ -324,8 +324,11 @@ def _number_text(value: Decimal) -> str:
     return text
 
 
-def update(text: str, names: Mapping[str, str], values: Mapping[str, Any]) -> Callable[[Item], None]:
-    """A function applying an update expression to an item (in place)."""
+def update(
+    text: str, names: Mapping[str, str], values: Mapping[str, Any], *, add_scale: Decimal = Decimal(1)
+) -> Callable[[Item], None]:
+    """A function applying an update expression to an item (in place); ``add_scale``
+    multiplies the numbers ``ADD`` adds (what ``add_scale`` identical requests would add)."""
     parser = _Parser(text, names, values)
     steps: list[Callable[[Item], None]] = []
     while parser.peek() is not None:
@@ -338,7 +341,7 @@ def update(text: str, names: Mapping[str, str], values: Mapping[str, Any]) -> Ca
             elif clause == "REMOVE":
                 steps.append(lambda item, p=path: _remove_at(item, p))  # type: ignore[misc]
             elif clause in ("ADD", "DELETE"):
-                steps.append(_add_step(clause, path, parser.operand()))
+                steps.append(_add_step(clause, path, parser.operand(), add_scale))
             else:
                 msg = f"unknown update clause {clause!r}"
                 raise ExpressionError(msg)
@@ -401,14 +404,16 @@ def _copy(value: Any) -> Any:
     return {kind: content}
 
 
-def _add_step(clause: str, path: list[str | int], operand: Callable[[Item], Any]) -> Callable[[Item], None]:
+def _add_step(
+    clause: str, path: list[str | int], operand: Callable[[Item], Any], scale: Decimal
+) -> Callable[[Item], None]:
     def step(item: Item) -> None:
         given = operand(item)
         found = resolve(item, path)
         ((kind, content),) = given.items()
         if clause == "ADD" and kind == "N":
             base = Decimal(0) if found is None else number(found)
-            _set_at(item, path, {"N": _number_text(base + Decimal(content))})
+            _set_at(item, path, {"N": _number_text(base + Decimal(content) * scale)})
             return
         if kind not in ("SS", "NS", "BS"):
             msg = f"{clause} takes a number or a set, got {kind}"

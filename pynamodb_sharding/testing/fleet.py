@@ -39,10 +39,12 @@ import heapq
 import itertools
 import json
 import math
+import os
 import random as _random
 import types
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from decimal import Decimal
 from typing import Any
 
@@ -52,7 +54,7 @@ import botocore.endpoint
 from botocore.awsrequest import AWSResponse
 from pynamodb.models import Model
 
-from pynamodb_sharding import _host
+from pynamodb_sharding import _host, _pool
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._sizes import item_size
@@ -269,6 +271,10 @@ class FleetDynamoDB:
         self.per_second: dict[str, Counter[tuple[str, int, bool]]] = defaultdict(Counter)
         #: watched table -> (key, second, write) -> requests
         self.requests_per_second: dict[str, Counter[tuple[str, int, bool]]] = defaultdict(Counter)
+        #: requests served (simulated ones: not weighted)
+        self.sent = 0
+        #: (virtual time, partition) of each put sent under the activity ``"first-write"``
+        self.first_writes: list[tuple[float, str]] = []
         #: callbacks ``(table, key, new item)`` after each write of a watched table
         self.on_write: list[Callable[[str, str, dict[str, Any]], None]] = []
 
@@ -361,6 +367,7 @@ class FleetDynamoDB:
             msg = f"the fleet simulator does not serve {operation}"
             raise _ServiceError("ValidationException", msg)
         table = body.get("TableName", "")
+        self.sent += 1
         self.requests[(str(table), operation, current_activity())] += current_weight()
         return handler(body)
 
@@ -401,6 +408,8 @@ class FleetDynamoDB:
         if condition and not expressions.condition(condition, names, values)(old or {}):
             msg = "The conditional request failed"
             raise _ServiceError("ConditionalCheckFailedException", msg)
+        if body.get("Item") is not None and current_activity() == "first-write":
+            self.first_writes.append((self.clock(), partition))
         if after is None:
             table.partitions.get(partition, {}).pop(sort, None)
         else:
@@ -431,7 +440,9 @@ class FleetDynamoDB:
     def _update_item(self, body: dict[str, Any]) -> dict[str, Any]:
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         expression = body.get("UpdateExpression")
-        apply = expressions.update(expression, names, values) if expression else (lambda item: None)
+        # A process of weight w stands for w processes sending this request: their ADDs add up.
+        scale = Decimal(str(current_weight()))
+        apply = expressions.update(expression, names, values, add_scale=scale) if expression else (lambda item: None)
 
         def new(old: dict[str, Any] | None) -> dict[str, Any]:
             item = old if old is not None else json.loads(json.dumps(body["Key"]))
@@ -604,13 +615,34 @@ class Fleet:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[EventLoop]:
-        """Within the block, botocore's retry sleeps wait on the fleet's virtual time."""
+        """Within the block, botocore's retry sleeps wait on the fleet's virtual time, and
+        merged queries send their shard requests one after the other in the querying process
+        (the fan-out pool runs each call at once: a simulated process is one greenlet)."""
         real = botocore.endpoint.time
+        pool = (_pool._executor, _pool._executor_pid)
         botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=real.time)  # type: ignore[assignment]
+        _pool._executor, _pool._executor_pid = _InlineExecutor(), os.getpid()  # type: ignore[assignment]
         try:
             yield self.loop
         finally:
             botocore.endpoint.time = real
+            _pool._executor, _pool._executor_pid = pool
+
+
+class _InlineExecutor:
+    """An executor that runs each call at once in the caller, returning a finished future."""
+
+    def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(function(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, **_: Any) -> None:
+        return None
 
 
 class _OnePerTable(_host._KeyGuard):
@@ -628,3 +660,361 @@ def _unsigned(**_: Any) -> Any:
 def needed_shards(units_per_second: float, partition_write_units: float) -> int:
     """The fewest shards that take ``units_per_second`` at ``partition_write_units`` each."""
     return max(1, math.ceil(units_per_second / partition_write_units - 1e-9))
+
+
+# -- scenarios ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Scenario:
+    """One fleet scenario, as data: who writes and reads which keys, how fast, for how long.
+
+    Rates are those of the whole real fleet; ``weight`` real processes are simulated by one
+    (see the module docstring), so ``processes / weight`` simulated processes run.
+
+    Attributes:
+        name: a short name (``"viral"``, ``"hot_read"``, ``"cold_keys"``).
+        kind: which process bodies run: ``"viral"`` (writers of one key, processes and load
+            ramping up together, a few readers checking what was acknowledged),
+            ``"hot_read"`` (readers of one key grown to ``shards`` beforehand, one slow
+            writer) or ``"cold_keys"`` (each write a new key, read back one in ``check_every``).
+        seconds: virtual seconds simulated.
+        processes: real processes at the start and at the end (linear in between).
+        weight: real processes one simulated process stands for.
+        write_units: write units per second of the whole fleet at the start and at the end.
+        queries: merged queries per second of the whole fleet.
+        shards: the count the hot read key is grown to before the start.
+        partition_write_units: write units per second per partition.
+        partition_read_units: read units per second per partition.
+        max_shards: ``DynamicShards(max_shards=)``.
+        readers: simulated reader processes of the viral key (weight 1), one query per ``read_every`` s.
+        read_every: seconds between two queries of a viral-key reader.
+        check_every: a cold-key writer reads back one key in this many.
+        scale: how the scenario is scaled from the full size, in words.
+
+    .. versionadded:: 0.2.0
+    """
+
+    name: str
+    kind: str
+    seconds: float
+    processes: tuple[int, int]
+    weight: int = 1
+    write_units: tuple[float, float] = (0.0, 0.0)
+    queries: float = 0.0
+    shards: int = 1
+    partition_write_units: float = 1000.0
+    partition_read_units: float = 3000.0
+    max_shards: int = 256
+    readers: int = 0
+    read_every: float = 2.0
+    check_every: int = 10
+    scale: str = "full size"
+
+    def processes_at(self, t: float) -> float:
+        start, end = self.processes
+        return start + (end - start) * min(1.0, max(0.0, t / self.seconds))
+
+    def load_at(self, t: float) -> float:
+        start, end = self.write_units
+        return start + (end - start) * min(1.0, max(0.0, t / self.seconds))
+
+
+#: A viral key: 0 -> 100,000 write units/s over 60 s while processes scale 10 -> 10,000
+#: (Lambda-like: new processes start cold), simulated as up to 50 processes of weight 200.
+VIRAL = Scenario(
+    name="viral", kind="viral", seconds=60.0, processes=(10, 10_000), weight=200,
+    write_units=(0.0, 100_000.0), readers=1, read_every=3.0,
+    scale="full size; 10,000 processes simulated as 50 of weight 200",
+)
+#: A hot read key: 20,000 merged queries/s over 16 shards from 2,000 processes, 20 s,
+#: simulated as 5 processes of weight 400.
+HOT_READ = Scenario(
+    name="hot_read", kind="hot_read", seconds=20.0, processes=(2_000, 2_000), weight=400,
+    write_units=(20.0, 20.0), queries=20_000.0, shards=16,
+    scale="full size, 20 s; 2,000 processes simulated as 5 of weight 400",
+)
+#: A million cold keys written once each from 1,000 processes in 60 s, scaled down 100 times:
+#: 10,000 keys from 10 processes (each process's rate, 16.7 new keys/s, as at full size).
+COLD_KEYS = Scenario(
+    name="cold_keys", kind="cold_keys", seconds=60.0, processes=(10, 10), weight=1,
+    write_units=(10_000 / 60.0, 10_000 / 60.0), check_every=10,
+    scale="1/100: 10,000 keys from 10 processes (per-process rate as at full size)",
+)
+#: The scenarios the benchmark runs, in order.
+SCENARIOS = (VIRAL, HOT_READ, COLD_KEYS)
+
+
+@attrs.frozen
+class FleetReport:
+    """What one scenario run measured (real requests: weight-fold).
+
+    .. versionadded:: 0.2.0
+    """
+
+    scenario: str
+    metadata_read_pct: float  #: the heaviest metadata item's busiest second, % of the read limit
+    metadata_write_pct: float  #: the same, % of the write limit
+    metadata_requests_per_query: float | None  #: in steady state (the second half)
+    metadata_requests_per_write: float | None  #: over the whole run
+    metadata_throttles: float
+    missed_writes: int  #: acknowledged items a later read did not return
+    reads_checked: int
+    growth_lag: float | None  #: seconds until the count covers the load (viral)
+    key_range_throttle_pct: float  #: data-table write throttles, % of write attempts
+    first_write_share: float | None  #: max over shards of first writes / fair share (viral)
+    writes: float
+    queries: float
+    errors: dict[str, int]
+    requests: int  #: simulated requests sent (not weighted)
+    final_count: int
+    wall_seconds: float
+    timeline: tuple[tuple[float, float, float, float], ...]  #: (t, load units/s, count, needed)
+
+
+_KEY = "hot"
+
+
+def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mapping[str, Any]) -> list[type[Model]]:
+    from pynamodb.attributes import UnicodeAttribute
+
+    from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+
+    metadata = type("FleetShards", (ShardMetadata,), {"Meta": Fleet.meta("fleet_shards")})
+    base = type("FleetItem", (ShardedModel,), {
+        "__module__": __name__,
+        "key": UnicodeAttribute(hash_key=True),
+        "at": UnicodeAttribute(range_key=True),
+    })
+    settings = {
+        "max_shards": scenario.max_shards, "partition_write_units": scenario.partition_write_units,
+        "target_utilization": 0.7, **options,
+    }
+    models = []
+    for index in range(count):
+        strategy = DynamicShards(metadata, **fleet.strategy_clock(), **settings)  # type: ignore[arg-type]
+        model = type(f"FleetItem{index}", (base,), {
+            "__module__": __name__,
+            "Meta": Fleet.meta("fleet_items", max_retry_attempts=3, max_pool_connections=64),
+            "shards": Sharding(strategy, max_workers=1),
+        })
+        models.append(fleet.bind(model))
+    return models
+
+
+def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetReport:
+    """Run ``scenario`` with ``DynamicShards(**options)`` (beyond the scenario's own settings
+    and ``target_utilization=0.7``) in every process; returns what it measured.
+
+    .. versionadded:: 0.2.0
+    """
+    import time
+
+    import greenlet
+
+    started = time.perf_counter()
+    fleet = Fleet(write_units=scenario.partition_write_units, read_units=scenario.partition_read_units, seed=seed)
+    loop, db = fleet.loop, fleet.db
+    weight = scenario.weight
+    simulated = max(1, round(scenario.processes[1] / weight))
+    readers = scenario.readers + (1 if scenario.kind == "hot_read" else 0)
+    models = _process_models(fleet, scenario, simulated + readers + 1, options)
+    acked: list[tuple[float, str, str]] = []  # (ack time, key, range key)
+    checks = {"reads": 0, "missed": 0}
+    errors: Counter[str] = Counter()
+    done = {"writes": 0.0, "queries": 0.0}
+    counts: list[tuple[float, int]] = [(0.0, 1)]
+    db.on_write.append(
+        lambda table, key, item: key.startswith(_KEY) and counts.append((loop.now, int(item["number_of_shards"]["N"])))
+        if "number_of_shards" in item else None
+    )
+    serial = itertools.count()
+
+    def tag(model: type[Model], at: float) -> Any:
+        return model(_KEY, f"t{at:012.3f}#{next(serial)}")
+
+    def write(model: type[Model], key: str, first: bool) -> bool:
+        item = model(key, f"t{loop.now:012.3f}#{next(serial)}")
+        try:
+            with activity("first-write" if first else "write"):
+                item.save()
+        except Exception as error:
+            errors[type(error).__name__] += 1
+            return False
+        done["writes"] += current_weight()
+        acked.append((loop.now, key, item.at))  # type: ignore[attr-defined]
+        return True
+
+    def check(model: type[Model], key: str, since: float) -> None:
+        began = loop.now
+        bound = f"t{since:012.3f}"
+        wanted = {at for t, k, at in acked if k == key and t < began and at >= bound}
+        try:
+            with activity("query"):
+                got = {item.at for item in model.query(key, model.at >= bound)}  # type: ignore[attr-defined]
+        except Exception as error:
+            errors[type(error).__name__] += 1
+            return
+        done["queries"] += current_weight()
+        checks["reads"] += 1
+        checks["missed"] += len(wanted - got)
+
+    def weighted(body: Callable[[], None], w: float) -> Callable[[], None]:
+        def run() -> None:
+            current = greenlet.getcurrent()
+            current.fleet_weight = w
+            body()
+        return run
+
+    rng = fleet.random()
+    if scenario.kind == "viral":
+        def writer(model: type[Model]) -> Callable[[], None]:
+            def body() -> None:
+                first = True
+                while loop.now < scenario.seconds:
+                    rate = scenario.load_at(loop.now) / scenario.processes_at(loop.now)
+                    loop.sleep(rng.expovariate(max(rate, 0.2)))
+                    if loop.now >= scenario.seconds:
+                        return
+                    if write(model, _KEY, first):
+                        first = False
+            return body
+
+        start, end = scenario.processes
+        for index in range(simulated):
+            real = (index + 1) * weight
+            at = 0.0 if real <= start else (real - start) / (end - start) * scenario.seconds
+            loop.spawn(weighted(writer(models[index]), weight), at=at)
+        for index in range(scenario.readers):
+            model = models[simulated + index]
+
+            def reader(model: type[Model] = model, offset: float = index * scenario.read_every / max(1, scenario.readers)) -> None:
+                loop.sleep(offset)
+                while loop.now < scenario.seconds:
+                    check(model, _KEY, loop.now - 10.0)
+                    loop.sleep(scenario.read_every)
+            loop.spawn(reader)
+    elif scenario.kind == "hot_read":
+        setup = models[-1]
+
+        def prepare() -> None:
+            while setup.shards.shard_count(_KEY) < scenario.shards:  # type: ignore[attr-defined]
+                setup.shards.grow(_KEY)  # type: ignore[attr-defined]
+                setup.shards.refresh(_KEY)  # type: ignore[attr-defined]
+            slow = models[simulated]
+            while loop.now < scenario.seconds:
+                write(slow, _KEY, False)
+                loop.sleep(1.0 / max(scenario.write_units[0], 0.01))
+
+        loop.spawn(prepare)
+        per_process = scenario.queries / scenario.processes[1]
+        for index in range(simulated):
+            def querier(model: type[Model] = models[index]) -> None:
+                loop.sleep(1.0 + rng.random() / per_process)
+                while loop.now < scenario.seconds:
+                    check(model, _KEY, loop.now - 5.0)
+                    loop.sleep(rng.expovariate(per_process))
+            loop.spawn(weighted(querier, weight))
+    elif scenario.kind == "cold_keys":
+        per_process = scenario.load_at(0) / scenario.processes[1]
+        for index in range(simulated):
+            def cold(model: type[Model] = models[index], index: int = index) -> None:
+                written = 0
+                while loop.now < scenario.seconds:
+                    loop.sleep(rng.expovariate(per_process))
+                    key = f"cold-{index}-{written}"
+                    if write(model, key, True) and written % scenario.check_every == 0:
+                        check(model, key, 0.0)
+                    written += 1
+            loop.spawn(cold)
+    else:
+        msg = f"unknown scenario kind {scenario.kind!r}: use 'viral', 'hot_read' or 'cold_keys'"
+        raise ValueError(msg)
+
+    steady = scenario.seconds / 2
+    with fleet.running():
+        loop.run(steady)
+        before = Counter(db.requests)
+        queries_before = done["queries"]
+        loop.run(scenario.seconds + 60.0)  # let every process finish what it started
+
+    meta, data = "fleet_shards", "fleet_items"
+    heavy_read = db.heaviest(meta, write=False)
+    heavy_write = db.heaviest(meta, write=True)
+    after = Counter(db.requests)
+    steady_meta_queries = sum(n for (t, _, a), n in (after - before).items() if t == meta and a == "query")
+    steady_queries = done["queries"] - queries_before
+    meta_writes = sum(n for (t, _, a), n in after.items() if t == meta and a in ("write", "first-write"))
+    attempts_total = sum(n for (t, op, _), n in after.items() if t == data and op == "PutItem")
+    timeline = []
+    lag: float | None = None
+    share: float | None = None
+    if scenario.kind == "viral":
+        lag = _growth_lag(scenario, counts)
+        share = _first_write_share(db.first_writes, counts)
+        for second in range(int(scenario.seconds) + 1):
+            load = scenario.load_at(second)
+            timeline.append((float(second), load, float(_count_at(counts, second)),
+                             float(min(scenario.max_shards, needed_shards(load, scenario.partition_write_units)))))
+    return FleetReport(
+        scenario=scenario.name,
+        metadata_read_pct=0.0 if heavy_read is None else 100 * heavy_read.units / scenario.partition_read_units,
+        metadata_write_pct=0.0 if heavy_write is None else 100 * heavy_write.units / scenario.partition_write_units,
+        metadata_requests_per_query=None if not steady_queries else steady_meta_queries / steady_queries,
+        metadata_requests_per_write=None if not done["writes"] else meta_writes / done["writes"],
+        metadata_throttles=db.throttles[(meta, True)] + db.throttles[(meta, False)],
+        missed_writes=checks["missed"],
+        reads_checked=checks["reads"],
+        growth_lag=lag,
+        key_range_throttle_pct=100 * db.throttles[(data, True)] / max(1.0, attempts_total),
+        first_write_share=share,
+        writes=done["writes"],
+        queries=done["queries"],
+        errors=dict(errors),
+        requests=db.sent,
+        final_count=counts[-1][1],
+        wall_seconds=time.perf_counter() - started,
+        timeline=tuple(timeline),
+    )
+
+
+def _count_at(counts: list[tuple[float, int]], t: float) -> int:
+    found = counts[0][1]
+    for at, count in counts:
+        if at > t:
+            break
+        found = count
+    return found
+
+
+def _growth_lag(scenario: Scenario, counts: list[tuple[float, int]]) -> float | None:
+    """The longest time from a load arriving to the count covering it (``None``: never covered)."""
+    worst = 0.0
+    step = 0.5
+    t = 0.0
+    while t <= scenario.seconds:
+        needed = min(scenario.max_shards, needed_shards(scenario.load_at(t), scenario.partition_write_units))
+        reached = next((at for at, count in counts if count >= needed), None)
+        if reached is None:
+            return None
+        worst = max(worst, reached - t)
+        t += step
+    return worst
+
+
+def _first_write_share(first_writes: list[tuple[float, str]], counts: list[tuple[float, int]]) -> float | None:
+    """Max over shards of (first writes it took) / (its fair share of them), over shards whose
+    fair share is at least one write."""
+    from pynamodb_sharding._keys import decode
+
+    fair: Counter[int] = Counter()
+    seen: Counter[int] = Counter()
+    for at, partition in first_writes:
+        if not partition.startswith(_KEY):
+            continue
+        count = _count_at(counts, at)
+        for shard in range(1, count + 1):
+            fair[shard] += 1.0 / count
+        seen[decode(partition)[1]] += 1
+    ratios = [seen[shard] / share for shard, share in fair.items() if share >= 1.0]
+    return max(ratios) if ratios else None

@@ -69,9 +69,21 @@ from pynamodb_sharding.testing.simulator import (
 )
 
 __all__ = [
+    "COLD_KEYS",
+    "HOT_READ",
+    "SCENARIOS",
+    "VIRAL",
     "EventLoop",
+    "Fleet",
     "FleetDynamoDB",
+    "FleetReport",
     "ItemLoad",
+    "Scenario",
+    "activity",
+    "current_activity",
+    "current_weight",
+    "needed_shards",
+    "run_scenario",
 ]
 
 _PREFIX = "com.amazonaws.dynamodb.v20120810#"
@@ -408,7 +420,7 @@ class FleetDynamoDB:
         if condition and not expressions.condition(condition, names, values)(old or {}):
             msg = "The conditional request failed"
             raise _ServiceError("ConditionalCheckFailedException", msg)
-        if body.get("Item") is not None and current_activity() == "first-write":
+        if body.get("Item") is not None and current_activity() == "first-write" and table.name not in self.watched:
             self.first_writes.append((self.clock(), partition))
         if after is None:
             table.partitions.get(partition, {}).pop(sort, None)
@@ -599,6 +611,13 @@ class Fleet:
             if shared is not None:
                 bound._connection = shared
                 continue
+            if bound.Meta.host != Fleet.host:
+                msg = (
+                    f"Fleet.bind: {bound.__name__} has Meta.host {bound.Meta.host!r}; a model of the fleet "
+                    f"(and its metadata model) must be declared with Meta = Fleet.meta({name!r}), so that no "
+                    f"request of it can reach a real server"
+                )
+                raise ValueError(msg)
             # PynamoDB's own connection first (not yet armed by the library), to reach its client.
             client = Model._get_connection.__func__(bound).connection.client  # type: ignore[attr-defined]
             if client not in _host._guarded:
@@ -767,6 +786,7 @@ class FleetReport:
     queries: float
     errors: dict[str, int]
     requests: int  #: simulated requests sent (not weighted)
+    stored_items: int  #: items in the data table at the end (weight 1: one per acknowledged write)
     final_count: int
     wall_seconds: float
     timeline: tuple[tuple[float, float, float, float], ...]  #: (t, load units/s, count, needed)
@@ -972,6 +992,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         queries=done["queries"],
         errors=dict(errors),
         requests=db.sent,
+        stored_items=sum(1 for _ in db.items(data)),
         final_count=counts[-1][1],
         wall_seconds=time.perf_counter() - started,
         timeline=tuple(timeline),

@@ -697,7 +697,8 @@ class Scenario:
             ramping up together, a few readers checking what was acknowledged),
             ``"hot_read"`` (readers of one key grown to ``shards`` beforehand, one slow
             writer) or ``"cold_keys"`` (each write a new key, read back one in ``check_every``).
-        seconds: virtual seconds simulated.
+        seconds: virtual seconds of the ramp (processes and load go from their start values to
+            their end values); the run lasts ``seconds + hold``.
         processes: real processes at the start and at the end (linear in between).
         weight: real processes one simulated process stands for.
         write_units: write units per second of the whole fleet at the start and at the end.
@@ -710,6 +711,7 @@ class Scenario:
         read_every: seconds between two queries of a viral-key reader.
         check_every: a cold-key writer reads back one key in this many.
         scale: how the scenario is scaled from the full size, in words.
+        hold: virtual seconds the end values hold after the ramp.
 
     .. versionadded:: 0.2.0
     """
@@ -729,6 +731,12 @@ class Scenario:
     read_every: float = 2.0
     check_every: int = 10
     scale: str = "full size"
+    hold: float = 0.0
+
+    @property
+    def end(self) -> float:
+        """When the run ends: ``seconds`` of ramp, then ``hold`` seconds at the end values."""
+        return self.seconds + self.hold
 
     def processes_at(self, t: float) -> float:
         start, end = self.processes
@@ -740,10 +748,11 @@ class Scenario:
 
 
 #: A viral key: 0 -> 100,000 write units/s over 60 s while processes scale 10 -> 10,000
-#: (Lambda-like: new processes start cold), simulated as up to 50 processes of weight 200.
+#: (Lambda-like: new processes start cold), then 40 s at the peak (so that a growth lag up to
+#: 2 x the default cooldown after the ramp is seen), simulated as up to 50 processes of weight 200.
 VIRAL = Scenario(
     name="viral", kind="viral", seconds=60.0, processes=(10, 10_000), weight=200,
-    write_units=(0.0, 100_000.0), readers=1, read_every=3.0,
+    write_units=(0.0, 100_000.0), readers=1, read_every=3.0, hold=40.0,
     scale="full size; 10,000 processes simulated as 50 of weight 200",
 )
 #: A hot read key: 20,000 merged queries/s over 16 shards from 2,000 processes, 20 s,
@@ -774,6 +783,8 @@ class FleetReport:
     scenario: str
     metadata_read_pct: float  #: the heaviest metadata item's busiest second, % of the read limit
     metadata_write_pct: float  #: the same, % of the write limit
+    steady_read_pct: float  #: the heaviest metadata item's busiest second in the second half, % of the read limit
+    steady_write_pct: float  #: the same, % of the write limit
     metadata_requests_per_query: float | None  #: in steady state (the second half)
     metadata_requests_per_write: float | None  #: over the whole run
     metadata_throttles: float
@@ -891,10 +902,10 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         def writer(model: type[Model]) -> Callable[[], None]:
             def body() -> None:
                 first = True
-                while loop.now < scenario.seconds:
+                while loop.now < scenario.end:
                     rate = scenario.load_at(loop.now) / scenario.processes_at(loop.now)
                     loop.sleep(rng.expovariate(max(rate, 0.2)))
-                    if loop.now >= scenario.seconds:
+                    if loop.now >= scenario.end:
                         return
                     if write(model, _KEY, first):
                         first = False
@@ -910,7 +921,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
 
             def reader(model: type[Model] = model, offset: float = index * scenario.read_every / max(1, scenario.readers)) -> None:
                 loop.sleep(offset)
-                while loop.now < scenario.seconds:
+                while loop.now < scenario.end:
                     check(model, _KEY, loop.now - 10.0)
                     loop.sleep(scenario.read_every)
             loop.spawn(reader)
@@ -922,7 +933,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
                 setup.shards.grow(_KEY)  # type: ignore[attr-defined]
                 setup.shards.refresh(_KEY)  # type: ignore[attr-defined]
             slow = models[simulated]
-            while loop.now < scenario.seconds:
+            while loop.now < scenario.end:
                 write(slow, _KEY, False)
                 loop.sleep(1.0 / max(scenario.write_units[0], 0.01))
 
@@ -931,7 +942,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         for index in range(simulated):
             def querier(model: type[Model] = models[index]) -> None:
                 loop.sleep(1.0 + rng.random() / per_process)
-                while loop.now < scenario.seconds:
+                while loop.now < scenario.end:
                     check(model, _KEY, loop.now - 5.0)
                     loop.sleep(rng.expovariate(per_process))
             loop.spawn(weighted(querier, weight))
@@ -940,7 +951,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         for index in range(simulated):
             def cold(model: type[Model] = models[index], index: int = index) -> None:
                 written = 0
-                while loop.now < scenario.seconds:
+                while loop.now < scenario.end:
                     loop.sleep(rng.expovariate(per_process))
                     key = f"cold-{index}-{written}"
                     if write(model, key, True) and written % scenario.check_every == 0:
@@ -951,16 +962,18 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         msg = f"unknown scenario kind {scenario.kind!r}: use 'viral', 'hot_read' or 'cold_keys'"
         raise ValueError(msg)
 
-    steady = scenario.seconds / 2
+    steady = scenario.end / 2
     with fleet.running():
         loop.run(steady)
         before = Counter(db.requests)
         queries_before = done["queries"]
-        loop.run(scenario.seconds + 60.0)  # let every process finish what it started
+        loop.run(scenario.end + 60.0)  # let every process finish what it started
 
     meta, data = "fleet_shards", "fleet_items"
     heavy_read = db.heaviest(meta, write=False)
     heavy_write = db.heaviest(meta, write=True)
+    steady_read = db.heaviest(meta, write=False, start=steady)
+    steady_write = db.heaviest(meta, write=True, start=steady)
     after = Counter(db.requests)
     steady_meta_queries = sum(n for (t, _, a), n in (after - before).items() if t == meta and a == "query")
     steady_queries = done["queries"] - queries_before
@@ -972,7 +985,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     if scenario.kind == "viral":
         lag = _growth_lag(scenario, counts)
         share = _first_write_share(db.first_writes, counts)
-        for second in range(int(scenario.seconds) + 1):
+        for second in range(int(scenario.end) + 1):
             load = scenario.load_at(second)
             timeline.append((float(second), load, float(_count_at(counts, second)),
                              float(min(scenario.max_shards, needed_shards(load, scenario.partition_write_units)))))
@@ -980,6 +993,8 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         scenario=scenario.name,
         metadata_read_pct=0.0 if heavy_read is None else 100 * heavy_read.units / scenario.partition_read_units,
         metadata_write_pct=0.0 if heavy_write is None else 100 * heavy_write.units / scenario.partition_write_units,
+        steady_read_pct=0.0 if steady_read is None else 100 * steady_read.units / scenario.partition_read_units,
+        steady_write_pct=0.0 if steady_write is None else 100 * steady_write.units / scenario.partition_write_units,
         metadata_requests_per_query=None if not steady_queries else steady_meta_queries / steady_queries,
         metadata_requests_per_write=None if not done["writes"] else meta_writes / done["writes"],
         metadata_throttles=db.throttles[(meta, True)] + db.throttles[(meta, False)],
@@ -1013,7 +1028,7 @@ def _growth_lag(scenario: Scenario, counts: list[tuple[float, int]]) -> float | 
     worst = 0.0
     step = 0.5
     t = 0.0
-    while t <= scenario.seconds:
+    while t <= scenario.end:
         needed = min(scenario.max_shards, needed_shards(scenario.load_at(t), scenario.partition_write_units))
         reached = next((at for at, count in counts if count >= needed), None)
         if reached is None:

@@ -111,7 +111,8 @@ class _Parser:
                 raise ExpressionError(msg)
             value = self.values[token]
             return lambda item: value
-        if token is not None and token.lower() == "size" and self.tokens[self.position + 1 : self.position + 2] == ["("]:
+        following = self.tokens[self.position + 1 : self.position + 2]
+        if token is not None and token.lower() == "size" and following == ["("]:
             self.take()
             self.take("(")
             path = self.path()
@@ -254,9 +255,9 @@ def _comparison(comparator: str, left: Callable[[Item], Any], right: Callable[[I
     def check(item: Item) -> bool:
         a, b = _comparable(left(item)), _comparable(right(item))
         if comparator == "=":
-            return a is not None and a == b
+            return bool(a is not None and a == b)
         if comparator == "<>":
-            return a != b
+            return bool(a != b)
         if a is None or b is None or a[0] != b[0]:
             return False
         if comparator == "<":

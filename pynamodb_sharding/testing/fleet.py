@@ -55,7 +55,6 @@ from botocore.awsrequest import AWSResponse
 from pynamodb.models import Model
 
 from pynamodb_sharding import _host, _pool
-from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._sizes import item_size
 from pynamodb_sharding.testing import _expressions as expressions
@@ -163,11 +162,12 @@ class EventLoop:
         return len(self._queue)
 
 
-def current_weight() -> float:
-    """The weight of the running process (1 outside a process or when it has none)."""
+def current_weight() -> int:
+    """The weight of the running process: how many real processes it stands for (1 outside a
+    process or when it has none)."""
     import greenlet
 
-    return float(getattr(greenlet.getcurrent(), "fleet_weight", 1.0))
+    return int(getattr(greenlet.getcurrent(), "fleet_weight", 1))
 
 
 def current_activity() -> str:
@@ -178,13 +178,13 @@ def current_activity() -> str:
 
 
 @contextlib.contextmanager
-def activity(name: str, weight: float | None = None) -> Iterator[None]:
+def activity(name: str, weight: int | None = None) -> Iterator[None]:
     """Within the block, the running process's requests are counted under ``name`` (and
     charged ``weight`` times, when given)."""
     import greenlet
 
     current = greenlet.getcurrent()
-    previous = getattr(current, "fleet_activity", ""), getattr(current, "fleet_weight", 1.0)
+    previous = getattr(current, "fleet_activity", ""), getattr(current, "fleet_weight", 1)
     current.fleet_activity = name
     if weight is not None:
         current.fleet_weight = weight
@@ -273,16 +273,18 @@ class FleetDynamoDB:
         self._buckets: dict[tuple[str, str, bool], list[float]] = {}
         #: (table, operation, activity) -> requests (real ones: weight-fold)
         self.requests: Counter[tuple[str, str, str]] = Counter()
-        #: (table, write) -> throttled requests
+        #: (table, write) -> throttled requests (real ones)
         self.throttles: Counter[tuple[str, bool]] = Counter()
         #: (table, write) -> units charged (admitted requests)
-        self.units: Counter[tuple[str, bool]] = Counter()
+        self.units: defaultdict[tuple[str, bool], float] = defaultdict(float)
         #: (table, write) -> units refused
-        self.refused_units: Counter[tuple[str, bool]] = Counter()
+        self.refused_units: defaultdict[tuple[str, bool], float] = defaultdict(float)
         #: watched table -> (key, second, write) -> units
-        self.per_second: dict[str, Counter[tuple[str, int, bool]]] = defaultdict(Counter)
-        #: watched table -> (key, second, write) -> requests
-        self.requests_per_second: dict[str, Counter[tuple[str, int, bool]]] = defaultdict(Counter)
+        self.per_second: defaultdict[str, defaultdict[tuple[str, int, bool], float]] = defaultdict(
+            lambda: defaultdict(float)
+        )
+        #: watched table -> (key, second, write) -> requests (real ones)
+        self.requests_per_second: defaultdict[str, Counter[tuple[str, int, bool]]] = defaultdict(Counter)
         #: requests served (simulated ones: not weighted)
         self.sent = 0
         #: (virtual time, partition) of each put sent under the activity ``"first-write"``
@@ -639,7 +641,7 @@ class Fleet:
         (the fan-out pool runs each call at once: a simulated process is one greenlet)."""
         real = botocore.endpoint.time
         pool = (_pool._executor, _pool._executor_pid)
-        botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=real.time)  # type: ignore[assignment]
+        botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=real.time)
         _pool._executor, _pool._executor_pid = _InlineExecutor(), os.getpid()  # type: ignore[assignment]
         try:
             yield self.loop
@@ -823,7 +825,7 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
     }
     models = []
     for index in range(count):
-        strategy = DynamicShards(metadata, **fleet.strategy_clock(), **settings)  # type: ignore[arg-type]
+        strategy = DynamicShards(metadata, **fleet.strategy_clock(), **settings)
         model = type(f"FleetItem{index}", (base,), {
             "__module__": __name__,
             "Meta": Fleet.meta("fleet_items", max_retry_attempts=3, max_pool_connections=64),
@@ -855,10 +857,11 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     errors: Counter[str] = Counter()
     done = {"writes": 0.0, "queries": 0.0}
     counts: list[tuple[float, int]] = [(0.0, 1)]
-    db.on_write.append(
-        lambda table, key, item: key.startswith(_KEY) and counts.append((loop.now, int(item["number_of_shards"]["N"])))
-        if "number_of_shards" in item else None
-    )
+    def follow_count(table: str, key: str, item: dict[str, Any]) -> None:
+        if key.startswith(_KEY) and "number_of_shards" in item:
+            counts.append((loop.now, int(item["number_of_shards"]["N"])))
+
+    db.on_write.append(follow_count)
     serial = itertools.count()
 
     def tag(model: type[Model], at: float) -> Any:
@@ -890,7 +893,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         checks["reads"] += 1
         checks["missed"] += len(wanted - got)
 
-    def weighted(body: Callable[[], None], w: float) -> Callable[[], None]:
+    def weighted(body: Callable[[], None], w: int) -> Callable[[], None]:
         def run() -> None:
             current = greenlet.getcurrent()
             current.fleet_weight = w
@@ -919,7 +922,9 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         for index in range(scenario.readers):
             model = models[simulated + index]
 
-            def reader(model: type[Model] = model, offset: float = index * scenario.read_every / max(1, scenario.readers)) -> None:
+            offset = index * scenario.read_every / max(1, scenario.readers)
+
+            def reader(model: type[Model] = model, offset: float = offset) -> None:
                 loop.sleep(offset)
                 while loop.now < scenario.end:
                     check(model, _KEY, loop.now - 10.0)
@@ -1043,7 +1048,7 @@ def _first_write_share(first_writes: list[tuple[float, str]], counts: list[tuple
     fair share is at least one write."""
     from pynamodb_sharding._keys import decode
 
-    fair: Counter[int] = Counter()
+    fair: defaultdict[int, float] = defaultdict(float)
     seen: Counter[int] = Counter()
     for at, partition in first_writes:
         if not partition.startswith(_KEY):

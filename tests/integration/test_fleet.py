@@ -44,7 +44,8 @@ def test_a_tiny_fleet_grows_before_it_throttles_and_misses_no_acknowledged_write
     assert report.missed_writes == 0
     assert report.final_count >= 3  # 150 units/s needs 3 shards of 50
     assert report.key_range_throttle_pct < 1.0
-    assert report.growth_lag is not None and report.growth_lag < 2 * 2.0
+    assert report.growth_lag is not None
+    assert report.growth_lag < 2 * 2.0
 
 
 class LocalShards(ShardMetadata):
@@ -100,10 +101,8 @@ def test_calibration_against_dynamodb_local(dynamodb_models: BindModels) -> None
     def local_now() -> float:
         return clock["now"]
 
-    local_models = _processes(
-        LocalShards, lambda: type("Meta", (), {"table_name": "fleet_calibration_log", "max_retry_attempts": 0}), local_now,
-        local_sleep,
-    )
+    local_meta = {"table_name": "fleet_calibration_log", "max_retry_attempts": 0}
+    local_models = _processes(LocalShards, lambda: type("Meta", (), local_meta), local_now, local_sleep)
     dynamodb_models(*local_models)
     with simulate_partition_limits(local_models[0], write_units=LIMIT, read_units=3 * LIMIT, clock=local_now,
                                    extra_models=local_models[1:]) as simulator:
@@ -114,7 +113,8 @@ def test_calibration_against_dynamodb_local(dynamodb_models: BindModels) -> None
     # The fleet simulator, the same processes and workload.
     fleet = Fleet(write_units=LIMIT, read_units=3 * LIMIT)
     fleet_models = _processes(
-        FleetShards, lambda: Fleet.meta("fleet_calibration_log", max_retry_attempts=0), fleet.loop.monotonic, fleet.loop.sleep,
+        FleetShards, lambda: Fleet.meta("fleet_calibration_log", max_retry_attempts=0), fleet.loop.monotonic,
+        fleet.loop.sleep,
     )
     for model in fleet_models:
         fleet.bind(model)

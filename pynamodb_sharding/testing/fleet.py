@@ -354,6 +354,15 @@ class FleetDynamoDB:
                 best = ItemLoad(table, key, second, units, write)
         return best
 
+    def heaviest_mean(self, table: str, *, write: bool, start: float, end: float) -> float:
+        """The most units a second any partition of a watched table took on average from
+        ``start`` to ``end`` (virtual seconds)."""
+        totals: defaultdict[str, float] = defaultdict(float)
+        for (key, second, is_write), units in self.per_second[table].items():
+            if is_write == write and start <= second < end:
+                totals[key] += units
+        return max(totals.values(), default=0.0) / max(1.0, end - start)
+
     # -- serving ------------------------------------------------------------------------------
 
     def on_before_send(self, request: Any, **_: Any) -> AWSResponse:
@@ -787,6 +796,8 @@ class FleetReport:
     metadata_write_pct: float  #: the same, % of the write limit
     steady_read_pct: float  #: the heaviest metadata item's busiest second in the second half, % of the read limit
     steady_write_pct: float  #: the same, % of the write limit
+    mean_read_pct: float  #: the heaviest metadata item's mean load over the second half, % of the read limit
+    mean_write_pct: float  #: the same, % of the write limit
     metadata_requests_per_query: float | None  #: in steady state (the second half)
     metadata_requests_per_write: float | None  #: over the whole run
     metadata_throttles: float
@@ -1000,6 +1011,10 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         metadata_write_pct=0.0 if heavy_write is None else 100 * heavy_write.units / scenario.partition_write_units,
         steady_read_pct=0.0 if steady_read is None else 100 * steady_read.units / scenario.partition_read_units,
         steady_write_pct=0.0 if steady_write is None else 100 * steady_write.units / scenario.partition_write_units,
+        mean_read_pct=100 * db.heaviest_mean(meta, write=False, start=steady, end=scenario.end)
+        / scenario.partition_read_units,
+        mean_write_pct=100 * db.heaviest_mean(meta, write=True, start=steady, end=scenario.end)
+        / scenario.partition_write_units,
         metadata_requests_per_query=None if not steady_queries else steady_meta_queries / steady_queries,
         metadata_requests_per_write=None if not done["writes"] else meta_writes / done["writes"],
         metadata_throttles=db.throttles[(meta, True)] + db.throttles[(meta, False)],

@@ -275,6 +275,8 @@ class FleetDynamoDB:
         self.requests: Counter[tuple[str, str, str]] = Counter()
         #: (table, write) -> throttled requests (real ones)
         self.throttles: Counter[tuple[str, bool]] = Counter()
+        #: (table, partition key, write) -> throttled requests (real ones), per item
+        self.item_throttles: Counter[tuple[str, str, bool]] = Counter()
         #: (table, write) -> units charged (admitted requests)
         self.units: defaultdict[tuple[str, bool], float] = defaultdict(float)
         #: (table, write) -> units refused
@@ -326,7 +328,8 @@ class FleetDynamoDB:
         ``minimum``; the rest may go into debt); ``False`` (a throttle) otherwise."""
         bucket = self._bucket(table, key, write)
         if bucket[0] < (units if minimum is None else minimum):
-            self.throttles[(table, write)] += 1 * current_weight()
+            self.throttles[(table, write)] += current_weight()
+            self.item_throttles[(table, key, write)] += current_weight()
             self.refused_units[(table, write)] += units
             return False
         bucket[0] -= units

@@ -116,6 +116,7 @@ def test_a_partition_bursts_one_second_then_refills_at_its_limit() -> None:
     clock.now = 0.5
     assert sum(_put(db, "hot", 100 + n) for n in range(40)) == 25
     assert db.throttles[("log", True)] == 30 + 15
+    assert db.item_throttles == {("log", "hot", True): 45}
 
 
 def test_writes_cost_one_unit_per_started_kb_of_the_larger_item() -> None:

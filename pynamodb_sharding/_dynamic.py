@@ -99,7 +99,18 @@ def double(count: int) -> int:
     return count * 2
 
 
-_POLICIES: dict[str, GrowthPolicy] = {"add_one": add_one, "double": double}
+def quadruple(count: int) -> int:
+    """Growth policy ``"quadruple"``: four times the shards per growth, for keys whose load can
+    rise a hundredfold within a minute (a viral key): a key needing ``n`` shards gets there in
+    ``log4(n)`` growths, at the price of up to four times the shards it needs (reads fan out
+    over them). See :doc:`/scale`.
+
+    .. versionadded:: 0.2.0
+    """
+    return count * 4
+
+
+_POLICIES: dict[str, GrowthPolicy] = {"add_one": add_one, "double": double, "quadruple": quadruple}
 
 
 # -- reacting to the first throttle ---------------------------------------------------------
@@ -329,7 +340,8 @@ class DynamicShards:
             grown key spread their first writes over its shards (see :doc:`/scale`).
         clock_skew: seconds (1.0) the clocks of two processes may differ by, plus the time a
             metadata request takes; a delayed growth waits this much longer than ``cache_ttl``.
-        growth: ``"double"`` (default), ``"add_one"``, or a callable ``count -> new count``;
+        growth: ``"double"`` (default), ``"add_one"``, ``"quadruple"`` (a viral key: see
+            :doc:`/scale`), or a callable ``count -> new count``;
             the result is capped by ``max_shards``.
         max_attempts: attempts of one write before the throttle error is raised (10); the
             last attempt lets botocore retry as it normally does.
@@ -356,17 +368,19 @@ class DynamicShards:
             of the rate windows (5.0).
         rate_reports: how many rate reports of one key all processes together send per
             ``rate_interval``, about, when the key writes at its growth threshold (100), however
-            many processes write it: a process that wrote ``u`` units of the key in an interval,
-            at least 1 % of the threshold's units per interval (less is not reported, as
-            before), reports them with probability ``min(1, u / q)``, as ``max(u, q)`` units
-            (an unbiased estimate), where ``q`` is the threshold's units per interval over the
-            key's count divided by ``rate_reports``. A key's item then takes at most
+            many processes write it: a process that wrote ``u`` units of the key in an interval
+            reports them with probability ``min(1, u / q)``, as ``max(u, q)`` units (an
+            unbiased estimate), where ``q`` is the threshold's units per interval over the
+            key's count divided by ``rate_reports`` (for a process under 1 % of the threshold,
+            ``q`` is the threshold's whole units per interval: cold keys cost one report per
+            that many units at most, and a key spread over ten thousand quiet processes still
+            grows). A key's item then takes at most
             ``rate_reports / (target_utilization x rate_interval)`` report writes a second
             (about 29 at 0.7 and the defaults), and reports cost at most one metadata write per
             ``q`` units written. ``None``: every process reports each key it wrote above 1 % of
-            the threshold (0.1's rule; reports grow with the processes).
-            A key spread so thinly that every process writes it under 1 % of the threshold
-            grows on throttles only.
+            the threshold (0.1's rule; reports grow with the processes, and a key spread so
+            thinly that every process writes it under 1 % of the threshold grows on throttles
+            only).
         shrink_utilization: ``None`` (default): never shrink. A fraction below
             ``target_utilization``: a key whose rate per shard stays under
             ``shrink_utilization x partition_write_units`` for two windows, and whose count has
@@ -385,7 +399,7 @@ class DynamicShards:
         cooldown: float = 30.0,
         backoff: tuple[float, float] = (1.0, 10.0),
         cache_ttl: float = 10.0,
-        growth: Literal["double", "add_one"] | GrowthPolicy = "double",
+        growth: Literal["double", "add_one", "quadruple"] | GrowthPolicy = "double",
         max_attempts: int = 10,
         fresh_reads: bool = True,
         delayed_growth: bool | None = None,
@@ -488,7 +502,9 @@ class DynamicShards:
         self.shrink_utilization = None if shrink_utilization is None else float(shrink_utilization)
         self.rate_reports = rate_reports
         quiet = QUIET_FRACTION * (self.target_utilization or 0) * self.partition_write_units * self.rate_interval
-        self.local_writes = LocalWrites(self.rate_interval, quiet, timer=timer)
+        self.quiet_units = quiet
+        # Sampled reports drop nothing: a quiet process's units are sampled (sampled_report).
+        self.local_writes = LocalWrites(self.rate_interval, 0.0 if rate_reports is not None else quiet, timer=timer)
         # The write units of the last acknowledged put of each key: what a throttled one counts
         # (a plain dict: one assignment is atomic; cleared when it holds too many keys).
         self._last_units: dict[tuple[str, str], float] = {}
@@ -780,13 +796,18 @@ class DynamicShards:
         reports: ``units`` when they reach the quantum ``q`` (:meth:`report_quantum`); below it,
         ``q`` with probability ``units / q`` and nothing otherwise, so the sum over all processes
         is the key's units on average, and the number of reports stays near ``rate_reports``
-        per interval however thinly the units are spread.
+        per interval however thinly the units are spread. Under 1 % of the threshold's units
+        per interval (a quiet writer, which 0.1 did not report at all) the quantum is the
+        threshold's whole units per interval: a key written by ten thousand quiet processes
+        still shows its rate, and a cold key costs one report per that many units at most.
 
         .. versionadded:: 0.2.0
         """
         quantum = self.report_quantum(count)
         if units >= quantum:
             return units
+        if units < self.quiet_units:
+            quantum = max(quantum, self.growth_threshold * self.rate_interval)
         if units <= 0 or self._random.random() * quantum >= units:
             return None
         return quantum

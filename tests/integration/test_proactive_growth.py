@@ -25,6 +25,7 @@ import logging
 import math
 import multiprocessing
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -95,7 +96,10 @@ class ColdLog(ShardedModel):
 
     file_path = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(DynamicShards(RampShards, target_utilization=0.7, rate_interval=INTERVAL))
+    # Seeded: a quiet writer reports with probability units / 350 (sampled reports), so which
+    # interval of which key is reported, if any, is chosen by this random source.
+    shards = Sharding(DynamicShards(RampShards, target_utilization=0.7, rate_interval=INTERVAL,
+                                    random=random.Random(26)))
 
 
 class ShrinkingLog(ShardedModel):
@@ -221,7 +225,9 @@ def test_puts_ask_for_their_capacity_and_reports_stay_bounded(dynamodb_models: B
 
 
 def test_cold_keys_cost_no_rate_report(dynamodb_models: Bind) -> None:
-    """Under 1 % of 0.7 x 1000 units/s (3.5 units per 0.5 s interval): no report."""
+    """Under 1 % of 0.7 x 1000 units/s (3.5 units per 0.5 s interval) a process reports a key's
+    interval with probability units / 350 (the threshold's units per interval): 40 intervals of
+    one unit each send no report here (0.1 sent none at all; ``rate_reports=None`` still does)."""
     dynamodb_models(ColdLog)
     with record_requests(ColdLog) as sent:
         for round_ in range(3):

@@ -119,9 +119,9 @@ def read_copies(model: type[Any], *, consistent_read: bool | None, index_name: s
     count = shard_manager(model).read_replicas
     if not count:
         return None
+    watch(botocore_client(model))  # the model's client may have been replaced since
     found = _copies.get(model)
     if found is None:
-        watch(botocore_client(model))
         with _copies_lock:
             found = _copies.setdefault(model, ReadCopies(replica_names(count)))
     return found

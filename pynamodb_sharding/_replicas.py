@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from pynamodb_sharding._descriptor import is_sharded, shard_manager
 from pynamodb_sharding._exceptions import ShardingDefinitionError
-from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._host import botocore_client, indexes
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify_response
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "ReadCopies",
     "add_read_replicas",
     "add_replica_indexes",
+    "check_declaration",
     "failing_over",
     "moves_to_another_copy",
     "read_copies",
@@ -71,14 +72,7 @@ def add_replica_indexes(model: type[Any], schema: Any) -> Any:
         value = getattr(model.Meta, unit, None)
         if value is not None:
             throughput[field] = value
-    declared = {entry["index_name"] for entry in schema["global_secondary_indexes"]}
     for name in names:
-        if name in declared:
-            msg = (
-                f"{model.__name__}: declares an index named {name!r}, the name of one of its "
-                f"Sharding(read_replicas=...) replicas; rename the index."
-            )
-            raise ShardingDefinitionError(msg)
         schema["global_secondary_indexes"].append({
             "index_name": name,
             "key_schema": [dict(entry) for entry in schema["key_schema"]],
@@ -87,6 +81,21 @@ def add_replica_indexes(model: type[Any], schema: Any) -> Any:
             "provisioned_throughput": dict(throughput),
         })
     return schema
+
+
+def check_declaration(model: type[Any]) -> None:
+    """Refuse an index of ``model`` named like one of its read replicas.
+
+    Raises:
+        ShardingDefinitionError: an index's name is ``read-replica-<n>`` for a replica declared.
+    """
+    names = set(replica_names(shard_manager(model).read_replicas))
+    for index_name in sorted(names & set(indexes(model))):
+        msg = (
+            f"{model.__name__}: the index {index_name!r} has the name of one of its "
+            f"Sharding(read_replicas=...) replicas, which create_table creates itself; rename the index."
+        )
+        raise ShardingDefinitionError(msg)
 
 
 class ReadCopies:

@@ -30,6 +30,7 @@ from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding._fanout import merged_query
 from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding._model import ShardedModel
+from pynamodb_sharding._periods import TimePartitioned
 from pynamodb_sharding._replicas import ReadCopies, add_read_replicas
 from pynamodb_sharding._strategies import HashedShards, RandomShards
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
@@ -415,3 +416,72 @@ class TestAddToLiveTable:
     def test_a_model_without_replicas_is_refused(self, dynamodb_models: BindModels) -> None:
         with pytest.raises(ShardingDefinitionError, match=r"ColdFeed: declares no read replicas"):
             add_read_replicas(ColdFeed)
+
+
+class MonthClock:
+    def __call__(self) -> float:
+        return 1456444800.0  # 2016-02-26
+
+
+class MonthlyFeed(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("replica_monthly_feed.{period}", attribute="posted_at", period="month",
+                                     clock=MonthClock())
+
+    feed_id = UnicodeAttribute(hash_key=True)
+    posted_at = NumberAttribute(range_key=True)
+    body = UnicodeAttribute()
+    shards = Sharding(RandomShards(2), read_replicas=1)
+
+
+class TestTimePartitioned:
+    """Each period's table has the replicas; a query over two periods spreads over their copies."""
+
+    def test_periods_have_replicas_and_queries_use_them(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(MonthlyFeed, PlainFeed)  # February's table (the clock's month)
+        MonthlyFeed.period_model("201603").create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+        days = [1456444800 + n * 86400 for n in range(8)]  # Feb 26 .. Mar 4
+        for at in days:
+            MonthlyFeed("news", at, body=f"at {at}").save()
+            PlainFeed("news", at, body=f"at {at}").save()
+        for period in ("201602", "201603"):
+            model = MonthlyFeed.period_model(period)
+            described = raw_client(model).describe_table(TableName=model.Meta.table_name)["Table"]
+            assert [index["IndexName"] for index in described["GlobalSecondaryIndexes"]] == [REPLICAS[0]]
+        condition = MonthlyFeed.posted_at.between(days[0], days[-1])
+        with sent_queries(MonthlyFeed.period_model("201602")) as sent:
+            for _ in range(4):
+                assert rows(MonthlyFeed.query("news", condition)) == rows(
+                    PlainFeed.query("news", PlainFeed.posted_at.between(days[0], days[-1])))
+        assert set(sent) == {None, REPLICAS[0]}
+
+
+class AdoptingFeed(ShardedModel):
+    class Meta:
+        table_name = "replica_adopting_feed"
+
+    feed_id = UnicodeAttribute(hash_key=True)
+    posted_at = NumberAttribute(range_key=True)
+    body = UnicodeAttribute()
+    shards = Sharding(RandomShards(2), legacy_unsharded=True, read_replicas=1)
+
+
+class TestLegacyUnsharded:
+    """A table adopting sharding in place: bare items move into shards while queries run, so a
+    key's queries read the table only (each place once, the old before the new), and return
+    each item once."""
+
+    def test_bare_and_sharded_items_read_from_the_table(self, dynamodb_models: BindModels) -> None:
+        tables = dynamodb_models(AdoptingFeed, PlainFeed)
+        client = raw_client(AdoptingFeed)
+        for n in range(4):  # written before sharding: bare keys
+            client.put_item(TableName=tables[AdoptingFeed],
+                            Item={"feed_id": {"S": "news"}, "posted_at": {"N": str(n)}, "body": {"S": f"post {n}"}})
+        for n in range(4, 8):
+            AdoptingFeed("news", n, body=f"post {n}").save()
+        fill(PlainFeed, count=8)
+        with sent_queries(AdoptingFeed) as sent:
+            assert rows(AdoptingFeed.query("news")) == rows(PlainFeed.query("news"))
+            assert AdoptingFeed.count("news") == 8
+        assert sent
+        assert set(sent) == {None}

@@ -281,8 +281,9 @@ def add_read_replicas(model: type[Any], *, wait: bool = True, poll_seconds: floa
 
 
 def _key_schema(model: type[Any]) -> list[dict[str, str]]:
-    return [{"AttributeName": attribute.attr_name, "KeyType": "HASH" if attribute.is_hash_key else "RANGE"}
+    keys = [{"AttributeName": attribute.attr_name, "KeyType": "HASH" if attribute.is_hash_key else "RANGE"}
             for attribute in model.get_attributes().values() if attribute.is_hash_key or attribute.is_range_key]
+    return sorted(keys, key=lambda key: key["KeyType"])  # DynamoDB wants the hash key first
 
 
 def _key_definitions(model: type[Any]) -> list[dict[str, str]]:

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from pynamodb_sharding._descriptor import is_sharded, shard_manager
 from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding._host import botocore_client, indexes
+from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify_response
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "add_replica_indexes",
     "check_declaration",
     "failing_over",
+    "missing_read_replicas",
     "moves_to_another_copy",
     "read_copies",
     "replica_names",
@@ -242,7 +244,8 @@ def add_read_replicas(model: type[Any], *, wait: bool = True, poll_seconds: floa
         The names of the replicas created by this call.
 
     Raises:
-        ShardingDefinitionError: the model declares no read replicas.
+        ShardingDefinitionError: the model declares no read replicas, or has one table per
+            period (call it with each period's model).
 
     .. versionadded:: 0.2.0
     """
@@ -253,14 +256,21 @@ def add_read_replicas(model: type[Any], *, wait: bool = True, poll_seconds: floa
             f"first, then call add_read_replicas({model.__name__})."
         )
         raise ShardingDefinitionError(msg)
+    if is_time_partitioned(model):
+        msg = (
+            f"{model.__name__}: has one table per period; add the replicas to each period's table: "
+            f"add_read_replicas({model.__name__}.period_model(period)) for each period that has a table "
+            f"(the tables rotate() creates from now on have them)."
+        )
+        raise ShardingDefinitionError(msg)
     client = botocore_client(model)
     table = str(model.Meta.table_name)
     schema = add_replica_indexes(model, {"global_secondary_indexes": [], "key_schema": _key_schema(model)})
     created: list[str] = []
     for index in schema["global_secondary_indexes"]:
-        described = client.describe_table(TableName=table)["Table"]
-        if any(entry.get("IndexName") == index["index_name"] for entry in described.get("GlobalSecondaryIndexes", ())):
+        if index["index_name"] not in missing_read_replicas(model):
             continue
+        described = client.describe_table(TableName=table)["Table"]
         create: dict[str, Any] = {"IndexName": index["index_name"], "KeySchema": index["key_schema"],
                                   "Projection": index["projection"]}
         provisioned = described.get("BillingModeSummary", {}).get("BillingMode") != "PAY_PER_REQUEST"
@@ -278,6 +288,13 @@ def add_read_replicas(model: type[Any], *, wait: bool = True, poll_seconds: floa
         if wait:  # DynamoDB refuses a second index creation while one is backfilling
             _wait_active(client, table, index["index_name"], poll_seconds, sleep)
     return created
+
+
+def missing_read_replicas(model: type[Any]) -> list[str]:
+    """The read replicas ``model`` declares that its table does not have (one ``DescribeTable``)."""
+    described = botocore_client(model).describe_table(TableName=str(model.Meta.table_name))["Table"]
+    present = {entry.get("IndexName") for entry in described.get("GlobalSecondaryIndexes", ())}
+    return [name for name in replica_names(shard_manager(model).read_replicas) if name not in present]
 
 
 def _key_schema(model: type[Any]) -> list[dict[str, str]]:

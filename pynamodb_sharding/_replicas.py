@@ -28,8 +28,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from pynamodb.exceptions import PynamoDBException
+
 from pynamodb_sharding._descriptor import is_sharded, shard_manager
-from pynamodb_sharding._exceptions import ShardingDefinitionError
+from pynamodb_sharding._exceptions import IndexNotReadyError, ShardingDefinitionError
 from pynamodb_sharding._host import botocore_client, indexes
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify_response
@@ -101,10 +103,16 @@ def check_declaration(model: type[Any]) -> None:
 
 
 class ReadCopies:
-    """The copies of one table a read may go to: ``None`` (the table) and its replicas."""
+    """The copies of one table a read may go to: ``None`` (the table) and its replicas.
 
-    def __init__(self, replicas: Sequence[str], *, choose: Callable[[int], int] = random.randrange) -> None:
+    ``model``: the model's name, for the error of a replica the table does not have; ``choose``
+    draws the first copy a request tries (an index below its argument).
+    """
+
+    def __init__(self, model: str, replicas: Sequence[str], *,
+                 choose: Callable[[int], int] = random.randrange) -> None:
         self.copies: tuple[str | None, ...] = (None, *replicas)
+        self.model = model
         self._choose = choose
 
     def order(self) -> tuple[str | None, ...]:
@@ -134,7 +142,7 @@ def read_copies(model: type[Any], *, consistent_read: bool | None, index_name: s
     found = _copies.get(model)
     if found is None:
         with _copies_lock:
-            found = _copies.setdefault(model, ReadCopies(replica_names(count)))
+            found = _copies.setdefault(model, ReadCopies(model.__name__, replica_names(count)))
     return found
 
 
@@ -212,14 +220,37 @@ def spread(copies: ReadCopies, send: Callable[[str | None, bool], _T]) -> _T:
 
     A read key-range throttle of a copy moves the request to the next one at once; the last
     copy is sent with botocore's retries, so a key hot on every copy backs off as before.
+
+    Raises:
+        IndexNotReadyError: DynamoDB refused to read a replica: the table does not have it yet,
+            or it is still being backfilled.
     """
     order = copies.order()
     for copy in order[:-1]:
         try:
-            return send(copy, True)
+            return _sent(copies, send, copy, fail_over=True)
         except _CopyThrottled:
             continue
-    return send(order[-1], False)
+    return _sent(copies, send, order[-1], fail_over=False)
+
+
+def _sent(copies: ReadCopies, send: Callable[[str | None, bool], _T], copy: str | None, *, fail_over: bool) -> _T:
+    """``send(copy, fail_over)``, with DynamoDB's refusal of a replica it lacks said in our words."""
+    try:
+        return send(copy, fail_over)
+    except PynamoDBException as error:
+        if copy is None or error.cause_response_code != "ValidationException":
+            raise
+        what = str(error.cause_response_message or "")
+        if "index" not in what.lower():
+            raise
+        msg = (
+            f"{copies.model}: DynamoDB refused to read its read replica {copy!r} ({what}): the table "
+            f"does not have it yet, or is still backfilling it; create it and wait for it with "
+            f"add_read_replicas({copies.model}) (or `pynamodb-sharding tables add-replicas MODULE:{copies.model}`) "
+            f"before deploying Sharding(read_replicas=...)."
+        )
+        raise IndexNotReadyError(msg) from error
 
 
 # -- adding replicas to a live table -----------------------------------------------------------

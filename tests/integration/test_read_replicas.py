@@ -7,8 +7,10 @@ a consistent read (and an index query) sends no request to a replica; a read key
 of one copy moves the request to another at once (one throttled request, no botocore retry);
 under the partition-limit simulator, a key read at twice one partition's read limit by 8
 threads throttles the plain sharded model while the model with 2 replicas has at most 2 %
-throttled requests, no failed query and every answer right; ``add_read_replicas`` adds the
-replicas to a live table and waits for their backfill.
+throttled requests, no failed query and every answer right; a read of a replica the table
+lacks raises ``IndexNotReadyError`` naming the fix, and ``add_read_replicas`` adds the replicas
+to a live table and waits for their backfill; time-partitioned tables have them per period;
+a ``legacy_unsharded`` key (items moving) is read from the table only.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import _replicas as replicas
 from pynamodb_sharding._descriptor import Sharding
-from pynamodb_sharding._exceptions import ShardingDefinitionError
+from pynamodb_sharding._exceptions import IndexNotReadyError, ShardingDefinitionError
 from pynamodb_sharding._fanout import merged_query
 from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding._model import ShardedModel
@@ -109,7 +111,7 @@ def copies_in_turn(model: type[Model], starts: list[int]) -> Iterator[None]:
     """Each request of ``model`` starts at the next copy of ``starts`` (0: the table)."""
     turn = iter(starts)
     previous = replicas._copies.get(model)
-    replicas._copies[model] = ReadCopies(REPLICAS, choose=lambda _: next(turn))
+    replicas._copies[model] = ReadCopies(model.__name__, REPLICAS, choose=lambda _: next(turn))
     try:
         yield
     finally:
@@ -403,6 +405,11 @@ class TestAddToLiveTable:
         fill(LiveFeed, PlainFeed)
         table = LiveTable.Meta.table_name
         assert "GlobalSecondaryIndexes" not in raw_client(LiveFeed).describe_table(TableName=table)["Table"]
+        # Deployed before the replicas exist: a read of one says what to do.
+        with copies_in_turn(LiveFeed, [1] * 3), pytest.raises(
+                IndexNotReadyError, match=r"LiveFeed: DynamoDB refused to read its read replica 'read-replica-1' "
+                                          r"\(.*\): the table does not have it yet.*add_read_replicas\(LiveFeed\)"):
+            list(LiveFeed.query("news"))
         assert add_read_replicas(LiveFeed, poll_seconds=0.05) == list(REPLICAS)
         described = raw_client(LiveFeed).describe_table(TableName=table)["Table"]
         assert {index["IndexName"]: index["IndexStatus"] for index in described["GlobalSecondaryIndexes"]} == {

@@ -70,7 +70,7 @@ class TestCopyOrder:
 
     def test_known_orders(self) -> None:
         starts = iter([0, 1, 2])
-        copies = ReadCopies(("read-replica-1", "read-replica-2"), choose=lambda _: next(starts))
+        copies = ReadCopies("Feed", ("read-replica-1", "read-replica-2"), choose=lambda _: next(starts))
         assert copies.order() == (None, "read-replica-1", "read-replica-2")
         assert copies.order() == ("read-replica-1", "read-replica-2", None)
         assert copies.order() == ("read-replica-2", None, "read-replica-1")
@@ -78,7 +78,7 @@ class TestCopyOrder:
     @given(st.integers(min_value=0, max_value=10), st.data())
     def test_every_copy_once(self, count: int, data: st.DataObject) -> None:
         start = data.draw(st.integers(min_value=0, max_value=count))
-        order = ReadCopies(replica_names(count), choose=lambda _: start).order()
+        order = ReadCopies("Feed", replica_names(count), choose=lambda _: start).order()
         assert sorted(order, key=str) == sorted((None, *replica_names(count)), key=str)
         assert order[0] == (None if start == 0 else f"read-replica-{start}")
 

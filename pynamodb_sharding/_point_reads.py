@@ -24,6 +24,7 @@ from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
 from pynamodb_sharding._item import range_value as range_of
 from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._pool import fanout_executor
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 __all__ = [
@@ -211,7 +212,9 @@ def locate(
     consistent_read: bool = True,
     attributes_to_get: Sequence[str] | None = None,
 ) -> tuple[int | None, dict[str, Any] | None]:
-    """Find the shard holding ``item`` with one batched read of every candidate key.
+    """Find the shard holding ``item`` with one batched read of every candidate key (an
+    eventually consistent read of a model with read replicas: one read of each candidate, in
+    parallel, spread over the table and its replicas).
 
     Returns ``(shard, raw item)``, or ``(None, None)`` when no candidate holds it.
 
@@ -222,12 +225,16 @@ def locate(
     manager = shard_manager(model)
     logical = logical_key(item, manager)
     range_value = range_of(item, manager)
-    found = read_physical(
-        model,
-        [(logical, shard, range_value) for shard in candidates],
-        consistent_read=consistent_read,
-        attributes_to_get=attributes_to_get,
-    )
+    triples = [(logical, shard, range_value) for shard in candidates]
+    # Not while a job may move the item between candidates: its old and new places are then
+    # read on one copy, as a merged query reads them (see _fanout._ReadFirst).
+    spread_over_copies = (read_copies(model, consistent_read=consistent_read, index_name=None) is not None
+                          and (range_value is not None or manager.range_attribute is None)
+                          and not manager.moving_out(logical, tuple(candidates)))
+    if spread_over_copies:
+        found = _read_on_copies(model, triples, with_key_attributes(attributes_to_get, manager.key_names))
+    else:
+        found = read_physical(model, triples, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
     if len(found) > 1:
         shards = ", ".join(str(shard) for shard, _ in found)
         keys = set(manager.key_attributes)
@@ -367,6 +374,24 @@ def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,
             raise model.DoesNotExist()
     found: _M = model.from_raw_data(raw)
     return mark_partial(found) if leaves_out_keys(attributes_to_get, manager.key_names) else found
+
+
+def _read_on_copies(model: type[Any], keys: Sequence[tuple[str, int, Any]],
+                    projection: Sequence[Any] | None) -> list[tuple[int, dict[str, Any]]]:
+    """Eventually consistent reads of ``(logical key, shard, range key)`` triples spread over the
+    model's read replicas: one request each, in parallel (a BatchGetItem reads the table only;
+    it costs the same read units). Returns ``(shard, raw item)`` of those found, by shard."""
+    manager = shard_manager(model)
+    executor = fanout_executor()
+    sent = [(shard, executor.submit(_get_one, model, manager.codec.encode(logical, shard),
+                                    manager.serialize_range(range_key), False, projection))
+            for logical, shard, range_key in keys]
+    try:
+        found = [(shard, future.result()) for shard, future in sent]
+    finally:
+        for _, future in sent:
+            future.cancel()
+    return sorted(((shard, raw) for shard, raw in found if raw), key=lambda pair: pair[0])
 
 
 def _get_one(model: type[Any], hash_value: Any, range_value: Any, consistent_read: bool,

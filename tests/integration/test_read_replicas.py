@@ -28,7 +28,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import _replicas as replicas
 from pynamodb_sharding._descriptor import Sharding
-from pynamodb_sharding._exceptions import IndexNotReadyError, ShardingDefinitionError
+from pynamodb_sharding._exceptions import IndexNotReadyError, ShardingDefinitionError, ShardLocationError
 from pynamodb_sharding._fanout import merged_query
 from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding._model import ShardedModel
@@ -182,6 +182,32 @@ class TestSameAnswers:
         assert rows(found) == [(p.feed_id, int(p.posted_at), p.body) for p in (PlainFeed.get("news", n)
                                                                                    for n in (2, 5, 7))]
         assert sent == [None, *REPLICAS, REPLICAS[0]]
+
+
+class TestGetOfUnknownShard:
+    """A ``RandomShards`` item's shard is unknown: ``get`` reads each candidate shard with one
+    request spread over the copies (not one BatchGetItem, which only the table answers), and
+    still refuses a logical key stored in two shards."""
+
+    def test_each_candidate_read_on_the_copies(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(Feed, PlainFeed)
+        fill(Feed, PlainFeed)
+        with sent_queries(Feed) as sent:
+            found = [Feed.get("news", n) for n in range(12)]
+            with pytest.raises(Feed.DoesNotExist):
+                Feed.get("news", 99)
+        assert rows(found) == rows(PlainFeed.get("news", n) for n in range(12))
+        assert len(sent) == 3 * 13  # one request per candidate shard (RandomShards(3)), no batch
+        assert set(sent) == {None, *REPLICAS}
+
+    def test_a_key_in_two_shards_is_refused(self, dynamodb_models: BindModels) -> None:
+        tables = dynamodb_models(Feed)
+        client = raw_client(Feed)
+        for shard in (1, 3):
+            client.put_item(TableName=tables[Feed], Item={
+                "feed_id": {"S": f"news_{shard}"}, "posted_at": {"N": "5"}, "body": {"S": f"copy {shard}"}})
+        with pytest.raises(ShardLocationError, match=r"exists in shards 1, 3"):
+            Feed.get("news", 5)
 
 
 class TestTableOnly:
@@ -490,5 +516,6 @@ class TestLegacyUnsharded:
         with sent_queries(AdoptingFeed) as sent:
             assert rows(AdoptingFeed.query("news")) == rows(PlainFeed.query("news"))
             assert AdoptingFeed.count("news") == 8
+            assert [AdoptingFeed.get("news", n).body for n in (1, 6)] == ["post 1", "post 6"]
         assert sent
         assert set(sent) == {None}

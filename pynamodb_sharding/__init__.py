@@ -92,7 +92,7 @@ if TYPE_CHECKING:
         keep_throttling_reasons,
     )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AmbiguousLegacyKeyError",

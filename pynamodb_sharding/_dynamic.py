@@ -46,6 +46,7 @@ from pynamodb_sharding._exceptions import (
     ShrinkTargetError,
 )
 from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
+from pynamodb_sharding._hot_keys import HotKeyHints
 from pynamodb_sharding._keys import MAX_SHARDS
 from pynamodb_sharding._metadata import (
     ShardCountStore,
@@ -297,7 +298,8 @@ class DynamicShards:
         max_shards: the most shards a key grows to (10); reads of a key
             fan out over up to this many keys.
         cooldown: seconds after a change of a key's count during which throttles retry the
-            write instead of growing again (30.0).
+            write instead of growing again (30.0); a growth on the measured write rate
+            (``target_utilization``) waits ``min(cooldown, 2 x rate_interval)``.
         backoff: ``(low, high)`` seconds (``(1.0, 10.0)``): a writer past the
             cooldown waits a random time in this range before growing, so that many writers
             throttled together do not all race for the growth. Retries inside the cooldown
@@ -307,9 +309,26 @@ class DynamicShards:
             process's next throttle).
         fresh_reads: ``True`` (default): reads (``query``, ``count``, ``get``) read the
             key's metadata item (one consistent GetItem) before fanning out, so they cover
-            shards another process added a moment ago. ``False``: reads use the cache too,
-            saving that request, and may miss items on shards grown elsewhere within the last
-            ``cache_ttl`` seconds.
+            shards another process added a moment ago, and a grown count is written to at
+            once. ``False``: reads use the cached count too (no metadata request per read,
+            what a fleet of processes needs: see :doc:`/scale`), and a grown count is
+            written to only ``cache_ttl + clock_skew`` seconds after the growth, so that every
+            reader's cached count covers each shard written; a write throttled meanwhile
+            retries on the shards in use (proactive growth, ``target_utilization``, grows
+            early enough to hide the wait).
+        delayed_growth: whether writers use a grown count only ``cache_ttl + clock_skew``
+            seconds after the growth. ``None`` (default): when ``fresh_reads=False``. Set it to
+            ``True`` with ``fresh_reads=True`` for the first step of switching a running
+            deployment to cached reads: once every process delays growths, deploy
+            ``fresh_reads=False`` (see :doc:`/scale`).
+        hot_key_hints: ``0`` (default): a process's first write of a key within ``cache_ttl``
+            reads no count and goes to one of its initial shards (right for cold keys).
+            ``N``: every growth adds the key to a list of hot keys kept in ``N`` copies in the
+            metadata table; a process reads one copy per ``cache_ttl`` and reads the count of a
+            listed key before its first write of it, so thousands of processes starting on a
+            grown key spread their first writes over its shards (see :doc:`/scale`).
+        clock_skew: seconds (1.0) the clocks of two processes may differ by, plus the time a
+            metadata request takes; a delayed growth waits this much longer than ``cache_ttl``.
         growth: ``"double"`` (default), ``"add_one"``, or a callable ``count -> new count``;
             the result is capped by ``max_shards``.
         max_attempts: attempts of one write before the throttle error is raised (10); the
@@ -329,9 +348,25 @@ class DynamicShards:
             DynamoDB throttles (proactive); throttles still grow the key too. Each process
             adds its count of a key's write units to the metadata item at most once per
             ``rate_interval`` (one ``UpdateItem``; none for a key written under 1 % of the
-            threshold).
+            threshold). The count is of the writes asked for: a write DynamoDB throttled counts
+            once (the units of the key's last acknowledged put), so a key whose demand outruns
+            its shards grows to the count its demand needs, not only by the growth policy's
+            step. A rate growth waits ``min(cooldown, 2 x rate_interval)`` after the last change.
         rate_interval: seconds between two reports of one key by one process, and the length
             of the rate windows (5.0).
+        rate_reports: how many rate reports of one key all processes together send per
+            ``rate_interval``, about, when the key writes at its growth threshold (100), however
+            many processes write it: a process that wrote ``u`` units of the key in an interval,
+            at least 1 % of the threshold's units per interval (less is not reported, as
+            before), reports them with probability ``min(1, u / q)``, as ``max(u, q)`` units
+            (an unbiased estimate), where ``q`` is the threshold's units per interval over the
+            key's count divided by ``rate_reports``. A key's item then takes at most
+            ``rate_reports / (target_utilization x rate_interval)`` report writes a second
+            (about 29 at 0.7 and the defaults), and reports cost at most one metadata write per
+            ``q`` units written. ``None``: every process reports each key it wrote above 1 % of
+            the threshold (0.1's rule; reports grow with the processes).
+            A key spread so thinly that every process writes it under 1 % of the threshold
+            grows on throttles only.
         shrink_utilization: ``None`` (default): never shrink. A fraction below
             ``target_utilization``: a key whose rate per shard stays under
             ``shrink_utilization x partition_write_units`` for two windows, and whose count has
@@ -353,6 +388,9 @@ class DynamicShards:
         growth: Literal["double", "add_one"] | GrowthPolicy = "double",
         max_attempts: int = 10,
         fresh_reads: bool = True,
+        delayed_growth: bool | None = None,
+        hot_key_hints: int = 0,
+        clock_skew: float = 1.0,
         namespace: str | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -361,6 +399,7 @@ class DynamicShards:
         partition_write_units: float = 1000.0,
         target_utilization: float | None = None,
         rate_interval: float = 5.0,
+        rate_reports: int | None = 100,
         shrink_utilization: float | None = None,
     ) -> None:
         where = "DynamicShards"
@@ -369,14 +408,29 @@ class DynamicShards:
             ("max_shards", max_shards, 1, MAX_SHARDS),
             ("initial", initial, 1, max_shards),
             ("max_attempts", max_attempts, 1, 1_000_000),
+            ("hot_key_hints", hot_key_hints, 0, 64),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 msg = f"{where}: {name} must be an int in {low}..{high}, got {value!r}."
                 raise ShardingDefinitionError(msg)
-        for name, number in (("cooldown", cooldown), ("cache_ttl", cache_ttl)):
+        for name, number in (("cooldown", cooldown), ("cache_ttl", cache_ttl), ("clock_skew", clock_skew)):
             if not isinstance(number, int | float) or number < 0:
                 msg = f"{where}: {name} must be a non-negative number of seconds, got {number!r}."
                 raise ShardingDefinitionError(msg)
+        if rate_reports is not None and (isinstance(rate_reports, bool) or not isinstance(rate_reports, int)
+                                         or not 1 <= rate_reports <= 10_000):
+            msg = (
+                f"{where}: rate_reports must be None (every process reports) or an int in 1..10000, "
+                f"the reports of a key per rate_interval at its growth threshold (e.g. 100), got {rate_reports!r}."
+            )
+            raise ShardingDefinitionError(msg)
+        if not fresh_reads and delayed_growth is False and cache_ttl > 0:
+            msg = (
+                f"{where}: fresh_reads=False with delayed_growth=False lets a read miss items written "
+                f"to shards grown within the last cache_ttl seconds; drop delayed_growth=False (cached "
+                f"reads need delayed growths) or keep fresh_reads=True."
+            )
+            raise ShardingDefinitionError(msg)
         if (
             not isinstance(backoff, tuple)
             or len(backoff) != 2
@@ -404,6 +458,13 @@ class DynamicShards:
         self.backoff = (float(backoff[0]), float(backoff[1]))
         self.max_attempts = max_attempts
         self.fresh_reads = fresh_reads
+        self.delayed_growth = (not fresh_reads) if delayed_growth is None else delayed_growth
+        self.hot_key_hints = hot_key_hints
+        self._hints = None if hot_key_hints == 0 else HotKeyHints(
+            metadata_model, copies=hot_key_hints, ttl=cache_ttl, clock=clock, timer=timer, random=random,
+        )
+        self.clock_skew = float(clock_skew)
+        self.cache_ttl = float(cache_ttl)
         self.namespace = namespace
         self.clock = clock
         self.sleep = sleep
@@ -425,8 +486,12 @@ class DynamicShards:
         self.target_utilization = None if target_utilization is None else float(target_utilization)
         self.rate_interval = float(rate_interval)
         self.shrink_utilization = None if shrink_utilization is None else float(shrink_utilization)
+        self.rate_reports = rate_reports
         quiet = QUIET_FRACTION * (self.target_utilization or 0) * self.partition_write_units * self.rate_interval
         self.local_writes = LocalWrites(self.rate_interval, quiet, timer=timer)
+        # The write units of the last acknowledged put of each key: what a throttled one counts
+        # (a plain dict: one assignment is atomic; cleared when it holds too many keys).
+        self._last_units: dict[tuple[str, str], float] = {}
         # table name -> the warm write units DescribeTable reported (None: none reported).
         self._warm_write_units: dict[str, float | None] = {}
         # What a writer knows of a key without a metadata item: its initial count.
@@ -551,9 +616,33 @@ class DynamicShards:
             return state.read_count  # a count whose start is not recorded: skip nothing
         return max((self.initial, *(entry.count for entry in state.history if entry.at <= at)))
 
+    @property
+    def activation_delay(self) -> float:
+        """Seconds after a growth before writers use its new shards: ``cache_ttl + clock_skew``
+        with ``delayed_growth`` (the default with ``fresh_reads=False``), so that a reader's
+        cached count covers every shard written; else ``0`` (and with ``cache_ttl=0``).
+
+        .. versionadded:: 0.2.0
+        """
+        if not self.delayed_growth or self.cache_ttl <= 0:
+            return 0.0
+        return self.cache_ttl + self.clock_skew
+
+    def write_count(self, state: ShardState) -> int:
+        """The shards a new item of a key in ``state`` may be written to now: ``1..write_count``
+        (its count, less while a growth is not in effect yet: see :attr:`activation_delay`,
+        and :attr:`ShardState.write_count` for global tables).
+
+        .. versionadded:: 0.2.0
+        """
+        delay = self.activation_delay
+        if delay <= 0 or state.write_count <= 1:
+            return state.write_count
+        return min(state.write_count, state.count_at(self.clock() - delay))
+
     def write_shard(self, item: ItemKey) -> int:
         state = self._state_for_write(item.key.space, item.key.value)
-        return self._random.randint(1, state.write_count)
+        return self._random.randint(1, self.write_count(state))
 
     def point_shards(self, item: ItemKey) -> tuple[int, ...]:
         return self.read_shards(item.key)
@@ -582,9 +671,10 @@ class DynamicShards:
             state = self._state_for_write(space, key)
         _ensure_hook(space.model)
         pinned: int | None = None
+        demand_counted = False
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
-            shard = pinned if pinned is not None else self._random.randint(1, state.write_count)
+            shard = pinned if pinned is not None else self._random.randint(1, self.write_count(state))
             error: Exception | None = None
             written = False
             with attempts.tracking() as sent:
@@ -604,10 +694,20 @@ class DynamicShards:
             if written:
                 if self.target_utilization is not None:
                     # A put that does not ask for its capacity (a user's own hook) counts 1 unit.
-                    self._written(space, key, 1.0 if consumed is None else consumed)
+                    units = 1.0 if consumed is None else consumed
+                    if len(self._last_units) >= _FUTURE_CHANGES_KEPT:
+                        self._last_units.clear()
+                    self._last_units[(space.namespace, key)] = units
+                    if not demand_counted:
+                        self._written(space, key, units)
                 return result
             if sent.may_have_applied:
                 pinned = shard
+            if self.target_utilization is not None and not demand_counted and throttle.grows_shards:
+                # The write is wanted whether or not DynamoDB takes it now: the rate counts what
+                # writers ask for, so a throttled key grows to its demand, not to what it served.
+                demand_counted = True
+                self._written(space, key, self._last_units.get((space.namespace, key), 1.0))
             throttle_observed.send(template_of(space.model), key=key, throttle=throttle)
             if error is not None:
                 if throttle.kind is ThrottleKind.INDEX:
@@ -640,6 +740,8 @@ class DynamicShards:
         cached = self.store.cached(namespace, key)
         may_shrink = self.shrink_utilization is not None and cached is not None and cached.count > self.initial
         due = self.local_writes.add((namespace, key), units, report_quiet=may_shrink)
+        if due is not None and self.rate_reports is not None:
+            due = self.sampled_report(due, 1 if cached is None else cached.count)
         if due is None:
             return
         try:
@@ -664,6 +766,31 @@ class DynamicShards:
                 self._owner(space), key, self.metadata_model.Meta.table_name, exc_info=True,
             )
 
+    def report_quantum(self, count: int) -> float:
+        """The units ``q`` of a sampled rate report of a key with ``count`` shards: the growth
+        threshold's units per ``rate_interval`` over all its shards, divided by ``rate_reports``.
+
+        .. versionadded:: 0.2.0
+        """
+        reports = self.rate_reports if self.rate_reports is not None else 1 / QUIET_FRACTION
+        return count * self.growth_threshold * self.rate_interval / reports
+
+    def sampled_report(self, units: float, count: int) -> float | None:
+        """What a process that wrote ``units`` to a key with ``count`` shards in one interval
+        reports: ``units`` when they reach the quantum ``q`` (:meth:`report_quantum`); below it,
+        ``q`` with probability ``units / q`` and nothing otherwise, so the sum over all processes
+        is the key's units on average, and the number of reports stays near ``rate_reports``
+        per interval however thinly the units are spread.
+
+        .. versionadded:: 0.2.0
+        """
+        quantum = self.report_quantum(count)
+        if units >= quantum:
+            return units
+        if units <= 0 or self._random.random() * quantum >= units:
+            return None
+        return quantum
+
     def _follow_rate(self, space: KeySpace, key: str, state: ShardState, window: RateWindow) -> None:
         """Grow ``key`` when its rate per shard passes the threshold; shrink it (opt-in) when
         the rate stayed low for two windows."""
@@ -671,7 +798,7 @@ class DynamicShards:
         rate = window.per_second(now)
         needed = max(self.initial, math.ceil(rate / self.growth_threshold))
         if needed > state.count:
-            if state.count >= self.max_shards or self._in_cooldown(space, key, state):
+            if state.count >= self.max_shards or self._in_cooldown(space, key, state, self._rate_cooldown):
                 return
             new = min(self.max_shards, max(needed, self._next_count(space, state.count)))
             self._change(space, key, state, new, reason="rate")
@@ -738,7 +865,7 @@ class DynamicShards:
         space, key = shard_key.space, shard_key.value
         with self._metadata_requests(space, key):
             state = self._state_for_write(space, key)
-            return self._after_key_range_throttle(space, key, state, attempt).write_count
+            return self.write_count(self._after_key_range_throttle(space, key, state, attempt))
 
     @contextmanager
     def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
@@ -855,7 +982,9 @@ class DynamicShards:
         cached = self.store.cached(namespace, key)
         if cached is not None:
             return cached
-        if self.store.known_absent(namespace, key) or self.store.first_sight(namespace, key):
+        if self.store.known_absent(namespace, key):
+            return self._unstored
+        if self.store.first_sight(namespace, key) and (self._hints is None or not self._hints.listed(namespace, key)):
             return self._unstored
         state = self.store.get(namespace, key, owner=owner)
         if state is None:
@@ -916,9 +1045,10 @@ class DynamicShards:
         newest = self._newest(space, key, state)
         if newest is not state:  # another thread of this process grew (or shrank) meanwhile
             return newest
-        # A count changed at home and not yet in this region's replica: its new shards are not
-        # this region's to use yet, and growing again would not add any either.
-        pending = state.write_count < state.count
+        # A count changed at home and not yet in this region's replica, or a growth not in
+        # effect yet (fresh_reads=False): its new shards are not to be used yet, and growing
+        # again would not add any either.
+        pending = self.write_count(state) < state.count
         if pending or state.count >= self.max_shards or self._in_cooldown(space, key, state):
             low, high = self.backoff
             self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))
@@ -931,8 +1061,17 @@ class DynamicShards:
             return newest
         return self._change(space, key, state, self._next_count(space, state.count), reason="throttle")
 
-    def _in_cooldown(self, space: KeySpace, key: str, state: ShardState) -> bool:
-        """Whether the last change of the count is less than ``cooldown`` ago.
+    @property
+    def _rate_cooldown(self) -> float:
+        """Seconds between two growths on the write rate: two rate windows, so that the next
+        growth follows a window measured at least partly after this one (at most ``cooldown``).
+        The rate counts the writes asked for, throttled ones included, so it does not drop
+        because of a growth: a key whose demand keeps rising grows every two windows."""
+        return min(self.cooldown, 2 * self.rate_interval)
+
+    def _in_cooldown(self, space: KeySpace, key: str, state: ShardState, cooldown: float | None = None) -> bool:
+        """Whether the last change of the count is less than ``cooldown`` ago (the strategy's
+        ``cooldown`` by default).
 
         A ``last_updated`` in the future (written by a host whose clock runs fast, and kept
         there by the strictly increasing lock values) counts from when this process first saw
@@ -950,7 +1089,7 @@ class DynamicShards:
                 self._future_changes.clear()
             # setdefault settles racing threads without a lock: the first to see it wins.
             changed_at = self._future_changes.setdefault(seen, now)
-        return now - changed_at < self.cooldown
+        return now - changed_at < (self.cooldown if cooldown is None else cooldown)
 
     def _home_request_dropped(self, space: KeySpace, key: str, request: str, error: BaseException) -> None:
         """Count (and signal) a best-effort request the unreachable home region did not get."""
@@ -1016,6 +1155,8 @@ class DynamicShards:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
         shard_count_changed.send(template_of(space.model), key=key, old=state.count, new=new, reason=reason)
+        if self._hints is not None and new > self.initial and self._hints.due(namespace, key):
+            self._hints.add(self.store.writer, namespace, key)
         if self.target_utilization is not None and new > state.count:
             try:
                 self._check_ceiling(space, key, new)

@@ -136,6 +136,9 @@ class ShardMetadata(Model):
     home = UnicodeAttribute(null=True)
     home_epoch = NumberAttribute(null=True)
     moving_to = UnicodeAttribute(null=True)
+    #: Hot-key hints (``DynamicShards(hot_key_hints=N)``): in the items of a namespace's hint
+    #: list, ``"<expires>:<key>"`` for each key grown lately (see ``_hot_keys``).
+    hot_keys = UnicodeSetAttribute(null=True)
 
     #: The billing mode a subclass's ``Meta`` gets when it does not set one.
     default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"
@@ -412,6 +415,26 @@ class ShardState:
         .. versionadded:: 0.1.0
         """
         return self.count if self.replica_count is None else min(self.count, self.replica_count)
+
+    def count_at(self, at: float) -> int:
+        """The count writers were using at epoch second ``at`` when a growth takes effect only
+        from ``at`` on and a shrink at once: the count of the latest change made at or before
+        ``at`` (the oldest recorded count before any), never above the current count.
+
+        ``DynamicShards(fresh_reads=False)`` writes over ``count_at(now - (cache_ttl +
+        clock_skew))``: a growth is used by no writer before every reader's cached count shows it.
+
+        .. versionadded:: 0.2.0
+        """
+        history = self.history
+        if all(entry.count != self.count for entry in history):
+            # A count whose change is not recorded (set by hand): in effect since last_updated.
+            history = (*history, HistoryEntry(at=self.last_updated, count=self.count))
+        started = [entry for entry in history if entry.at <= at]
+        if started:
+            latest = max(started, key=lambda entry: entry.at)
+            return min(self.count, latest.count)
+        return min(self.count, min(entry.count for entry in history))
 
     def same_version(self, other: ShardState) -> bool:
         """Whether both are the same stored version of the item."""

@@ -1,5 +1,6 @@
 """Test support: DynamoDB Local (install, serve), model binding, the partition-limit simulator,
-latency injection, a global-tables replicator, the loopback-only guard, and the pytest plugin.
+the fleet simulator, latency injection, a global-tables replicator, the loopback-only guard, and
+the pytest plugin.
 
 The names below are loaded when first used (PEP 562 ``__getattr__``), like the package's own:
 the pytest plugin lives in this package, and importing it must not load PynamoDB or botocore
@@ -14,6 +15,14 @@ from pynamodb_sharding._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pynamodb_sharding.testing.binding import ModelBinding, SharedTableError, bound_models
+    from pynamodb_sharding.testing.fleet import (
+        EventLoop,
+        Fleet,
+        FleetDynamoDB,
+        FleetReport,
+        Scenario,
+        run_scenario,
+    )
     from pynamodb_sharding.testing.guard import LoopbackGuard, UnboundModelError
     from pynamodb_sharding.testing.latency import LatencyInjector, inject_latency, record_requests
     from pynamodb_sharding.testing.local import (
@@ -32,11 +41,16 @@ __all__ = [
     "DynamoDBLocal",
     "DynamoDBLocalError",
     "DynamoDBLocalWarning",
+    "EventLoop",
+    "Fleet",
+    "FleetDynamoDB",
+    "FleetReport",
     "LatencyInjector",
     "LoopbackGuard",
     "ModelBinding",
     "PartitionLimitSimulator",
     "Replicator",
+    "Scenario",
     "ServerProcess",
     "SharedTableError",
     "UnboundModelError",
@@ -44,6 +58,7 @@ __all__ = [
     "inject_latency",
     "install",
     "record_requests",
+    "run_scenario",
     "running_dynamodb_local",
     "serve",
     "simulate_partition_limits",
@@ -52,6 +67,7 @@ __all__ = [
 #: The module of this package that defines each public name (the imports above, for type checkers).
 _MODULES: dict[str, tuple[str, ...]] = {
     "binding": ("ModelBinding", "SharedTableError", "bound_models"),
+    "fleet": ("EventLoop", "Fleet", "FleetDynamoDB", "FleetReport", "Scenario", "run_scenario"),
     "guard": ("LoopbackGuard", "UnboundModelError"),
     "latency": ("LatencyInjector", "inject_latency", "record_requests"),
     "local": (

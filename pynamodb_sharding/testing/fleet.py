@@ -1,0 +1,1079 @@
+"""A fleet of simulated processes on virtual time, against an in-memory DynamoDB.
+
+Many processes (web workers, Lambda containers, queue workers) each run the library's **real**
+code: every simulated process has its own model class and its own
+:class:`~pynamodb_sharding.DynamicShards` instance (strategy, metadata store and caches,
+growth, rate reports, read planning), with the strategy's ``clock``, ``sleep``, ``timer`` and
+``random`` on the fleet's virtual time. Requests go through PynamoDB and botocore as they do
+against DynamoDB (serialization, parsing, botocore's retry handler and the library's own event
+hooks all run); botocore's ``before-send`` event answers them from :class:`FleetDynamoDB`, so no
+socket is opened. botocore's retry sleeps and the library's sleeps wait on virtual time: a
+process that sleeps lets the others run (each process is a greenlet; the event loop runs the
+one due first).
+
+:class:`FleetDynamoDB` keeps the items of each table and charges DynamoDB's per-partition
+limits: per table and partition key value, a token bucket of ``write_units`` (1,000) write and
+``read_units`` (3,000) read units a second, starting full with one second of burst. Writes
+cost one unit per started KB of the larger of the old and new item; reads one unit per
+started 4 KB returned (half when eventually consistent), admitted on their minimum and
+charged the rest after, as :mod:`pynamodb_sharding.testing.simulator` does. Table, index and
+metadata partitions are charged alike. A request over its partition's budget gets the
+``ProvisionedThroughputExceededException`` DynamoDB sends, with its ``ThrottlingReasons``.
+
+Scale: a simulated process may stand for ``weight`` identical real processes. Every request it
+sends is then charged ``weight`` times its units, and counted ``weight`` times: the load on each
+partition, metadata items included, is that of ``weight`` real processes doing what this one
+does. What that leaves out, and what else the simulation does not model, is listed in
+``docs/scale.rst``: the ``weight`` copies of one process make the same random choices at the
+same moment; partitions never split (no adaptive capacity, no split for heat); no network
+(every request takes zero time, no lost replies, no timeouts); no whole-table limits; one
+region; processes share one botocore client, so botocore's retry quota is shared.
+
+.. versionadded:: 0.2.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import json
+import math
+import os
+import random as _random
+import types
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import botocore
+import botocore.endpoint
+from botocore.awsrequest import AWSResponse
+from pynamodb.models import Model
+
+from pynamodb_sharding import _host, _pool
+from pynamodb_sharding._model import with_companions
+from pynamodb_sharding._sizes import item_size
+from pynamodb_sharding.testing import _expressions as expressions
+from pynamodb_sharding.testing.simulator import (
+    _equality_value,
+    _hash_key_name,
+    _RawBody,
+    _throttle_body,
+    read_units,
+    write_units,
+)
+
+__all__ = [
+    "COLD_KEYS",
+    "HOT_READ",
+    "SCENARIOS",
+    "VIRAL",
+    "EventLoop",
+    "Fleet",
+    "FleetDynamoDB",
+    "FleetReport",
+    "ItemLoad",
+    "Scenario",
+    "activity",
+    "current_activity",
+    "current_weight",
+    "needed_shards",
+    "run_scenario",
+]
+
+_PREFIX = "com.amazonaws.dynamodb.v20120810#"
+_PAGE_BYTES = 1024 * 1024
+
+
+# -- virtual time -------------------------------------------------------------------------------
+
+
+class EventLoop:
+    """Virtual time and the processes that run on it.
+
+    ``spawn`` starts a function as a process (a greenlet) at a virtual time; ``sleep``, called
+    by a process, lets the others run until the process is due again; ``run`` runs everything
+    due up to a time. Time only moves when ``run`` takes the next process due: a process runs
+    without interruption until it sleeps or ends, and takes no virtual time meanwhile.
+
+    Args:
+        start_epoch: the epoch second that virtual time 0 stands for (what :meth:`time` gives).
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, start_epoch: float = 1_767_225_600.0) -> None:
+        self.start_epoch = start_epoch
+        self.now = 0.0
+        self._queue: list[tuple[float, int, Any]] = []
+        self._order = itertools.count()
+        self._hub: Any = None
+
+    def time(self) -> float:
+        """Epoch seconds at the current virtual time (``DynamicShards(clock=...)``)."""
+        return self.start_epoch + self.now
+
+    def monotonic(self) -> float:
+        """Virtual seconds since the start (``DynamicShards(timer=...)``)."""
+        return self.now
+
+    def spawn(self, function: Callable[[], object], at: float | None = None) -> None:
+        """Run ``function`` as a process from virtual time ``at`` (now by default)."""
+        heapq.heappush(self._queue, (self.now if at is None else at, next(self._order), function))
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of virtual time (from a process: the others run meanwhile).
+
+        Called outside a process (by the code driving the loop), it only moves time forward.
+        """
+        import greenlet
+
+        current = greenlet.getcurrent()
+        if self._hub is None or current is self._hub:
+            self.now += max(0.0, seconds)
+            return
+        heapq.heappush(self._queue, (self.now + max(0.0, seconds), next(self._order), current))
+        self._hub.switch()
+
+    def run(self, until: float) -> None:
+        """Run every process due up to virtual time ``until``, in time order; time is then
+        ``until``. An exception a process raises ends the run and is raised here."""
+        import greenlet
+
+        self._hub = greenlet.getcurrent()
+        try:
+            while self._queue and self._queue[0][0] <= until:
+                at, _, runnable = heapq.heappop(self._queue)
+                self.now = max(self.now, at)
+                if not isinstance(runnable, greenlet.greenlet):
+                    runnable = greenlet.greenlet(runnable, parent=self._hub)
+                runnable.switch()
+            self.now = max(self.now, until)
+        finally:
+            self._hub = None
+
+    @property
+    def pending(self) -> int:
+        """How many processes (or wake-ups) are waiting."""
+        return len(self._queue)
+
+
+def current_weight() -> int:
+    """The weight of the running process: how many real processes it stands for (1 outside a
+    process or when it has none)."""
+    import greenlet
+
+    return int(getattr(greenlet.getcurrent(), "fleet_weight", 1))
+
+
+def current_activity() -> str:
+    """What the running process said it is doing (``"write"``, ``"query"``...; ``""``)."""
+    import greenlet
+
+    return str(getattr(greenlet.getcurrent(), "fleet_activity", ""))
+
+
+@contextlib.contextmanager
+def activity(name: str, weight: int | None = None) -> Iterator[None]:
+    """Within the block, the running process's requests are counted under ``name`` (and
+    charged ``weight`` times, when given)."""
+    import greenlet
+
+    current = greenlet.getcurrent()
+    previous = getattr(current, "fleet_activity", ""), getattr(current, "fleet_weight", 1)
+    current.fleet_activity = name
+    if weight is not None:
+        current.fleet_weight = weight
+    try:
+        yield
+    finally:
+        current.fleet_activity, current.fleet_weight = previous
+
+
+# -- the in-memory DynamoDB ---------------------------------------------------------------------
+
+
+class _ServiceError(Exception):
+    def __init__(self, kind: str, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.body = {"__type": _PREFIX + kind, "message": message, **fields}
+
+
+@attrs.define
+class _Table:
+    name: str
+    hash_key: str
+    range_key: str | None
+    #: partition key text -> {range key (comparable) -> item}
+    partitions: dict[str, dict[Any, dict[str, Any]]] = attrs.Factory(lambda: defaultdict(dict))
+
+
+@attrs.frozen
+class ItemLoad:
+    """The heaviest second of one partition: units and requests, as DynamoDB would count them.
+
+    .. versionadded:: 0.2.0
+    """
+
+    table: str
+    key: str
+    second: int
+    units: float
+    write: bool
+
+
+def _key_value(value: Mapping[str, Any]) -> Any:
+    ((kind, content),) = value.items()
+    return Decimal(content) if kind == "N" else content
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, Mapping) and len(value) == 1:
+        (content,) = value.values()
+        if isinstance(content, str | int | float):
+            return str(content)
+    return None
+
+
+class FleetDynamoDB:
+    """Tables in memory, charged per partition as DynamoDB does (see the module docstring).
+
+    Serves ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``GetItem``, ``Query`` (base tables),
+    ``BatchWriteItem`` and ``DescribeTable``; any other operation gets a ``ValidationException``
+    naming it. Counters (``requests``, ``throttles``, ``units``) count real requests: a request
+    of a process of weight ``w`` counts ``w`` times.
+
+    Args:
+        clock: virtual seconds (:meth:`EventLoop.monotonic`), for the buckets and per-second loads.
+        write_units: write units per second per partition.
+        read_units: read units per second per partition.
+        watched: tables whose per-partition load is recorded second by second (the metadata
+            tables: :meth:`heaviest`).
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        *,
+        write_units: float = 1000.0,
+        read_units: float = 3000.0,
+        region: str = "us-east-1",
+    ) -> None:
+        self.clock = clock
+        self.limits = {True: float(write_units), False: float(read_units)}
+        self.region = region
+        self.tables: dict[str, _Table] = {}
+        self.watched: set[str] = set()
+        self._buckets: dict[tuple[str, str, bool], list[float]] = {}
+        #: (table, operation, activity) -> requests (real ones: weight-fold)
+        self.requests: Counter[tuple[str, str, str]] = Counter()
+        #: (table, write) -> throttled requests (real ones)
+        self.throttles: Counter[tuple[str, bool]] = Counter()
+        #: (table, partition key, write) -> throttled requests (real ones), per item
+        self.item_throttles: Counter[tuple[str, str, bool]] = Counter()
+        #: (table, write) -> units charged (admitted requests)
+        self.units: defaultdict[tuple[str, bool], float] = defaultdict(float)
+        #: (table, write) -> units refused
+        self.refused_units: defaultdict[tuple[str, bool], float] = defaultdict(float)
+        #: watched table -> (key, second, write) -> units
+        self.per_second: defaultdict[str, defaultdict[tuple[str, int, bool], float]] = defaultdict(
+            lambda: defaultdict(float)
+        )
+        #: watched table -> (key, second, write) -> requests (real ones)
+        self.requests_per_second: defaultdict[str, Counter[tuple[str, int, bool]]] = defaultdict(Counter)
+        #: requests served (simulated ones: not weighted)
+        self.sent = 0
+        #: (virtual time, partition) of each put sent under the activity ``"first-write"``
+        self.first_writes: list[tuple[float, str]] = []
+        #: callbacks ``(table, key, new item)`` after each write of a watched table
+        self.on_write: list[Callable[[str, str, dict[str, Any]], None]] = []
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def add_table(self, model: type[Model], *, watched: bool = False) -> None:
+        """Serve ``model``'s table (empty), keyed as the model declares."""
+        name = model.Meta.table_name
+        range_key = next((a.attr_name for a in model.get_attributes().values() if a.is_range_key), None)
+        if name not in self.tables:
+            self.tables[name] = _Table(name, _hash_key_name(model), range_key)
+        if watched:
+            self.watched.add(name)
+
+    def items(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every item of ``table`` (DynamoDB JSON)."""
+        for partition in self.tables[table].partitions.values():
+            yield from partition.values()
+
+    # -- charging -----------------------------------------------------------------------------
+
+    def _bucket(self, table: str, key: str, write: bool) -> list[float]:
+        now = self.clock()
+        rate = self.limits[write]
+        bucket = self._buckets.get((table, key, write))
+        if bucket is None:
+            bucket = self._buckets[(table, key, write)] = [rate, now]
+        else:
+            bucket[0] = min(rate, bucket[0] + max(0.0, now - bucket[1]) * rate)
+            bucket[1] = max(bucket[1], now)
+        return bucket
+
+    def admit(self, table: str, key: str, units: float, *, write: bool, minimum: float | None = None) -> bool:
+        """Take ``units`` from a partition's bucket if it holds them (a read: if it holds
+        ``minimum``; the rest may go into debt); ``False`` (a throttle) otherwise."""
+        bucket = self._bucket(table, key, write)
+        if bucket[0] < (units if minimum is None else minimum):
+            self.throttles[(table, write)] += current_weight()
+            self.item_throttles[(table, key, write)] += current_weight()
+            self.refused_units[(table, write)] += units
+            return False
+        bucket[0] -= units
+        self.units[(table, write)] += units
+        if table in self.watched:
+            second = int(self.clock())
+            self.per_second[table][(key, second, write)] += units
+            self.requests_per_second[table][(key, second, write)] += current_weight()
+        return True
+
+    def charge_after(self, table: str, key: str, units: float) -> None:
+        """Take the rest of a read's cost, once its size is known (the bucket may go into debt)."""
+        if units <= 0:
+            return
+        self._bucket(table, key, False)[0] -= units
+        self.units[(table, False)] += units
+        if table in self.watched:
+            self.per_second[table][(key, int(self.clock()), False)] += units
+
+    def heaviest(self, table: str, *, write: bool, start: float = 0.0) -> ItemLoad | None:
+        """The partition of a watched table with the most units in one second (from ``start``)."""
+        best = None
+        for (key, second, is_write), units in self.per_second[table].items():
+            if is_write == write and second >= start and (best is None or units > best.units):
+                best = ItemLoad(table, key, second, units, write)
+        return best
+
+    def heaviest_mean(self, table: str, *, write: bool, start: float, end: float) -> float:
+        """The most units a second any partition of a watched table took on average from
+        ``start`` to ``end`` (virtual seconds)."""
+        totals: defaultdict[str, float] = defaultdict(float)
+        for (key, second, is_write), units in self.per_second[table].items():
+            if is_write == write and start <= second < end:
+                totals[key] += units
+        return max(totals.values(), default=0.0) / max(1.0, end - start)
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def on_before_send(self, request: Any, **_: Any) -> AWSResponse:
+        """botocore ``before-send`` handler: the response to ``request``, made here."""
+        target = request.headers.get("X-Amz-Target", b"")
+        operation = (target.decode() if isinstance(target, bytes) else target).rpartition(".")[2]
+        body = json.loads(request.body or b"{}")
+        try:
+            status, answer = 200, self.handle(operation, body)
+        except _ServiceError as error:
+            status, answer = 400, error.body
+        except expressions.ExpressionError as error:
+            status, answer = 400, {"__type": _PREFIX + "ValidationException", "message": str(error)}
+        headers = {"x-amzn-requestid": "fleet", "content-type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, status, headers, _RawBody(json.dumps(answer).encode()))
+
+    def handle(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Answer one request (the body botocore sends), or raise the error DynamoDB would."""
+        handler = {
+            "PutItem": self._put_item, "UpdateItem": self._update_item, "DeleteItem": self._delete_item,
+            "GetItem": self._get_item, "Query": self._query, "BatchWriteItem": self._batch_write,
+            "DescribeTable": self._describe_table,
+        }.get(operation)
+        if handler is None:
+            msg = f"the fleet simulator does not serve {operation}"
+            raise _ServiceError("ValidationException", msg)
+        table = body.get("TableName", "")
+        self.sent += 1
+        self.requests[(str(table), operation, current_activity())] += current_weight()
+        return handler(body)
+
+    def _table(self, name: Any) -> _Table:
+        table = self.tables.get(name)
+        if table is None:
+            msg = f"Requested resource not found: Table: {name} not found"
+            raise _ServiceError("ResourceNotFoundException", msg)
+        return table
+
+    def _locate(self, table: _Table, key_or_item: Mapping[str, Any]) -> tuple[str, Any]:
+        partition = _text(key_or_item.get(table.hash_key))
+        if partition is None:
+            msg = f"the key of {table.name} needs {table.hash_key}"
+            raise _ServiceError("ValidationException", msg)
+        sort = _key_value(key_or_item[table.range_key]) if table.range_key else None
+        return partition, sort
+
+    def _throttle(self, table: str, *, write: bool) -> _ServiceError:
+        reason = f"Table{'Write' if write else 'Read'}KeyRangeThroughputExceeded"
+        body = _throttle_body([types.SimpleNamespace(reason=reason, table=table)], self.region)  # type: ignore[list-item]
+        return _ServiceError(body.pop("__type").rpartition("#")[2], body.pop("message"), **body)
+
+    def _write(self, body: Mapping[str, Any], new: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> tuple[
+        dict[str, Any] | None, float
+    ]:
+        """Charge, check the condition, store ``new(old)``; returns the stored item and units."""
+        table = self._table(body.get("TableName"))
+        given = body.get("Item") or body.get("Key") or {}
+        partition, sort = self._locate(table, given)
+        old = table.partitions.get(partition, {}).get(sort)
+        condition = body.get("ConditionExpression")
+        names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
+        after = new(None if old is None else json.loads(json.dumps(old)))
+        units = write_units(max(item_size(old or {}), item_size(after or {}))) * current_weight()
+        if not self.admit(table.name, partition, units, write=True):
+            raise self._throttle(table.name, write=True)
+        if condition and not expressions.condition(condition, names, values)(old or {}):
+            msg = "The conditional request failed"
+            raise _ServiceError("ConditionalCheckFailedException", msg)
+        if body.get("Item") is not None and current_activity() == "first-write" and table.name not in self.watched:
+            self.first_writes.append((self.clock(), partition))
+        if after is None:
+            table.partitions.get(partition, {}).pop(sort, None)
+        else:
+            table.partitions[partition][sort] = after
+        if table.name in self.watched and after is not None:
+            for callback in self.on_write:
+                callback(table.name, partition, after)
+        return after, units
+
+    def _consumed(self, body: Mapping[str, Any], units: float) -> dict[str, Any]:
+        mode = body.get("ReturnConsumedCapacity")
+        if mode not in ("TOTAL", "INDEXES"):
+            return {}
+        real = units / current_weight()
+        consumed: dict[str, Any] = {"TableName": body.get("TableName"), "CapacityUnits": real}
+        if mode == "INDEXES":
+            consumed["Table"] = {"CapacityUnits": real}
+        return {"ConsumedCapacity": consumed}
+
+    def _put_item(self, body: dict[str, Any]) -> dict[str, Any]:
+        _, units = self._write(body, lambda old: body["Item"])
+        return self._consumed(body, units)
+
+    def _delete_item(self, body: dict[str, Any]) -> dict[str, Any]:
+        _, units = self._write(body, lambda old: None)
+        return self._consumed(body, units)
+
+    def _update_item(self, body: dict[str, Any]) -> dict[str, Any]:
+        names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
+        expression = body.get("UpdateExpression")
+        # A process of weight w stands for w processes sending this request: their ADDs add up.
+        scale = Decimal(str(current_weight()))
+        apply = expressions.update(expression, names, values, add_scale=scale) if expression else (lambda item: None)
+
+        def new(old: dict[str, Any] | None) -> dict[str, Any]:
+            item = old if old is not None else json.loads(json.dumps(body["Key"]))
+            apply(item)
+            return item
+
+        after, units = self._write(body, new)
+        answer = self._consumed(body, units)
+        if body.get("ReturnValues") == "ALL_NEW" and after is not None:
+            answer["Attributes"] = after
+        return answer
+
+    def _get_item(self, body: dict[str, Any]) -> dict[str, Any]:
+        table = self._table(body.get("TableName"))
+        partition, sort = self._locate(table, body.get("Key") or {})
+        consistent = bool(body.get("ConsistentRead"))
+        weight = current_weight()
+        least = read_units(0, consistent=consistent) * weight
+        if not self.admit(table.name, partition, least, write=False, minimum=least):
+            raise self._throttle(table.name, write=False)
+        item = table.partitions.get(partition, {}).get(sort)
+        units = read_units(item_size(item or {}), consistent=consistent) * weight
+        self.charge_after(table.name, partition, units - least)
+        answer = self._consumed(body, units)
+        if item is not None:
+            answer["Item"] = item
+        return answer
+
+    def _query(self, body: dict[str, Any]) -> dict[str, Any]:
+        table = self._table(body.get("TableName"))
+        if body.get("IndexName"):
+            msg = f"the fleet simulator does not serve queries of indexes ({body['IndexName']})"
+            raise _ServiceError("ValidationException", msg)
+        partition = _equality_value(table.hash_key, body)
+        if partition is None:
+            msg = f"a query of {table.name} needs {table.hash_key} = :value"
+            raise _ServiceError("ValidationException", msg)
+        consistent = bool(body.get("ConsistentRead"))
+        weight = current_weight()
+        least = read_units(0, consistent=consistent) * weight
+        if not self.admit(table.name, partition, least, write=False, minimum=least):
+            raise self._throttle(table.name, write=False)
+        names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
+        key_condition = expressions.condition(body["KeyConditionExpression"], names, values)
+        stored = table.partitions.get(partition, {})
+        order = sorted(stored, reverse=not body.get("ScanIndexForward", True)) if table.range_key else list(stored)
+        start = body.get("ExclusiveStartKey")
+        if start is not None and table.range_key:
+            after = _key_value(start[table.range_key])
+            forward = body.get("ScanIndexForward", True)
+            order = [k for k in order if (k > after if forward else k < after)]
+        limit = body.get("Limit")
+        matched, size, last = [], 0, None
+        for sort in order:
+            item = stored[sort]
+            if not key_condition(item):
+                continue
+            matched.append(item)
+            size += item_size(item)
+            last = item
+            if (limit is not None and len(matched) >= limit) or size >= _PAGE_BYTES:
+                break
+        else:
+            last = None
+        units = read_units(size, consistent=consistent) * weight
+        self.charge_after(table.name, partition, units - least)
+        filtered = matched
+        if body.get("FilterExpression"):
+            keep = expressions.condition(body["FilterExpression"], names, values)
+            filtered = [item for item in matched if keep(item)]
+        answer: dict[str, Any] = {"Count": len(filtered), "ScannedCount": len(matched), **self._consumed(body, units)}
+        if body.get("Select") != "COUNT":
+            answer["Items"] = filtered
+        if last is not None:
+            answer["LastEvaluatedKey"] = {
+                name: last[name] for name in (table.hash_key, table.range_key) if name is not None
+            }
+        return answer
+
+    def _batch_write(self, body: dict[str, Any]) -> dict[str, Any]:
+        unprocessed: dict[str, list[Any]] = {}
+        for name, entries in (body.get("RequestItems") or {}).items():
+            for entry in entries:
+                single = {"TableName": name, **(entry.get("PutRequest") or entry.get("DeleteRequest") or {})}
+                try:
+                    if "PutRequest" in entry:
+                        self._write(single, lambda old, s=single: s["Item"])  # type: ignore[misc]
+                    else:
+                        self._write(single, lambda old: None)
+                except _ServiceError as error:
+                    if not error.body["__type"].endswith("ProvisionedThroughputExceededException"):
+                        raise
+                    unprocessed.setdefault(name, []).append(entry)
+        return {"UnprocessedItems": unprocessed}
+
+    def _describe_table(self, body: dict[str, Any]) -> dict[str, Any]:
+        table = self._table(body.get("TableName"))
+        schema = [{"AttributeName": table.hash_key, "KeyType": "HASH"}]
+        if table.range_key:
+            schema.append({"AttributeName": table.range_key, "KeyType": "RANGE"})
+        return {"Table": {"TableName": table.name, "TableStatus": "ACTIVE", "KeySchema": schema}}
+
+
+# -- binding models to the fleet ----------------------------------------------------------------
+
+
+class Fleet:
+    """An event loop, an in-memory DynamoDB, and the models of its processes bound to it.
+
+    Args:
+        write_units: write units per second per partition (DynamoDB: 1,000).
+        read_units: read units per second per partition (DynamoDB: 3,000).
+        seed: seeds every process's ``random.Random``.
+
+    .. versionadded:: 0.2.0
+    """
+
+    host = "http://127.0.0.1:9"  # never contacted: before-send answers every request
+
+    def __init__(self, *, write_units: float = 1000.0, read_units: float = 3000.0, seed: int = 0) -> None:
+        self.loop = EventLoop()
+        self.db = FleetDynamoDB(self.loop.monotonic, write_units=write_units, read_units=read_units)
+        self._seeds = _random.Random(seed)
+        self._connections: dict[str, Any] = {}
+        self._clients: list[Any] = []
+
+    def random(self) -> _random.Random:
+        """A ``random.Random`` for one process, seeded from the fleet's seed."""
+        return _random.Random(self._seeds.getrandbits(64))
+
+    def strategy_clock(self) -> dict[str, Any]:
+        """The ``clock``, ``sleep``, ``timer`` and ``random`` options of a ``DynamicShards`` on
+        this fleet's virtual time: ``DynamicShards(Meta, **fleet.strategy_clock(), ...)``."""
+        return {
+            "clock": self.loop.time, "sleep": self.loop.sleep, "timer": self.loop.monotonic,
+            "random": self.random(),
+        }
+
+    @staticmethod
+    def meta(table_name: str, **settings: Any) -> type:
+        """A ``Meta`` for a model of this fleet: its table, the fleet's endpoint, dummy credentials."""
+        return type("Meta", (), {
+            "table_name": table_name, "host": Fleet.host, "region": "us-east-1",
+            "aws_access_key_id": "fleet", "aws_secret_access_key": "fleet", **settings,
+        })
+
+    def bind(self, model: type[Model]) -> type[Model]:
+        """Serve ``model``'s table and its companions' (the metadata table, watched) from the
+        fleet; models of one table share one connection (one botocore client). Returns ``model``."""
+        for bound in with_companions([model]):
+            name = bound.Meta.table_name
+            self.db.add_table(bound, watched=bound is not model)
+            shared = self._connections.get(name)
+            if shared is not None:
+                bound._connection = shared
+                continue
+            if bound.Meta.host != Fleet.host:
+                msg = (
+                    f"Fleet.bind: {bound.__name__} has Meta.host {bound.Meta.host!r}; a model of the fleet "
+                    f"(and its metadata model) must be declared with Meta = Fleet.meta({name!r}), so that no "
+                    f"request of it can reach a real server"
+                )
+                raise ValueError(msg)
+            # PynamoDB's own connection first (not yet armed by the library), to reach its client.
+            client = Model._get_connection.__func__(bound).connection.client  # type: ignore[attr-defined]
+            if client not in _host._guarded:
+                # Many process models share one table and client: the guard checks one per table.
+                guard = _host._guarded[client] = _OnePerTable()
+                client.meta.events.register_first(_host._GUARD_EVENT, guard, unique_id=_host._GUARD_ID)
+            self._connections[name] = bound._get_connection()
+            if not any(client is known for known in self._clients):
+                client.meta.events.register_first("before-send.dynamodb", self.db.on_before_send)
+                # Nothing leaves the process: signing (a third of botocore's time) is skipped.
+                client.meta.events.register_first("choose-signer.dynamodb", _unsigned)
+                self._clients.append(client)
+        return model
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[EventLoop]:
+        """Within the block, botocore's retry sleeps wait on the fleet's virtual time, and
+        merged queries send their shard requests one after the other in the querying process
+        (the fan-out pool runs each call at once: a simulated process is one greenlet)."""
+        real = botocore.endpoint.time
+        pool = (_pool._executor, _pool._executor_pid)
+        botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=real.time)
+        _pool._executor, _pool._executor_pid = _InlineExecutor(), os.getpid()  # type: ignore[assignment]
+        try:
+            yield self.loop
+        finally:
+            botocore.endpoint.time = real
+            _pool._executor, _pool._executor_pid = pool
+
+
+class _InlineExecutor:
+    """An executor that runs each call at once in the caller, returning a finished future."""
+
+    def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(function(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, **_: Any) -> None:
+        return None
+
+
+class _OnePerTable(_host._KeyGuard):
+    """The key guard of a client shared by many models of one table: it keeps the first."""
+
+    def add(self, model: type[Model], codec: Any) -> None:
+        if all(known.Meta.table_name != model.Meta.table_name for known in list(self.models)):
+            super().add(model, codec)
+
+
+def _unsigned(**_: Any) -> Any:
+    return botocore.UNSIGNED
+
+
+def needed_shards(units_per_second: float, partition_write_units: float) -> int:
+    """The fewest shards that take ``units_per_second`` at ``partition_write_units`` each."""
+    return max(1, math.ceil(units_per_second / partition_write_units - 1e-9))
+
+
+# -- scenarios ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Scenario:
+    """One fleet scenario, as data: who writes and reads which keys, how fast, for how long.
+
+    Rates are those of the whole real fleet; ``weight`` real processes are simulated by one
+    (see the module docstring), so ``processes / weight`` simulated processes run.
+
+    Attributes:
+        name: a short name (``"viral"``, ``"hot_read"``, ``"cold_keys"``).
+        kind: which process bodies run: ``"viral"`` (writers of one key, processes and load
+            ramping up together, a few readers checking what was acknowledged),
+            ``"hot_read"`` (readers of one key grown to ``shards`` beforehand, one slow
+            writer) or ``"cold_keys"`` (each write a new key, read back one in ``check_every``).
+        seconds: virtual seconds of the ramp (processes and load go from their start values to
+            their end values); the run lasts ``seconds + hold``.
+        processes: real processes at the start and at the end (linear in between).
+        weight: real processes one simulated process stands for.
+        write_units: write units per second of the whole fleet at the start and at the end.
+        queries: merged queries per second of the whole fleet.
+        shards: the count the hot read key is grown to before the start.
+        partition_write_units: write units per second per partition.
+        partition_read_units: read units per second per partition.
+        max_shards: ``DynamicShards(max_shards=)``.
+        readers: simulated reader processes of the viral key (weight 1), one query per ``read_every`` s.
+        read_every: seconds between two queries of a viral-key reader.
+        check_every: a cold-key writer reads back one key in this many.
+        scale: how the scenario is scaled from the full size, in words.
+        hold: virtual seconds the end values hold after the ramp.
+
+    .. versionadded:: 0.2.0
+    """
+
+    name: str
+    kind: str
+    seconds: float
+    processes: tuple[int, int]
+    weight: int = 1
+    write_units: tuple[float, float] = (0.0, 0.0)
+    queries: float = 0.0
+    shards: int = 1
+    partition_write_units: float = 1000.0
+    partition_read_units: float = 3000.0
+    max_shards: int = 256
+    readers: int = 0
+    read_every: float = 2.0
+    check_every: int = 10
+    scale: str = "full size"
+    hold: float = 0.0
+
+    @property
+    def end(self) -> float:
+        """When the run ends: ``seconds`` of ramp, then ``hold`` seconds at the end values."""
+        return self.seconds + self.hold
+
+    def processes_at(self, t: float) -> float:
+        start, end = self.processes
+        return start + (end - start) * min(1.0, max(0.0, t / self.seconds))
+
+    def load_at(self, t: float) -> float:
+        start, end = self.write_units
+        return start + (end - start) * min(1.0, max(0.0, t / self.seconds))
+
+
+#: A viral key: 0 -> 100,000 write units/s over 60 s while processes scale 10 -> 10,000
+#: (Lambda-like: new processes start cold), then 40 s at the peak (so that a growth lag up to
+#: 2 x the default cooldown after the ramp is seen), simulated as up to 50 processes of weight 200.
+VIRAL = Scenario(
+    name="viral", kind="viral", seconds=60.0, processes=(10, 10_000), weight=200,
+    write_units=(0.0, 100_000.0), readers=1, read_every=3.0, hold=40.0,
+    scale="full size; 10,000 processes simulated as 50 of weight 200",
+)
+#: A hot read key: 20,000 merged queries/s over 16 shards from 2,000 processes, 20 s,
+#: simulated as 5 processes of weight 400.
+HOT_READ = Scenario(
+    name="hot_read", kind="hot_read", seconds=20.0, processes=(2_000, 2_000), weight=400,
+    write_units=(20.0, 20.0), queries=20_000.0, shards=16,
+    scale="full size, 20 s; 2,000 processes simulated as 5 of weight 400",
+)
+#: A million cold keys written once each from 1,000 processes in 60 s, scaled down 100 times:
+#: 10,000 keys from 10 processes (each process's rate, 16.7 new keys/s, as at full size).
+COLD_KEYS = Scenario(
+    name="cold_keys", kind="cold_keys", seconds=60.0, processes=(10, 10), weight=1,
+    write_units=(10_000 / 60.0, 10_000 / 60.0), check_every=10,
+    scale="1/100: 10,000 keys from 10 processes (per-process rate as at full size)",
+)
+#: The scenarios the benchmark runs, in order.
+SCENARIOS = (VIRAL, HOT_READ, COLD_KEYS)
+
+
+@attrs.frozen
+class FleetReport:
+    """What one scenario run measured (real requests: weight-fold).
+
+    .. versionadded:: 0.2.0
+    """
+
+    scenario: str
+    metadata_read_pct: float  #: the heaviest metadata item's busiest second, % of the read limit
+    metadata_write_pct: float  #: the same, % of the write limit
+    steady_read_pct: float  #: the heaviest metadata item's busiest second in the second half, % of the read limit
+    steady_write_pct: float  #: the same, % of the write limit
+    mean_read_pct: float  #: the heaviest metadata item's mean load over the second half, % of the read limit
+    mean_write_pct: float  #: the same, % of the write limit
+    metadata_requests_per_query: float | None  #: in steady state (the second half)
+    metadata_requests_per_write: float | None  #: over the whole run
+    metadata_throttles: float
+    missed_writes: int  #: acknowledged items a later read did not return
+    reads_checked: int
+    growth_lag: float | None  #: seconds until the count covers the load (viral)
+    key_range_throttle_pct: float  #: data-table write throttles, % of write attempts
+    first_write_share: float | None  #: max over shards of first writes / fair share (viral)
+    writes: float
+    queries: float
+    errors: dict[str, int]
+    requests: int  #: simulated requests sent (not weighted)
+    stored_items: int  #: items in the data table at the end (weight 1: one per acknowledged write)
+    final_count: int
+    wall_seconds: float
+    timeline: tuple[tuple[float, float, float, float], ...]  #: (t, load units/s, count, needed)
+
+
+_KEY = "hot"
+
+
+def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mapping[str, Any]) -> list[type[Model]]:
+    from pynamodb.attributes import UnicodeAttribute
+
+    from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+
+    metadata = type("FleetShards", (ShardMetadata,), {"Meta": Fleet.meta("fleet_shards")})
+    base = type("FleetItem", (ShardedModel,), {
+        "__module__": __name__,
+        "key": UnicodeAttribute(hash_key=True),
+        "at": UnicodeAttribute(range_key=True),
+    })
+    settings = {
+        "max_shards": scenario.max_shards, "partition_write_units": scenario.partition_write_units,
+        "target_utilization": 0.7, **options,
+    }
+    models = []
+    for index in range(count):
+        strategy = DynamicShards(metadata, **fleet.strategy_clock(), **settings)
+        model = type(f"FleetItem{index}", (base,), {
+            "__module__": __name__,
+            "Meta": Fleet.meta("fleet_items", max_retry_attempts=3, max_pool_connections=64),
+            "shards": Sharding(strategy, max_workers=1),
+        })
+        models.append(fleet.bind(model))
+    return models
+
+
+def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetReport:
+    """Run ``scenario`` with ``DynamicShards(**options)`` (beyond the scenario's own settings
+    and ``target_utilization=0.7``) in every process; returns what it measured.
+
+    .. versionadded:: 0.2.0
+    """
+    import time
+
+    import greenlet
+
+    started = time.perf_counter()
+    fleet = Fleet(write_units=scenario.partition_write_units, read_units=scenario.partition_read_units, seed=seed)
+    loop, db = fleet.loop, fleet.db
+    weight = scenario.weight
+    simulated = max(1, round(scenario.processes[1] / weight))
+    readers = scenario.readers + (1 if scenario.kind == "hot_read" else 0)
+    models = _process_models(fleet, scenario, simulated + readers + 1, options)
+    acked: list[tuple[float, str, str]] = []  # (ack time, key, range key)
+    checks = {"reads": 0, "missed": 0}
+    errors: Counter[str] = Counter()
+    done = {"writes": 0.0, "queries": 0.0}
+    counts: list[tuple[float, int]] = [(0.0, 1)]
+    def follow_count(table: str, key: str, item: dict[str, Any]) -> None:
+        if key.startswith(_KEY) and "number_of_shards" in item:
+            counts.append((loop.now, int(item["number_of_shards"]["N"])))
+
+    db.on_write.append(follow_count)
+    serial = itertools.count()
+
+    def tag(model: type[Model], at: float) -> Any:
+        return model(_KEY, f"t{at:012.3f}#{next(serial)}")
+
+    def write(model: type[Model], key: str, first: bool) -> bool:
+        item = model(key, f"t{loop.now:012.3f}#{next(serial)}")
+        try:
+            with activity("first-write" if first else "write"):
+                item.save()
+        except Exception as error:
+            errors[type(error).__name__] += 1
+            return False
+        done["writes"] += current_weight()
+        acked.append((loop.now, key, item.at))  # type: ignore[attr-defined]
+        return True
+
+    def check(model: type[Model], key: str, since: float) -> None:
+        began = loop.now
+        bound = f"t{since:012.3f}"
+        wanted = {at for t, k, at in acked if k == key and t < began and at >= bound}
+        try:
+            with activity("query"):
+                got = {item.at for item in model.query(key, model.at >= bound)}  # type: ignore[attr-defined]
+        except Exception as error:
+            errors[type(error).__name__] += 1
+            return
+        done["queries"] += current_weight()
+        checks["reads"] += 1
+        checks["missed"] += len(wanted - got)
+
+    def weighted(body: Callable[[], None], w: int) -> Callable[[], None]:
+        def run() -> None:
+            current = greenlet.getcurrent()
+            current.fleet_weight = w
+            body()
+        return run
+
+    rng = fleet.random()
+    if scenario.kind == "viral":
+        def writer(model: type[Model]) -> Callable[[], None]:
+            def body() -> None:
+                first = True
+                while loop.now < scenario.end:
+                    rate = scenario.load_at(loop.now) / scenario.processes_at(loop.now)
+                    loop.sleep(rng.expovariate(max(rate, 0.2)))
+                    if loop.now >= scenario.end:
+                        return
+                    if write(model, _KEY, first):
+                        first = False
+            return body
+
+        start, end = scenario.processes
+        for index in range(simulated):
+            real = (index + 1) * weight
+            at = 0.0 if real <= start else (real - start) / (end - start) * scenario.seconds
+            loop.spawn(weighted(writer(models[index]), weight), at=at)
+        for index in range(scenario.readers):
+            model = models[simulated + index]
+
+            offset = index * scenario.read_every / max(1, scenario.readers)
+
+            def reader(model: type[Model] = model, offset: float = offset) -> None:
+                loop.sleep(offset)
+                while loop.now < scenario.end:
+                    check(model, _KEY, loop.now - 10.0)
+                    loop.sleep(scenario.read_every)
+            loop.spawn(reader)
+    elif scenario.kind == "hot_read":
+        setup = models[-1]
+
+        def prepare() -> None:
+            while setup.shards.shard_count(_KEY) < scenario.shards:  # type: ignore[attr-defined]
+                setup.shards.grow(_KEY)  # type: ignore[attr-defined]
+                setup.shards.refresh(_KEY)  # type: ignore[attr-defined]
+            slow = models[simulated]
+            while loop.now < scenario.end:
+                write(slow, _KEY, False)
+                loop.sleep(1.0 / max(scenario.write_units[0], 0.01))
+
+        loop.spawn(prepare)
+        per_process = scenario.queries / scenario.processes[1]
+        for index in range(simulated):
+            def querier(model: type[Model] = models[index]) -> None:
+                loop.sleep(1.0 + rng.random() / per_process)
+                while loop.now < scenario.end:
+                    check(model, _KEY, loop.now - 5.0)
+                    loop.sleep(rng.expovariate(per_process))
+            loop.spawn(weighted(querier, weight))
+    elif scenario.kind == "cold_keys":
+        per_process = scenario.load_at(0) / scenario.processes[1]
+        for index in range(simulated):
+            def cold(model: type[Model] = models[index], index: int = index) -> None:
+                written = 0
+                while loop.now < scenario.end:
+                    loop.sleep(rng.expovariate(per_process))
+                    key = f"cold-{index}-{written}"
+                    if write(model, key, True) and written % scenario.check_every == 0:
+                        check(model, key, 0.0)
+                    written += 1
+            loop.spawn(cold)
+    else:
+        msg = f"unknown scenario kind {scenario.kind!r}: use 'viral', 'hot_read' or 'cold_keys'"
+        raise ValueError(msg)
+
+    steady = scenario.end / 2
+    with fleet.running():
+        loop.run(steady)
+        before = Counter(db.requests)
+        queries_before = done["queries"]
+        loop.run(scenario.end + 60.0)  # let every process finish what it started
+
+    meta, data = "fleet_shards", "fleet_items"
+    heavy_read = db.heaviest(meta, write=False)
+    heavy_write = db.heaviest(meta, write=True)
+    steady_read = db.heaviest(meta, write=False, start=steady)
+    steady_write = db.heaviest(meta, write=True, start=steady)
+    after = Counter(db.requests)
+    steady_meta_queries = sum(n for (t, _, a), n in (after - before).items() if t == meta and a == "query")
+    steady_queries = done["queries"] - queries_before
+    meta_writes = sum(n for (t, _, a), n in after.items() if t == meta and a in ("write", "first-write"))
+    attempts_total = sum(n for (t, op, _), n in after.items() if t == data and op == "PutItem")
+    timeline = []
+    lag: float | None = None
+    share: float | None = None
+    if scenario.kind == "viral":
+        lag = _growth_lag(scenario, counts)
+        share = _first_write_share(db.first_writes, counts)
+        for second in range(int(scenario.end) + 1):
+            load = scenario.load_at(second)
+            timeline.append((float(second), load, float(_count_at(counts, second)),
+                             float(min(scenario.max_shards, needed_shards(load, scenario.partition_write_units)))))
+    return FleetReport(
+        scenario=scenario.name,
+        metadata_read_pct=0.0 if heavy_read is None else 100 * heavy_read.units / scenario.partition_read_units,
+        metadata_write_pct=0.0 if heavy_write is None else 100 * heavy_write.units / scenario.partition_write_units,
+        steady_read_pct=0.0 if steady_read is None else 100 * steady_read.units / scenario.partition_read_units,
+        steady_write_pct=0.0 if steady_write is None else 100 * steady_write.units / scenario.partition_write_units,
+        mean_read_pct=100 * db.heaviest_mean(meta, write=False, start=steady, end=scenario.end)
+        / scenario.partition_read_units,
+        mean_write_pct=100 * db.heaviest_mean(meta, write=True, start=steady, end=scenario.end)
+        / scenario.partition_write_units,
+        metadata_requests_per_query=None if not steady_queries else steady_meta_queries / steady_queries,
+        metadata_requests_per_write=None if not done["writes"] else meta_writes / done["writes"],
+        metadata_throttles=db.throttles[(meta, True)] + db.throttles[(meta, False)],
+        missed_writes=checks["missed"],
+        reads_checked=checks["reads"],
+        growth_lag=lag,
+        key_range_throttle_pct=100 * db.throttles[(data, True)] / max(1.0, attempts_total),
+        first_write_share=share,
+        writes=done["writes"],
+        queries=done["queries"],
+        errors=dict(errors),
+        requests=db.sent,
+        stored_items=sum(1 for _ in db.items(data)),
+        final_count=counts[-1][1],
+        wall_seconds=time.perf_counter() - started,
+        timeline=tuple(timeline),
+    )
+
+
+def _count_at(counts: list[tuple[float, int]], t: float) -> int:
+    found = counts[0][1]
+    for at, count in counts:
+        if at > t:
+            break
+        found = count
+    return found
+
+
+def _growth_lag(scenario: Scenario, counts: list[tuple[float, int]]) -> float | None:
+    """The longest time from a load arriving to the count covering it (``None``: never covered)."""
+    worst = 0.0
+    step = 0.5
+    t = 0.0
+    while t <= scenario.end:
+        needed = min(scenario.max_shards, needed_shards(scenario.load_at(t), scenario.partition_write_units))
+        reached = next((at for at, count in counts if count >= needed), None)
+        if reached is None:
+            return None
+        worst = max(worst, reached - t)
+        t += step
+    return worst
+
+
+def _first_write_share(first_writes: list[tuple[float, str]], counts: list[tuple[float, int]]) -> float | None:
+    """Max over shards of (first writes it took) / (its fair share of them), over shards whose
+    fair share is at least one write."""
+    from pynamodb_sharding._keys import decode
+
+    fair: defaultdict[int, float] = defaultdict(float)
+    seen: Counter[int] = Counter()
+    for at, partition in first_writes:
+        if not partition.startswith(_KEY):
+            continue
+        count = _count_at(counts, at)
+        for shard in range(1, count + 1):
+            fair[shard] += 1.0 / count
+        seen[decode(partition)[1]] += 1
+    ratios = [seen[shard] / share for shard, share in fair.items() if share >= 1.0]
+    return max(ratios) if ratios else None

@@ -1,0 +1,241 @@
+"""The metadata a fleet of processes costs, on DynamoDB Local (issue 26's checks).
+
+Many processes are simulated as model classes over one table, each with a ``DynamicShards`` of
+its own (its own cache, counters and random source) and one shared hand-driven clock, so every
+step is repeatable: nothing sleeps.
+
+Proves:
+- with ``fresh_reads=False`` a grown key is read whole by another process right after the
+  writes are acknowledged: a growth is written to only ``cache_ttl + clock_skew`` seconds
+  after it, so the reader's cached count covers every shard written (raw table checked);
+- 40 processes x 25 merged queries of a grown key send one metadata read per process per
+  ``cache_ttl`` (fresh reads: one per query);
+- 40 processes reporting their write rate send at most 10 metadata writes a second to the
+  key's item with ``rate_reports`` (every process every interval without), and the key grows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding.testing import record_requests
+from tests.raw import raw_items
+
+KEY = "/shared/firetvGen2.txt"
+TTL = 10.0
+
+Bind = Callable[..., Any]
+
+
+class Clock:
+    """Epoch seconds moved by hand (the clock and the cache timer of every process)."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.start = now
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def at(self, seconds: float) -> None:
+        self.now = self.start + seconds
+
+
+CLOCK = Clock()
+
+
+class FleetShards(ShardMetadata):
+    class Meta:
+        table_name = "fleet_shards"
+
+
+def strategy(seed: int, **options: Any) -> DynamicShards:
+    options.setdefault("cache_ttl", TTL)
+    return DynamicShards(FleetShards, max_shards=8, clock=CLOCK, timer=CLOCK, sleep=CLOCK.sleep,
+                         random=random.Random(seed), **options)
+
+
+class FleetLog(ShardedModel):
+    """The table every simulated process uses (bound once)."""
+
+    class Meta:
+        table_name = "fleet_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(strategy(0, fresh_reads=False))
+
+
+def process(seed: int, **options: Any) -> type[FleetLog]:
+    """One more process: the same table and metadata table, a DynamicShards of its own."""
+    return type(f"Process{seed}", (FleetLog,), {"__module__": __name__, "shards": Sharding(strategy(seed, **options))})
+
+
+def metadata_reads(sent: Any) -> int:
+    return sum(1 for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name)
+
+
+def shards_written(start: int) -> Counter[str]:
+    """How many items each physical key holds, of ``accessed_at >= start`` (raw table)."""
+    return Counter(raw["file_path"]["S"] for raw in raw_items(FleetLog) if int(raw["accessed_at"]["N"]) >= start)
+
+
+def test_a_growth_is_read_whole_by_a_cached_reader(dynamodb_models: Bind) -> None:
+    writer, reader = process(1, fresh_reads=False), process(2, fresh_reads=False)
+    dynamodb_models(FleetLog)  # after the processes are declared, as an application's are
+    CLOCK.at(0)
+    writer(KEY, 0).save()
+    assert [item.accessed_at for item in reader.query(KEY)] == [0]  # the reader caches 1 shard
+
+    CLOCK.at(1)
+    assert writer.shards.grow(KEY) == 2
+    for n in range(1, 21):
+        writer(KEY, n).save()  # acknowledged, and still on shard 1: the growth is not in effect
+    assert shards_written(1) == {f"{KEY}_1": 20}
+    with record_requests(reader) as sent:
+        assert [item.accessed_at for item in reader.query(KEY)] == list(range(21))
+        assert reader.count(KEY) == 21
+    assert metadata_reads(sent) == 0  # read from the reader's cache
+
+    CLOCK.at(1 + TTL + 1.5)  # the reader's cache expired at 10; the growth is in effect from 12
+    for n in range(21, 61):
+        writer(KEY, n).save()
+    assert set(shards_written(21)) == {f"{KEY}_1", f"{KEY}_2"}
+    with record_requests(reader) as sent:
+        assert [item.accessed_at for item in reader.query(KEY)] == list(range(61))
+    assert metadata_reads(sent) == 1  # its cache expired: the count is read once
+
+
+def test_a_writer_without_delayed_growth_is_what_a_cached_reader_would_miss(dynamodb_models: Bind) -> None:
+    """The control: a growth written to at once (``fresh_reads=True``, the default) puts items
+    on a shard a cached reader does not read. Every process of a model must use the same
+    settings (docs/scale.rst says how to switch a running fleet)."""
+    writer, reader = process(3), process(4, fresh_reads=False)
+    dynamodb_models(FleetLog)
+    CLOCK.at(100)
+    writer(KEY, 0).save()
+    assert [item.accessed_at for item in reader.query(KEY)] == [0]
+    writer.shards.grow(KEY)
+    for n in range(1, 21):
+        writer(KEY, n).save()
+    assert len(shards_written(1)) == 2
+    assert len(list(reader.query(KEY))) < 21
+
+
+def test_forty_processes_query_a_grown_key_with_one_metadata_read_each(dynamodb_models: Bind) -> None:
+    grower = process(5, fresh_reads=False)
+    fleet = [process(100 + n, fresh_reads=False) for n in range(40)]
+    fresh = [process(200 + n) for n in range(2)]  # fresh_reads=True: one read per query
+    dynamodb_models(FleetLog)
+    CLOCK.at(200)
+    grower.shards.grow(KEY)  # 2 shards
+    CLOCK.at(200 + TTL + 2)  # in effect
+    for n in range(40):
+        grower(KEY, n).save()
+    assert len(shards_written(0)) == 2
+
+    with record_requests(FleetLog) as sent:
+        for round_ in range(25):
+            for model in fleet:
+                assert [item.accessed_at for item in model.query(KEY, limit=40)] == list(range(40)), round_
+            CLOCK.sleep(TTL / 25 * 0.99)  # the 25 rounds span one cache_ttl
+    assert metadata_reads(sent) == 40  # one per process
+
+    with record_requests(FleetLog) as sent:
+        for _ in range(25):
+            for model in fresh:
+                assert len(list(model.query(KEY))) == 40
+    assert metadata_reads(sent) == 50
+
+
+def report_writes(sent: Any) -> list[dict[str, Any]]:
+    return [body for body in sent.bodies() if body.get("TableName") == FleetShards.Meta.table_name
+            and ("UpdateExpression" in body or "Item" in body)]
+
+
+def reporting_fleet(**options: Any) -> list[type[FleetLog]]:
+    """40 processes with proactive growth: 50 units/s per shard, 1 s windows."""
+    settings = {"partition_write_units": 100.0, "target_utilization": 0.5, "rate_interval": 1.0,
+                "fresh_reads": False, **options}
+    return [process(300 + n, **settings) for n in range(40)]
+
+
+def run_reporting_fleet(fleet: list[type[FleetLog]], seconds: int) -> tuple[list[int], int]:
+    """Each process writes the key 3 times a simulated second (120 units/s in all); returns
+    the metadata writes of each second and the key's count at the end."""
+    per_second: list[int] = []
+    at = 0
+    for _second in range(seconds):
+        with record_requests(FleetLog) as sent:
+            for _tick in range(3):
+                for model in fleet:
+                    model(KEY, at).save()
+                    at += 1
+                CLOCK.sleep(1 / 3)
+        per_second.append(len(report_writes(sent)))
+    item = FleetShards.get(KEY, FleetLog.Meta.table_name, consistent_read=True)
+    return per_second, int(item.number_of_shards)
+
+
+def test_forty_reporting_processes_send_at_most_ten_metadata_writes_a_second(dynamodb_models: Bind) -> None:
+    fleet = reporting_fleet(rate_reports=2)
+    dynamodb_models(FleetLog)
+    CLOCK.at(1000)
+    per_second, count = run_reporting_fleet(fleet, 8)
+    print("metadata writes per second, sampled:", per_second)
+    assert max(per_second) <= 10, per_second
+    assert sum(per_second) >= 8  # reports were sent
+    assert count >= 2  # 120 units/s over 50 per shard: the key grew (once: the cooldown is 30 s)
+
+
+def test_every_process_reports_without_sampling(dynamodb_models: Bind) -> None:
+    """The control: ``rate_reports=None`` (0.1's rule) has every process report every interval."""
+    fleet = reporting_fleet(rate_reports=None)
+    dynamodb_models(FleetLog)
+    CLOCK.at(2000)
+    per_second, _count = run_reporting_fleet(fleet, 3)
+    print("metadata writes per second, every process:", per_second)
+    assert max(per_second) >= 35, per_second
+
+
+def test_new_processes_spread_their_first_writes_of_a_hinted_hot_key(dynamodb_models: Bind) -> None:
+    """A scale-out: 40 processes start on a key grown to 4 shards and write it once each. With
+    ``hot_key_hints`` their first writes spread over the 4 shards (no shard above 1.5 x its
+    share); a cold key's first write still reads nothing but one hint copy per process."""
+    grower = process(400, hot_key_hints=4)
+    hinted = [process(500 + n, hot_key_hints=4) for n in range(40)]
+    unhinted = [process(600 + n) for n in range(40)]  # 0.1's rule, the control
+    dynamodb_models(FleetLog)
+    CLOCK.at(3000)
+    grower(KEY, 0).save()
+    grower.shards.grow(KEY)
+    grower.shards.grow(KEY)  # 4 shards, listed in every hint copy
+    stored = {raw["partition_key"]["S"]: raw for raw in raw_items(FleetShards) if "#hot-keys" in raw["model"]["S"]}
+    assert sorted(stored) == [f"#hot-keys#{n}" for n in range(4)]
+
+    with record_requests(FleetLog) as sent:
+        for n, model in enumerate(hinted, start=1):
+            model(KEY, n).save()
+            model(f"/cold/{n}", 0).save()  # a cold key: no read of its own
+    written = shards_written(1)
+    assert sum(count for key, count in written.items() if key.startswith(KEY)) == 40
+    assert set(key for key in written if key.startswith(KEY)) == {f"{KEY}_{n}" for n in range(1, 5)}
+    assert max(count for key, count in written.items() if key.startswith(KEY)) <= 15  # 1.5 x 10
+    reads = [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name]
+    hint_reads = [body for body in reads if body["Key"]["partition_key"]["S"].startswith("#hot-keys#")]
+    assert len(hint_reads) == 40  # one per process (a cache_ttl)
+    assert {body["Key"]["partition_key"]["S"] for body in reads if body not in hint_reads} == {KEY}
+    assert len(reads) == 80  # the hinted key's count once per process, nothing for the cold keys
+
+    for n, model in enumerate(unhinted, start=100):
+        model(KEY, n).save()
+    assert shards_written(100) == {f"{KEY}_1": 40}  # every first write on the initial shard

@@ -1,0 +1,159 @@
+"""The settings that keep a fleet's metadata cheap, without a server: which count a writer
+may use while a growth is not in effect yet (``ShardState.count_at``, ``delayed_growth``), and
+sampled rate reports (``rate_reports``)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pynamodb_sharding import DynamicShards, ShardingDefinitionError, ShardMetadata
+from pynamodb_sharding._metadata import ShardState
+from pynamodb_sharding._strategies import HistoryEntry
+
+
+class SettingsShards(ShardMetadata):
+    class Meta:
+        table_name = "settings_shards"
+
+
+def state(count: int, *entries: tuple[float, int]) -> ShardState:
+    history = tuple(HistoryEntry(at=at, count=n) for at, n in entries)
+    return ShardState(count=count, last_updated=max((at for at, _ in entries), default=0.0), history=history)
+
+
+GROWN = state(4, (0.0, 1), (100.0, 2), (200.0, 4))
+
+
+@pytest.mark.parametrize(("at", "expected"), [(50, 1), (100, 2), (150, 2), (199.9, 2), (200, 4), (10_000, 4)])
+def test_count_at_is_the_count_of_the_latest_change_by_then(at: float, expected: int) -> None:
+    assert GROWN.count_at(at) == expected
+
+
+def test_a_shrink_is_in_effect_at_once() -> None:
+    shrunk = state(2, (0.0, 1), (100.0, 4), (300.0, 2))
+    assert shrunk.count_at(250) == 2  # 4 was in effect, but nothing above 2 is written any more
+    assert shrunk.count_at(50) == 1
+
+
+def test_before_any_recorded_change_the_oldest_count_is_used() -> None:
+    created = state(1, (500.0, 1))  # the item was created at 500 with the initial count
+    assert created.count_at(0) == 1
+    grown_at_creation = state(4, (0.0, 1), (500.0, 4))
+    assert grown_at_creation.count_at(499) == 1
+
+
+def test_a_count_set_by_hand_is_in_effect_from_its_last_updated() -> None:
+    by_hand = ShardState(count=8, last_updated=300.0, history=(HistoryEntry(0.0, 1), HistoryEntry(100.0, 2)))
+    assert by_hand.count_at(200) == 2
+    assert by_hand.count_at(300) == 8
+
+
+growths = st.lists(st.tuples(st.floats(0, 1e6), st.integers(1, 64)), min_size=1, max_size=8).map(
+    lambda entries: sorted({at: n for at, n in entries}.items())
+)
+
+
+@given(growths, st.floats(0, 1e6), st.floats(0, 1e6))
+def test_count_at_never_exceeds_a_count_in_effect_and_never_the_current(
+    entries: list[tuple[float, int]], first: float, second: float
+) -> None:
+    grown = state(entries[-1][1], *entries)
+    early, late = sorted((first, second))
+    for at in (early, late):
+        assert 1 <= grown.count_at(at) <= grown.count
+        started = [n for when, n in entries if when <= at]
+        if started:
+            assert grown.count_at(at) == min(grown.count, started[-1])
+    if all(later >= earlier for (_, earlier), (_, later) in itertools.pairwise(entries)):
+        assert grown.count_at(early) <= grown.count_at(late)  # growths only: never back down
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_writers_wait_cache_ttl_plus_clock_skew_with_cached_reads() -> None:
+    clock = Clock()
+    strategy = DynamicShards(SettingsShards, fresh_reads=False, cache_ttl=10, clock_skew=2, clock=clock)
+    assert strategy.activation_delay == 12
+    grown = state(2, (0.0, 1), (1_000.0, 2))
+    assert strategy.write_count(grown) == 1
+    clock.now = 1_011.9
+    assert strategy.write_count(grown) == 1
+    clock.now = 1_012.0
+    assert strategy.write_count(grown) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "delay"),
+    [({}, 0.0), ({"cache_ttl": 0, "fresh_reads": False}, 0.0), ({"delayed_growth": True}, 11.0),
+     ({"fresh_reads": False}, 11.0)],
+)
+def test_which_settings_delay_a_growth(options: dict[str, Any], delay: float) -> None:
+    clock = Clock()
+    strategy = DynamicShards(SettingsShards, clock=clock, **options)
+    assert strategy.activation_delay == delay
+    assert strategy.write_count(state(2, (0.0, 1), (1_000.0, 2))) == (2 if delay == 0 else 1)
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"fresh_reads": False, "delayed_growth": False}, "drop delayed_growth=False"),
+        ({"clock_skew": -1}, "clock_skew must be a non-negative number"),
+        ({"rate_reports": 0}, "rate_reports must be None"),
+        ({"rate_reports": True}, "rate_reports must be None"),
+        ({"rate_reports": 2.5}, "rate_reports must be None"),
+    ],
+)
+def test_bad_fleet_settings_are_refused(options: dict[str, Any], says: str) -> None:
+    with pytest.raises(ShardingDefinitionError, match=says):
+        DynamicShards(SettingsShards, **options)
+
+
+def reporter(seed: int = 1, **options: Any) -> DynamicShards:
+    options = {"target_utilization": 0.7, "partition_write_units": 1000, "rate_interval": 5, **options}
+    return DynamicShards(SettingsShards, random=random.Random(seed), **options)
+
+
+def test_the_report_quantum_at_known_settings() -> None:
+    # 0.7 x 1000 units/s x 5 s = 3,500 units per interval and shard; 100 reports.
+    assert reporter().report_quantum(1) == 35
+    assert reporter().report_quantum(8) == 280
+    assert reporter(rate_reports=10).report_quantum(1) == 350
+
+
+def test_a_process_at_or_above_the_quantum_reports_what_it_wrote() -> None:
+    strategy = reporter()
+    assert strategy.sampled_report(35, 1) == 35
+    assert strategy.sampled_report(1_000, 1) == 1_000
+    assert strategy.sampled_report(0, 1) is None
+
+
+def test_sampled_reports_add_up_to_the_units_written_on_average() -> None:
+    """10,000 processes each writing 7 units (1/40 of the quantum at 8 shards): about 250
+    reports instead of 10,000, and their sum is the 70,000 units written, within 10 %."""
+    strategy = reporter(seed=26)
+    reports = [strategy.sampled_report(7, 8) for _ in range(10_000)]
+    sent = [units for units in reports if units is not None]
+    assert 200 <= len(sent) <= 300
+    assert set(sent) == {280}
+    assert 63_000 <= sum(sent) <= 77_000
+
+
+def test_hint_entries_keep_each_key_latest_expiry() -> None:
+    from pynamodb_sharding._hot_keys import HotKeyHints, hint_item_key
+
+    entries = HotKeyHints._entries({"100.5:/a", "200:/a", "150:/b:with:colons", "garbage", "x:/c"})
+    assert entries == {"/a": (200.0, "200:/a"), "/b:with:colons": (150.0, "150:/b:with:colons")}
+    assert hint_item_key("audit_log", 3) == ("#hot-keys#3", "audit_log#hot-keys")

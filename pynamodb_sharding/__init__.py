@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
     from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
     from pynamodb_sharding._regions import write_connection
+    from pynamodb_sharding._replicas import add_read_replicas
     from pynamodb_sharding._schedule import Schedule
     from pynamodb_sharding._strategies import (
         HashedShards,
@@ -161,6 +162,7 @@ __all__ = [
     "UnknownIndexError",
     "WriteRegionError",
     "__version__",
+    "add_read_replicas",
     "classify",
     "classify_response",
     "fanout_threads",
@@ -195,6 +197,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_periods": ("PeriodTable", "TimePartitioned",),
     "_pool": ("fanout_threads", "set_fanout_threads",),
     "_regions": ("write_connection",),
+    "_replicas": ("add_read_replicas",),
     "_schedule": ("Schedule",),
     "_strategies": (
         "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy", "ShardKey",

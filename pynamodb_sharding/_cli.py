@@ -330,6 +330,42 @@ def tables_delete(
             click.echo(f"deleted  {where(model)} ({model.__name__})")
 
 
+@tables.command("add-replicas")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--dry-run", is_flag=True, help="Print the replicas that would be added and do nothing.")
+@click.option("--poll", type=click.FloatRange(min=0.0), default=5.0, show_default=True, metavar="S",
+              help="Seconds between two checks of a replica's backfill.")
+@_endpoint_options
+def tables_add_replicas(model_spec: str, dry_run: bool, poll: float, endpoint: str | None,
+                        region: str | None) -> None:
+    """Add the read replicas MODULE:Model declares (Sharding(..., read_replicas=N)) to its
+    existing table and wait until DynamoDB has backfilled each.
+
+    One UpdateTable per missing replica (DynamoDB builds one index at a time). Run it before
+    deploying the code that declares the replicas: reads use them as soon as it runs.
+    """
+    from pynamodb_sharding._descriptor import is_sharded, shard_manager
+    from pynamodb_sharding._replicas import add_read_replicas, missing_read_replicas
+
+    ref = load_model(model_spec)
+    connect(ref, endpoint, region)
+    model = ref.model
+    if not is_sharded(model) or not shard_manager(model).read_replicas:
+        msg = (f"{model_spec} declares no read replicas; add read_replicas=N to its Sharding(...) "
+               f"in the code you run this with, then run it again.")
+        raise CommandError(msg)
+    require_tables(ref)
+    missing = missing_read_replicas(model)
+    if not missing:
+        click.echo(f"complete {where(model)} has its {shard_manager(model).read_replicas} read replica(s)")
+    elif dry_run:
+        for name in missing:
+            click.echo(f"would add {name} to {where(model)}")
+    else:
+        for name in add_read_replicas(model, poll_seconds=poll):
+            click.echo(f"added    {name} to {where(model)}, backfilled and ACTIVE")
+
+
 @tables.command("rotate")
 @click.argument("model_spec", metavar="MODULE:Model")
 @click.option("--dry-run", is_flag=True, help="Print every step and change nothing.")

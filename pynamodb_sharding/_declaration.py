@@ -15,6 +15,7 @@ from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 
 from pynamodb_sharding import _partitioned as partitioned
 from pynamodb_sharding import _regions as regions
+from pynamodb_sharding import _replicas as replicas
 from pynamodb_sharding._descriptor import Sharding, ShardManager, register_model
 from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding._host import hash_keyname, range_keyname
@@ -95,6 +96,7 @@ def declare(model: type[Any]) -> TableRoutes | None:
     if manager.written_at is not None:
         _check_written_at(model, manager)
     bind_sharded_indexes(model)
+    replicas.check_declaration(model)
     if is_time_partitioned(model):
         partitioned.check_declaration(model)
     return bind_routes(model)

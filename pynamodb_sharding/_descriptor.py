@@ -61,6 +61,10 @@ __all__ = [
 _M = TypeVar("_M", bound="Model")
 _R = TypeVar("_R")
 
+#: Read replicas a model may declare: DynamoDB allows 20 global secondary indexes a table, and
+#: the model's own indexes need some.
+MAX_READ_REPLICAS = 10
+
 
 class Sharding:
     """Declares write sharding of a :class:`~pynamodb_sharding.ShardedModel`'s hash key.
@@ -104,6 +108,12 @@ class Sharding:
         hedged_requests: send a shard request of a merged query or count once more when it is
             slower than the model's recent 95th percentile; the first answer wins
             (see :mod:`pynamodb_sharding._hedging`).
+        read_replicas: global secondary indexes keyed like the table (``read-replica-1`` ..),
+            created by ``create_table``, over which eventually consistent reads are spread,
+            moving a read throttled on one copy to another at once; each costs the writes of a
+            global index. See :doc:`hot_reads`.
+
+            .. versionadded:: 0.2.0
         page_reads: how a merged query with a ``limit`` (and no ``page_size``) asks the shards
             for items: ``"one_round_trip"`` (default) asks each shard for enough that a page
             rarely needs a second request to any shard; ``"fewest_items"`` asks each for 1.5 x
@@ -129,6 +139,7 @@ class Sharding:
         written_at_margin: float = 300.0,
         hedged_requests: bool = False,
         page_reads: Literal["one_round_trip", "fewest_items"] = "one_round_trip",
+        read_replicas: int = 0,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -203,6 +214,15 @@ class Sharding:
                    f"got {page_reads!r}.")
             raise ShardingDefinitionError(msg)
         self.page_reads = page_reads
+        replicas: object = read_replicas  # checked at run time
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= MAX_READ_REPLICAS:
+            msg = (
+                f"Sharding(read_replicas=...): expected a number of read replicas from 0 to "
+                f"{MAX_READ_REPLICAS} (each is a global secondary index, DynamoDB allows 20 a table), "
+                f"got {read_replicas!r}."
+            )
+            raise ShardingDefinitionError(msg)
+        self.read_replicas = read_replicas
         self.written_at = written_at
         self.written_at_unit = written_at_unit
         self.written_at_margin = float(written_at_margin)
@@ -214,6 +234,7 @@ class Sharding:
         extra = f", first_shard={self.first_shard}" if self.first_shard != 1 else ""
         extra += ", legacy_unsharded=True" if self.legacy_unsharded else ""
         extra += f", layout={self.layout!r}" if self.layout != "suffixed" else ""
+        extra += f", read_replicas={self.read_replicas}" if self.read_replicas else ""
         return f"Sharding({self.strategy!r}, separator={self.separator!r}{extra})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
@@ -269,7 +290,7 @@ class Sharding:
                                    first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
                                    cursor_secret=self.cursor_secret, written_at=written_at,
                                    latency_window=LatencyWindow() if self.hedged_requests else None,
-                                   page_reads=self.page_reads)
+                                   page_reads=self.page_reads, read_replicas=self.read_replicas)
             self._managers[owner] = manager
         return manager
 
@@ -340,6 +361,8 @@ class ShardManager(Generic[_M]):
     latency_window: LatencyWindow | None = attrs.field(default=None, kw_only=True, repr=False)
     #: ``Sharding(page_reads=...)``: how a merged query with a limit asks the shards for items.
     page_reads: str = attrs.field(default="one_round_trip", kw_only=True, repr=False)
+    #: ``Sharding(read_replicas=N)``: global indexes keyed like the table that share its reads.
+    read_replicas: int = attrs.field(default=0, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)

@@ -74,6 +74,7 @@ from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding._point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
 from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads
+from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -571,10 +572,18 @@ def _track(model: type[Any], merge: ShardMerge) -> None:
 
 
 class _ShardQuery:
-    """Sends one page request of one shard, paced by the logical query's shared rate limiter."""
+    """Sends one page request of one shard, paced by the logical query's shared rate limiter,
+    to the table or one of its read replicas (:func:`~pynamodb_sharding._replicas.spread`).
 
-    def __init__(self, model: type[Any], rate_limit: float | None, **query_kwargs: Any) -> None:
+    ``replicas=False``: the table only (a query of a key whose items a job is moving reads the
+    places they leave before the places they reach, which only holds on one copy).
+    """
+
+    def __init__(self, model: type[Any], rate_limit: float | None, *, replicas: bool = True,
+                 **query_kwargs: Any) -> None:
         self._model = model
+        self._copies = read_copies(model, consistent_read=query_kwargs.get("consistent_read"),
+                                   index_name=query_kwargs.get("index_name")) if replicas else None
         self._connection = table_connection(model)
         # botocore creates a connection's client lazily and not thread-safely: create it now,
         # before the shards' threads share it.
@@ -623,13 +632,20 @@ class _ShardQuery:
         window = self._window
         connection = self._connection
 
-        def send() -> dict[str, Any]:
-            return parsed_quickly(connection.connection.client,
-                                  lambda: connection.query(hash_value, exclusive_start_key=start, **kwargs))
+        def send_to(copy: str | None, fail_over: bool) -> dict[str, Any]:
+            sent = kwargs if copy is None else {**kwargs, "index_name": copy}
 
-        # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
+            def send() -> dict[str, Any]:
+                with failing_over(fail_over):  # on the thread that sends it (a hedge has its own)
+                    return parsed_quickly(connection.connection.client,
+                                          lambda: connection.query(hash_value, exclusive_start_key=start, **sent))
+
+            # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
+            return send() if window is None else hedged(send, window)
+
+        copies = self._copies
         try:
-            data: dict[str, Any] = send() if window is None else hedged(send, window)
+            data: dict[str, Any] = send_to(None, False) if copies is None else spread(copies, send_to)
         except PynamoDBException as error:
             if partition and error.cause_response_code == "ValidationException":
                 # A multi-attribute index DynamoDB cannot answer yet: say why, not its message.
@@ -980,7 +996,7 @@ def merged_query(
         send = early.send
         send.page_size = size
     else:
-        send = _ShardQuery(model, rate_limit, **query_options, limit=size,
+        send = _ShardQuery(model, rate_limit, **query_options, limit=size, replicas=not first_reads,
                            attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names))
 
     observer = query_observer

@@ -282,6 +282,13 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                 f"the model's: set cursor_secret on the model's Sharding); remove it from the index."
             )
             raise ShardingDefinitionError(msg)
+        if sharding.read_replicas:
+            msg = (
+                f"{where}: the sharded index {index_name!r} takes no read_replicas (a global index "
+                f"cannot have indexes of its own, and its queries are spread over its shards already); "
+                f"remove read_replicas from the index, or raise its shard count for more read capacity."
+            )
+            raise ShardingDefinitionError(msg)
         if not isinstance(model_attribute, UnicodeAttribute):
             msg = (
                 f"{where}: the sharded index {index_name!r} is keyed on a {type(model_attribute).__name__}, "

@@ -32,6 +32,7 @@ from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
 from pynamodb_sharding._indexes import add_shard_attributes
 from pynamodb_sharding._periods import is_time_partitioned
+from pynamodb_sharding._replicas import add_replica_indexes
 from pynamodb_sharding._routes import TableRoutes
 
 if TYPE_CHECKING:
@@ -172,8 +173,9 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     @classmethod
     def _get_schema(cls) -> Any:
         # PynamoDB builds CreateTable and its own key metadata from this schema: add the shard
-        # attribute of each layout="multi_attribute" index (tested by creating such a table).
-        return add_shard_attributes(cls, super()._get_schema())
+        # attribute of each layout="multi_attribute" index (tested by creating such a table), and
+        # the read replicas of Sharding(read_replicas=N).
+        return add_replica_indexes(cls, add_shard_attributes(cls, super()._get_schema()))
 
     def get_update_kwargs_from_instance(
         self,

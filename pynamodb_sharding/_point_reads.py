@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pynamodb.constants import ITEM, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.constants import ITEM, ITEMS, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.expressions.operand import Path, Value
 from pynamodb.models import Model
 
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
@@ -23,6 +24,8 @@ from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
 from pynamodb_sharding._item import range_value as range_of
 from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._pool import fanout_executor
+from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 __all__ = [
     "BATCH_GET_LIMIT",
@@ -209,7 +212,9 @@ def locate(
     consistent_read: bool = True,
     attributes_to_get: Sequence[str] | None = None,
 ) -> tuple[int | None, dict[str, Any] | None]:
-    """Find the shard holding ``item`` with one batched read of every candidate key.
+    """Find the shard holding ``item`` with one batched read of every candidate key (an
+    eventually consistent read of a model with read replicas: one read of each candidate, in
+    parallel, spread over the table and its replicas).
 
     Returns ``(shard, raw item)``, or ``(None, None)`` when no candidate holds it.
 
@@ -220,12 +225,16 @@ def locate(
     manager = shard_manager(model)
     logical = logical_key(item, manager)
     range_value = range_of(item, manager)
-    found = read_physical(
-        model,
-        [(logical, shard, range_value) for shard in candidates],
-        consistent_read=consistent_read,
-        attributes_to_get=attributes_to_get,
-    )
+    triples = [(logical, shard, range_value) for shard in candidates]
+    # Not while a job may move the item between candidates: its old and new places are then
+    # read on one copy, as a merged query reads them (see _fanout._ReadFirst).
+    spread_over_copies = (read_copies(model, consistent_read=consistent_read, index_name=None) is not None
+                          and (range_value is not None or manager.range_attribute is None)
+                          and not manager.moving_out(logical, tuple(candidates)))
+    if spread_over_copies:
+        found = _read_on_copies(model, triples, with_key_attributes(attributes_to_get, manager.key_names))
+    else:
+        found = read_physical(model, triples, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
     if len(found) > 1:
         shards = ", ".join(str(shard) for shard, _ in found)
         keys = set(manager.key_attributes)
@@ -355,13 +364,8 @@ def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,
     probe = key_item(model, hash_key, range_key)
     candidates = candidate_shards(probe, manager)
     if len(candidates) == 1:
-        data = table_connection(model).get_item(
-            physical_key(probe, manager, candidates[0]),
-            range_key=manager.serialize_range(range_key),
-            consistent_read=consistent_read,
-            attributes_to_get=with_key_attributes(attributes_to_get, manager.key_names),
-        )
-        raw = data.get(ITEM) if data else None
+        raw = _get_one(model, physical_key(probe, manager, candidates[0]), manager.serialize_range(range_key),
+                       consistent_read, with_key_attributes(attributes_to_get, manager.key_names))
         if not raw:
             raise model.DoesNotExist()
     else:
@@ -370,6 +374,49 @@ def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,
             raise model.DoesNotExist()
     found: _M = model.from_raw_data(raw)
     return mark_partial(found) if leaves_out_keys(attributes_to_get, manager.key_names) else found
+
+
+def _read_on_copies(model: type[Any], keys: Sequence[tuple[str, int, Any]],
+                    projection: Sequence[Any] | None) -> list[tuple[int, dict[str, Any]]]:
+    """Eventually consistent reads of ``(logical key, shard, range key)`` triples spread over the
+    model's read replicas: one request each, in parallel (a BatchGetItem reads the table only;
+    it costs the same read units). Returns ``(shard, raw item)`` of those found, by shard."""
+    manager = shard_manager(model)
+    executor = fanout_executor()
+    sent = [(shard, executor.submit(_get_one, model, manager.codec.encode(logical, shard),
+                                    manager.serialize_range(range_key), False, projection))
+            for logical, shard, range_key in keys]
+    try:
+        found = [(shard, future.result()) for shard, future in sent]
+    finally:
+        for _, future in sent:
+            future.cancel()
+    return sorted(((shard, raw) for shard, raw in found if raw), key=lambda pair: pair[0])
+
+
+def _get_one(model: type[Any], hash_value: Any, range_value: Any, consistent_read: bool,
+             projection: Sequence[Any] | None) -> dict[str, Any] | None:
+    """The raw item at one physical key: a GetItem of the table, or, spread over the model's read
+    replicas (:mod:`~pynamodb_sharding._replicas`), a one-item Query of a replica."""
+    connection = table_connection(model)
+    copies = read_copies(model, consistent_read=consistent_read, index_name=None)
+
+    def send_to(copy: str | None, fail_over: bool) -> dict[str, Any] | None:
+        with failing_over(fail_over):
+            if copy is None:
+                data = connection.get_item(hash_value, range_key=range_value, consistent_read=consistent_read,
+                                           attributes_to_get=projection)
+                found: dict[str, Any] | None = data.get(ITEM) if data else None
+                return found
+            attribute = shard_manager(model).range_attribute
+            condition = None if attribute is None else (
+                Path([attribute.attr_name]) == Value({attribute.attr_type: range_value}))
+            page = connection.query(hash_value, range_key_condition=condition, index_name=copy,
+                                    attributes_to_get=projection)
+            items = page.get(ITEMS) or []
+            return items[0] if items else None
+
+    return send_to(None, False) if copies is None else spread(copies, send_to)
 
 
 def batch_key(model: type[Any], given: Any) -> tuple[Any, Any]:

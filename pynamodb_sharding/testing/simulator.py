@@ -30,9 +30,9 @@ capacity units per second, starting full with one second of burst):
   under ``("<table>/index/<index>", value)`` (``"<value>#<shard>"`` for an index of
   ``layout="multi_attribute"``, whose partition key is the pair). Updates and deletes, whose request does not show
   the index value the item held, are not charged to index partitions;
-* queries of a global secondary index (``Query`` with ``IndexName``), with
-  ``index_read_units``: charged like table queries to the index partition of the value the key
-  condition sets the index's hash key equal to, and refused with
+* queries of a global secondary index (``Query`` with ``IndexName``, a read replica's of
+  ``Sharding(read_replicas=N)`` too), with ``index_read_units``: charged like table queries
+  to the index partition of the value the key condition sets the index's hash key equal to, and refused with
   ``IndexReadKeyRangeThroughputExceeded`` and the index's ARN; they take nothing from the
   table's buckets, as an index has capacity of its own;
 * whole tables and whole indexes, with ``table_write_units``/``table_read_units`` and
@@ -87,9 +87,11 @@ from botocore.awsrequest import AWSResponse
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
+from pynamodb_sharding._descriptor import is_sharded, shard_manager
 from pynamodb_sharding._host import index_hash_attribute, indexes, keep_unmodelled_fields
 from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._model import with_companions
+from pynamodb_sharding._replicas import replica_names
 from pynamodb_sharding._sizes import item_size
 from pynamodb_sharding._throttling import ThrottleKind, ThrottleReason
 from pynamodb_sharding.testing.latency import clients_of
@@ -791,6 +793,9 @@ def _index_hash_key_names(model: type[Model]) -> dict[str, str]:
             shard_attr = getattr(sharded.get(name), "shard_attr_name", None)
             if shard_attr is not None:
                 names[name] += "\x1f" + shard_attr
+    if is_sharded(model):  # read replicas (Sharding(read_replicas=N)) are keyed like the table
+        for name in replica_names(shard_manager(model).read_replicas):
+            names[name] = _hash_key_name(model)
     return names
 
 

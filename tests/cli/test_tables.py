@@ -238,3 +238,55 @@ def test_scale_sets_the_schedules_capacity_once_and_its_dry_run_changes_nothing(
                        env=cli_env)
     assert bad_load.returncode == 2
     assert "has no function 'nothing'" in bad_load.stderr
+
+
+REPLICATED_MODEL = """
+
+class AuditLogWithReplicas(ShardedModel):
+    class Meta:
+        table_name = "{prefix}_audit_log"
+        host = HOST
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute()
+    shards = Sharding(HashedShards(4), read_replicas=2)
+"""
+
+
+def test_add_replicas_to_an_existing_table(project: ModelsModule, cli_env: dict[str, str], dynamodb: Any) -> None:
+    """``tables add-replicas`` adds the declared replicas to a table created without them, waits
+    until they are ACTIVE, and reports a complete table after; ``--dry-run`` sends nothing."""
+    project.append(REPLICATED_MODEL)
+    table = project.table("audit_log")
+    created = run_cli("tables", "create", project.spec("AuditLog"), cwd=project.directory, env=cli_env)
+    assert created.returncode == 0, created.stderr
+    spec = project.spec("AuditLogWithReplicas")
+
+    dry = run_cli("tables", "add-replicas", spec, "--dry-run", cwd=project.directory, env=cli_env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [f"would add read-replica-{n} to table '{table}' at {cli_host(project)}"
+                                       for n in (1, 2)]
+    assert "GlobalSecondaryIndexes" not in dynamodb.describe_table(TableName=table)["Table"]
+
+    added = run_cli("tables", "add-replicas", spec, "--poll", "0.1", cwd=project.directory, env=cli_env)
+    assert added.returncode == 0, added.stderr
+    assert [line.split(" to ")[0] for line in added.stdout.splitlines()] == [
+        "added    read-replica-1", "added    read-replica-2"]
+    indexes = dynamodb.describe_table(TableName=table)["Table"]["GlobalSecondaryIndexes"]
+    assert {index["IndexName"]: index["IndexStatus"] for index in indexes} == {
+        "read-replica-1": "ACTIVE", "read-replica-2": "ACTIVE"}
+
+    again = run_cli("tables", "add-replicas", spec, cwd=project.directory, env=cli_env)
+    assert again.returncode == 0, again.stderr
+    assert "has its 2 read replica(s)" in again.stdout
+
+
+def test_add_replicas_of_a_model_without_them_is_refused(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    result = run_cli("tables", "add-replicas", project.spec("AuditLog"), cwd=project.directory, env=cli_env)
+    assert result.returncode != 0
+    assert "declares no read replicas; add read_replicas=N to its Sharding(...)" in result.stderr
+
+
+def cli_host(project: ModelsModule) -> str:
+    return str(project.load().HOST)

@@ -21,11 +21,13 @@ from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding._exceptions import CursorError, ShardingDefinitionError
 
 if TYPE_CHECKING:
+    from pynamodb.models import Model
+
     from pynamodb_sharding._fanout import MergedResultIterator
 
 __all__ = ["AsyncMergedResult", "read", "write"]
 
-_M = TypeVar("_M")
+_M = TypeVar("_M", bound="Model")
 _T = TypeVar("_T")
 
 _DONE: Any = object()
@@ -46,18 +48,22 @@ def _models(model: type[Any]) -> list[type[Any]]:
     return seen
 
 
-def _armed(model: type[Any]) -> None:
-    transport.arm(_models(model))
+def _armed_call(model: type[Any], call: Callable[[], _T]) -> Callable[[], _T]:
+    def armed() -> _T:
+        transport.arm(_models(model))
+        return call()
+
+    return armed
 
 
 async def read(model: type[Any], call: Callable[[], _T]) -> _T:
     """Run a read of ``model`` on the event loop; a cancellation abandons its requests."""
-    return await transport.run(lambda: (_armed(model), call())[1])
+    return await transport.run(_armed_call(model, call))
 
 
 async def write(model: type[Any], call: Callable[[], _T]) -> _T:
     """Run a write of ``model`` on the event loop, to completion even when cancelled."""
-    return await transport.run_to_completion(lambda: (_armed(model), call())[1])
+    return await transport.run_to_completion(_armed_call(model, call))
 
 
 def refuse_rate_limit(model: type[Any], method: str, rate_limit: float | None) -> None:

@@ -79,7 +79,7 @@ class WouldBlockError(Exception):
     wait for a request (which would stop the loop)."""
 
 
-class _Bridged(greenlet.greenlet):  # type: ignore[misc]  # greenlet has no stubs for subclassing
+class _Bridged(greenlet.greenlet):
     """A greenlet running sync library code for a task of ``loop``."""
 
     def __init__(self, run: Callable[[], Any], parent: greenlet.greenlet, loop: asyncio.AbstractEventLoop) -> None:
@@ -97,7 +97,9 @@ def _await(awaitable: Awaitable[_T]) -> _T:
     current = _current()
     if current is None:
         raise WouldBlockError("only code run by pynamodb_sharding._async_transport.run can await")
-    result: _T = current.parent.switch(awaitable)
+    parent = current.parent
+    assert parent is not None  # the greenlet of the task that runs it
+    result: _T = parent.switch(awaitable)
     return result
 
 
@@ -114,7 +116,7 @@ async def run(call: Callable[[], _T]) -> _T:
     while not bridged.dead:
         try:
             value = await sent
-        except BaseException as exc:  # noqa: BLE001  # handed to the code that waited, which decides
+        except BaseException as exc:  # handed to the code that waited, which decides
             sent = bridged.throw(exc)
         else:
             sent = bridged.switch(value)
@@ -209,7 +211,7 @@ async def _fill(future: _LoopFuture, call: Callable[[], Any]) -> None:
         return
     try:
         result = await run(call)
-    except BaseException as exc:  # noqa: BLE001  # the future's owner raises it
+    except BaseException as exc:  # the future's owner raises it
         future.set_exception(exc)
         return
     future.set_result(result)
@@ -266,7 +268,7 @@ _pool.set_event_loop_bridge(_Bridge())
 _no_sends: contextvars.ContextVar[bool] = contextvars.ContextVar("pynamodb_sharding_no_sends", default=False)
 
 
-class no_sends:  # noqa: N801  # used as a context manager, like contextlib's
+class no_sends:  # used as a context manager, like contextlib's
     """Within it, code on the loop's thread that would send a request raises :class:`WouldBlockError`."""
 
     def __enter__(self) -> None:

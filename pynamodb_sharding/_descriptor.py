@@ -937,7 +937,8 @@ def _raw_class_attribute(cls: type[Any], name: str) -> Any:
 def _index_owner(index: Any) -> Any:
     model = index_model(index)
     if model is None:
-        msg = f"{type(index).__name__}: this index is not declared on a model; query it through the model's index attribute."
+        msg = (f"{type(index).__name__}: this index is not declared on a model; query it through "
+               f"the model's index attribute (Model.by_day.aquery).")
         raise ShardingDefinitionError(msg)
     return model
 

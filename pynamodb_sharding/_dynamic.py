@@ -55,8 +55,8 @@ from pynamodb_sharding._metadata import (
     home_unavailable,
     region_model,
 )
-from pynamodb_sharding._pool import pause
 from pynamodb_sharding._periods import template_of
+from pynamodb_sharding._pool import pause
 from pynamodb_sharding._regions import current_route
 from pynamodb_sharding._strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify, classify_response

@@ -431,7 +431,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         from pynamodb_sharding import _async_results as aio
 
         aio.refuse_rate_limit(cls, "aquery", rate_limit)
-        return aio.AsyncMergedResult(cls, lambda: cls.query(  # type: ignore[return-value]
+        return aio.AsyncMergedResult(cls, lambda: cls.query(
             hash_key, range_key_condition, filter_condition, consistent_read, index_name, scan_index_forward,
             limit, last_evaluated_key, attributes_to_get, page_size), last_evaluated_key)
 

@@ -30,12 +30,12 @@ from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import PeriodRangeError, ShardingDefinitionError
 from pynamodb_sharding._fanout import merged_count, merged_query
 from pynamodb_sharding._host import (
+    arm_client,
+    client_hooks_armed,
     discriminator_attribute,
     guard_keys,
     index_range_attribute,
     indexes,
-    arm_client,
-    client_hooks_armed,
     keep_unmodelled_fields,
     table_connection,
 )

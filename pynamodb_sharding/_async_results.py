@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding._exceptions import CursorError, ShardingDefinitionError
+from pynamodb_sharding._periods import is_time_partitioned
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -45,7 +46,9 @@ def _models(model: type[Any]) -> list[type[Any]]:
         companions: Callable[[], Iterable[type[Any]]] | None = getattr(current, "companion_models", None)
         if callable(companions):
             pending.extend(companions())
-    return seen
+    # A time-partitioned model has no client of its own: each period model's is armed when
+    # its connection is made (pynamodb_sharding._host.arm_client).
+    return [model for model in seen if not is_time_partitioned(model)]
 
 
 def _armed_call(model: type[Any], call: Callable[[], _T]) -> Callable[[], _T]:

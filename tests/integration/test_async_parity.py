@@ -30,7 +30,7 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.async_loop import Loop, collect, loop  # noqa: F401  (the loop fixture)
+from tests.async_loop import Loop, collect
 from tests.day_index import day_index
 from tests.raw import put_raw
 

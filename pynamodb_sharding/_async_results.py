@@ -110,7 +110,10 @@ class AsyncMergedResult(Generic[_M]):
 
     async def __anext__(self) -> _M:
         try:
-            item = await read(self._model, self._next)
+            if self._result is None:  # the first call arms the clients and plans the query
+                item = await read(self._model, self._next)
+            else:
+                item = await transport.run(self._next)
         except Exception:
             raise  # a request failed: the next __anext__ sends it again, as the sync next() does
         except BaseException:

@@ -187,7 +187,14 @@ class _LoopFuture(Future[Any]):
         waiter = loop.create_future()
 
         def wake(_: Future[Any]) -> None:
-            loop.call_soon_threadsafe(_settle, waiter)
+            try:
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:  # set by another task of the loop: no need to wake the loop's selector
+                _settle(waiter)
+            else:
+                loop.call_soon_threadsafe(_settle, waiter)
 
         self.add_done_callback(wake)
         _await(waiter)

@@ -79,12 +79,32 @@ class WouldBlockError(Exception):
     wait for a request (which would stop the loop)."""
 
 
+class _Slot:
+    """One of the event loop's request slots (see :func:`_slots`), held by a greenlet while it
+    runs and given back while it waits for another task's result."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self.slots = slots
+        self.held = False
+
+    async def take(self) -> None:
+        await self.slots.acquire()
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.slots.release()
+
+
 class _Bridged(greenlet.greenlet):
     """A greenlet running sync library code for a task of ``loop``."""
 
-    def __init__(self, run: Callable[[], Any], parent: greenlet.greenlet, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, run: Callable[[], Any], parent: greenlet.greenlet, loop: asyncio.AbstractEventLoop,
+                 slot: _Slot | None) -> None:
         super().__init__(run, parent)
         self.loop = loop
+        self.slot = slot
 
 
 def _current() -> _Bridged | None:
@@ -103,14 +123,15 @@ def _await(awaitable: Awaitable[_T]) -> _T:
     return result
 
 
-async def run(call: Callable[[], _T]) -> _T:
-    """Run the sync ``call`` on this event loop, awaiting wherever it would block.
+async def run(call: Callable[[], _T], slot: _Slot | None = None) -> _T:
+    """Run the sync ``call`` on this event loop, awaiting wherever it would block (holding
+    ``slot`` while it runs, if given).
 
     A cancellation of the awaiting task is raised inside ``call`` where it waits (an HTTP request
     in flight is abandoned), and from here.
     """
     loop = asyncio.get_running_loop()
-    bridged = _Bridged(call, greenlet.getcurrent(), loop)
+    bridged = _Bridged(call, greenlet.getcurrent(), loop, slot)
     bridged.gr_context = contextvars.copy_context()  # the caller's context vars (write routes)
     sent: Any = bridged.switch()
     while not bridged.dead:
@@ -197,7 +218,16 @@ class _LoopFuture(Future[Any]):
                 loop.call_soon_threadsafe(_settle, waiter)
 
         self.add_done_callback(wake)
-        _await(waiter)
+        # A greenlet waiting for another task's result gives its slot back meanwhile: that task
+        # may be waiting for a slot, and a waiting greenlet sends nothing.
+        slot = current.slot
+        if slot is not None:
+            slot.give_back()
+        try:
+            _await(waiter)
+        finally:
+            if slot is not None:
+                _await(slot.take())
 
     def result(self, timeout: float | None = None) -> Any:
         self._wait()
@@ -213,15 +243,33 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+_slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slots(loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
+    """The request slots of ``loop``: the shard requests of merged reads run at most this many
+    at once (:data:`DEFAULT_ASYNC_REQUESTS`); the others wait as plain tasks, before their
+    greenlet starts, so that what waits holds no stack."""
+    slots = _slot_pools.get(loop)
+    if slots is None:
+        slots = _slot_pools[loop] = asyncio.Semaphore(_limit())
+    return slots
+
+
 async def _fill(future: _LoopFuture, call: Callable[[], Any]) -> None:
-    if not future.set_running_or_notify_cancel():
-        return
+    slot = _Slot(_slots(asyncio.get_running_loop()))
     try:
-        result = await run(call)
-    except BaseException as exc:  # the future's owner raises it
-        future.set_exception(exc)
-        return
-    future.set_result(result)
+        await slot.take()
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = await run(call, slot)
+        except BaseException as exc:  # the future's owner raises it
+            future.set_exception(exc)
+            return
+        future.set_result(result)
+    finally:
+        slot.give_back()
 
 
 class _LoopExecutor(Executor):

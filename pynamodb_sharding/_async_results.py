@@ -109,8 +109,12 @@ class AsyncMergedResult(Generic[_M]):
         return self
 
     async def __anext__(self) -> _M:
+        result = self._result
+        holds: Callable[[], bool] | None = getattr(result, "holds_next_item", None)
+        if result is not None and holds is not None and holds():  # held: no request, no greenlet
+            return next(result)
         try:
-            if self._result is None:  # the first call arms the clients and plans the query
+            if result is None:  # the first call arms the clients and plans the query
                 item = await read(self._model, self._next)
             else:
                 item = await transport.run(self._next)
@@ -121,8 +125,8 @@ class AsyncMergedResult(Generic[_M]):
             raise
         if item is _DONE:
             raise StopAsyncIteration
-        found: _M = item
-        return found
+        taken: _M = item
+        return taken
 
     def _next(self) -> Any:
         if self._result is None:

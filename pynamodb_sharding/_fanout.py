@@ -351,6 +351,11 @@ class MergedResultIterator(Iterator[_M]):
     def __next__(self) -> _M:
         return self._merge.next_as(self._instance)
 
+    def holds_next_item(self) -> bool:
+        """Whether the next ``next()`` returns an item already held, without a request (the
+        async result takes such items without leaving the event loop's own code)."""
+        return self._merge.holds_next_item()
+
     def _instance(self, shard: int, raw: RawItem) -> _M:
         return self._from_raw_data(raw)
 

@@ -12,8 +12,8 @@ to DynamoDB):
 
 Each runs in a fresh process of its own after one warm-up query. Prints, side by side, the
 throughput (queries per second over the whole burst), the p50 and p99 latency of a query, the
-most threads alive at once, and the peak memory the burst added to the process (peak RSS over
-the RSS before it).
+most threads alive at once, the peak memory the burst added to the process (peak RSS over
+the RSS before it), and the client CPU time per query (the process's, over the burst).
 
 The shards' pages are read from DynamoDB Local once, then served by a small HTTP server of
 this benchmark (a process of its own, on 127.0.0.1) that answers each Query with its recorded
@@ -103,18 +103,18 @@ def child(mode: str, args: argparse.Namespace) -> dict[str, float]:
     events.register("before-send.dynamodb.Query", threads, unique_id="bench-async-threads")
     if mode == "sync":
         assert len(list(model.query(KEY))) == expected  # warm-up
-        times, wall, rss_before = _sync_burst(model, args.queries, expected)
+        times, wall, rss_before, cpu = _sync_burst(model, args.queries, expected)
     else:
-        times, wall, rss_before = asyncio.run(_async_burst(model, args.queries, expected))
+        times, wall, rss_before, cpu = asyncio.run(_async_burst(model, args.queries, expected))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KB on Linux
     return {
         "throughput": args.queries / wall, "p50": percentile(times, 0.50) * 1000,
         "p99": percentile(times, 0.99) * 1000, "threads": threads.peak,
-        "memory": max(0, peak - rss_before) / 2**20,
+        "memory": max(0, peak - rss_before) / 2**20, "cpu": cpu / args.queries * 1000,
     }
 
 
-def _sync_burst(model: Any, queries: int, expected: int) -> tuple[list[float], float, int]:
+def _sync_burst(model: Any, queries: int, expected: int) -> tuple[list[float], float, int, float]:
     start_line = threading.Barrier(queries + 1)
     times: list[float] = []
     lock = threading.Lock()
@@ -130,14 +130,14 @@ def _sync_burst(model: Any, queries: int, expected: int) -> tuple[list[float], f
     with ThreadPoolExecutor(queries) as requests:
         futures = [requests.submit(one) for _ in range(queries)]
         start_line.wait()
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         for future in futures:
             future.result()
-        wall = time.perf_counter() - began
-    return times, wall, rss_before
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+    return times, wall, rss_before, cpu
 
 
-async def _async_burst(model: Any, queries: int, expected: int) -> tuple[list[float], float, int]:
+async def _async_burst(model: Any, queries: int, expected: int) -> tuple[list[float], float, int, float]:
     from pynamodb_sharding.aio import close_connections
 
     assert len([item async for item in model.aquery(KEY)]) == expected  # warm-up
@@ -149,11 +149,11 @@ async def _async_burst(model: Any, queries: int, expected: int) -> tuple[list[fl
         times.append(time.perf_counter() - start)
 
     rss_before = _rss_bytes()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one() for _ in range(queries)))
-    wall = time.perf_counter() - began
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     await close_connections()
-    return times, wall, rss_before
+    return times, wall, rss_before, cpu
 
 
 def run(args: argparse.Namespace, out: Report) -> None:
@@ -191,17 +191,19 @@ def run(args: argparse.Namespace, out: Report) -> None:
             server.wait()
     out(f"# {args.queries} concurrent {args.shards}-shard merged queries, {args.latency * 1000:g} ms per request")
     out()
-    out("| mode | throughput (queries/s) | p50 (ms) | p99 (ms) | threads | peak memory (MB) |")
-    out("|---|---:|---:|---:|---:|---:|")
+    out("| mode | throughput (queries/s) | p50 (ms) | p99 (ms) | threads | peak memory (MB) | CPU per query (ms) |")
+    out("|---|---:|---:|---:|---:|---:|---:|")
     for mode, result in results.items():
         name = "sync (shared pool)" if mode == "sync" else "async (one event loop)"
         out(f"| {name} | {result['throughput']:.1f} | {result['p50']:.0f} | {result['p99']:.0f} | "
-            f"{result['threads']:.0f} | {result['memory']:.1f} |")
+            f"{result['threads']:.0f} | {result['memory']:.1f} | {result['cpu']:.1f} |")
     out()
     sync, aio = results["sync"], results["async"]
     out(f"- throughput: async / sync = {aio['throughput'] / sync['throughput']:.2f} (target >= 2)")
     out(f"- peak memory: async / sync = {aio['memory'] / max(sync['memory'], 1e-9):.2f} (target <= 0.5)")
     out(f"- p99: async / sync = {aio['p99'] / sync['p99']:.2f}")
+    out(f"- client CPU per query: async / sync = {aio['cpu'] / sync['cpu']:.2f} (the burst is CPU-bound when "
+        f"throughput x CPU per query nears the cores the process gets)")
 
 
 def record_pages(shards: int) -> dict[str, str]:

@@ -33,6 +33,7 @@ import asyncio
 import contextvars
 import os
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
@@ -79,13 +80,54 @@ class WouldBlockError(Exception):
     wait for a request (which would stop the loop)."""
 
 
-class _Slot:
-    """One of the event loop's request slots (see :func:`_slots`), held by a greenlet while it
-    runs and given back while it waits for another task's result."""
+class _Slots:
+    """The request slots of one event loop: the shard requests of merged reads run at most
+    :data:`DEFAULT_ASYNC_REQUESTS` at once. A call over the limit waits in a queue as a plain
+    callable (no task, no greenlet, no stack) until a slot is handed to it."""
 
-    def __init__(self, slots: asyncio.Semaphore) -> None:
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._queue: deque[Callable[[], None]] = deque()
+
+    def start_or_queue(self, start: Callable[[], None]) -> None:
+        """Call ``start`` (which then holds a slot) now if a slot is free, else when one is."""
+        if self.free > 0:
+            self.free -= 1
+            start()
+        else:
+            self._queue.append(start)
+
+    def release(self) -> None:
+        """Hand a slot to the first in line, or free it."""
+        if self._queue:
+            self._queue.popleft()()
+        else:
+            self.free += 1
+
+    async def acquire(self) -> None:
+        """Take a slot back (a greenlet that waited for another task): before the queued calls."""
+        if self.free > 0:
+            self.free -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if waiter.done():  # cancelled meanwhile: the slot goes on
+                self.release()
+            else:
+                waiter.set_result(None)
+
+        self._queue.appendleft(wake)
+        await waiter
+
+
+class _Slot:
+    """One slot of :class:`_Slots`, held by a greenlet while it runs and given back while it
+    waits for another task's result."""
+
+    def __init__(self, slots: _Slots, *, held: bool) -> None:
         self.slots = slots
-        self.held = False
+        self.held = held
 
     async def take(self) -> None:
         await self.slots.acquire()
@@ -243,23 +285,18 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-_slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Slots] = weakref.WeakKeyDictionary()
 
 
-def _slots(loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
-    """The request slots of ``loop``: the shard requests of merged reads run at most this many
-    at once (:data:`DEFAULT_ASYNC_REQUESTS`); the others wait as plain tasks, before their
-    greenlet starts, so that what waits holds no stack."""
+def _slots(loop: asyncio.AbstractEventLoop) -> _Slots:
     slots = _slot_pools.get(loop)
     if slots is None:
-        slots = _slot_pools[loop] = asyncio.Semaphore(_limit())
+        slots = _slot_pools[loop] = _Slots(_limit())
     return slots
 
 
-async def _fill(future: _LoopFuture, call: Callable[[], Any]) -> None:
-    slot = _Slot(_slots(asyncio.get_running_loop()))
+async def _fill(future: _LoopFuture, call: Callable[[], Any], slot: _Slot) -> None:
     try:
-        await slot.take()
         if not future.set_running_or_notify_cancel():
             return
         try:
@@ -273,16 +310,26 @@ async def _fill(future: _LoopFuture, call: Callable[[], Any]) -> None:
 
 
 class _LoopExecutor(Executor):
-    """Runs each call as a task of ``loop``, in a bridged greenlet of its own."""
+    """Runs each call as a task of ``loop``, in a bridged greenlet of its own, once it has
+    one of the loop's request slots."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
     def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
         future = _LoopFuture()
-        task = self._loop.create_task(_fill(future, lambda: fn(*args, **kwargs)))
-        future.task = task
-        _keep(task)
+        slots = _slots(self._loop)
+
+        def start() -> None:
+            slot = _Slot(slots, held=True)
+            if future.cancelled():  # cancelled while it waited for its slot
+                slot.give_back()
+                return
+            task = self._loop.create_task(_fill(future, lambda: fn(*args, **kwargs), slot))
+            future.task = task
+            _keep(task)
+
+        slots.start_or_queue(start)
         return future
 
 

@@ -30,8 +30,10 @@ environment variable ``PYNAMODB_SHARDING_ASYNC_REQUESTS``); those of one merged 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import os
+import threading
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -219,12 +221,18 @@ def _keep(task: asyncio.Future[Any]) -> None:
     task.add_done_callback(_running.discard)
 
 
+_CONDITION = threading.Condition()
+
+
 class _LoopFuture(Future[Any]):
     """A future computed by a task of an event loop: ``result()`` in a bridged greenlet yields
     to the loop until it is done; ``cancel()`` cancels the task even once it runs."""
 
     def __init__(self) -> None:
         super().__init__()
+        # One condition for all: only the loop's thread uses these futures, and a condition
+        # each (a lock, a deque, bound methods) would be most of a merged query's memory.
+        self._condition = _CONDITION
         self.task: asyncio.Future[Any] | None = None
         self.inner: _LoopFuture | None = None
 
@@ -243,8 +251,9 @@ class _LoopFuture(Future[Any]):
         if current is None:
             try:
                 asyncio.get_running_loop()
-            except RuntimeError:
-                return  # another thread: wait as any future does
+            except RuntimeError:  # another thread: wait for it (the shared condition may wake early)
+                concurrent.futures.wait([self])
+                return
             raise WouldBlockError("a request of the event loop is still in flight")
         loop = current.loop
         waiter = loop.create_future()

@@ -27,7 +27,7 @@ from pynamodb_sharding._exceptions import (
     ShardKeyError,
 )
 from pynamodb_sharding._hedging import LatencyWindow
-from pynamodb_sharding._host import hash_keyname, index_hash_attribute, indexes, range_keyname
+from pynamodb_sharding._host import hash_keyname, index_hash_attribute, index_model, indexes, range_keyname
 from pynamodb_sharding._item import known
 from pynamodb_sharding._keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
 from pynamodb_sharding._periods import shard_namespace
@@ -240,6 +240,10 @@ class Sharding:
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
         if is_global_index_class(owner):
+            # The index's async reads (the [async] extra): the model's, with the index's name.
+            for method_name, method in (("aquery", _index_aquery), ("acount", _index_acount)):
+                if method_name not in vars(owner):
+                    setattr(owner, method_name, method)
             return  # bound per model when the model is defined (see pynamodb_sharding._indexes)
         if _is_local_index_class(owner):
             msg = (
@@ -951,3 +955,29 @@ def _raw_class_attribute(cls: type[Any], name: str) -> Any:
         if name in vars(klass):
             return vars(klass)[name]
     return None
+
+
+def _index_owner(index: Any) -> Any:
+    model = index_model(index)
+    if model is None:
+        msg = (f"{type(index).__name__}: this index is not declared on a model; query it through "
+               f"the model's index attribute (Model.by_day.aquery).")
+        raise ShardingDefinitionError(msg)
+    return model
+
+
+def _index_aquery(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+    """``Model.aquery`` of this sharded index (``AuditLog.by_day.aquery("20160226")``).
+
+    .. versionadded:: 0.2.0
+    """
+    return _index_owner(self).aquery(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
+
+
+async def _index_acount(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> int:
+    """``Model.acount`` of this sharded index.
+
+    .. versionadded:: 0.2.0
+    """
+    count: int = await _index_owner(self).acount(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
+    return count

@@ -57,6 +57,7 @@ from pynamodb_sharding._metadata import (
     region_model,
 )
 from pynamodb_sharding._periods import template_of
+from pynamodb_sharding._pool import pause
 from pynamodb_sharding._regions import current_route
 from pynamodb_sharding._strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify, classify_response
@@ -348,7 +349,7 @@ class DynamicShards:
         namespace: the metadata items' ``model`` value; the sharded model's table name by
             default, which keeps the keys of several models in one metadata table apart.
         clock: epoch seconds (``time.time``), for ``last_updated`` and the cooldown.
-        sleep: how to wait (``time.sleep``).
+        sleep: how to wait (``time.sleep``; on an event loop, a wait that yields to it).
         timer: the cache's monotonic clock (``time.monotonic``).
         random: a ``random.Random`` for shards, pauses and backoffs.
         partition_write_units: the write units per second one partition takes (DynamoDB:
@@ -407,7 +408,7 @@ class DynamicShards:
         clock_skew: float = 1.0,
         namespace: str | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         timer: Callable[[], float] = time.monotonic,
         random: _random.Random | None = None,
         partition_write_units: float = 1000.0,

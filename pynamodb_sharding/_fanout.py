@@ -73,7 +73,7 @@ from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharde
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding._point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
-from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads
+from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads, new_future, on_event_loop
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 if TYPE_CHECKING:
@@ -352,6 +352,11 @@ class MergedResultIterator(Iterator[_M]):
     def __next__(self) -> _M:
         return self._merge.next_as(self._instance)
 
+    def holds_next_item(self) -> bool:
+        """Whether the next ``next()`` returns an item already held, without a request (the
+        async result takes such items without leaving the event loop's own code)."""
+        return self._merge.holds_next_item()
+
     def _instance(self, shard: int, raw: RawItem) -> _M:
         return self._from_raw_data(raw)
 
@@ -534,7 +539,7 @@ def _check_pool(model: type[Any], workers: int) -> None:
     shared fan-out pool.
     """
     pool = getattr(model.Meta, "max_pool_connections", None)
-    if pool is None:
+    if pool is None or on_event_loop() is not None:  # on an event loop: aiohttp's connections
         return
     others = sum(merge.max_workers for merge in list(_open_merges.get(model, ()))
                  if merge.started and not merge.closed)
@@ -640,8 +645,9 @@ class _ShardQuery:
                     return parsed_quickly(connection.connection.client,
                                           lambda: connection.query(hash_value, exclusive_start_key=start, **sent))
 
-            # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins.
-            return send() if window is None else hedged(send, window)
+            # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins
+            # (not on an event loop: the hedge's threads and waits are the sync path's).
+            return send() if window is None or on_event_loop() is not None else hedged(send, window)
 
         copies = self._copies
         try:
@@ -1184,14 +1190,38 @@ class _ReadFirst:
         self._limit = limit
         self._lock = threading.Lock()
         self._pages: dict[int, Page] | None = None
+        self._reading: Future[dict[int, Page]] | None = None
         self._handed: set[int] = set()
         _first_reads.add(self)
 
     def wait(self) -> None:
-        """Return once every first-read stream has been read (reading them, if no other thread does)."""
+        """Return once every first-read stream has been read (reading them, if no other caller does).
+
+        The reads are made by the first caller, outside the lock; the others wait on its future
+        (which yields to the event loop on the asyncio bridge, where a lock held across a
+        request would stop every task of the loop). A failed read is made again by the next call.
+        """
         with self._lock:
-            if self._pages is None:
-                self._pages = {shard: self._read(shard, start) for shard, start in sorted(self._starts.items())}
+            if self._pages is not None:
+                return
+            reading = self._reading
+            if reading is None:
+                reading = self._reading = mine = new_future()
+            else:
+                mine = None
+        if mine is None:
+            reading.result()
+            return
+        try:
+            pages = {shard: self._read(shard, start) for shard, start in sorted(self._starts.items())}
+        except BaseException as exc:
+            with self._lock:
+                self._reading = None
+            mine.set_exception(exc)
+            raise
+        with self._lock:
+            self._pages = pages
+        mine.set_result(pages)
 
     def take(self, shard: int, start: RawKey | None) -> Page | None:
         """The page that was read, for the first request of ``shard``'s stream (from ``start``)."""

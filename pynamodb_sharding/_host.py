@@ -45,8 +45,13 @@ their version check, as ``save``/``update``/``delete`` would: :func:`put_argumen
 ``before-parse`` (whose ``customized_response_dict`` the merged queries' fast parse fills with the
 page's items: ``_fastparse.py``, pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_declared``)
 and ``before-parameter-build.dynamodb`` with ``register_first`` (documented botocore extension
-points). No other module names a PynamoDB or botocore private: ``tests/contract/test_internals_fence.py``
-fails the build when one does.
+points). The asyncio entry points send the requests of a botocore client over aiohttp by replacing its
+endpoint's ``http_session`` (``client._endpoint``, whose ``_send`` calls ``http_session.send``)
+and its endpoint's ``_needs_retry`` (botocore's copy sleeps with ``time.sleep`` between
+attempts): :func:`route_http_sends`, pinned by
+``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. No other module names a
+PynamoDB or botocore private: ``tests/contract/test_internals_fence.py`` fails the build when
+one does.
 
 **What older botocore releases leave out.** botocore parses DynamoDB's responses by its copy of
 DynamoDB's service model, and drops every field that copy does not name. Before 1.40.10 it has
@@ -78,7 +83,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore
@@ -98,8 +103,11 @@ __all__ = [
     "BEFORE_PARSE_HOOK",
     "BOTOCORE_VERSION",
     "OVERRIDDEN_HOOKS",
+    "add_client_hook",
+    "arm_client",
     "botocore_client",
     "bump_local_version",
+    "client_hooks_armed",
     "discriminator_attribute",
     "discriminator_class",
     "guard_keys",
@@ -115,6 +123,7 @@ __all__ = [
     "range_keyname",
     "reset_connection",
     "restore_connection",
+    "route_http_sends",
     "set_connection",
     "table_connection",
     "table_schema",
@@ -530,3 +539,72 @@ def keep_unmodelled_fields(client: Any) -> None:
             # handlers of one operation (which read the body themselves: throttling.classify_response).
             client.meta.events.register_first(_UNMODELLED_EVENT, _UnmodelledFields(missing), unique_id=_UNMODELLED_ID)
         _unmodelled_clients.add(client)
+
+
+class _RoutedSession:
+    """A botocore HTTP session that asks ``route`` first: an answer is the response, ``None``
+    sends the request with the client's own session (the sync path, unchanged)."""
+
+    def __init__(self, own: Any, route: Callable[[Any], Any]) -> None:
+        self.own = own
+        self.route = route
+
+    def send(self, request: Any) -> Any:
+        response = self.route(request)
+        return self.own.send(request) if response is None else response
+
+    def close(self) -> None:
+        self.own.close()
+
+
+def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None]) -> None:
+    """Make ``client`` send each request through ``route(request)`` (a botocore
+    ``AWSResponse``, or ``None`` for its own HTTP session) and wait between retries with
+    ``pause`` instead of ``time.sleep``; a client already routed stays as it is.
+
+    ``pause`` replaces botocore's ``Endpoint._needs_retry``, which emits
+    ``needs-retry.<service>.<Operation>`` and sleeps for the delay the retry handler returns.
+    """
+    endpoint = client._endpoint
+    session = endpoint.http_session
+    if isinstance(session, _RoutedSession):
+        return
+    endpoint.http_session = _RoutedSession(session, route)
+    emitter = endpoint._event_emitter
+
+    def needs_retry(attempts: int, operation_model: Any, request_dict: Any, response: Any = None,
+                    caught_exception: Any = None) -> bool:
+        service_id = operation_model.service_model.service_id.hyphenize()
+        responses = emitter.emit(
+            f"needs-retry.{service_id}.{operation_model.name}", response=response, endpoint=endpoint,
+            operation=operation_model, attempts=attempts, caught_exception=caught_exception,
+            request_dict=request_dict,
+        )
+        delay = next((answer for _handler, answer in responses if answer is not None), None)
+        if delay is None or delay is False:
+            return False
+        pause(delay)
+        return True
+
+    endpoint._needs_retry = needs_retry
+
+
+#: Called with each sharded model's botocore client before its requests (see :func:`arm_client`).
+_client_hooks: list[Callable[[Any], None]] = []
+
+
+def add_client_hook(hook: Callable[[Any], None]) -> None:
+    """Call ``hook(client)`` on the client of every sharded model's connection, from now on."""
+    if hook not in _client_hooks:
+        _client_hooks.append(hook)
+
+
+def client_hooks_armed() -> bool:
+    """Whether any client hook is registered."""
+    return bool(_client_hooks)
+
+
+def arm_client(client: Any) -> None:
+    """Run the client hooks on ``client`` (nothing unless the asyncio side is imported)."""
+    for hook in _client_hooks:
+        hook(client)

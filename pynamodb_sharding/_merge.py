@@ -268,6 +268,11 @@ class ShardMerge:
         self._take()
         return value
 
+    def holds_next_item(self) -> bool:
+        """Whether the next :meth:`next_as` returns an item already held, sending and
+        submitting nothing (not the last item of a batch, whose taking may ask for pages)."""
+        return self._batched and not self.closed and self._batch_pos + 1 < len(self._batch)
+
     def _prepare(self) -> None:
         """Stop at the end or the limit; send what a fork lost and the first requests."""
         if self.closed:

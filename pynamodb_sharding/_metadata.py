@@ -54,6 +54,7 @@ from pynamodb_sharding._host import (
     table_connection,
     unshared_connection,
 )
+from pynamodb_sharding._pool import new_future, pause
 from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding._throttling import error_chain
 from pynamodb_sharding._write_rate import RateWindow, window_start
@@ -570,7 +571,7 @@ class ShardCountStore:
         maxsize: int = 100_000,
         consistent_read: bool = True,
         initial: int = 1,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         best_effort_pause: float = 5.0,
     ) -> None:
         candidate: object = metadata_model  # users pass anything; check it at run time
@@ -666,7 +667,7 @@ class ShardCountStore:
         call: Callable[[], ShardState | None],
     ) -> ShardState | None:
         """Run ``call`` once for all the threads asking at the same time; cache its state."""
-        mine: Future[ShardState | None] = Future()
+        mine: Future[ShardState | None] = new_future()  # waits by yielding on an event loop
         with self._lock:
             flight = flights.setdefault(cache_key, mine)
         if flight is not mine:

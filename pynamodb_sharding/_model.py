@@ -36,6 +36,7 @@ from pynamodb_sharding._replicas import add_replica_indexes
 from pynamodb_sharding._routes import TableRoutes
 
 if TYPE_CHECKING:
+    from pynamodb_sharding._async_results import AsyncMergedResult
     from pynamodb_sharding._fanout import MergedResultIterator
 
 __all__ = ["ShardedModel", "with_companions"]
@@ -402,6 +403,97 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """Count the items of ``hash_key`` over every shard (in parallel); no key: the table's."""
         return cls._routing().count(hash_key, range_key_condition, filter_condition, consistent_read, index_name,
                                     limit, rate_limit)
+
+    # -- asyncio (the [async] extra) -----------------------------------------------------------
+
+    @classmethod
+    def aquery(
+        cls: type[_T],
+        hash_key: Any,
+        range_key_condition: Condition | None = None,
+        filter_condition: Condition | None = None,
+        consistent_read: bool = False,
+        index_name: str | None = None,
+        scan_index_forward: bool | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, Any] | str | None = None,
+        attributes_to_get: Iterable[str] | None = None,
+        page_size: int | None = None,
+        rate_limit: float | None = None,
+    ) -> AsyncMergedResult[_T]:
+        """:meth:`query` on the running event loop: ``async for item in Model.aquery(...)``.
+
+        The same items, order, ``last_evaluated_key`` and ``next_page_token`` as :meth:`query`
+        (a cursor of either resumes the other); the shards' requests are tasks of the loop, at
+        most ``Sharding(max_workers=)`` of them at a time. ``rate_limit`` is not supported.
+        Needs the ``[async]`` extra; see :doc:`async`.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        aio.refuse_rate_limit(cls, "aquery", rate_limit)
+        return aio.AsyncMergedResult(cls, lambda: cls.query(
+            hash_key, range_key_condition, filter_condition, consistent_read, index_name, scan_index_forward,
+            limit, last_evaluated_key, attributes_to_get, page_size), last_evaluated_key)
+
+    @classmethod
+    async def acount(
+        cls: type[_T],
+        hash_key: Any = None,
+        range_key_condition: Condition | None = None,
+        filter_condition: Condition | None = None,
+        consistent_read: bool = False,
+        index_name: str | None = None,
+        limit: int | None = None,
+        rate_limit: float | None = None,
+    ) -> int:
+        """:meth:`count` on the running event loop (``rate_limit`` is not supported).
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        aio.refuse_rate_limit(cls, "acount", rate_limit)
+        return await aio.read(cls, lambda: cls.count(hash_key, range_key_condition, filter_condition,
+                                                     consistent_read, index_name, limit))
+
+    @classmethod
+    async def aget(
+        cls: type[_T],
+        hash_key: Any,
+        range_key: Any = None,
+        consistent_read: bool = False,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> _T:
+        """:meth:`get` on the running event loop.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.read(cls, lambda: cls.get(hash_key, range_key, consistent_read, attributes_to_get))
+
+    async def asave(
+        self, condition: Condition | None = None, *, add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        """:meth:`save` on the running event loop. A cancelled ``asave`` finishes the write
+        first (the item is never left half-moved), then raises ``CancelledError``.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.write(type(self), lambda: self.save(condition, add_version_condition=add_version_condition))
+
+    async def adelete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
+        """:meth:`delete` on the running event loop; a cancelled ``adelete`` finishes first.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.write(type(self), lambda: self.delete(condition, add_version_condition=add_version_condition))
 
     # -- the table -----------------------------------------------------------------------------
 

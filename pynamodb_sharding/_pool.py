@@ -13,22 +13,34 @@ child never touches the parent's pool, whose threads do not exist there: it star
 its own on first use.
 
 No PynamoDB import: the merge and the counts use it on plain callables.
+
+The asyncio entry points (``aquery``, ``acount``... see :mod:`pynamodb_sharding._async_transport`)
+run the same code on an event loop. While they do, the "threads" of this module are tasks of
+that loop: :func:`fanout_executor` and :class:`BoundedSubmitter` start each call as a task, the
+futures they return wait by yielding to the loop, and :func:`new_future` and :func:`pause` do
+the same for the code that waits on another caller's request or sleeps. The loop side registers
+itself with :func:`set_event_loop_bridge`; without it nothing here changes.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "DEFAULT_FANOUT_THREADS",
     "BoundedSubmitter",
     "fanout_executor",
     "fanout_threads",
+    "new_future",
+    "on_event_loop",
+    "pause",
+    "set_event_loop_bridge",
     "set_fanout_threads",
 ]
 
@@ -43,6 +55,55 @@ _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _executor_pid = 0
 _size: int | None = None
+
+
+class EventLoopBridge(Protocol):
+    """What runs this module's calls as tasks of an event loop (the asyncio entry points)."""
+
+    def executor(self) -> Executor | None:
+        """The executor of the caller's event loop; ``None`` when the caller is not on one."""
+
+    def future(self) -> Future[Any]:
+        """A future whose ``result()`` waits by yielding to the event loop."""
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` by yielding to the event loop."""
+
+    def link(self, outer: Future[Any], inner: Future[Any]) -> None:
+        """Cancelling ``outer`` cancels the task that runs ``inner``."""
+
+
+_bridge: EventLoopBridge | None = None
+
+
+def set_event_loop_bridge(bridge: EventLoopBridge) -> None:
+    """Let calls made from the asyncio entry points run on their event loop (set once, on import)."""
+    global _bridge
+    _bridge = bridge
+
+
+def on_event_loop() -> Executor | None:
+    """The event loop's executor when the caller runs on the asyncio bridge, else ``None``."""
+    bridge = _bridge
+    return None if bridge is None else bridge.executor()
+
+
+def new_future() -> Future[Any]:
+    """A future for a result another caller computes: its ``result()`` yields to the event loop
+    on the asyncio bridge, where blocking the thread would stop the loop."""
+    bridge = _bridge
+    if bridge is not None and bridge.executor() is not None:
+        return bridge.future()
+    return Future()
+
+
+def pause(seconds: float) -> None:
+    """``time.sleep``, or a wait that yields to the event loop on the asyncio bridge."""
+    bridge = _bridge
+    if bridge is not None and bridge.executor() is not None:
+        bridge.sleep(seconds)
+    else:
+        time.sleep(seconds)
 
 
 def _configured_size() -> int:
@@ -91,12 +152,16 @@ def set_fanout_threads(threads: int) -> None:
         old.shutdown(wait=False)  # its queued and running requests still complete
 
 
-def fanout_executor() -> ThreadPoolExecutor:
-    """The shared pool of this process, created on first use (again in a forked child).
+def fanout_executor() -> Executor:
+    """The shared pool of this process, created on first use (again in a forked child); on the
+    asyncio bridge, the executor of the caller's event loop.
 
     .. versionadded:: 0.1.0
     """
     global _executor, _executor_pid
+    on_loop = on_event_loop()
+    if on_loop is not None:
+        return on_loop
     pid = os.getpid()
     executor = _executor
     if executor is not None and _executor_pid == pid:
@@ -128,7 +193,7 @@ class BoundedSubmitter:
 
     def submit(self, function: Callable[..., _T], *args: Any) -> Future[_T]:
         """Schedule ``function(*args)``; returns its future."""
-        future: Future[_T] = Future()
+        future: Future[_T] = new_future()
         with self._lock:
             if self._running >= self.limit:
                 self._queue.append((future, lambda: function(*args)))
@@ -139,7 +204,9 @@ class BoundedSubmitter:
 
     def _start(self, future: Future[Any], call: Callable[[], Any]) -> None:
         try:
-            fanout_executor().submit(self._run, future, call)
+            inner = fanout_executor().submit(self._run, future, call)
+            if _bridge is not None:
+                _bridge.link(future, inner)
         except BaseException as exc:  # the interpreter is shutting down
             self._finished()
             if future.set_running_or_notify_cancel():

@@ -30,6 +30,8 @@ from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import PeriodRangeError, ShardingDefinitionError
 from pynamodb_sharding._fanout import merged_count, merged_query
 from pynamodb_sharding._host import (
+    arm_client,
+    client_hooks_armed,
     discriminator_attribute,
     guard_keys,
     index_range_attribute,
@@ -89,6 +91,8 @@ class TableRoutes:
             guard_keys(self.model, connection, manager.codec)
         else:  # bare keys are its keys; throttles are still classified from the reasons
             keep_unmodelled_fields(connection.connection.client)
+        if client_hooks_armed():
+            arm_client(connection.connection.client)  # the asyncio side's transport
         return connection
 
     def companion_models(self) -> tuple[type[Model], ...]:

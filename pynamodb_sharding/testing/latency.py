@@ -15,7 +15,6 @@ import contextlib
 import itertools
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
@@ -24,6 +23,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._model import with_companions
+from pynamodb_sharding._pool import pause
 
 __all__ = ["LatencyInjector", "inject_latency", "record_requests"]
 
@@ -102,7 +102,7 @@ def inject_latency(
     *,
     operations: Collection[str] | None = None,
     extra_models: Iterable[type[Model]] = (),
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = pause,
     record_bodies: bool = False,
 ) -> Iterator[LatencyInjector]:
     """Delay every request of ``model``'s client by ``seconds`` and count requests.
@@ -116,7 +116,8 @@ def inject_latency(
         operations: Only delay these operations (``"Query"``, ``"PutItem"``...); all by default.
             Every request is counted either way.
         extra_models: More models whose clients get the same delay and counter.
-        sleep: How to wait; inject one to observe delays without waiting.
+        sleep: How to wait (``time.sleep``; on an event loop, for the async methods, a wait
+            that yields to the loop); inject one to observe delays without waiting.
         record_bodies: Keep every request's body for :meth:`LatencyInjector.bodies` (tests;
             a benchmark sending many requests should not).
 

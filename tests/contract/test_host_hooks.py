@@ -36,6 +36,7 @@ from pynamodb_sharding._host import (
     botocore_client,
     missing_fields,
     put_arguments,
+    route_http_sends,
 )
 from pynamodb_sharding._item import pin
 from pynamodb_sharding._throttling import ThrottleKind, ThrottleReason, classify, error_chain, keep_throttling_reasons
@@ -429,3 +430,68 @@ class TestUnmodelledFields:
             events.unregister("before-send.dynamodb.DescribeTable", unique_id="contract-warm")
         assert described["WarmThroughput"] == warm
         assert described["TableName"] == Receipt.Meta.table_name
+
+
+class TestAsyncTransportHooks:
+    """The botocore privates :func:`pynamodb_sharding._host.route_http_sends` replaces: an
+    endpoint's ``http_session`` (what ``Endpoint._send`` sends with) and ``Endpoint._needs_retry``
+    (emits ``needs-retry`` and sleeps for the delay a handler returns)."""
+
+    @staticmethod
+    def _client() -> Any:
+        import botocore.session
+
+        return botocore.session.get_session().create_client(
+            "dynamodb", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id="k", aws_secret_access_key="s",
+            config=botocore.config.Config(retries={"total_max_attempts": 3, "mode": "standard"}),
+        )
+
+    def test_needs_retry_is_the_method_replaced(self) -> None:
+        import inspect
+
+        from botocore.endpoint import Endpoint
+
+        parameters = list(inspect.signature(Endpoint._needs_retry).parameters)
+        assert ["self", "attempts", "operation_model", "request_dict", "response", "caught_exception"] == parameters
+        source = inspect.getsource(Endpoint._needs_retry)
+        assert "needs-retry." in source
+        assert "time.sleep(handler_response)" in source
+        assert "self.http_session.send(request)" in inspect.getsource(Endpoint._send)
+
+    def test_the_route_answers_and_the_pause_waits_between_retries(self) -> None:
+        from tests.faults import error_response
+
+        client = self._client()
+        answers = [
+            error_response("http://127.0.0.1:9", 500, "InternalServerError", "down"),
+            error_response("http://127.0.0.1:9", 500, "InternalServerError", "down"),
+            None,  # the client's own session: nothing listens on port 9
+        ]
+        routed: list[str] = []
+        pauses: list[float] = []
+
+        def route(request: Any) -> Any:
+            routed.append(request.headers["X-Amz-Target"].decode())
+            answer = answers.pop(0)
+            if answer is None:
+                raise AssertionError("the route's None must reach the own session")
+            return answer
+
+        route_http_sends(client, route, pauses.append)
+        answers[2] = error_response("http://127.0.0.1:9", 400, "ResourceNotFoundException", "no table")
+        with pytest.raises(client.exceptions.ResourceNotFoundException):
+            client.get_item(TableName="t", Key={"k": {"S": "v"}})
+        assert ["DynamoDB_20120810.GetItem"] * 3 == routed
+        assert len(pauses) == 2  # botocore's delays, given to the pause instead of time.sleep
+        assert all(0 <= delay <= 20 for delay in pauses)
+
+    def test_a_route_of_none_sends_with_the_own_session(self) -> None:
+        from botocore.exceptions import EndpointConnectionError
+
+        client = self._client()
+        routed: list[Any] = []
+        route_http_sends(client, lambda request: routed.append(request), lambda _: None)
+        with pytest.raises(EndpointConnectionError):  # urllib3 found nothing on port 9
+            client.get_item(TableName="t", Key={"k": {"S": "v"}})
+        assert len(routed) == 3  # each attempt asked the route first

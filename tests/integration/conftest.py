@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.async_loop import loop  # noqa: F401  (an event loop per test, for the async methods)
 from tests.raw import local_client
 from tests.regions import second_server  # noqa: F401  (one second server, the other region, per session)
 

@@ -1,0 +1,185 @@
+"""The asyncio entry points: ``aquery``, ``acount``, ``aget``, ``asave``, ``adelete``.
+
+Each runs the sync method of the same name on the caller's event loop through
+:mod:`~pynamodb_sharding._async_transport`, so its items, order, cursors, page tokens and errors
+are the sync method's. A merged query's result is :class:`AsyncMergedResult`: an async iterator
+over the same :class:`~pynamodb_sharding._fanout.MergedResultIterator` the sync ``query``
+returns, each ``__anext__`` one ``next()`` of it on the loop.
+
+Cancellation: a cancelled read abandons its requests in flight and closes the merged query (its
+prefetched pages are cancelled); a cancelled write finishes first (a move, a growth, a retried
+put are never left half-done) and raises ``CancelledError`` once it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pynamodb_sharding import _async_transport as transport
+from pynamodb_sharding._exceptions import CursorError, ShardingDefinitionError
+from pynamodb_sharding._periods import is_time_partitioned
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from pynamodb_sharding._fanout import MergedResultIterator
+
+__all__ = ["AsyncMergedResult", "read", "write"]
+
+_M = TypeVar("_M", bound="Model")
+_T = TypeVar("_T")
+
+_DONE: Any = object()
+
+
+def _models(model: type[Any]) -> list[type[Any]]:
+    """The model and its companion models, recursively (their clients carry its requests)."""
+    seen: list[type[Any]] = []
+    pending = [model]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.append(current)
+        companions: Callable[[], Iterable[type[Any]]] | None = getattr(current, "companion_models", None)
+        if callable(companions):
+            pending.extend(companions())
+    # A time-partitioned model has no client of its own: each period model's is armed when
+    # its connection is made (pynamodb_sharding._host.arm_client).
+    return [model for model in seen if not is_time_partitioned(model)]
+
+
+def _armed_call(model: type[Any], call: Callable[[], _T]) -> Callable[[], _T]:
+    def armed() -> _T:
+        transport.arm(_models(model))
+        return call()
+
+    return armed
+
+
+async def read(model: type[Any], call: Callable[[], _T]) -> _T:
+    """Run a read of ``model`` on the event loop; a cancellation abandons its requests."""
+    return await transport.run(_armed_call(model, call))
+
+
+async def write(model: type[Any], call: Callable[[], _T]) -> _T:
+    """Run a write of ``model`` on the event loop, to completion even when cancelled."""
+    return await transport.run_to_completion(_armed_call(model, call))
+
+
+def refuse_rate_limit(model: type[Any], method: str, rate_limit: float | None) -> None:
+    """``rate_limit`` paces the shards with a lock held through a sleep: the sync path only."""
+    if rate_limit is not None:
+        msg = (
+            f"{model.__name__}.{method}: rate_limit is not supported by the async methods; pace the "
+            f"calls yourself (an asyncio.Semaphore) or use {model.__name__}.{method.lstrip('a')}."
+        )
+        raise ShardingDefinitionError(msg)
+
+
+class AsyncMergedResult(Generic[_M]):
+    """The result of ``aquery``: model instances in sort-key order, with one cursor.
+
+    ``async for`` it as the sync result is iterated; ``last_evaluated_key`` and
+    ``next_page_token`` are the sync result's (a token of either resumes the other). Nothing is
+    sent before the first ``__anext__``. ``await result`` reads what is left into a list.
+    Close it with ``await result.aclose()`` (or ``async with``) to cancel the prefetched pages
+    of a query you stop reading early.
+
+    One difference: the sync ``last_evaluated_key`` may read ahead (one request per shard whose
+    next page was not read yet) to tell whether an item follows the last one returned, when the
+    iteration stopped before ``limit`` and before the end. A property cannot await, so the
+    async result never sends a request there: it answers from the pages already held, and
+    where they cannot tell, gives the cursor (never wrong: resuming it reads an empty page),
+    where the sync result might have given ``None``.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, model: type[_M], start: Callable[[], MergedResultIterator[_M]],
+                 given_cursor: dict[str, Any] | str | None) -> None:
+        self._model = model
+        self._start = start
+        self._given_cursor = given_cursor
+        self._result: MergedResultIterator[_M] | None = None
+
+    def __aiter__(self) -> AsyncMergedResult[_M]:
+        return self
+
+    async def __anext__(self) -> _M:
+        result = self._result
+        holds: Callable[[], bool] | None = getattr(result, "holds_next_item", None)
+        if result is not None and holds is not None and holds():  # held: no request, no greenlet
+            return next(result)
+        try:
+            if result is None:  # the first call arms the clients and plans the query
+                item = await read(self._model, self._next)
+            else:
+                item = await transport.run(self._next)
+        except Exception:
+            raise  # a request failed: the next __anext__ sends it again, as the sync next() does
+        except BaseException:
+            self._close()  # cancelled: nothing of this query stays in flight
+            raise
+        if item is _DONE:
+            raise StopAsyncIteration
+        taken: _M = item
+        return taken
+
+    def _next(self) -> Any:
+        if self._result is None:
+            self._result = self._start()
+        return next(self._result, _DONE)
+
+    def __await__(self) -> Generator[Any, None, list[_M]]:
+        return self._collect().__await__()
+
+    async def _collect(self) -> list[_M]:
+        return [item async for item in self]
+
+    @property
+    def last_evaluated_key(self) -> dict[str, Any] | str | None:
+        """The cursor to pass back as ``last_evaluated_key`` (sync or async), or ``None``."""
+        if self._result is None:
+            return self._given_cursor
+        with transport.no_sends():
+            return self._result.last_evaluated_key
+
+    @property
+    def next_page_token(self) -> str | None:
+        """The cursor as a compact URL-safe ``str`` (``None`` exactly when
+        :attr:`last_evaluated_key` is); pass it back as ``last_evaluated_key``."""
+        if self._result is None:
+            given = self._given_cursor
+            if given is None or isinstance(given, str):
+                return given
+            msg = (f"{self._model.__name__}.aquery: next_page_token of a query resumed from a dict cursor "
+                   f"is known once the first item was read; pass that cursor on as it is.")
+            raise CursorError(msg)
+        with transport.no_sends():
+            return self._result.next_page_token
+
+    @property
+    def total_count(self) -> int:
+        """The ``Count`` of every page taken into the merge."""
+        return 0 if self._result is None else self._result.total_count
+
+    async def aclose(self) -> None:
+        """Stop: cancel the prefetched pages. Iteration then ends."""
+        self._close()
+
+    def _close(self) -> None:
+        close: Callable[[], None] | None = getattr(self._result, "close", None)
+        if close is not None:  # PynamoDB's own ResultIterator (an unsharded table) has none
+            close()
+
+    async def __aenter__(self) -> AsyncMergedResult[_M]:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+

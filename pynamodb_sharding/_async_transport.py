@@ -1,0 +1,481 @@
+"""The asyncio side's transport: the library's own request code, run on an event loop.
+
+The async methods (``aquery``, ``acount``, ``aget``, ``asave``, ``adelete``) run exactly the code
+the sync methods run: the same planning, shard choice, metadata reads, growth, merge, cursor,
+PynamoDB's request building and botocore's serialization, signing, retries, event hooks and
+parsing. Only two things differ, and both live here:
+
+- **Where the code runs.** Each call runs in a greenlet driven by a task of the caller's event
+  loop (the way SQLAlchemy's asyncio extension runs its sync core): where the sync code would
+  block (an HTTP round trip, a pause between retries, a wait on another caller's request), the
+  greenlet hands an awaitable to its task, which awaits it and resumes the greenlet with the
+  result. The "threads" of a merged query are tasks of the same loop
+  (:func:`pynamodb_sharding._pool.set_event_loop_bridge`): no thread per request.
+- **How bytes are sent.** A botocore client used from the loop sends each request over an
+  aiohttp session of that loop (:func:`pynamodb_sharding._host.route_http_sends`): botocore
+  prepares and signs the request, aiohttp sends it, botocore parses the reply and decides on
+  retries as it always does. A call from a thread that is not on the loop uses the client's own
+  HTTP session, unchanged.
+
+aiobotocore is not used: its releases pin botocore to three patch versions (aiobotocore 3.10:
+``botocore>=1.43.115,<1.43.118``), which no project using boto3 1.44 could install, and its
+client would need PynamoDB's request building redone beside it. aiohttp and greenlet pin
+nothing of botocore's. Both come with the ``[async]`` extra; the bare install imports neither.
+
+Requests in flight on one event loop are capped at :data:`DEFAULT_ASYNC_REQUESTS` (or the
+environment variable ``PYNAMODB_SHARDING_ASYNC_REQUESTS``); those of one merged query at its
+``max_workers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Executor, Future
+from typing import Any, TypeVar
+
+try:
+    import aiohttp
+    import greenlet
+except ImportError as error:  # pragma: no cover - the bare install
+    msg = (
+        "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need aiohttp and "
+        "greenlet: pip install 'pynamodb-sharding[async]'."
+    )
+    raise ImportError(msg) from error
+from botocore.awsrequest import AWSResponse, HeadersDict
+from botocore.exceptions import (
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from pynamodb_sharding import _pool
+from pynamodb_sharding._host import add_client_hook, botocore_client, route_http_sends
+
+__all__ = [
+    "DEFAULT_ASYNC_REQUESTS",
+    "WouldBlockError",
+    "arm",
+    "close_sessions",
+    "no_sends",
+    "run",
+    "run_to_completion",
+]
+
+_T = TypeVar("_T")
+
+#: Requests in flight at once on one event loop, unless ``PYNAMODB_SHARDING_ASYNC_REQUESTS`` says.
+DEFAULT_ASYNC_REQUESTS = 256
+_ENVIRONMENT = "PYNAMODB_SHARDING_ASYNC_REQUESTS"
+
+
+class WouldBlockError(Exception):
+    """Code on the event loop's own thread, outside a greenlet of this module, would have to
+    wait for a request (which would stop the loop)."""
+
+
+class _Slots:
+    """The request slots of one event loop: the shard requests of merged reads run at most
+    :data:`DEFAULT_ASYNC_REQUESTS` at once. A call over the limit waits in a queue as a plain
+    callable (no task, no greenlet, no stack) until a slot is handed to it."""
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._queue: deque[Callable[[], None]] = deque()
+
+    def start_or_queue(self, start: Callable[[], None]) -> None:
+        """Call ``start`` (which then holds a slot) now if a slot is free, else when one is."""
+        if self.free > 0:
+            self.free -= 1
+            start()
+        else:
+            self._queue.append(start)
+
+    def release(self) -> None:
+        """Hand a slot to the first in line, or free it."""
+        if self._queue:
+            self._queue.popleft()()
+        else:
+            self.free += 1
+
+    async def acquire(self) -> None:
+        """Take a slot back (a greenlet that waited for another task): before the queued calls."""
+        if self.free > 0:
+            self.free -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if waiter.done():  # cancelled meanwhile: the slot goes on
+                self.release()
+            else:
+                waiter.set_result(None)
+
+        self._queue.appendleft(wake)
+        await waiter
+
+
+class _Slot:
+    """One slot of :class:`_Slots`, held by a greenlet while it runs and given back while it
+    waits for another task's result."""
+
+    def __init__(self, slots: _Slots, *, held: bool) -> None:
+        self.slots = slots
+        self.held = held
+
+    async def take(self) -> None:
+        await self.slots.acquire()
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.slots.release()
+
+
+class _Bridged(greenlet.greenlet):
+    """A greenlet running sync library code for a task of ``loop``."""
+
+    def __init__(self, run: Callable[[], Any], parent: greenlet.greenlet, loop: asyncio.AbstractEventLoop,
+                 slot: _Slot | None) -> None:
+        super().__init__(run, parent)
+        self.loop = loop
+        self.slot = slot
+
+
+def _current() -> _Bridged | None:
+    current = greenlet.getcurrent()
+    return current if isinstance(current, _Bridged) else None
+
+
+def _await(awaitable: Awaitable[_T]) -> _T:
+    """From sync code in a bridged greenlet: await ``awaitable`` on the loop, return its result."""
+    current = _current()
+    if current is None:
+        raise WouldBlockError("only code run by pynamodb_sharding._async_transport.run can await")
+    parent = current.parent
+    assert parent is not None  # the greenlet of the task that runs it
+    result: _T = parent.switch(awaitable)
+    return result
+
+
+async def run(call: Callable[[], _T], slot: _Slot | None = None) -> _T:
+    """Run the sync ``call`` on this event loop, awaiting wherever it would block (holding
+    ``slot`` while it runs, if given).
+
+    A cancellation of the awaiting task is raised inside ``call`` where it waits (an HTTP request
+    in flight is abandoned), and from here.
+    """
+    loop = asyncio.get_running_loop()
+    bridged = _Bridged(call, greenlet.getcurrent(), loop, slot)
+    bridged.gr_context = contextvars.copy_context()  # the caller's context vars (write routes)
+    sent: Any = bridged.switch()
+    while not bridged.dead:
+        try:
+            value = await sent
+        except BaseException as exc:  # handed to the code that waited, which decides
+            sent = bridged.throw(exc)
+        else:
+            sent = bridged.switch(value)
+    result: _T = sent
+    return result
+
+
+async def run_to_completion(call: Callable[[], _T]) -> _T:
+    """:func:`run`, finished even when the awaiting task is cancelled meanwhile (writes: an
+    item is never left half-written); the cancellation is raised once ``call`` has returned."""
+    task = asyncio.ensure_future(run(call))
+    _keep(task)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
+
+
+# --------------------------------------------------------------------------------------------
+# The merged reads' "threads": tasks of the loop
+# --------------------------------------------------------------------------------------------
+
+#: Tasks started for futures, kept until done (the loop keeps only weak references).
+_running: set[asyncio.Future[Any]] = set()
+
+
+def _keep(task: asyncio.Future[Any]) -> None:
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+
+
+_CONDITION = threading.Condition()
+
+
+class _LoopFuture(Future[Any]):
+    """A future computed by a task of an event loop: ``result()`` in a bridged greenlet yields
+    to the loop until it is done; ``cancel()`` cancels the task even once it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # One condition for all: only the loop's thread uses these futures, and a condition
+        # each (a lock, a deque, bound methods) would be most of a merged query's memory.
+        self._condition = _CONDITION
+        self.task: asyncio.Future[Any] | None = None
+        self.inner: _LoopFuture | None = None
+
+    def cancel(self) -> bool:
+        cancelled = super().cancel()
+        for future in (self, self.inner):
+            task = future.task if future is not None else None
+            if task is not None and not task.done():
+                task.cancel()
+        return cancelled
+
+    def _wait(self) -> None:
+        if self.done():
+            return
+        current = _current()
+        if current is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # another thread: wait for it (the shared condition may wake early)
+                concurrent.futures.wait([self])
+                return
+            raise WouldBlockError("a request of the event loop is still in flight")
+        loop = current.loop
+        waiter = loop.create_future()
+
+        def wake(_: Future[Any]) -> None:
+            try:
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:  # set by another task of the loop: no need to wake the loop's selector
+                _settle(waiter)
+            else:
+                loop.call_soon_threadsafe(_settle, waiter)
+
+        self.add_done_callback(wake)
+        # A greenlet waiting for another task's result gives its slot back meanwhile: that task
+        # may be waiting for a slot, and a waiting greenlet sends nothing.
+        slot = current.slot
+        if slot is not None:
+            slot.give_back()
+        try:
+            _await(waiter)
+        finally:
+            if slot is not None:
+                _await(slot.take())
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._wait()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait()
+        return super().exception(timeout)
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+_slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Slots] = weakref.WeakKeyDictionary()
+
+
+def _slots(loop: asyncio.AbstractEventLoop) -> _Slots:
+    slots = _slot_pools.get(loop)
+    if slots is None:
+        slots = _slot_pools[loop] = _Slots(_limit())
+    return slots
+
+
+async def _fill(future: _LoopFuture, call: Callable[[], Any], slot: _Slot) -> None:
+    try:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = await run(call, slot)
+        except BaseException as exc:  # the future's owner raises it
+            future.set_exception(exc)
+            return
+        future.set_result(result)
+    finally:
+        slot.give_back()
+
+
+class _LoopExecutor(Executor):
+    """Runs each call as a task of ``loop``, in a bridged greenlet of its own, once it has
+    one of the loop's request slots."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
+        future = _LoopFuture()
+        slots = _slots(self._loop)
+
+        def start() -> None:
+            slot = _Slot(slots, held=True)
+            if future.cancelled():  # cancelled while it waited for its slot
+                slot.give_back()
+                return
+            task = self._loop.create_task(_fill(future, lambda: fn(*args, **kwargs), slot))
+            future.task = task
+            _keep(task)
+
+        slots.start_or_queue(start)
+        return future
+
+
+_executors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopExecutor] = weakref.WeakKeyDictionary()
+
+
+class _Bridge:
+    """:class:`pynamodb_sharding._pool.EventLoopBridge` over this module's greenlets."""
+
+    def executor(self) -> Executor | None:
+        current = _current()
+        if current is None:
+            return None
+        executor = _executors.get(current.loop)
+        if executor is None:
+            executor = _executors[current.loop] = _LoopExecutor(current.loop)
+        return executor
+
+    def future(self) -> Future[Any]:
+        return _LoopFuture()
+
+    def sleep(self, seconds: float) -> None:
+        _await(asyncio.sleep(seconds))
+
+    def link(self, outer: Future[Any], inner: Future[Any]) -> None:
+        if isinstance(outer, _LoopFuture) and isinstance(inner, _LoopFuture):
+            outer.inner = inner
+
+
+_pool.set_event_loop_bridge(_Bridge())
+
+
+# --------------------------------------------------------------------------------------------
+# Sending: aiohttp under botocore
+# --------------------------------------------------------------------------------------------
+
+#: Set while the async results answer a property: a request then raises instead of blocking.
+_no_sends: contextvars.ContextVar[bool] = contextvars.ContextVar("pynamodb_sharding_no_sends", default=False)
+
+
+class no_sends:  # used as a context manager, like contextlib's
+    """Within it, code on the loop's thread that would send a request raises :class:`WouldBlockError`."""
+
+    def __enter__(self) -> None:
+        self._token = _no_sends.set(True)
+
+    def __exit__(self, *_: object) -> None:
+        _no_sends.reset(self._token)
+
+
+class _Body:
+    """A reply body already read, in the shape botocore's ``AWSResponse`` reads it from."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+def _limit() -> int:
+    text = os.environ.get(_ENVIRONMENT)
+    if text is None:
+        return DEFAULT_ASYNC_REQUESTS
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        msg = f"{_ENVIRONMENT}={text!r}: expected a positive number of requests, e.g. {DEFAULT_ASYNC_REQUESTS}."
+        raise ValueError(msg)
+    return limit
+
+
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
+
+
+def _session(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        connector = aiohttp.TCPConnector(limit=_limit(), limit_per_host=0)
+        # DynamoDB's replies carry a CRC32 of the body as sent: take the bytes as they come.
+        session = _sessions[loop] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+    return session
+
+
+async def close_sessions() -> None:
+    """Close this event loop's HTTP connections (at shutdown; the next request opens new ones)."""
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()
+
+
+def _route(config: Any) -> Callable[[Any], AWSResponse | None]:
+    connect, read = config.connect_timeout, config.read_timeout
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+
+    def route(request: Any) -> AWSResponse | None:
+        current = _current()
+        if current is None:
+            if _no_sends.get():
+                raise WouldBlockError("a property of an async result would have sent a request")
+            return None  # a thread's request: the client's own session
+        response: AWSResponse = _await(_send(current.loop, request, timeout))
+        return response
+
+    return route
+
+
+async def _send(loop: asyncio.AbstractEventLoop, request: Any, timeout: aiohttp.ClientTimeout) -> AWSResponse:
+    headers = {name: value.decode() if isinstance(value, bytes) else value for name, value in request.headers.items()}
+    url = request.url
+    try:
+        async with _session(loop).request(
+            request.method, url, data=request.body, headers=headers, timeout=timeout,
+            skip_auto_headers=("Accept-Encoding", "Content-Type"), allow_redirects=False,
+        ) as reply:
+            body = await reply.read()
+            return AWSResponse(url, reply.status, HeadersDict(reply.headers.items()), _Body(body))
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
+    except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
+        raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
+        raise ConnectionClosedError(endpoint_url=url, request=request, error=exc) from exc
+
+
+def _arm_client(client: Any) -> None:
+    route_http_sends(client, _route(client.meta.config), _pool.pause)
+
+
+add_client_hook(_arm_client)
+
+
+def arm(models: Any) -> None:
+    """Route the clients of ``models`` (model classes) through the event loops that use them."""
+    for model in models:
+        _arm_client(botocore_client(model))

@@ -1,0 +1,261 @@
+"""The async methods return what the sync methods return, on DynamoDB Local, for every strategy.
+
+Each test writes the same items, then reads them page by page with the sync ``query`` and with
+``aquery``: same items, same order, same ``last_evaluated_key`` and ``next_page_token`` after
+every page, and a cursor of either resumes the other. ``acount`` and ``aget`` answer as
+``count`` and ``get``. A hypothesis property does the same over random data, limits, page sizes,
+directions and filters, alternating sync and async pages.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from botocore.httpsession import URLLib3Session
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import (
+    DynamicShards,
+    HashedShards,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardMetadata,
+    TimePartitioned,
+)
+from pynamodb_sharding.testing.plugin import BindModels
+from tests.async_loop import Loop, collect
+from tests.day_index import day_index
+from tests.raw import put_raw
+
+NOW = 1_456_444_800  # 2016-02-26, in the February 2016 period
+
+
+class RandomLog(ShardedModel):
+    class Meta:
+        table_name = "async_random_log"
+        max_pool_connections = 16
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user = UnicodeAttribute(null=True)
+    day = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4))
+
+
+class HashedLog(ShardedModel):
+    class Meta:
+        table_name = "async_hashed_log"
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user = UnicodeAttribute(null=True)
+    shards = Sharding(HashedShards(4, attributes=("at",)))
+
+
+class DynamicLogShards(ShardMetadata):
+    class Meta:
+        table_name = "async_dynamic_log_shards"
+
+
+class DynamicLog(ShardedModel):
+    class Meta:
+        table_name = "async_dynamic_log"
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user = UnicodeAttribute(null=True)
+    shards = Sharding(DynamicShards(DynamicLogShards, max_shards=8))
+
+
+class LegacyLog(ShardedModel):
+    class Meta:
+        table_name = "async_legacy_log"
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4), legacy_unsharded=True)
+
+
+class PeriodLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("async_period_log.{period}", attribute="at", period="month",
+                                     clock=lambda: NOW)
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4))
+
+
+class IndexedLog(ShardedModel):
+    class Meta:
+        table_name = "async_indexed_log"
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user = UnicodeAttribute(null=True)
+    day = UnicodeAttribute()
+    shards = Sharding(RandomShards(2))
+    by_day = day_index(Sharding(RandomShards(4)))
+
+
+def sync_pages(query: Any, limit: int, **kwargs: Any) -> list[tuple[list[int], Any, Any]]:
+    """Every page of ``query`` read with the sync method, with each page's cursor and token."""
+    pages = []
+    cursor: Any = None
+    while True:
+        page = query(last_evaluated_key=cursor, limit=limit, **kwargs)
+        items = [item.at for item in page]
+        pages.append((items, page.last_evaluated_key, page.next_page_token))
+        cursor = page.next_page_token
+        if cursor is None:
+            return pages
+
+
+def async_pages(loop: Loop, aquery: Any, limit: int, **kwargs: Any) -> list[tuple[list[int], Any, Any]]:
+    pages = []
+    cursor: Any = None
+    while True:
+        items, key, token = loop.run(collect(aquery(last_evaluated_key=cursor, limit=limit, **kwargs)))
+        pages.append(([item.at for item in items], key, token))
+        cursor = token
+        if cursor is None:
+            return pages
+
+
+def write_items(model: type[ShardedModel], key: str, count: int) -> None:
+    for n in range(count):
+        model(key, NOW + n * 7 % 41, user="ab"[n % 2], **({"day": "20160226"} if "day" in model._attributes else {}))\
+            .save()
+
+
+STRATEGIES = [RandomLog, HashedLog, DynamicLog, LegacyLog, PeriodLog]
+
+
+@pytest.mark.parametrize("model", STRATEGIES, ids=lambda model: model.__name__)
+def test_pages_cursors_and_tokens_are_the_sync_ones(model: type[ShardedModel], dynamodb_models: BindModels,
+                                                      loop: Loop) -> None:
+    dynamodb_models(model)
+    if model is PeriodLog:
+        model.create_table(wait=True)
+    write_items(model, "/hot", 23)
+    if model is LegacyLog:  # items still under the bare legacy key are read too
+        put_raw(model, [{"path": {"S": "/hot"}, "at": {"N": str(NOW + 100 + n)}} for n in range(3)])
+    for forward in (True, False):
+        expected = sync_pages(model.query, 5, hash_key="/hot", scan_index_forward=forward)
+        assert expected == async_pages(loop, model.aquery, 5, hash_key="/hot", scan_index_forward=forward)
+        assert len({at for items, _, _ in expected for at in items}) == (26 if model is LegacyLog else 23)
+    assert model.count("/hot") == loop.run(model.acount("/hot"))
+    assert model.count("/hot", filter_condition=model.user == "a") == loop.run(
+        model.acount("/hot", filter_condition=model.user == "a"))
+    stored = model.get("/hot", NOW + 7)
+    fetched = loop.run(model.aget("/hot", NOW + 7))
+    assert (stored.at, stored.user, stored.shards) == (fetched.at, fetched.user, fetched.shards)
+
+
+def test_a_sharded_index_reads_through_its_shards(dynamodb_models: BindModels, loop: Loop) -> None:
+    dynamodb_models(IndexedLog)
+    write_items(IndexedLog, "/hot", 19)
+    expected = sync_pages(IndexedLog.by_day.query, 4, hash_key="20160226")
+    assert expected == async_pages(loop, IndexedLog.by_day.aquery, 4, hash_key="20160226")
+    assert sum(len(items) for items, _, _ in expected) == 19
+    assert loop.run(IndexedLog.by_day.acount("20160226")) == 19 == IndexedLog.by_day.count("20160226")
+
+
+def test_a_cursor_of_either_resumes_the_other(dynamodb_models: BindModels, loop: Loop) -> None:
+    dynamodb_models(RandomLog)
+    write_items(RandomLog, "/mixed", 30)
+    expected = [at for items, _, _ in sync_pages(RandomLog.query, 4, hash_key="/mixed") for at in items]
+    seen: list[int] = []
+    cursor: Any = None
+    for page in range(40):
+        if page % 2:
+            items, _, token = loop.run(collect(RandomLog.aquery("/mixed", limit=4, last_evaluated_key=cursor)))
+            seen.extend(item.at for item in items)
+            cursor = token
+        else:
+            result = RandomLog.query("/mixed", limit=4, last_evaluated_key=cursor)
+            seen.extend(item.at for item in result)
+            cursor = result.last_evaluated_key  # the dict cursor, JSON round-tripped
+            cursor = None if cursor is None else json.loads(json.dumps(cursor))
+        if cursor is None:
+            break
+    assert expected == seen
+    assert len(set(seen)) == 30
+
+
+def test_requests_go_from_the_loop_thread_over_aiohttp(dynamodb_models: BindModels, loop: Loop,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No thread per request, and no request through botocore's own (blocking) HTTP session."""
+    dynamodb_models(DynamicLog)
+    write_items(DynamicLog, "/threads", 12)
+    blocking_sends: list[Any] = []
+    own_send = URLLib3Session.send
+    monkeypatch.setattr(URLLib3Session, "send",
+                        lambda self, request: (blocking_sends.append(request), own_send(self, request))[1])
+    senders = set()
+    client = DynamicLog._get_connection().connection.client
+    client.meta.events.register("before-send.dynamodb", lambda **_: senders.add(threading.current_thread()))
+    before = threading.active_count()
+
+    async def reads_and_writes() -> int:
+        await DynamicLog("/threads", NOW + 500, user="c").asave()
+        items = [item async for item in DynamicLog.aquery("/threads", page_size=2)]
+        (await DynamicLog.aget("/threads", NOW + 500)).user = "d"
+        await items[0].adelete()
+        return await DynamicLog.acount("/threads")
+
+    assert loop.run(reads_and_writes()) == 12
+    assert [] == blocking_sends
+    assert {threading.main_thread()} == senders
+    assert before == threading.active_count()
+    assert DynamicLog.count("/threads") == 12
+    assert blocking_sends  # the reference: a sync call uses botocore's own session
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    stamps=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 60), st.sampled_from("abc")), max_size=30),
+    limit=st.integers(1, 9),
+    page_size=st.one_of(st.none(), st.integers(1, 6)),
+    forward=st.booleans(),
+    filtered=st.booleans(),
+    async_first=st.booleans(),
+)
+def test_async_and_sync_pages_are_interchangeable(
+    dynamodb_models_module: Any, loop: Loop, stamps: list[tuple[int, int, str]], limit: int,
+    page_size: int | None, forward: bool, filtered: bool, async_first: bool,
+) -> None:
+    """Random items over 4 shards (a sort value may repeat across shards), read page by page
+    with a limit, resuming after every page, alternating async and sync pages: the pages and
+    cursors are those of an all-sync read."""
+    dynamodb_models_module.bind(RandomLog)
+    key = f"/p{uuid.uuid4().hex[:8]}"
+    put_raw(RandomLog, [{"path": {"S": f"{key}_{shard}"}, "at": {"N": str(at)}, "user": {"S": user}}
+                        for shard, at, user in {(shard, at): (shard, at, user)
+                                                for shard, at, user in stamps}.values()])
+    options: dict[str, Any] = {"scan_index_forward": forward, "page_size": page_size}
+    if filtered:
+        options["filter_condition"] = RandomLog.user != "c"
+    expected = sync_pages(RandomLog.query, limit, hash_key=key, **options)
+    pages = []
+    cursor: Any = None
+    for page in range(len(expected)):
+        if (page % 2 == 0) == async_first:
+            items, last_key, token = loop.run(collect(RandomLog.aquery(key, limit=limit, last_evaluated_key=cursor,
+                                                                          **options)))
+        else:
+            result = RandomLog.query(key, limit=limit, last_evaluated_key=cursor, **options)
+            items = list(result)
+            last_key, token = result.last_evaluated_key, result.next_page_token
+        pages.append(([item.at for item in items], last_key, token))
+        cursor = token if page % 3 else (None if last_key is None else json.loads(json.dumps(last_key)))
+    assert expected == pages

@@ -185,13 +185,15 @@ def activity(name: str, weight: int | None = None) -> Iterator[None]:
 
     current = greenlet.getcurrent()
     previous = getattr(current, "fleet_activity", ""), getattr(current, "fleet_weight", 1)
-    current.fleet_activity = name
+    # Attributes of the running greenlet: its process's activity and weight.
+    setattr(current, "fleet_activity", name)  # noqa: B010
     if weight is not None:
-        current.fleet_weight = weight
+        setattr(current, "fleet_weight", weight)  # noqa: B010
     try:
         yield
     finally:
-        current.fleet_activity, current.fleet_weight = previous
+        setattr(current, "fleet_activity", previous[0])  # noqa: B010
+        setattr(current, "fleet_weight", previous[1])  # noqa: B010
 
 
 # -- the in-memory DynamoDB ---------------------------------------------------------------------
@@ -909,8 +911,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
 
     def weighted(body: Callable[[], None], w: int) -> Callable[[], None]:
         def run() -> None:
-            current = greenlet.getcurrent()
-            current.fleet_weight = w
+            setattr(greenlet.getcurrent(), "fleet_weight", w)  # noqa: B010
             body()
         return run
 

@@ -439,6 +439,11 @@ class DynamicShards:
                 f"the reports of a key per rate_interval at its growth threshold (e.g. 100), got {rate_reports!r}."
             )
             raise ShardingDefinitionError(msg)
+        for name, flag in (("fresh_reads", fresh_reads), ("delayed_growth", delayed_growth)):
+            if not isinstance(flag, bool) and not (name == "delayed_growth" and flag is None):
+                allowed = "True or False" if name == "fresh_reads" else "None, True or False"
+                msg = f"{where}: {name} must be {allowed}, got {flag!r}."
+                raise ShardingDefinitionError(msg)
         if not fresh_reads and delayed_growth is False and cache_ttl > 0:
             msg = (
                 f"{where}: fresh_reads=False with delayed_growth=False lets a read miss items written "

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from pynamodb.exceptions import PynamoDBException
+from pynamodb.exceptions import PynamoDBException, TableDoesNotExist
 
 from pynamodb_sharding._descriptor import is_sharded, shard_manager
 from pynamodb_sharding._exceptions import IndexNotReadyError, ShardingDefinitionError
@@ -277,6 +277,8 @@ def add_read_replicas(model: type[Any], *, wait: bool = True, poll_seconds: floa
     Raises:
         ShardingDefinitionError: the model declares no read replicas, or has one table per
             period (call it with each period's model).
+        pynamodb.exceptions.TableDoesNotExist: the model's table does not exist (create it with
+            ``create_table``, which creates the replicas too).
 
     .. versionadded:: 0.2.0
     """
@@ -296,6 +298,8 @@ def add_read_replicas(model: type[Any], *, wait: bool = True, poll_seconds: floa
         raise ShardingDefinitionError(msg)
     client = botocore_client(model)
     table = str(model.Meta.table_name)
+    if not model.exists():
+        raise TableDoesNotExist(table)  # PynamoDB's own error, not botocore's ResourceNotFound
     schema = add_replica_indexes(model, {"global_secondary_indexes": [], "key_schema": _key_schema(model)})
     created: list[str] = []
     for index in schema["global_secondary_indexes"]:

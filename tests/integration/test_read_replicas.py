@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import QueryError
+from pynamodb.exceptions import QueryError, TableDoesNotExist
 from pynamodb.models import Model
 
 from pynamodb_sharding import _replicas as replicas
@@ -445,6 +445,13 @@ class TestAddToLiveTable:
         for start in (1, 2):
             with copies_in_turn(LiveFeed, [start] * 3):
                 assert rows(LiveFeed.query("news")) == expected
+
+    def test_a_missing_table_is_pynamodbs_table_does_not_exist(self, dynamodb_models: BindModels) -> None:
+        dynamodb_models(LiveTable)
+        LiveTable.delete_table()
+        reset_connection(LiveFeed)
+        with pytest.raises(TableDoesNotExist):
+            add_read_replicas(LiveFeed)
 
     def test_a_model_without_replicas_is_refused(self, dynamodb_models: BindModels) -> None:
         with pytest.raises(ShardingDefinitionError, match=r"ColdFeed: declares no read replicas"):

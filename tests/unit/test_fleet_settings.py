@@ -111,6 +111,8 @@ def test_which_settings_delay_a_growth(options: dict[str, Any], delay: float) ->
     [
         ({"fresh_reads": False, "delayed_growth": False}, "drop delayed_growth=False"),
         ({"clock_skew": -1}, "clock_skew must be a non-negative number"),
+        ({"fresh_reads": "no"}, "fresh_reads must be True or False, got 'no'"),
+        ({"delayed_growth": 1}, "delayed_growth must be None, True or False"),
         ({"rate_reports": 0}, "rate_reports must be None"),
         ({"rate_reports": True}, "rate_reports must be None"),
         ({"rate_reports": 2.5}, "rate_reports must be None"),

@@ -16,16 +16,14 @@ VENV_LOWEST := .venv-lowest
 BIN_LOWEST := $(VENV_LOWEST)/bin
 LOWEST := constraints/lowest.txt
 # What the lowest-versions run tests: what exercises the runtime dependencies' own code paths
-# (the host contract, the dependency floors, the unit tests, and the integration tests of every
-# request the library builds: writes, conditions, point reads, merged queries and cursors, index
-# queries, scans, batches, throttles, migrations). The command line, the docs pages, the plugin's
-# server management, Spark and the long concurrency trials run once, in `make test`: their
-# behaviour does not depend on the runtime floors, and CI must stay well under 20 minutes.
+# (the host contract, the dependency floors, the unit tests, and the integration tests of the
+# core requests the library builds: PynamoDB parity, dynamic writes, merged queries, cursors and
+# page tokens, sharded index queries, migrations, parsed pages, throttle reasons, companion
+# connections). Everything else runs once, in `make test`: its behaviour does not depend on the
+# runtime floors, and CI must stay near 20 minutes.
 LOWEST_TESTS ?= tests/unit tests/contract tests/test_dependency_floors.py \
-	$(addprefix tests/integration/test_,$(addsuffix .py,pynamodb_parity hash_key_conditions fixed_sharding \
-	dynamic_writes dynamic_faults query_resumption page_token partial_items key_change legacy_adoption \
-	sharded_index sharded_index_multi migration_jobs scan_sharded fast_parse throttling_reasons \
-	time_partitioned long_keys query_index companion_connection count_merged))
+	$(addprefix tests/integration/test_,$(addsuffix .py,pynamodb_parity dynamic_writes query_resumption \
+	page_token sharded_index migration_jobs fast_parse throttling_reasons companion_connection))
 # Printed before the lowest-versions run, so its log shows what it tested.
 FLOORS := pynamodb attrs cachetools botocore click rich boto3
 

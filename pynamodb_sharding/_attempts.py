@@ -24,6 +24,8 @@ from typing import Any
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
+from pynamodb_sharding._locals import ContextLocal
+
 __all__ = ["WriteAttempts", "may_have_been_applied", "tracking", "watch"]
 
 _HOOK_EVENT = "needs-retry.dynamodb"
@@ -34,7 +36,7 @@ _NOT_SENT = (EndpointConnectionError, ConnectTimeoutError)
 
 _watched: weakref.WeakSet[Any] = weakref.WeakSet()
 _watch_lock = threading.Lock()
-_open = threading.local()
+_open = ContextLocal("attempts.open")
 
 
 class WriteAttempts:

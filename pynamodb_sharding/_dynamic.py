@@ -48,6 +48,7 @@ from pynamodb_sharding._exceptions import (
 from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
 from pynamodb_sharding._hot_keys import HotKeyHints
 from pynamodb_sharding._keys import MAX_SHARDS
+from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._metadata import (
     ShardCountStore,
     ShardMetadata,
@@ -120,7 +121,7 @@ _HOOK_EVENT = "needs-retry.dynamodb.PutItem"
 _HOOK_ID = "pynamodb_sharding._dynamic.react_early"
 _hooked_clients: weakref.WeakSet[Any] = weakref.WeakSet()
 _hook_lock = threading.Lock()
-_in_write = threading.local()
+_in_write = ContextLocal("dynamic.in_write")
 
 
 class _EarlyThrottle(Exception):

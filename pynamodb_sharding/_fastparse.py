@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pynamodb_sharding._hedging import mark_sent
+from pynamodb_sharding._locals import ContextLocal
 
 __all__ = ["decode_binary_values", "parsed_quickly"]
 
 _T = TypeVar("_T")
-_local = threading.local()
+_local = ContextLocal("fastparse.local")
 _EVENT = "before-parse.dynamodb.Query"
 _HOOK_ID = "pynamodb-sharding-fast-query-parse"
 #: DynamoDB's JSON protocol (awsJson1_0).

@@ -35,6 +35,8 @@ from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Protocol, TypeVar
 
+from pynamodb_sharding._locals import ContextLocal
+
 __all__ = [
     "HEDGE_BUDGET", "HEDGE_BURST", "HEDGE_FACTOR", "MIN_SAMPLES", "SPREAD_FACTOR", "WINDOW", "LatencyWindow",
     "Scheduler", "ThreadScheduler", "hedged", "mark_sent",
@@ -196,7 +198,7 @@ class _Attempt:
         return self.now() - (start if self.sent_at is None else self.sent_at)
 
 
-_current = threading.local()
+_current = ContextLocal("hedging.current")
 
 
 def mark_sent() -> None:

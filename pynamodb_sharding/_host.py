@@ -185,6 +185,13 @@ def botocore_client(model: type[Model]) -> Any:
     return model._get_connection().connection.client
 
 
+def plain_table_connection(model: type[Model]) -> TableConnection:
+    """The table connection PynamoDB's own ``Model._get_connection`` builds for ``model``,
+    bypassing what the library's models add to it (the fleet simulator reaches the botocore
+    client before the library arms it)."""
+    return Model._get_connection.__func__(model)  # type: ignore[attr-defined,no-any-return]
+
+
 def reset_connection(model: type[Model]) -> Any:
     """Drop the model's cached connection (``Model._connection``) so the next request builds one
     from ``Meta`` again; returns what was cached, for :func:`restore_connection`."""

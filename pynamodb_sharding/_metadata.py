@@ -54,6 +54,7 @@ from pynamodb_sharding._host import (
     table_connection,
     unshared_connection,
 )
+from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._pool import new_future, pause
 from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding._throttling import error_chain
@@ -589,7 +590,7 @@ class ShardCountStore:
         self.best_effort_pause = best_effort_pause
         self._timer = timer
         self._sleep = sleep
-        self._best_effort = threading.local()
+        self._best_effort = ContextLocal("metadata.best_effort")
         # Until when (timer seconds) best-effort requests skip the home region, why, and how
         # many best-effort requests in a row found it unreachable.
         self._home_down: tuple[float, Exception, int] | None = None

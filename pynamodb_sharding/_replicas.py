@@ -33,6 +33,7 @@ from pynamodb.exceptions import PynamoDBException, TableDoesNotExist
 from pynamodb_sharding._descriptor import is_sharded, shard_manager
 from pynamodb_sharding._exceptions import IndexNotReadyError, ShardingDefinitionError
 from pynamodb_sharding._host import botocore_client, indexes
+from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify_response
 
@@ -161,7 +162,7 @@ class _CopyThrottled(Exception):
         self.throttle = throttle
 
 
-_in_read = threading.local()
+_in_read = ContextLocal("replicas.in_read")
 _watched: weakref.WeakSet[Any] = weakref.WeakSet()
 _watch_lock = threading.Lock()
 

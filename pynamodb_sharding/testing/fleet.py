@@ -625,7 +625,7 @@ class Fleet:
             self.db.add_table(bound, watched=bound is not model)
             shared = self._connections.get(name)
             if shared is not None:
-                bound._connection = shared
+                _host.set_connection(bound, shared)
                 continue
             if bound.Meta.host != Fleet.host:
                 msg = (
@@ -635,12 +635,12 @@ class Fleet:
                 )
                 raise ValueError(msg)
             # PynamoDB's own connection first (not yet armed by the library), to reach its client.
-            client = Model._get_connection.__func__(bound).connection.client  # type: ignore[attr-defined]
+            client = _host.plain_table_connection(bound).connection.client
             if client not in _host._guarded:
                 # Many process models share one table and client: the guard checks one per table.
                 guard = _host._guarded[client] = _OnePerTable()
                 client.meta.events.register_first(_host._GUARD_EVENT, guard, unique_id=_host._GUARD_ID)
-            self._connections[name] = bound._get_connection()
+            self._connections[name] = _host.table_connection(bound)
             if not any(client is known for known in self._clients):
                 client.meta.events.register_first("before-send.dynamodb", self.db.on_before_send)
                 # Nothing leaves the process: signing (a third of botocore's time) is skipped.

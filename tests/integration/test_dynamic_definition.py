@@ -52,8 +52,8 @@ def test_documented_defaults() -> None:
         ({"cache_ttl": "10"}, "cache_ttl must be a non-negative number"),
         ({"backoff": (2.0, 1.0)}, "backoff must be (low, high)"),
         ({"backoff": 1.0}, "backoff must be (low, high)"),
-        ({"growth": "triple"}, "growth must be one of ['add_one', 'double'] or a callable"),
-        ({"growth": 2}, "growth must be one of ['add_one', 'double'] or a callable"),
+        ({"growth": "triple"}, "growth must be one of ['add_one', 'double', 'quadruple'] or a callable"),
+        ({"growth": 2}, "growth must be one of ['add_one', 'double', 'quadruple'] or a callable"),
     ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], problem: str) -> None:

@@ -99,6 +99,18 @@ class Upload(ShardedModel):
     )
 
 
+class GrowingUpload(Upload):
+    """The same table, for the test of a growth: writers use a grown count at once (fresh
+    reads), which ``fresh_reads=False`` delays by ``cache_ttl + clock_skew`` (the clock here
+    never moves)."""
+
+    shards = Sharding(
+        DynamicShards(
+            ReasonShards, max_shards=8, cooldown=0, backoff=(0, 0), clock=CLOCK, timer=CLOCK, random=HighestShard(),
+        )
+    )
+
+
 #: The simulator's limits that produce each reason (units per second; the clock is fixed). The
 #: partition limit applies to the metadata table too: 2 units leave room for the key's metadata
 #: item to be created and then grown.
@@ -162,9 +174,9 @@ def test_table_write_key_range_grows_and_the_save_succeeds(upload: None) -> None
     reason = "TableWriteKeyRangeThroughputExceeded"
     with simulate_partition_limits(Upload, **{**LIMITED, **LIMITS[reason]}) as simulator:
         for at in (90, 91):  # empty the key's only partition (deletes of absent items cost a unit)
-            Upload("/hot", at).delete()
-        Upload("/hot", 1, day="d").save()  # throttled on shard 1, grows, lands on shard 2
-    assert Upload.shards.shard_count("/hot") == 2
+            GrowingUpload("/hot", at).delete()
+        GrowingUpload("/hot", 1, day="d").save()  # throttled on shard 1, grows, lands on shard 2
+    assert GrowingUpload.shards.shard_count("/hot") == 2
     assert simulator.throttles_by_reason == {reason: 1}
     assert [(raw["at"]["N"], raw["day"]["S"]) for raw in raw_items(Upload)] == [("1", "d")]
 

@@ -7,6 +7,7 @@ Usage: ``python run_as_hosted.py BLOCKED_JSON -m MODULE ARGS...`` or ``... -c CO
 from __future__ import annotations
 
 import importlib.abc
+import importlib.util
 import json
 import runpy
 import sys
@@ -31,6 +32,16 @@ class Unavailable(importlib.abc.MetaPathFinder):
 def main(argv: list[str]) -> None:
     blocked = frozenset(json.loads(argv[0]))
     sys.meta_path.insert(0, Unavailable(blocked))
+    # A library that asks whether an optional module is installed (yarl asks for pydantic) gets
+    # None, as on Read the Docs, not the finder's error.
+    find_spec = importlib.util.find_spec
+
+    def hosted_find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        if name.partition(".")[0] in blocked:
+            return None
+        return find_spec(name, package)
+
+    importlib.util.find_spec = hosted_find_spec
     if argv[1] == "-m":
         sys.argv = [argv[2], *argv[3:]]
         runpy.run_module(argv[2], run_name="__main__", alter_sys=True)

@@ -258,4 +258,11 @@ def test_async_and_sync_pages_are_interchangeable(
             last_key, token = result.last_evaluated_key, result.next_page_token
         pages.append(([item.at for item in items], last_key, token))
         cursor = token if page % 3 else (None if last_key is None else json.loads(json.dumps(last_key)))
-    assert expected == pages
+    assert [items for items, _, _ in expected] == [items for items, _, _ in pages]
+    for (_, want_key, want_token), (_, got_key, got_token) in zip(expected, pages, strict=True):
+        if want_token is None and got_token is not None:
+            # Known difference (docs/async.rst): an async page that ends exactly at the end of the
+            # data may still give a cursor; resuming it reads nothing, so no item is lost or doubled.
+            assert list(RandomLog.query(key, limit=limit, last_evaluated_key=got_token, **options)) == []
+        else:
+            assert (want_key, want_token) == (got_key, got_token)

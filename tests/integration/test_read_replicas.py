@@ -355,7 +355,7 @@ def hammer(model: type[Model], clock: SimulatedClock, expected: list[tuple[str, 
             clock.tick()
             try:
                 answer = rows(model.query("hot"))
-            except QueryError as error:
+            except Exception as error:  # a QueryError, or any other error: counted, never a lost thread
                 with lock:
                     failures.append(repr(error))
                 continue

@@ -481,7 +481,7 @@ class TestAsyncTransportHooks:
         route_http_sends(client, route, pauses.append)
         answers[2] = error_response("http://127.0.0.1:9", 400, "ResourceNotFoundException", "no table")
         with pytest.raises(client.exceptions.ResourceNotFoundException):
-            client.get_item(TableName="t", Key={"k": {"S": "v"}})
+            client.get_item(TableName="table", Key={"k": {"S": "v"}})
         assert ["DynamoDB_20120810.GetItem"] * 3 == routed
         assert len(pauses) == 2  # botocore's delays, given to the pause instead of time.sleep
         assert all(0 <= delay <= 20 for delay in pauses)
@@ -493,5 +493,5 @@ class TestAsyncTransportHooks:
         routed: list[Any] = []
         route_http_sends(client, lambda request: routed.append(request), lambda _: None)
         with pytest.raises(EndpointConnectionError):  # urllib3 found nothing on port 9
-            client.get_item(TableName="t", Key={"k": {"S": "v"}})
+            client.get_item(TableName="table", Key={"k": {"S": "v"}})
         assert len(routed) == 3  # each attempt asked the route first

@@ -35,6 +35,7 @@ region; processes share one botocore client, so botocore's retry quota is shared
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import json
@@ -389,7 +390,7 @@ class FleetDynamoDB:
         handler = {
             "PutItem": self._put_item, "UpdateItem": self._update_item, "DeleteItem": self._delete_item,
             "GetItem": self._get_item, "Query": self._query, "BatchWriteItem": self._batch_write,
-            "DescribeTable": self._describe_table,
+            "DescribeTable": self._describe_table, "TransactWriteItems": self._transact_write,
         }.get(operation)
         if handler is None:
             msg = f"the fleet simulator does not serve {operation}"
@@ -419,9 +420,10 @@ class FleetDynamoDB:
         body = _throttle_body([types.SimpleNamespace(reason=reason, table=table)], self.region)  # type: ignore[list-item]
         return _ServiceError(body.pop("__type").rpartition("#")[2], body.pop("message"), **body)
 
-    def _write(self, body: Mapping[str, Any], new: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> tuple[
-        dict[str, Any] | None, float
-    ]:
+    def _write(
+        self, body: Mapping[str, Any], new: Callable[[dict[str, Any] | None], dict[str, Any] | None], *,
+        charged: bool = False,
+    ) -> tuple[dict[str, Any] | None, float]:
         """Charge, check the condition, store ``new(old)``; returns the stored item and units."""
         table = self._table(body.get("TableName"))
         given = body.get("Item") or body.get("Key") or {}
@@ -431,7 +433,7 @@ class FleetDynamoDB:
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         after = new(None if old is None else json.loads(json.dumps(old)))
         units = write_units(max(item_size(old or {}), item_size(after or {}))) * current_weight()
-        if not self.admit(table.name, partition, units, write=True):
+        if not charged and not self.admit(table.name, partition, units, write=True):
             raise self._throttle(table.name, write=True)
         if condition and not expressions.condition(condition, names, values)(old or {}):
             msg = "The conditional request failed"
@@ -465,7 +467,7 @@ class FleetDynamoDB:
         _, units = self._write(body, lambda old: None)
         return self._consumed(body, units)
 
-    def _update_item(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _update_item(self, body: dict[str, Any], *, charged: bool = False) -> dict[str, Any]:
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         expression = body.get("UpdateExpression")
         # A process of weight w stands for w processes sending this request: their ADDs add up.
@@ -477,11 +479,43 @@ class FleetDynamoDB:
             apply(item)
             return item
 
-        after, units = self._write(body, new)
+        after, units = self._write(body, new, charged=charged)
         answer = self._consumed(body, units)
         if body.get("ReturnValues") == "ALL_NEW" and after is not None:
             answer["Attributes"] = after
         return answer
+
+    def _transact_write(self, body: dict[str, Any]) -> dict[str, Any]:
+        """ConditionChecks and Updates (what the library sends in one transaction): every
+        condition checked first, then every update applied; each item charged twice its units,
+        as DynamoDB does. A failed condition cancels the transaction with its reasons."""
+        actions = body.get("TransactItems") or []
+        reasons: list[dict[str, Any]] = []
+        for action in actions:
+            (kind, request), = action.items()
+            if kind not in ("ConditionCheck", "Update"):
+                msg = f"the fleet simulator does not serve {kind} in a transaction"
+                raise _ServiceError("ValidationException", msg)
+            table = self._table(request.get("TableName"))
+            partition, sort = self._locate(table, request["Key"])
+            old = table.partitions.get(partition, {}).get(sort)
+            if not self.admit(table.name, partition, 2.0 * write_units(item_size(old or {})) * current_weight(),
+                              write=True):
+                raise self._throttle(table.name, write=True)
+            condition = request.get("ConditionExpression")
+            names = request.get("ExpressionAttributeNames") or {}
+            values = request.get("ExpressionAttributeValues") or {}
+            failed = condition and not expressions.condition(condition, names, values)(old or {})
+            reasons.append({"Code": "ConditionalCheckFailed"} if failed else {"Code": "None"})
+        if any(reason["Code"] != "None" for reason in reasons):
+            codes = ", ".join(reason["Code"] for reason in reasons)
+            msg = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+            raise _ServiceError("TransactionCanceledException", msg, CancellationReasons=reasons)
+        for action in actions:
+            (kind, request), = action.items()
+            if kind == "Update":
+                self._update_item({**request, "ConditionExpression": None}, charged=True)
+        return {}
 
     def _get_item(self, body: dict[str, Any]) -> dict[str, Any]:
         table = self._table(body.get("TableName"))
@@ -808,9 +842,9 @@ class FleetReport:
     metadata_throttles: float
     missed_writes: int  #: acknowledged items a later read did not return
     reads_checked: int
-    growth_lag: float | None  #: seconds until the count covers the load (viral)
+    growth_lag: float | None  #: seconds until the count writers may use covers the load (viral)
     key_range_throttle_pct: float  #: data-table write throttles, % of write attempts
-    first_write_share: float | None  #: max over shards of first writes / fair share (viral)
+    first_write_share: float | None  #: max over shards of first writes / fair share of the count in effect (viral)
     writes: float
     queries: float
     errors: dict[str, int]
@@ -827,7 +861,7 @@ _KEY = "hot"
 def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mapping[str, Any]) -> list[type[Model]]:
     from pynamodb.attributes import UnicodeAttribute
 
-    from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+    from pynamodb_sharding import ShardedModel, Sharding, ShardMetadata
 
     metadata = type("FleetShards", (ShardMetadata,), {"Meta": Fleet.meta("fleet_shards")})
     base = type("FleetItem", (ShardedModel,), {
@@ -840,8 +874,9 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
         "target_utilization": 0.7, **options,
     }
     models = []
+    weighted = _weighted_shards()
     for index in range(count):
-        strategy = DynamicShards(metadata, **fleet.strategy_clock(), **settings)
+        strategy = weighted(metadata, **fleet.strategy_clock(), **settings)
         model = type(f"FleetItem{index}", (base,), {
             "__module__": __name__,
             "Meta": Fleet.meta("fleet_items", max_retry_attempts=3, max_pool_connections=64),
@@ -849,6 +884,40 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
         })
         models.append(fleet.bind(model))
     return models
+
+
+@functools.cache
+def _weighted_shards() -> type[Any]:
+    """``DynamicShards`` whose sampled rate reports are drawn as a weighted process's ``w``
+    processes would draw them: each of the ``w`` decides for itself, and the report the
+    process sends stands for the ``k`` that report (its ADD and its charge scaled by ``k``, not
+    ``w``). One draw for all ``w`` would send every process's report or none, a far noisier
+    rate than ``w`` processes give."""
+    import greenlet
+
+    from pynamodb_sharding import DynamicShards
+
+    class WeightedShards(DynamicShards):
+        def sampled_report(self, units: float, count: int) -> float | None:
+            weight = current_weight()
+            if weight == 1:
+                return super().sampled_report(units, count)
+            draws = [super(WeightedShards, self).sampled_report(units, count) for _ in range(weight)]
+            sent = [draw for draw in draws if draw is not None]
+            if not sent:
+                return None
+            setattr(greenlet.getcurrent(), "fleet_weight", len(sent))  # noqa: B010
+            return sent[0]
+
+        def _written(self, space: Any, key: str, units: float) -> None:
+            current = greenlet.getcurrent()
+            weight = getattr(current, "fleet_weight", 1)
+            try:
+                super()._written(space, key, units)
+            finally:
+                setattr(current, "fleet_weight", weight)  # noqa: B010
+
+    return WeightedShards
 
 
 def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetReport:
@@ -1003,6 +1072,8 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     lag: float | None = None
     share: float | None = None
     if scenario.kind == "viral":
+        # What writers may use: a growth is in effect only `activation_delay` after it is stored.
+        counts = _in_effect(counts, models[0].shards.strategy.activation_delay)  # type: ignore[attr-defined]
         lag = _growth_lag(scenario, counts)
         share = _first_write_share(db.first_writes, counts)
         for second in range(int(scenario.end) + 1):
@@ -1036,6 +1107,17 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         wall_seconds=time.perf_counter() - started,
         timeline=tuple(timeline),
     )
+
+
+def _in_effect(counts: list[tuple[float, int]], delay: float) -> list[tuple[float, int]]:
+    """The count writers may use over time, from the stored one's changes: a growth from
+    ``delay`` seconds after it was stored (``DynamicShards.activation_delay``), a shrink at once."""
+    shifted, previous = [], counts[0][1]
+    for at, count in counts:
+        shifted.append((at + delay if count > previous else at, count))
+        previous = count
+    shifted.sort(key=lambda change: change[0])
+    return shifted
 
 
 def _count_at(counts: list[tuple[float, int]], t: float) -> int:

@@ -782,7 +782,7 @@ class DynamicShards:
                 )
                 if reported is not None:
                     self._follow_rate(space, key, *reported)
-                    self._publish(space, key, reported[0])  # keeps a hot key's entry alive
+                    self._publish(space, key, reported[0], changed_here=False)  # keeps a hot key's entry alive
         except Exception as exc:
             if home_unavailable(exc):
                 self._home_request_dropped(space, key, "rate report", exc)
@@ -1057,19 +1057,22 @@ class DynamicShards:
             return None
         return entry.state
 
-    def _publish(self, space: KeySpace, key: str, state: ShardState) -> None:
+    def _publish(self, space: KeySpace, key: str, state: ShardState, *, changed_here: bool = True) -> None:
         """Publish ``key``'s new ``state`` to the hot-key hints (best effort) when it is above
-        the initial count or the key is listed (a lowered count must reach the list too)."""
+        the initial count or the key is listed (a lowered count must reach the list too).
+
+        ``changed_here=False``: a state a rate report returned. Every reporting process of a
+        hot key sees the same list age, or lag behind a growth another process publishes: about
+        one publish per rate interval among them all renews an entry that lives an hour, or
+        publishes a growth whose own publish was lost."""
         hints = self._hints
         if hints is None or self.store.declared_home is not None:
             return
         namespace = self._namespace(space)
         if state.read_count <= self.initial and not hints.listed(namespace, key):
             return
-        # Every reporting process of a hot key sees its entry age: about one renewal per rate
-        # interval among them all is plenty for an entry that lives an hour.
-        renew_chance = 1.0 if self.rate_reports is None else 1.0 / self.rate_reports
-        if hints.due(namespace, key, state, renew_chance=renew_chance):
+        chance = 1.0 if changed_here else 1.0 / (self.rate_reports or 1 / QUIET_FRACTION)
+        if hints.due(namespace, key, state, chance=chance):
             hints.publish(self.store.writer, namespace, key, state)
 
     def settle_hints(self, namespace: str, key: str, state: ShardState) -> bool:

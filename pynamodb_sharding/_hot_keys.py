@@ -199,17 +199,20 @@ class HotKeyHints:
                 hints[parsed.key] = parsed
         return hints
 
-    def due(self, namespace: str, key: str, state: ShardState, *, renew_chance: float = 1.0) -> bool:
+    def due(self, namespace: str, key: str, state: ShardState, *, chance: float = 1.0) -> bool:
         """Whether ``state`` should be published: the list as this process knows it shows an
-        older state of ``key`` (or none); or this one past half its life, then with probability
-        ``renew_chance`` (many processes see the same list: one renewal among them is enough)."""
+        older state of ``key`` (or none), or this one past half its life; then with probability
+        ``chance`` (many processes may see the same thing at once: one publish among them is
+        enough)."""
         with self._lock:
             hints = self._lists.get(namespace)
         known = None if hints is None else hints.get(key)
-        if known is None or known.state.last_updated < state.last_updated:
-            return True
-        return (known.state.last_updated == state.last_updated and known.expires - self.clock() < HINT_LIFETIME / 2
-                and self._random.random() < renew_chance)
+        if known is not None and known.state.last_updated > state.last_updated:
+            return False
+        if (known is not None and known.state.last_updated == state.last_updated
+                and known.expires - self.clock() >= HINT_LIFETIME / 2):
+            return False
+        return chance >= 1.0 or self._random.random() < chance
 
     def publish(self, writer: type[ShardMetadata], namespace: str, key: str, state: ShardState) -> bool:
         """Add ``key``'s ``state`` to every copy of ``namespace``'s list, in one transaction that

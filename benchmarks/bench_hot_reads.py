@@ -40,7 +40,7 @@ from pynamodb.exceptions import QueryError
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing.binding import bound_models
 from pynamodb_sharding.testing.local import running_dynamodb_local
-from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from pynamodb_sharding.testing.simulator import LoadClock, simulate_partition_limits
 
 import report
 from charts import Bars, Chart, Series, Target, first
@@ -66,23 +66,9 @@ def make_model(replicas: int, shards: int, threads: int) -> type[ShardedModel]:
     return Feed
 
 
-class SimulatedClock:
-    """Simulated seconds: ``1 / load`` more for every query started."""
-
-    def __init__(self, load: float) -> None:
-        self.now = 1000.0
-        self._step = 1.0 / load
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def tick(self) -> None:
-        with self._lock:
-            self.now += self._step
 
 
-def offer(model: Any, clock: SimulatedClock, queries: int, threads: int, items: int) -> tuple[int, int]:
+def offer(model: Any, clock: LoadClock, queries: int, threads: int, items: int) -> tuple[int, int]:
     """``queries`` queries of the key by ``threads`` threads; returns (served, failed)."""
     served = failed = 0
     left = queries
@@ -117,7 +103,7 @@ def offer(model: Any, clock: SimulatedClock, queries: int, threads: int, items: 
 
 
 def measure(model: Any, args: argparse.Namespace) -> dict[str, float]:
-    clock = SimulatedClock(args.load)
+    clock = LoadClock(args.load)
     with simulate_partition_limits(model, read_units=args.read_units, write_units=None,
                                    index_read_units=args.read_units, clock=clock) as simulator:
         offer(model, clock, int(args.warmup * args.load), args.threads, args.items)  # drain the burst

@@ -723,7 +723,7 @@ class DynamicShards:
                     units = 1.0 if consumed is None else consumed
                     if len(self._last_units) >= _FUTURE_CHANGES_KEPT:
                         self._last_units.clear()
-                    self._last_units[(space.namespace, key)] = units
+                    self._last_units[(self._namespace(space), key)] = units
                     if not demand_counted:
                         self._written(space, key, units)
                 return result
@@ -733,7 +733,7 @@ class DynamicShards:
                 # The write is wanted whether or not DynamoDB takes it now: the rate counts what
                 # writers ask for, so a throttled key grows to its demand, not to what it served.
                 demand_counted = True
-                self._written(space, key, self._last_units.get((space.namespace, key), 1.0))
+                self._written(space, key, self._last_units.get((self._namespace(space), key), 1.0))
             throttle_observed.send(template_of(space.model), key=key, throttle=throttle)
             if error is not None:
                 if throttle.kind is ThrottleKind.INDEX:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         serve,
     )
     from pynamodb_sharding.testing.replication import Replicator
-    from pynamodb_sharding.testing.simulator import PartitionLimitSimulator, simulate_partition_limits
+    from pynamodb_sharding.testing.simulator import LoadClock, PartitionLimitSimulator, simulate_partition_limits
 
 __all__ = [
     "DynamoDBLocal",
@@ -46,6 +46,7 @@ __all__ = [
     "FleetDynamoDB",
     "FleetReport",
     "LatencyInjector",
+    "LoadClock",
     "LoopbackGuard",
     "ModelBinding",
     "PartitionLimitSimulator",
@@ -75,6 +76,6 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "running_dynamodb_local", "serve",
     ),
     "replication": ("Replicator",),
-    "simulator": ("PartitionLimitSimulator", "simulate_partition_limits"),
+    "simulator": ("LoadClock", "PartitionLimitSimulator", "simulate_partition_limits"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _MODULES, __all__, globals())

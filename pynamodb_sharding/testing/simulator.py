@@ -98,6 +98,7 @@ from pynamodb_sharding.testing.latency import clients_of
 
 __all__ = [
     "CapacityLimit",
+    "LoadClock",
     "PartitionId",
     "PartitionLimitSimulator",
     "item_size",
@@ -906,3 +907,29 @@ def simulate_partition_limits(
         for client in hooked:
             for event, _, name in registrations:
                 client.meta.events.unregister(event, unique_id=f"{simulator._context_key}.{name}")
+
+
+class LoadClock:
+    """A simulated clock for :func:`simulate_partition_limits` driven by the requests themselves:
+    ``tick()`` once per operation started moves it ``1 / per_second`` seconds, so threads that
+    run as fast as the machine lets them offer exactly ``per_second`` operations a second of the
+    clock, whatever the machine's speed (thread-safe).
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, per_second: float, *, start: float = 1000.0) -> None:
+        if not per_second > 0:
+            msg = f"LoadClock: per_second must be a positive number of operations, not {per_second!r}"
+            raise ValueError(msg)
+        self.now = start
+        self._step = 1.0 / per_second
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self) -> None:
+        """One operation started: the clock moves by its share of a second."""
+        with self._lock:
+            self.now += self._step

@@ -35,7 +35,7 @@ from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding._periods import TimePartitioned
 from pynamodb_sharding._replicas import ReadCopies, add_read_replicas
 from pynamodb_sharding._strategies import HashedShards, RandomShards
-from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from pynamodb_sharding.testing.simulator import LoadClock, simulate_partition_limits
 from tests.faults import error_response
 from tests.raw import raw_client
 
@@ -315,20 +315,6 @@ class ColdFeed(ShardedModel):
     shards = Sharding(RandomShards(2))
 
 
-class SimulatedClock:
-    """Simulated seconds that advance by one query's share of the load per query started."""
-
-    def __init__(self, queries_per_second: float) -> None:
-        self.now = 100.0
-        self._step = 1.0 / queries_per_second
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def tick(self) -> None:
-        with self._lock:
-            self.now += self._step
 
 
 #: Read units per second of one partition (each copy's partitions alike).
@@ -339,7 +325,7 @@ QUERIES_PER_SECOND = 4 * PARTITION_READ_UNITS
 QUERIES = 320
 
 
-def hammer(model: type[Model], clock: SimulatedClock, expected: list[tuple[str, int, str]]) -> tuple[int, list[str]]:
+def hammer(model: type[Model], clock: LoadClock, expected: list[tuple[str, int, str]]) -> tuple[int, list[str]]:
     """8 threads, ``QUERIES`` queries of one key; returns (queries answered right, failures)."""
     right = 0
     failures: list[str] = []
@@ -381,7 +367,7 @@ class TestHotKey:
         fill(HotFeed, ColdFeed, PlainFeed, key="hot", count=6)
         expected = rows(PlainFeed.query("hot"))
 
-        clock = SimulatedClock(QUERIES_PER_SECOND)
+        clock = LoadClock(QUERIES_PER_SECOND, start=100.0)
         with simulate_partition_limits(ColdFeed, read_units=PARTITION_READ_UNITS, write_units=None,
                                        clock=clock) as cold:
             cold_right, cold_failures = hammer(ColdFeed, clock, expected)
@@ -390,7 +376,7 @@ class TestHotKey:
         assert cold_failures
         assert cold_right + len(cold_failures) == QUERIES
 
-        clock = SimulatedClock(QUERIES_PER_SECOND)
+        clock = LoadClock(QUERIES_PER_SECOND, start=100.0)
         with simulate_partition_limits(HotFeed, read_units=PARTITION_READ_UNITS, write_units=None,
                                        index_read_units=PARTITION_READ_UNITS, clock=clock) as hot:
             hot_right, hot_failures = hammer(HotFeed, clock, expected)

@@ -26,8 +26,14 @@ partition, metadata items included, is that of ``weight`` real processes doing w
 does. What that leaves out, and what else the simulation does not model, is listed in
 ``docs/scale.rst``: the ``weight`` copies of one process make the same random choices at the
 same moment; partitions never split (no adaptive capacity, no split for heat); no network
-(every request takes zero time, no lost replies, no timeouts); no whole-table limits; one
-region; processes share one botocore client, so botocore's retry quota is shared.
+(every request takes zero time, no lost replies, no timeouts); no whole-table limits;
+processes share one botocore client per table and region, so botocore's retry quota is shared.
+
+Regions: ``Fleet(regions=(...))`` gives each region its own :class:`FleetDynamoDB` and makes
+every table a global table (:class:`Replication`: each change is applied to the other regions
+after a lag, last writer wins); a request is answered by the replica of the region whose
+endpoint (:meth:`Fleet.region_host`) it was sent to, so ``Meta.home_region``,
+``Meta.home_host`` and ``Meta.region_hosts`` route as they would between AWS regions.
 
 .. versionadded:: 0.2.0
 """
@@ -320,6 +326,8 @@ class FleetDynamoDB:
         #: callbacks ``(table, key, range key, new item or None, units)`` after each write this
         #: replica took from a client (not a replicated one): what :class:`Replication` copies
         self.on_stored: list[Callable[[str, str, Any, dict[str, Any] | None, float], None]] = []
+        #: table -> conditional writes refused by their condition (real ones)
+        self.condition_failures: Counter[str] = Counter()
         #: table -> units of replicated writes charged (global tables)
         self.replicated_units: defaultdict[str, float] = defaultdict(float)
 
@@ -461,6 +469,7 @@ class FleetDynamoDB:
         if not self.admit(table.name, partition, units, write=True):
             raise self._throttle(table.name, write=True)
         if condition and not expressions.condition(condition, names, values)(old or {}):
+            self.condition_failures[table.name] += current_weight()
             msg = "The conditional request failed"
             raise _ServiceError("ConditionalCheckFailedException", msg)
         if body.get("Item") is not None and current_activity() == "first-write" and table.name not in self.watched:
@@ -624,8 +633,10 @@ class FleetDynamoDB:
             partition, sort = self._locate(table, request.get("Item") or request.get("Key") or {})
             old = table.partitions.get(partition, {}).get(sort)
             expression = request.get("ConditionExpression")
-            names, values = request.get("ExpressionAttributeNames") or {}, request.get("ExpressionAttributeValues") or {}
+            names = request.get("ExpressionAttributeNames") or {}
+            values = request.get("ExpressionAttributeValues") or {}
             if expression and not expressions.condition(expression, names, values)(old or {}):
+                self.condition_failures[table.name] += current_weight()
                 reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"})
             else:
                 reasons.append({"Code": "None"})
@@ -749,7 +760,7 @@ class Replication:
         for target in self.regions:
             if target != region:
                 self.pending += 1
-                lag = self._random.uniform(*self.lag) if self.lag_of is None else self.lag_of(table, region, target)
+                lag = self.lag_of(table, region, target) if self.lag_of else self._random.uniform(*self.lag)
                 at = self.loop.now + lag
                 self.loop.call_at(at, functools.partial(self._arrive, target, key, item, version, units))
 
@@ -896,11 +907,16 @@ class Fleet:
         meta = metadata.Meta
         declared_home = getattr(meta, "home_region", None)
         hosts: Mapping[str, str] = getattr(meta, "region_hosts", None) or {}
+        own: str | None = meta.host if getattr(meta, "region", None) else None
         for region in self.regions:
-            if region == declared_home and getattr(meta, "home_host", None) is not None:
-                host = meta.home_host
+            home_host: str | None = getattr(meta, "home_host", None)
+            host: str | None
+            if region == declared_home and home_host is not None:
+                host = home_host
+            elif region in hosts:
+                host = hosts[region]
             else:
-                host = hosts.get(region, meta.host if region == meta.region else None)
+                host = own if region == meta.region else None
             if host is None:
                 continue  # the library would send nothing there
             for retries in (True, False):
@@ -1165,6 +1181,9 @@ class FleetReport:
     replicas_differing: int = 0
     #: per region: (region, missed acknowledged writes, reads checked)
     missed_by_region: tuple[tuple[str, int, int], ...] = ()
+    #: conditional metadata changes refused by their condition, in every region (real ones):
+    #: growths (and inserts) that lost a race to another process's change, which they then read
+    contested_changes: float = 0
     #: the first misses (up to 10), described: where and when the read ran, where the item was
     #: written, on which shard, and when it arrived in the read's region
     misses: tuple[str, ...] = ()
@@ -1229,7 +1248,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
                   regions=regions, replication_lag=scenario.replication_lag)
     loop = fleet.loop
     dbs = list(fleet.dbs.values())
-    home_db = fleet.dbs[scenario.home_region] if scenario.home_region in fleet.dbs else fleet.db
+    home_db = fleet.dbs.get(scenario.home_region or "", fleet.db)
     weight = scenario.weight
     readers = scenario.readers + (1 if scenario.kind == "hot_read" else 0)
     if scenario.kind == "regions":
@@ -1480,9 +1499,10 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         count_decreases=decreases,
         lost_growths=lost_growths,
         replicas_differing=replicas_differing,
-        missed_by_region=tuple((region, *by_region_checks[region]) for region in regions)
+        missed_by_region=tuple((region, by_region_checks[region][0], by_region_checks[region][1]) for region in regions)
         if fleet.replication is not None else (),
         misses=tuple(misses),
+        contested_changes=sum(db.condition_failures[meta] for db in dbs),
     )
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import attrs
 import pytest
-
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
 
@@ -175,13 +174,15 @@ def test_a_growth_asked_for_in_one_region_is_made_at_home_and_reaches_the_others
         sent = {region: sum(n for (table, op, _), n in db.requests.items()
                             if table == "race_shards" and op in ("UpdateItem", "PutItem", "TransactWriteItems"))
                 for region, db in fleet.dbs.items()}
-        assert sent["us-east-1"] >= 1 and sent["eu-west-1"] == sent["ap-northeast-1"] == 0
+        assert sent["us-east-1"] >= 1
+        assert sent["eu-west-1"] == sent["ap-northeast-1"] == 0
         fleet.loop.run(until=fleet.loop.now + 1.5)
         assert [_count_in(fleet, region) for region in REGIONS] == [2, 2, 2]
         assert processes["ap-northeast-1"].shards.grow("hot") == 4  # grown from home's count
         fleet.loop.run(until=fleet.loop.now + 1.5)
     assert [_count_in(fleet, region) for region in REGIONS] == [4, 4, 4]
-    assert fleet.replication is not None and fleet.replication.lost == {}
+    assert fleet.replication is not None
+    assert fleet.replication.lost == {}
 
 
 def test_without_a_home_region_two_regions_growing_at_once_lose_a_growth() -> None:

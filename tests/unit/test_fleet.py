@@ -310,7 +310,9 @@ def test_a_change_reaches_each_region_after_its_own_lag() -> None:
     assert [_note(replicas[region]) for region in REGIONS] == ["first", "first", None]
     loop.run(until=1.6)
     assert [_note(replicas[region]) for region in REGIONS] == ["first", "first", "first"]
-    assert replication.copied == 2 and replication.pending == 0 and replication.lost == {}
+    assert replication.copied == 2
+    assert replication.pending == 0
+    assert replication.lost == {}
     assert replication.differing("log") == 0
 
 

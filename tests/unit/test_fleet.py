@@ -6,7 +6,11 @@ per started KB of the larger of the old and new item and reads one per started 4
 eventually consistent), admitted on their minimum and charged the rest; a process of weight
 ``w`` is charged (and counted) ``w`` times and its ADDs add ``w`` times; over any sequence of
 requests a partition never admits more than its limit per second plus one second of burst;
-condition and update expressions give DynamoDB's answers.
+condition and update expressions give DynamoDB's answers. Global tables (``Replication``): a
+change reaches each other region after its own lag; of two concurrent changes of one item the
+later wins everywhere and the other is recorded lost; a change arriving after one made on top
+of it (through a third region) is skipped, not counted lost; replicated writes take the
+receiving partition's capacity and are never refused.
 """
 
 from __future__ import annotations

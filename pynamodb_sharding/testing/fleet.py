@@ -900,10 +900,12 @@ class Fleet:
         return model
 
     def _bind_replicas(self, metadata: type[Model]) -> None:
-        """Bind the models the library sends a metadata model's requests to other regions
-        through (the home region's, each with and without retries)."""
-        from pynamodb_sharding._metadata import _placed
+        """Bind the models the library sends a metadata model's requests to other regions'
+        replicas through: each region's (``Meta.region_hosts``, and ``Meta.home_host`` for the
+        home region), and the home region's variant without retries (best-effort requests)."""
+        from pynamodb_sharding._metadata import ShardMetadata, home_model, region_model
 
+        assert issubclass(metadata, ShardMetadata)
         meta = metadata.Meta
         declared_home = getattr(meta, "home_region", None)
         hosts: Mapping[str, str] = getattr(meta, "region_hosts", None) or {}
@@ -917,12 +919,10 @@ class Fleet:
                 host = hosts[region]
             else:
                 host = own if region == meta.region else None
-            if host is None:
-                continue  # the library would send nothing there
-            for retries in (True, False):
-                placed = _placed(metadata, region, host, retries=retries)  # type: ignore[arg-type]
-                if placed is not metadata:
-                    self._bind_one(placed, watched=True)
+            if host is not None:  # else the library sends nothing there
+                self._bind_one(region_model(metadata, region, host), watched=True)
+        if declared_home is not None:
+            self._bind_one(home_model(metadata, retries=False), watched=True)
 
     def _bind_one(self, bound: type[Model], *, watched: bool) -> None:
         name = bound.Meta.table_name
@@ -1181,6 +1181,9 @@ class FleetReport:
     replicas_differing: int = 0
     #: per region: (region, missed acknowledged writes, reads checked)
     missed_by_region: tuple[tuple[str, int, int], ...] = ()
+    #: best-effort metadata requests (rate reports, growths on a throttle) the processes dropped
+    #: because the home region could not be reached (0 in the simulator: nothing is unreachable)
+    home_requests_dropped: int = 0
     #: conditional metadata changes refused by their condition, in every region (real ones):
     #: growths (and inserts) that lost a race to another process's change, which they then read
     contested_changes: float = 0
@@ -1261,6 +1264,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         simulated = per_region * len(regions)
         models: list[type[Model]] = []
     else:
+        by_region = {}
         simulated = max(1, round(scenario.processes[1] / weight))
         models = _process_models(fleet, scenario, simulated + readers + 1, options)
     meta, data = "fleet_shards", "fleet_items"
@@ -1470,6 +1474,10 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
             for count in shown[region]:
                 decreases += count < highest
                 highest = max(highest, count)
+    dropped = 0
+    for process in [*models, *(model for group in by_region.values() for model in group)]:
+        strategy: Any = getattr(process, "shards").strategy  # noqa: B009
+        dropped += int(getattr(strategy, "home_requests_dropped", 0))
     return FleetReport(
         scenario=scenario.name,
         metadata_read_pct=0.0 if heavy_read is None else 100 * heavy_read.units / scenario.partition_read_units,
@@ -1503,6 +1511,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         if fleet.replication is not None else (),
         misses=tuple(misses),
         contested_changes=sum(db.condition_failures[meta] for db in dbs),
+        home_requests_dropped=dropped,
     )
 
 

@@ -280,6 +280,7 @@ def test_a_growth_race_across_three_regions_loses_no_growth_and_no_read_misses()
     assert report.lost_growths == 0
     assert report.count_decreases == 0
     assert report.replicas_differing == 0
+    assert report.home_requests_dropped == 0  # every request reached its region's replica
     assert report.stored_items == report.writes
     assert report.missed_writes == 0
     assert [reads for _, _, reads in report.missed_by_region] == [20, 20, 20]

@@ -10,7 +10,8 @@ condition and update expressions give DynamoDB's answers. Global tables (``Repli
 change reaches each other region after its own lag; of two concurrent changes of one item the
 later wins everywhere and the other is recorded lost; a change arriving after one made on top
 of it (through a third region) is skipped, not counted lost; replicated writes take the
-receiving partition's capacity and are never refused.
+receiving partition's capacity and are never refused; however changes of one item interleave
+across regions and lags, every replica ends on the change made last (property test).
 """
 
 from __future__ import annotations
@@ -360,3 +361,29 @@ def test_replicated_writes_take_the_partition_capacity_and_are_never_refused() -
     assert eu.replicated_units["log"] == 10
     assert not _put(eu, "hot", 100)  # the copies used the partition's second: a local write throttles
     assert _put(eu, "cold", 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 2), st.integers(0, 2), st.floats(0.5, 1.5), st.floats(0.5, 1.5)),
+                min_size=1, max_size=12))
+def test_replicas_converge_on_the_last_change_made(writes: list[tuple[float, int, float, float]]) -> None:
+    """However changes of one item interleave across regions, once replication settles every
+    region holds the change made last, and a change is recorded lost only if concurrent."""
+    loop = EventLoop()
+    lags = [lag for _, _, first, second in writes for lag in (first, second)]
+    replicas, replication = _replicas(loop, *lags)
+    replication.lag = (0.5, 1.5)
+    at = 0.0
+    last = ""
+    for serial, (pause, region, _, _) in enumerate(writes):
+        at += pause
+        loop.run(until=at)
+        last = f"{serial}"
+        _write(replicas[REGIONS[region]], last)
+    loop.run(until=at + 2.0)
+    assert replication.pending == 0
+    assert [_note(replicas[region]) for region in REGIONS] == [last] * 3
+    assert replication.differing("log") == 0
+    if len({region for _, region, _, _ in writes}) == 1:
+        assert replication.lost == {}  # one region's changes are never concurrent
+    assert all(lost.winner != lost.region for lost in replication.lost.values())

@@ -336,10 +336,13 @@ class DynamicShards:
             ``fresh_reads=False`` (see :doc:`/scale`).
         hot_key_hints: ``0`` (default): a process's first write of a key within ``cache_ttl``
             reads no count and goes to one of its initial shards (right for cold keys).
-            ``N``: every growth adds the key to a list of hot keys kept in ``N`` copies in the
-            metadata table; a process reads one copy per ``cache_ttl`` and reads the count of a
-            listed key before its first write of it, so thousands of processes starting on a
-            grown key spread their first writes over its shards (see :doc:`/scale`).
+            ``N``: every change of a key's count is published, with the count, in a list of
+            hot keys kept in ``N`` copies in the metadata table; a process reads one copy per
+            ``cache_ttl`` and writes a listed key with the count the list gives, reading
+            nothing of its own: thousands of processes starting on a grown key spread their
+            first writes over its shards, and ten thousand writers of one hot key load its
+            metadata with ``1/N`` of their reads each (see :doc:`/scale`). Not with a
+            ``Meta.home_region`` (global tables): writers there read their region's replica.
         clock_skew: seconds (1.0) the clocks of two processes may differ by, plus the time a
             metadata request takes; a delayed growth waits this much longer than ``cache_ttl``.
         growth: ``"double"`` (default), ``"add_one"``, ``"quadruple"`` (a viral key: see
@@ -760,7 +763,7 @@ class DynamicShards:
         Best effort: the item is written; a failure here is logged and the next report tries again.
         """
         namespace = self._namespace(space)
-        cached = self.store.cached(namespace, key)
+        cached = self.store.cached(namespace, key) or self._hinted_state(namespace, key)
         may_shrink = self.shrink_utilization is not None and cached is not None and cached.count > self.initial
         due = self.local_writes.add((namespace, key), units, report_quiet=may_shrink)
         if due is not None and self.rate_reports is not None:
@@ -779,6 +782,7 @@ class DynamicShards:
                 )
                 if reported is not None:
                     self._follow_rate(space, key, *reported)
+                    self._publish(space, key, reported[0], changed_here=False)  # keeps a hot key's entry alive
         except Exception as exc:
             if home_unavailable(exc):
                 self._home_request_dropped(space, key, "rate report", exc)
@@ -819,16 +823,30 @@ class DynamicShards:
             return None
         return quantum
 
+    def projected_rate(self, window: RateWindow, now: float) -> float:
+        """The write rate (units/s) a growth decided at ``now`` must serve: the rate of the
+        windows, plus, while it rises, its rise per second over the time until the next growth
+        can be in effect (this one's :attr:`activation_delay`, the rate cooldown of two
+        windows, and the window the rate lags by). A key ramping up (a viral key) then grows
+        ahead of its load instead of one step behind it.
+
+        .. versionadded:: 0.2.0
+        """
+        rate = window.per_second(now)
+        rise = max(0.0, rate - window.previous / window.interval) / window.interval
+        return rate + rise * (self.activation_delay + self._rate_cooldown + window.interval)
+
     def _follow_rate(self, space: KeySpace, key: str, state: ShardState, window: RateWindow) -> None:
         """Grow ``key`` when its rate per shard passes the threshold; shrink it (opt-in) when
         the rate stayed low for two windows."""
         now = self.clock()
         rate = window.per_second(now)
         needed = max(self.initial, math.ceil(rate / self.growth_threshold))
-        if needed > state.count:
+        wanted = max(self.initial, math.ceil(self.projected_rate(window, now) / self.growth_threshold))
+        if wanted > state.count:
             if state.count >= self.max_shards or self._in_cooldown(space, key, state, self._rate_cooldown):
                 return
-            new = min(self.max_shards, max(needed, self._next_count(space, state.count)))
+            new = min(self.max_shards, max(wanted, self._next_count(space, state.count)))
             self._change(space, key, state, new, reason="rate")
             return
         if self.shrink_utilization is None or state.count <= self.initial:
@@ -842,6 +860,7 @@ class DynamicShards:
                 shard_count_changed.send(
                     template_of(space.model), key=key, old=state.count, new=needed, reason="shrink",
                 )
+                self._publish(space, key, changed)
 
     def warm_write_units(self, model: type[Model]) -> float | None:
         """The warm write throughput ``DescribeTable`` reports for ``model``'s table (units per
@@ -963,6 +982,7 @@ class DynamicShards:
             changed = self.store.change(self._namespace(space), key, state, to, self.clock(), owner=self._owner(space))
             if changed is not None:
                 shard_count_changed.send(template_of(space.model), key=key, old=state.count, new=to, reason="shrink")
+                self._publish(space, key, changed)
                 return changed.count
         msg = f"{space.model_name}: key {key!r} kept changing while shrinking it; try again."
         raise ShardCountConflictError(msg)
@@ -1010,6 +1030,9 @@ class DynamicShards:
         cached = self.store.cached(namespace, key)
         if cached is not None:
             return cached
+        hinted = self._hinted_state(namespace, key)
+        if hinted is not None:
+            return hinted
         if self.store.known_absent(namespace, key):
             return self._unstored
         if self.store.first_sight(namespace, key) and (self._hints is None or not self._hints.listed(namespace, key)):
@@ -1019,6 +1042,53 @@ class DynamicShards:
             self.store.mark_absent(namespace, key)
             return self._unstored
         return state
+
+    def _hinted_state(self, namespace: str, key: str) -> ShardState | None:
+        """The state the hot-key hints give ``key`` for a write now (no request of its own:
+        the hint list is read once per ``cache_ttl``), ``None`` when they give none that
+        answers :meth:`write_count` right. Only writers use it: it may be behind the item
+        (a state a writer may always use), while a reader's count must cover every shard
+        written. Not with a home region: a writer there must not use a count its own
+        region's replica of the item does not show yet."""
+        if self._hints is None or self.store.declared_home is not None:
+            return None
+        entry = self._hints.entry(namespace, key)
+        if entry is None or not entry.usable_at(self.clock() - self.activation_delay):
+            return None
+        return entry.state
+
+    def _publish(self, space: KeySpace, key: str, state: ShardState, *, changed_here: bool = True) -> None:
+        """Publish ``key``'s new ``state`` to the hot-key hints (best effort) when it is above
+        the initial count or the key is listed (a lowered count must reach the list too).
+
+        ``changed_here=False``: a state a rate report returned. Every reporting process of a
+        hot key sees the same list age, or lag behind a growth another process publishes: about
+        one publish per rate interval among them all renews an entry that lives an hour, or
+        publishes a growth whose own publish was lost."""
+        hints = self._hints
+        if hints is None or self.store.declared_home is not None:
+            return
+        namespace = self._namespace(space)
+        if state.read_count <= self.initial and not hints.listed(namespace, key):
+            return
+        chance = 1.0 if changed_here else 1.0 / (self.rate_reports or 1 / QUIET_FRACTION)
+        if hints.due(namespace, key, state, chance=chance):
+            hints.publish(self.store.writer, namespace, key, state)
+
+    def settle_hints(self, namespace: str, key: str, state: ShardState) -> bool:
+        """Before a job moves items of ``key`` off shards above its (lowered) count: make the
+        hot-key hints show ``state``, the item's current one. Returns ``True`` when a copy
+        showed another state and ``state`` was published: writers may use the old one for up
+        to ``cache_ttl`` more, so the job waits that long from now.
+
+        Raises:
+            pynamodb.exceptions.PynamoDBException: the hints could not be read or published.
+
+        .. versionadded:: 0.2.0
+        """
+        if self._hints is None or self.store.declared_home is not None:
+            return False
+        return self._hints.settle(self.store.writer, namespace, key, state)
 
     def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
         """The state of ``key`` as this region's replica holds it now; its item is created (at
@@ -1183,8 +1253,7 @@ class DynamicShards:
             self._future_changes[(namespace, key, changed.last_updated)] = now
         # The count we set: `changed` may already be a later writer's state (a lost reply re-read).
         shard_count_changed.send(template_of(space.model), key=key, old=state.count, new=new, reason=reason)
-        if self._hints is not None and new > self.initial and self._hints.due(namespace, key):
-            self._hints.add(self.store.writer, namespace, key)
+        self._publish(space, key, changed)
         if self.target_utilization is not None and new > state.count:
             try:
                 self._check_ceiling(space, key, new)

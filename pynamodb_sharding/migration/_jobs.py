@@ -430,7 +430,13 @@ class ReshardJob(Job):
         else:
             namespace = strategy.namespace if strategy.namespace is not None else manager.space.namespace
             state = store.load(namespace, logical, owner=manager.space.name)
-            changed_at = self._changes[logical] = None if state is None else state.last_updated
+            changed_at = None if state is None else state.last_updated
+            settle = getattr(strategy, "settle_hints", None)
+            if state is not None and settle is not None and settle(namespace, logical, state):
+                # Hot-key hints showed writers another count until now: they may write with it
+                # for one cache TTL more.
+                changed_at = float(strategy.clock())
+            self._changes[logical] = changed_at
         return None if changed_at is None else float(strategy.clock()) - changed_at
 
     def _ttl(self) -> float:

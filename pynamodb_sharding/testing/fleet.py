@@ -424,7 +424,7 @@ class FleetDynamoDB:
         handler = {
             "PutItem": self._put_item, "UpdateItem": self._update_item, "DeleteItem": self._delete_item,
             "GetItem": self._get_item, "Query": self._query, "BatchWriteItem": self._batch_write,
-            "TransactWriteItems": self._transact_write, "DescribeTable": self._describe_table,
+            "DescribeTable": self._describe_table, "TransactWriteItems": self._transact_write,
         }.get(operation)
         if handler is None:
             msg = f"the fleet simulator does not serve {operation}"
@@ -454,9 +454,10 @@ class FleetDynamoDB:
         body = _throttle_body([types.SimpleNamespace(reason=reason, table=table)], self.region)  # type: ignore[list-item]
         return _ServiceError(body.pop("__type").rpartition("#")[2], body.pop("message"), **body)
 
-    def _write(self, body: Mapping[str, Any], new: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> tuple[
-        dict[str, Any] | None, float
-    ]:
+    def _write(
+        self, body: Mapping[str, Any], new: Callable[[dict[str, Any] | None], dict[str, Any] | None], *,
+        charged: bool = False,
+    ) -> tuple[dict[str, Any] | None, float]:
         """Charge, check the condition, store ``new(old)``; returns the stored item and units."""
         table = self._table(body.get("TableName"))
         given = body.get("Item") or body.get("Key") or {}
@@ -466,7 +467,7 @@ class FleetDynamoDB:
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         after = new(None if old is None else json.loads(json.dumps(old)))
         units = write_units(max(item_size(old or {}), item_size(after or {}))) * current_weight()
-        if not self.admit(table.name, partition, units, write=True):
+        if not charged and not self.admit(table.name, partition, units, write=True):
             raise self._throttle(table.name, write=True)
         if condition and not expressions.condition(condition, names, values)(old or {}):
             self.condition_failures[table.name] += current_weight()
@@ -520,7 +521,7 @@ class FleetDynamoDB:
         _, units = self._write(body, lambda old: None)
         return self._consumed(body, units)
 
-    def _update_item(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _update_item(self, body: dict[str, Any], *, charged: bool = False) -> dict[str, Any]:
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         expression = body.get("UpdateExpression")
         # A process of weight w stands for w processes sending this request: their ADDs add up.
@@ -532,11 +533,51 @@ class FleetDynamoDB:
             apply(item)
             return item
 
-        after, units = self._write(body, new)
+        after, units = self._write(body, new, charged=charged)
         answer = self._consumed(body, units)
         if body.get("ReturnValues") == "ALL_NEW" and after is not None:
             answer["Attributes"] = after
         return answer
+
+    def _transact_write(self, body: dict[str, Any]) -> dict[str, Any]:
+        """ConditionChecks, Puts, Updates and Deletes, all or nothing: every condition checked
+        first, then every write made; each item charged twice its units, as DynamoDB does. A
+        failed condition cancels the transaction with its reasons."""
+        actions = body.get("TransactItems") or []
+        reasons: list[dict[str, Any]] = []
+        for action in actions:
+            (kind, request), = action.items()
+            if kind not in ("ConditionCheck", "Put", "Update", "Delete"):
+                msg = f"the fleet simulator does not serve {kind} in a transaction"
+                raise _ServiceError("ValidationException", msg)
+            table = self._table(request.get("TableName"))
+            partition, sort = self._locate(table, request.get("Item") or request.get("Key") or {})
+            old = table.partitions.get(partition, {}).get(sort)
+            size = max(item_size(old or {}), item_size(request.get("Item") or {}))
+            if not self.admit(table.name, partition, 2.0 * write_units(size) * current_weight(), write=True):
+                raise self._throttle(table.name, write=True)
+            condition = request.get("ConditionExpression")
+            names = request.get("ExpressionAttributeNames") or {}
+            values = request.get("ExpressionAttributeValues") or {}
+            failed = condition and not expressions.condition(condition, names, values)(old or {})
+            if failed:
+                self.condition_failures[table.name] += current_weight()
+            reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
+                           if failed else {"Code": "None"})
+        if any(reason["Code"] != "None" for reason in reasons):
+            codes = ", ".join(reason["Code"] for reason in reasons)
+            msg = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+            raise _ServiceError("TransactionCanceledException", msg, CancellationReasons=reasons)
+        for action in actions:
+            (kind, request), = action.items()
+            unconditional = {**request, "ConditionExpression": None}
+            if kind == "Update":
+                self._update_item(unconditional, charged=True)
+            elif kind == "Put":
+                self._write(unconditional, lambda old, item=request["Item"]: item, charged=True)  # type: ignore[misc]
+            elif kind == "Delete":
+                self._write(unconditional, lambda old: None, charged=True)
+        return {}
 
     def _get_item(self, body: dict[str, Any]) -> dict[str, Any]:
         table = self._table(body.get("TableName"))
@@ -620,40 +661,6 @@ class FleetDynamoDB:
                         raise
                     unprocessed.setdefault(name, []).append(entry)
         return {"UnprocessedItems": unprocessed}
-
-    def _transact_write(self, body: dict[str, Any]) -> dict[str, Any]:
-        """All or nothing: every condition is checked first (a failed one cancels the whole
-        transaction, with DynamoDB's cancellation reasons), then every write is made. Each write
-        is charged as a single write (DynamoDB charges a transaction's twice)."""
-        entries = body.get("TransactItems") or []
-        reasons: list[dict[str, str]] = []
-        for entry in entries:
-            ((kind, request),) = entry.items()
-            table = self._table(request.get("TableName"))
-            partition, sort = self._locate(table, request.get("Item") or request.get("Key") or {})
-            old = table.partitions.get(partition, {}).get(sort)
-            expression = request.get("ConditionExpression")
-            names = request.get("ExpressionAttributeNames") or {}
-            values = request.get("ExpressionAttributeValues") or {}
-            if expression and not expressions.condition(expression, names, values)(old or {}):
-                self.condition_failures[table.name] += current_weight()
-                reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"})
-            else:
-                reasons.append({"Code": "None"})
-        if any(reason["Code"] != "None" for reason in reasons):
-            codes = ", ".join(reason["Code"] for reason in reasons)
-            msg = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
-            raise _ServiceError("TransactionCanceledException", msg, CancellationReasons=reasons)
-        for entry in entries:
-            ((kind, request),) = entry.items()
-            unconditional = {name: value for name, value in request.items() if name != "ConditionExpression"}
-            if kind == "Put":
-                self._put_item(unconditional)
-            elif kind == "Update":
-                self._update_item(unconditional)
-            elif kind == "Delete":
-                self._delete_item(unconditional)
-        return {}
 
     def _describe_table(self, body: dict[str, Any]) -> dict[str, Any]:
         table = self._table(body.get("TableName"))
@@ -1157,9 +1164,9 @@ class FleetReport:
     metadata_throttles: float
     missed_writes: int  #: acknowledged items a later read did not return
     reads_checked: int
-    growth_lag: float | None  #: seconds until the count covers the load (viral)
+    growth_lag: float | None  #: seconds until the count writers may use covers the load (viral)
     key_range_throttle_pct: float  #: data-table write throttles, % of write attempts
-    first_write_share: float | None  #: max over shards of first writes / fair share (viral)
+    first_write_share: float | None  #: max over shards of first writes / fair share of the count in effect (viral)
     writes: float
     queries: float
     errors: dict[str, int]
@@ -1199,7 +1206,7 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
                     region: str = "us-east-1") -> list[type[Model]]:
     from pynamodb.attributes import UnicodeAttribute
 
-    from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+    from pynamodb_sharding import ShardedModel, Sharding, ShardMetadata
 
     placement: dict[str, Any] = {}
     if len(fleet.regions) > 1:
@@ -1217,8 +1224,9 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
         "target_utilization": 0.7, **options,
     }
     models = []
+    weighted = _weighted_shards()
     for index in range(count):
-        strategy = DynamicShards(metadata, **fleet.strategy_clock(), **settings)
+        strategy = weighted(metadata, **fleet.strategy_clock(), **settings)
         model = type(f"FleetItem{index}", (base,), {
             "__module__": __name__,
             "Meta": Fleet.meta("fleet_items", region=region, max_retry_attempts=3, max_pool_connections=64),
@@ -1226,6 +1234,40 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
         })
         models.append(fleet.bind(model))
     return models
+
+
+@functools.cache
+def _weighted_shards() -> type[Any]:
+    """``DynamicShards`` whose sampled rate reports are drawn as a weighted process's ``w``
+    processes would draw them: each of the ``w`` decides for itself, and the report the
+    process sends stands for the ``k`` that report (its ADD and its charge scaled by ``k``, not
+    ``w``). One draw for all ``w`` would send every process's report or none, a far noisier
+    rate than ``w`` processes give."""
+    import greenlet
+
+    from pynamodb_sharding import DynamicShards
+
+    class WeightedShards(DynamicShards):
+        def sampled_report(self, units: float, count: int) -> float | None:
+            weight = current_weight()
+            if weight == 1:
+                return super().sampled_report(units, count)
+            draws = [super(WeightedShards, self).sampled_report(units, count) for _ in range(weight)]
+            sent = [draw for draw in draws if draw is not None]
+            if not sent:
+                return None
+            setattr(greenlet.getcurrent(), "fleet_weight", len(sent))  # noqa: B010
+            return sent[0]
+
+        def _written(self, space: Any, key: str, units: float) -> None:
+            current = greenlet.getcurrent()
+            weight = getattr(current, "fleet_weight", 1)
+            try:
+                super()._written(space, key, units)
+            finally:
+                setattr(current, "fleet_weight", weight)  # noqa: B010
+
+    return WeightedShards
 
 
 def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetReport:
@@ -1455,6 +1497,9 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     lag: float | None = None
     share: float | None = None
     if scenario.kind in ("viral", "regions"):
+        # What writers may use: a growth is in effect only `activation_delay` after it is stored.
+        first: Any = models[0] if models else next(iter(by_region.values()))[0]
+        counts = _in_effect(counts, first.shards.strategy.activation_delay)
         lag = _growth_lag(scenario, counts)
         share = _first_write_share([w for db in dbs for w in db.first_writes], counts)
         for second in range(int(scenario.end) + 1):
@@ -1521,6 +1566,17 @@ def _history(replica: FleetDynamoDB, table: str) -> set[str]:
     for item in replica.tables[table].partitions.get(_KEY, {}).values():
         found.update(item.get("shard_history", {}).get("SS", []))
     return found
+
+
+def _in_effect(counts: list[tuple[float, int]], delay: float) -> list[tuple[float, int]]:
+    """The count writers may use over time, from the stored one's changes: a growth from
+    ``delay`` seconds after it was stored (``DynamicShards.activation_delay``), a shrink at once."""
+    shifted, previous = [], counts[0][1]
+    for at, count in counts:
+        shifted.append((at + delay if count > previous else at, count))
+        previous = count
+    shifted.sort(key=lambda change: change[0])
+    return shifted
 
 
 def _count_at(counts: list[tuple[float, int]], t: float) -> int:

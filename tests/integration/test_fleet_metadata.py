@@ -11,7 +11,10 @@ Proves:
 - 40 processes x 25 merged queries of a grown key send one metadata read per process per
   ``cache_ttl`` (fresh reads: one per query);
 - 40 processes reporting their write rate send at most 10 metadata writes a second to the
-  key's item with ``rate_reports`` (every process every interval without), and the key grows.
+  key's item with ``rate_reports`` (every process every interval without), and the key grows;
+- with ``hot_key_hints`` writers of a hot key read only the hint copies (never the key's item),
+  a state the item no longer holds is never published, and a lowered count reaches the hints
+  before ``migrate compact`` moves items off the shards above it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding._hot_keys import hint_item_key, parse_entry
+from pynamodb_sharding.migration import CompactJob
+from pynamodb_sharding.migration._jobs import Wait
 from pynamodb_sharding.testing import record_requests
 from tests.raw import raw_items
 
@@ -233,9 +239,118 @@ def test_new_processes_spread_their_first_writes_of_a_hinted_hot_key(dynamodb_mo
     reads = [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name]
     hint_reads = [body for body in reads if body["Key"]["partition_key"]["S"].startswith("#hot-keys#")]
     assert len(hint_reads) == 40  # one per process (a cache_ttl)
-    assert {body["Key"]["partition_key"]["S"] for body in reads if body not in hint_reads} == {KEY}
-    assert len(reads) == 80  # the hinted key's count once per process, nothing for the cold keys
+    assert reads == hint_reads  # the hinted key's count comes with the hints; nothing for cold keys
 
     for n, model in enumerate(unhinted, start=100):
         model(KEY, n).save()
     assert shards_written(100) == {f"{KEY}_1": 40}  # every first write on the initial shard
+
+
+def hinted_counts(key: str) -> list[int]:
+    """The count the newest entry of ``key`` shows in each hint copy (raw table; 0: none)."""
+    shown = []
+    for raw in sorted(raw_items(FleetShards), key=lambda raw: raw["partition_key"]["S"]):
+        if not raw["model"]["S"].endswith("#hot-keys"):
+            continue
+        entries = [parse_entry(text) for text in raw.get("hot_keys", {}).get("SS", [])]
+        mine = [entry for entry in entries if entry is not None and entry.key == key]
+        shown.append(max(mine, key=lambda entry: entry.state.last_updated).state.count if mine else 0)
+    return shown
+
+
+def test_writers_of_a_hinted_hot_key_read_only_the_hints(dynamodb_models: Bind) -> None:
+    """40 writer processes of a key grown to 4 shards, 3 writes each over 1.5 cache TTLs: their
+    metadata reads are hint copies only (at most 2 per process), never the key's item, which
+    is what ten thousand writers of one key would otherwise read every ``cache_ttl``. Their
+    writes spread over the 4 shards, and a cached reader reads every one of them."""
+    key = "/hinted/writers"
+    grower = process(700, hot_key_hints=4, fresh_reads=False)
+    writers = [process(800 + n, hot_key_hints=4, fresh_reads=False) for n in range(40)]
+    reader = process(899, fresh_reads=False)
+    dynamodb_models(FleetLog)
+    CLOCK.at(4000)
+    grower(key, 0).save()
+    grower.shards.grow(key)
+    assert grower.shards.grow(key) == 4
+    assert hinted_counts(key) == [4, 4, 4, 4]  # published in every copy with the growth
+    CLOCK.at(4000 + TTL + 2)  # the growths are in effect for writers (cache_ttl + clock_skew)
+
+    with record_requests(FleetLog) as sent:
+        for step in range(3):
+            for n, model in enumerate(writers):
+                model(key, 10_000 + 100 * step + n).save()
+            CLOCK.sleep(TTL / 2)
+    reads = [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name]
+    assert reads, "the writers read the hints"
+    assert all(body["Key"]["partition_key"]["S"].startswith("#hot-keys#") for body in reads)
+    assert all(body["ConsistentRead"] for body in reads)
+    assert len(reads) <= 80  # one copy per process per cache_ttl
+    written = shards_written(10_000)
+    assert set(written) == {f"{key}_{n}" for n in range(1, 5)}
+    assert sum(written.values()) == 120
+    assert max(written.values()) <= 45
+    assert len(list(reader.query(key))) == 121
+
+
+def test_a_state_the_item_no_longer_holds_is_not_published(dynamodb_models: Bind) -> None:
+    """A process that publishes late (the count changed since it read it) adds nothing: the
+    transaction checks the item's ``last_updated``. Writers only ever see states the item had."""
+    key = "/hinted/stale"
+    slow, fast = process(710, hot_key_hints=2), process(711, hot_key_hints=2)
+    dynamodb_models(FleetLog)
+    CLOCK.at(5000)
+    slow(key, 0).save()
+    assert slow.shards.grow(key) == 2
+    manager = slow.shards
+    strategy: Any = manager.strategy
+    namespace = manager.space.namespace
+    held = strategy.store.load(namespace, key, owner=manager.space.name)  # count 2, held across a growth
+    CLOCK.sleep(1)
+    assert fast.shards.grow(key) == 4
+    assert hinted_counts(key) == [4, 4]
+    before = {raw["partition_key"]["S"]: raw["hot_keys"]["SS"] for raw in raw_items(FleetShards)
+              if raw["model"]["S"].endswith("#hot-keys")}
+
+    assert strategy._hints.publish(strategy.store.writer, namespace, key, held) is False
+    after = {raw["partition_key"]["S"]: raw["hot_keys"]["SS"] for raw in raw_items(FleetShards)
+             if raw["model"]["S"].endswith("#hot-keys")}
+    assert after == before  # nothing added to any copy
+    assert hinted_counts(key) == [4, 4]
+
+
+def test_a_lowered_count_reaches_the_hints_before_compact_moves_items(dynamodb_models: Bind) -> None:
+    """A shrink publishes the lowered count. When its publish was lost (copies still show 4),
+    ``migrate compact`` republishes it and waits one cache TTL before moving an item off
+    shard 4, since a writer may hold the old entry that long; the item is moved after that."""
+    key = "/hinted/shrunk"
+    model = process(720, hot_key_hints=2)
+    dynamodb_models(FleetLog)
+    CLOCK.at(6000)
+    model(key, 0).save()
+    model.shards.grow(key)
+    model.shards.grow(key)
+    model(key, 1).save()
+    CLOCK.sleep(100)
+    assert model.shards.shrink(key, 1) == 1
+    assert hinted_counts(key) == [1, 1]  # the shrink's state, published
+
+    # The shrink's publish lost in one copy: it still shows 4 shards to writers.
+    manager = model.shards
+    strategy: Any = manager.strategy
+    namespace = manager.space.namespace
+    current = strategy.store.load(namespace, key, owner=manager.space.name)
+    copy_key = hint_item_key(namespace, 1)
+    raw = next(raw for raw in raw_items(FleetShards) if raw["partition_key"]["S"] == copy_key[0])
+    newest = [text for text in raw["hot_keys"]["SS"] if (entry := parse_entry(text)) is not None
+              and entry.key == key and entry.state.last_updated == current.last_updated]
+    FleetShards(*copy_key).update(actions=[FleetShards.hot_keys.delete(set(newest))])
+    assert hinted_counts(key)[1] in (2, 4)  # an older state (the grown count) shows again
+
+    CLOCK.sleep(TTL * 2)  # the shrink itself is older than a cache TTL
+    above = {"file_path": {"S": f"{key}_4"}, "accessed_at": {"N": "99"}}
+    job = CompactJob(model)
+    assert isinstance(job.plan(above), Wait)  # republished: writers may use the old entry a TTL more
+    assert hinted_counts(key) == [1, 1]
+    CLOCK.sleep(TTL + 0.5)
+    assert job.plan(above) is not None
+    assert not isinstance(job.plan(above), Wait)

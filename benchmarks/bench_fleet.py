@@ -1,15 +1,22 @@
 """Benchmark: the library's own metadata at fleet scale, today's DynamicShards against the new one.
 
 Runs each scenario of :mod:`pynamodb_sharding.testing.fleet` (a viral key, a hot read key, cold
-keys) in the fleet simulator three times: "today" (``DynamicShards`` with today's behaviour spelled out:
-``fresh_reads=True`` and the new options of issue 26 off), "new" (the fleet settings of
-docs/scale.rst) and "new, viral settings" (plus ``cache_ttl=7, cooldown=8.5, growth="quadruple",
-hot_key_hints=16``), and
-prints side by side: the heaviest metadata item's busiest second as % of a partition's read and
-write limits, metadata requests per merged query in steady state, acknowledged writes missed by
-a read, how long the viral key's count takes to cover its load (against 2 x cooldown), key-range
-throttles as % of writes, and the most any shard took of the first writes of new processes
-against its fair share. When this checkout's ``DynamicShards`` lacks the new options, only
+keys, a growth race across three regions) in the fleet simulator three times: "today"
+(``DynamicShards`` with today's behaviour spelled out: ``fresh_reads=True`` and the new options
+of issue 26 off), "new" (the fleet settings of docs/scale.rst) and "new, viral settings" (plus
+``cache_ttl=7, cooldown=8.5, growth="quadruple", hot_key_hints=16``), and prints side by side:
+the heaviest metadata item's busiest second as % of a partition's read and write limits,
+metadata requests per merged query in steady state, acknowledged writes missed by a read, how
+long the viral key's count takes to cover its load (against 2 x cooldown), key-range throttles
+as % of writes, and the most any shard took of the first writes of new processes against its
+fair share.
+
+The growth race across regions also runs "new" without ``home_region`` (the negative control:
+each region changes counts in its own replica), and gets a table of its own: metadata changes
+refused by their condition (races resolved at home), changes lost to a concurrent change in
+another region, decreases of a replica's count, growths missing from a final history, replicas
+differing once replication settled, and per region the acknowledged writes (that had arrived
+there) a read there missed. When this checkout's ``DynamicShards`` lacks the new options, only
 "today" runs and the report says so.
 
 No DynamoDB Local: every request is answered in memory, on virtual time (see docs/scale.rst).
@@ -45,6 +52,8 @@ VIRAL_SETTINGS: dict[str, Any] = {**NEW, "hot_key_hints": 16, "cache_ttl": 7.0, 
 #: The options the new design adds (all must exist for the "new" run).
 NEW_OPTIONS = ("rate_reports", "clock_skew", "hot_key_hints")
 COOLDOWN = 30.0  # DynamicShards' default
+#: The growth race's negative control: "new" without Meta.home_region.
+CONTROL = "new, no home region (control)"
 
 
 def accepted(options: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +93,11 @@ def run(args: argparse.Namespace, out: Report) -> None:
         designs.append(("new, viral settings", VIRAL_SETTINGS))
     results: list[tuple[str, Scenario, FleetReport]] = []
     for scenario in scenarios:
-        for design, options in designs:
-            results.append((design, scenario, run_scenario(scenario, seed=args.seed, **options)))
+        runs = [(design, scenario, options) for design, options in designs]
+        if scenario.kind == "regions" and landed():
+            runs.append((CONTROL, attrs.evolve(scenario, home_region=None), NEW))
+        for design, ran, options in runs:
+            results.append((design, ran, run_scenario(ran, seed=args.seed, **options)))
 
     out("# Metadata load of a fleet: today's DynamicShards against the new design")
     out()
@@ -119,13 +131,46 @@ def run(args: argparse.Namespace, out: Report) -> None:
     for scenario in scenarios:
         out(f"- {scenario.name}: {scenario.scale}")
     out()
-    viral = [(design, result) for design, scenario, result in results if scenario.kind == "viral"]
-    if viral:
-        out("## The viral key's shard count against the count its load needs")
+    race = [(design, scenario, result) for design, scenario, result in results if scenario.kind == "regions"]
+    if race:
+        out("## The growth race across regions: what was lost, and what reads missed")
+        out()
+        out("| design | home region | metadata changes refused by their condition (races resolved) | "
+            "lost metadata changes | count decreases seen | lost growths | "
+            "replicas differing | final count | s to cover the load | missed acknowledged writes per region "
+            "(missed / reads) |")
+        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for design, scenario, result in race:
+            regions = ", ".join(f"{region} {missed} / {reads}" for region, missed, reads in result.missed_by_region)
+            lag = cell(result.growth_lag, "{:.1f}") if result.growth_lag is not None else "not within the run"
+            out(f"| {design} | {scenario.home_region or 'none'} | {result.contested_changes:,.0f} | "
+                f"{result.lost_changes} | {result.count_decreases} | "
+                f"{result.lost_growths} | {result.replicas_differing} | {result.final_count} | {lag} | {regions} |")
+        out()
+        misses = [(design, miss) for design, _, result in race for miss in result.misses[:3]]
+        if misses:
+            out("First misses:")
+            out()
+            for design, miss in misses:
+                out(f"- {design}: {miss}")
+            out()
+        first = race[0][1]
+        out("- a read in region R is checked against every write acknowledged before it began whose copy had "
+            "arrived in R's replica before it began (written in R, or replicated there); replication lag "
+            f"{first.replication_lag[0]:g}-{first.replication_lag[1]:g} s between {len(first.regions)} regions, "
+            "uniform per change and destination (see docs/scale.rst)")
+        out(f"- {CONTROL}: the negative control; the targets are 0 lost changes, decreases, lost growths, "
+            "differing replicas and missed writes with a home region")
+        out()
+    for kind, title in (("viral", "The viral key"), ("regions", "The growth race's key")):
+        timelines = [(design, result) for design, scenario, result in results if scenario.kind == kind]
+        if not timelines:
+            continue
+        out(f"## {title}'s shard count against the count its load needs")
         out()
         out("| second | design | offered write units/s | shard count | shards needed |")
         out("|---:|---|---:|---:|---:|")
-        for design, result in viral:
+        for design, result in timelines:
             for second, load, count, needed in result.timeline:
                 out(f"| {second:.0f} | {design} | {load:,.0f} | {count:.0f} | {needed:.0f} |")
         out()
@@ -150,6 +195,14 @@ CHARTS = [
         heading="viral key",
         panels=(Lines(
             x="second", x_label="virtual seconds", y_label="shards", split="design",
+            series=(Series("shard count", "shard count", step=True),
+                    Series("shards needed", "shards needed", kind="reference")),
+        ),),
+    ),
+    Chart(
+        heading="growth race",
+        panels=(Lines(
+            x="second", x_label="virtual seconds", y_label="shards (home region's count)", split="design",
             series=(Series("shard count", "shard count", step=True),
                     Series("shards needed", "shards needed", kind="reference")),
         ),),

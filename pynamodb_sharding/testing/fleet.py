@@ -26,8 +26,14 @@ partition, metadata items included, is that of ``weight`` real processes doing w
 does. What that leaves out, and what else the simulation does not model, is listed in
 ``docs/scale.rst``: the ``weight`` copies of one process make the same random choices at the
 same moment; partitions never split (no adaptive capacity, no split for heat); no network
-(every request takes zero time, no lost replies, no timeouts); no whole-table limits; one
-region; processes share one botocore client, so botocore's retry quota is shared.
+(every request takes zero time, no lost replies, no timeouts); no whole-table limits;
+processes share one botocore client per table and region, so botocore's retry quota is shared.
+
+Regions: ``Fleet(regions=(...))`` gives each region its own :class:`FleetDynamoDB` and makes
+every table a global table (:class:`Replication`: each change is applied to the other regions
+after a lag, last writer wins); a request is answered by the replica of the region whose
+endpoint (:meth:`Fleet.region_host`) it was sent to, so ``Meta.home_region``,
+``Meta.home_host`` and ``Meta.region_hosts`` route as they would between AWS regions.
 
 .. versionadded:: 0.2.0
 """
@@ -43,11 +49,13 @@ import math
 import os
 import random as _random
 import types
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import botocore
@@ -71,6 +79,7 @@ from pynamodb_sharding.testing.simulator import (
 __all__ = [
     "COLD_KEYS",
     "HOT_READ",
+    "REGIONS",
     "SCENARIOS",
     "VIRAL",
     "EventLoop",
@@ -78,6 +87,8 @@ __all__ = [
     "FleetDynamoDB",
     "FleetReport",
     "ItemLoad",
+    "LostChange",
+    "Replication",
     "Scenario",
     "activity",
     "current_activity",
@@ -126,6 +137,11 @@ class EventLoop:
         """Run ``function`` as a process from virtual time ``at`` (now by default)."""
         heapq.heappush(self._queue, (self.now if at is None else at, next(self._order), function))
 
+    def call_at(self, at: float, function: Callable[[], object]) -> None:
+        """Call ``function`` at virtual time ``at``, in the loop itself (not as a process: it
+        must not sleep). What the simulated DynamoDB does on its own (replication) runs so."""
+        heapq.heappush(self._queue, (at, next(self._order), _Call(function)))
+
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` of virtual time (from a process: the others run meanwhile).
 
@@ -150,6 +166,9 @@ class EventLoop:
             while self._queue and self._queue[0][0] <= until:
                 at, _, runnable = heapq.heappop(self._queue)
                 self.now = max(self.now, at)
+                if isinstance(runnable, _Call):
+                    runnable.function()
+                    continue
                 if not isinstance(runnable, greenlet.greenlet):
                     runnable = greenlet.greenlet(runnable, parent=self._hub)
                 runnable.switch()
@@ -161,6 +180,13 @@ class EventLoop:
     def pending(self) -> int:
         """How many processes (or wake-ups) are waiting."""
         return len(self._queue)
+
+
+@attrs.frozen
+class _Call:
+    """A call the loop makes itself (:meth:`EventLoop.call_at`)."""
+
+    function: Callable[[], object]
 
 
 def current_weight() -> int:
@@ -246,7 +272,7 @@ class FleetDynamoDB:
     """Tables in memory, charged per partition as DynamoDB does (see the module docstring).
 
     Serves ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``GetItem``, ``Query`` (base tables),
-    ``BatchWriteItem`` and ``DescribeTable``; any other operation gets a ``ValidationException``
+    ``BatchWriteItem``, ``TransactWriteItems`` and ``DescribeTable``; any other operation gets a ``ValidationException``
     naming it. Counters (``requests``, ``throttles``, ``units``) count real requests: a request
     of a process of weight ``w`` counts ``w`` times.
 
@@ -294,8 +320,16 @@ class FleetDynamoDB:
         self.sent = 0
         #: (virtual time, partition) of each put sent under the activity ``"first-write"``
         self.first_writes: list[tuple[float, str]] = []
-        #: callbacks ``(table, key, new item)`` after each write of a watched table
+        #: callbacks ``(table, key, new item)`` after each write of a watched table (a
+        #: replicated one too)
         self.on_write: list[Callable[[str, str, dict[str, Any]], None]] = []
+        #: callbacks ``(table, key, range key, new item or None, units)`` after each write this
+        #: replica took from a client (not a replicated one): what :class:`Replication` copies
+        self.on_stored: list[Callable[[str, str, Any, dict[str, Any] | None, float], None]] = []
+        #: table -> conditional writes refused by their condition (real ones)
+        self.condition_failures: Counter[str] = Counter()
+        #: table -> units of replicated writes charged (global tables)
+        self.replicated_units: defaultdict[str, float] = defaultdict(float)
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -436,6 +470,7 @@ class FleetDynamoDB:
         if not charged and not self.admit(table.name, partition, units, write=True):
             raise self._throttle(table.name, write=True)
         if condition and not expressions.condition(condition, names, values)(old or {}):
+            self.condition_failures[table.name] += current_weight()
             msg = "The conditional request failed"
             raise _ServiceError("ConditionalCheckFailedException", msg)
         if body.get("Item") is not None and current_activity() == "first-write" and table.name not in self.watched:
@@ -447,7 +482,26 @@ class FleetDynamoDB:
         if table.name in self.watched and after is not None:
             for callback in self.on_write:
                 callback(table.name, partition, after)
+        for hook in self.on_stored:
+            hook(table.name, partition, sort, after, units)
         return after, units
+
+    def replicate(self, table: str, partition: str, sort: Any, item: dict[str, Any] | None, units: float) -> None:
+        """Apply a change another region's replica made (global tables): no condition, and
+        never refused; its ``units`` are charged to the partition (which may go into debt, so
+        that local writes throttle), as a replicated write takes the replica's capacity."""
+        stored = self._table(table)
+        if item is None:
+            stored.partitions.get(partition, {}).pop(sort, None)
+        else:
+            stored.partitions[partition][sort] = item
+        self._bucket(table, partition, True)[0] -= units
+        self.replicated_units[table] += units
+        if table in self.watched:
+            self.per_second[table][(partition, int(self.clock()), True)] += units
+            if item is not None:
+                for callback in self.on_write:
+                    callback(table, partition, item)
 
     def _consumed(self, body: Mapping[str, Any], units: float) -> dict[str, Any]:
         mode = body.get("ReturnConsumedCapacity")
@@ -486,35 +540,43 @@ class FleetDynamoDB:
         return answer
 
     def _transact_write(self, body: dict[str, Any]) -> dict[str, Any]:
-        """ConditionChecks and Updates (what the library sends in one transaction): every
-        condition checked first, then every update applied; each item charged twice its units,
-        as DynamoDB does. A failed condition cancels the transaction with its reasons."""
+        """ConditionChecks, Puts, Updates and Deletes, all or nothing: every condition checked
+        first, then every write made; each item charged twice its units, as DynamoDB does. A
+        failed condition cancels the transaction with its reasons."""
         actions = body.get("TransactItems") or []
         reasons: list[dict[str, Any]] = []
         for action in actions:
             (kind, request), = action.items()
-            if kind not in ("ConditionCheck", "Update"):
+            if kind not in ("ConditionCheck", "Put", "Update", "Delete"):
                 msg = f"the fleet simulator does not serve {kind} in a transaction"
                 raise _ServiceError("ValidationException", msg)
             table = self._table(request.get("TableName"))
-            partition, sort = self._locate(table, request["Key"])
+            partition, sort = self._locate(table, request.get("Item") or request.get("Key") or {})
             old = table.partitions.get(partition, {}).get(sort)
-            if not self.admit(table.name, partition, 2.0 * write_units(item_size(old or {})) * current_weight(),
-                              write=True):
+            size = max(item_size(old or {}), item_size(request.get("Item") or {}))
+            if not self.admit(table.name, partition, 2.0 * write_units(size) * current_weight(), write=True):
                 raise self._throttle(table.name, write=True)
             condition = request.get("ConditionExpression")
             names = request.get("ExpressionAttributeNames") or {}
             values = request.get("ExpressionAttributeValues") or {}
             failed = condition and not expressions.condition(condition, names, values)(old or {})
-            reasons.append({"Code": "ConditionalCheckFailed"} if failed else {"Code": "None"})
+            if failed:
+                self.condition_failures[table.name] += current_weight()
+            reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
+                           if failed else {"Code": "None"})
         if any(reason["Code"] != "None" for reason in reasons):
             codes = ", ".join(reason["Code"] for reason in reasons)
             msg = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
             raise _ServiceError("TransactionCanceledException", msg, CancellationReasons=reasons)
         for action in actions:
             (kind, request), = action.items()
+            unconditional = {**request, "ConditionExpression": None}
             if kind == "Update":
-                self._update_item({**request, "ConditionExpression": None}, charged=True)
+                self._update_item(unconditional, charged=True)
+            elif kind == "Put":
+                self._write(unconditional, lambda old, item=request["Item"]: item, charged=True)  # type: ignore[misc]
+            elif kind == "Delete":
+                self._write(unconditional, lambda old: None, charged=True)
         return {}
 
     def _get_item(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -608,27 +670,192 @@ class FleetDynamoDB:
         return {"Table": {"TableName": table.name, "TableStatus": "ACTIVE", "KeySchema": schema}}
 
 
+# -- global tables ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LostChange:
+    """A change one region's replica made that a concurrent change of the same item, made in
+    another region before the first had arrived there, replaced everywhere (last writer wins).
+
+    .. versionadded:: 0.2.0
+    """
+
+    table: str
+    key: str
+    region: str  #: where the lost change was made
+    at: float  #: when (virtual seconds)
+    winner: str  #: the region whose later change replaced it
+
+
+#: One version of an item in one replica: (write time, serial, origin region, version vector).
+_Version = tuple[float, int, str, tuple[int, ...]]
+
+
+def _covers(newer: tuple[int, ...], older: tuple[int, ...]) -> bool:
+    """Whether version vector ``newer`` has seen every change ``older`` has."""
+    return all(a >= b for a, b in zip(newer, older, strict=True))
+
+
+class Replication:
+    """Multi-region eventually consistent global tables between a fleet's regions.
+
+    Every change a region's replica takes from a client (every table: data and metadata) is
+    applied to each other region's replica after a lag drawn, per change and per destination,
+    uniformly from ``lag`` (virtual seconds), as DynamoDB replicates each item on its own: two
+    changes of different items may arrive in either order. When a region changed an item before
+    another region's change of it had arrived (the changes are concurrent: neither saw the
+    other), the change made last wins in every region and the other is lost, without an error
+    (last writer wins); each such loss is recorded in :attr:`lost`. Which changes saw which is
+    tracked exactly with a version vector per item copy, so a change that arrives after a later
+    change made on top of it (through a third region) is recognised as old and skipped, not
+    counted as lost. Replicated writes are charged to the receiving partition and never refused
+    (:meth:`FleetDynamoDB.replicate`).
+
+    Args:
+        loop: the fleet's event loop (replication runs in it, on virtual time).
+        replicas: region -> that region's in-memory DynamoDB.
+        lag: the lowest and highest replication lag, seconds.
+        random: the source of the lags.
+        lag_of: ``(table, from region, to region) -> seconds``, instead of drawing the lags
+            (a test that needs one order of arrivals); also settable later as :attr:`lag_of`.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, loop: EventLoop, replicas: Mapping[str, FleetDynamoDB], *, lag: tuple[float, float] = (0.5, 1.5),
+                 random: _random.Random | None = None,
+                 lag_of: Callable[[str, str, str], float] | None = None) -> None:
+        if not 0 <= lag[0] <= lag[1]:
+            msg = f"Replication: lag={lag!r}; expected (lowest, highest) seconds with 0 <= lowest <= highest"
+            raise ValueError(msg)
+        self.loop = loop
+        self.replicas = dict(replicas)
+        self.regions = tuple(self.replicas)
+        self.lag = lag
+        self._random = random or _random.Random(0)
+        self.lag_of = lag_of
+        self._serial = itertools.count()
+        self._versions: dict[str, dict[tuple[str, str, Any], _Version]] = {region: {} for region in self.regions}
+        #: changes copied to another region (one per change and destination)
+        self.copied = 0
+        #: copies that arrived after a later change made on top of them: skipped (nothing lost)
+        self.superseded = 0
+        #: (table, key, range key, origin region, write time) -> the loss: changes lost to a
+        #: concurrent change (last writer wins)
+        self.lost: dict[tuple[str, str, Any, str, float], LostChange] = {}
+        #: copies in flight
+        self.pending = 0
+        #: callbacks ``(region, table, key, range key, item or None)`` when a region's replica
+        #: shows a change: at once in the region that made it, after the lag in the others
+        self.on_arrival: list[Callable[[str, str, str, Any, dict[str, Any] | None], None]] = []
+        for region, replica in self.replicas.items():
+            replica.on_stored.append(functools.partial(self._stored, region))
+
+    def _stored(self, region: str, table: str, partition: str, sort: Any, item: dict[str, Any] | None,
+                units: float) -> None:
+        """A change ``region``'s replica took from a client: version it, send it to the others."""
+        key = (table, partition, sort)
+        mine = self.regions.index(region)
+        current = self._versions[region].get(key)
+        clock = list(current[3]) if current is not None else [0] * len(self.regions)
+        clock[mine] += 1
+        version: _Version = (self.loop.now, next(self._serial), region, tuple(clock))
+        self._versions[region][key] = version
+        for callback in self.on_arrival:
+            callback(region, table, partition, sort, item)
+        for target in self.regions:
+            if target != region:
+                self.pending += 1
+                lag = self.lag_of(table, region, target) if self.lag_of else self._random.uniform(*self.lag)
+                at = self.loop.now + lag
+                self.loop.call_at(at, functools.partial(self._arrive, target, key, item, version, units))
+
+    def _arrive(self, region: str, key: tuple[str, str, Any], item: dict[str, Any] | None, version: _Version,
+                units: float) -> None:
+        self.pending -= 1
+        self.copied += 1
+        current = self._versions[region].get(key)
+        if current is not None:
+            if _covers(current[3], version[3]):
+                self.superseded += 1  # this replica has it already, or a change made on top of it
+                return
+            if not _covers(version[3], current[3]):
+                # Concurrent: neither change saw the other. The later one wins everywhere.
+                loser, winner = sorted((current, version))
+                table, partition, sort = key
+                self.lost.setdefault((table, partition, sort, loser[2], loser[0]),
+                                     LostChange(table, partition, loser[2], loser[0], winner[2]))
+                if version < current:
+                    return
+        self._versions[region][key] = version
+        self.replicas[region].replicate(key[0], key[1], key[2], item, units)
+        for callback in self.on_arrival:
+            callback(region, key[0], key[1], key[2], item)
+
+    def lost_in(self, table: str) -> list[LostChange]:
+        """The changes of ``table`` lost to a concurrent change, in time order."""
+        return sorted((lost for lost in self.lost.values() if lost.table == table), key=lambda lost: lost.at)
+
+    def differing(self, table: str) -> int:
+        """Items of ``table`` not the same in every region (0 once replication has settled)."""
+        keys: set[tuple[str, Any]] = set()
+        for replica in self.replicas.values():
+            for partition, items in replica.tables[table].partitions.items():
+                keys.update((partition, sort) for sort in items)
+        differing = 0
+        for partition, sort in keys:
+            seen = [replica.tables[table].partitions.get(partition, {}).get(sort) for replica in self.replicas.values()]
+            if any(copy != seen[0] for copy in seen[1:]):
+                differing += 1
+        return differing
+
+
 # -- binding models to the fleet ----------------------------------------------------------------
 
 
 class Fleet:
-    """An event loop, an in-memory DynamoDB, and the models of its processes bound to it.
+    """An event loop, an in-memory DynamoDB per region, and the models of its processes bound to it.
 
     Args:
         write_units: write units per second per partition (DynamoDB: 1,000).
         read_units: read units per second per partition (DynamoDB: 3,000).
         seed: seeds every process's ``random.Random``.
+        regions: the regions, each with its own in-memory DynamoDB (:attr:`dbs`); with more than
+            one, every table is a global table replicated between them (:attr:`replication`).
+            A model is served by the region its ``Meta.region`` names, and must be declared
+            with ``Meta = Fleet.meta(table, region=...)`` (that region's endpoint,
+            :meth:`region_host`).
+        replication_lag: the lowest and highest replication lag, seconds (uniform).
 
     .. versionadded:: 0.2.0
     """
 
     host = "http://127.0.0.1:9"  # never contacted: before-send answers every request
 
-    def __init__(self, *, write_units: float = 1000.0, read_units: float = 3000.0, seed: int = 0) -> None:
+    def __init__(self, *, write_units: float = 1000.0, read_units: float = 3000.0, seed: int = 0,
+                 regions: tuple[str, ...] = ("us-east-1",), replication_lag: tuple[float, float] = (0.5, 1.5)) -> None:
+        if not regions or len(set(regions)) != len(regions):
+            msg = f"Fleet: regions={regions!r}; name one region or more, each once"
+            raise ValueError(msg)
         self.loop = EventLoop()
-        self.db = FleetDynamoDB(self.loop.monotonic, write_units=write_units, read_units=read_units)
+        self.regions = tuple(regions)
+        #: region -> its in-memory DynamoDB
+        self.dbs = {
+            region: FleetDynamoDB(self.loop.monotonic, write_units=write_units, read_units=read_units, region=region)
+            for region in self.regions
+        }
+        #: the first region's in-memory DynamoDB
+        self.db = self.dbs[self.regions[0]]
         self._seeds = _random.Random(seed)
-        self._connections: dict[str, Any] = {}
+        #: the global tables between the regions (``None`` with one region)
+        self.replication = None if len(self.regions) == 1 else Replication(
+            self.loop, self.dbs, lag=replication_lag, random=self.random())
+        self._hosts = {region: self.region_host(region) for region in self.regions}
+        if len(set(self._hosts.values())) != len(self._hosts):
+            msg = f"Fleet: two of the regions {regions!r} have one endpoint; rename one"
+            raise ValueError(msg)
+        self._connections: dict[tuple[str, str, Any], Any] = {}
         self._clients: list[Any] = []
 
     def random(self) -> _random.Random:
@@ -644,43 +871,115 @@ class Fleet:
         }
 
     @staticmethod
-    def meta(table_name: str, **settings: Any) -> type:
-        """A ``Meta`` for a model of this fleet: its table, the fleet's endpoint, dummy credentials."""
+    def region_host(region: str) -> str:
+        """The endpoint that stands for ``region`` in a fleet (a loopback address, never
+        contacted): :attr:`host` for us-east-1, another loopback address for each other region."""
+        if region == "us-east-1":
+            return Fleet.host
+        code = zlib.crc32(region.encode()) & 0xFFFFFF
+        return f"http://127.{code >> 16}.{(code >> 8) & 0xFF}.{code & 0xFF}:9"
+
+    @property
+    def hosts(self) -> dict[str, str]:
+        """region -> its endpoint: ``Meta.region_hosts`` (and ``home_host``) for global tables."""
+        return dict(self._hosts)
+
+    @staticmethod
+    def meta(table_name: str, region: str = "us-east-1", **settings: Any) -> type:
+        """A ``Meta`` for a model of a fleet: its table, the region's endpoint (never contacted),
+        dummy credentials."""
         return type("Meta", (), {
-            "table_name": table_name, "host": Fleet.host, "region": "us-east-1",
+            "table_name": table_name, "host": Fleet.region_host(region), "region": region,
             "aws_access_key_id": "fleet", "aws_secret_access_key": "fleet", **settings,
         })
 
     def bind(self, model: type[Model]) -> type[Model]:
         """Serve ``model``'s table and its companions' (the metadata table, watched) from the
-        fleet; models of one table share one connection (one botocore client). Returns ``model``."""
+        fleet, in every region; models of one table and region share one connection (one
+        botocore client). A metadata model's connections to the other regions' replicas
+        (``Meta.home_region``, ``Meta.region_hosts``) are served too. Returns ``model``."""
+        from pynamodb_sharding._metadata import ShardMetadata
+
         for bound in with_companions([model]):
-            name = bound.Meta.table_name
-            self.db.add_table(bound, watched=bound is not model)
-            shared = self._connections.get(name)
-            if shared is not None:
-                _host.set_connection(bound, shared)
-                continue
-            if bound.Meta.host != Fleet.host:
-                msg = (
-                    f"Fleet.bind: {bound.__name__} has Meta.host {bound.Meta.host!r}; a model of the fleet "
-                    f"(and its metadata model) must be declared with Meta = Fleet.meta({name!r}), so that no "
-                    f"request of it can reach a real server"
-                )
-                raise ValueError(msg)
-            # PynamoDB's own connection first (not yet armed by the library), to reach its client.
-            client = _host.plain_table_connection(bound).connection.client
-            if client not in _host._guarded:
-                # Many process models share one table and client: the guard checks one per table.
-                guard = _host._guarded[client] = _OnePerTable()
-                client.meta.events.register_first(_host._GUARD_EVENT, guard, unique_id=_host._GUARD_ID)
-            self._connections[name] = _host.table_connection(bound)
-            if not any(client is known for known in self._clients):
-                client.meta.events.register_first("before-send.dynamodb", self.db.on_before_send)
-                # Nothing leaves the process: signing (a third of botocore's time) is skipped.
-                client.meta.events.register_first("choose-signer.dynamodb", _unsigned)
-                self._clients.append(client)
+            self._bind_one(bound, watched=bound is not model)
+            if isinstance(bound, type) and issubclass(bound, ShardMetadata) and len(self.regions) > 1:
+                self._bind_replicas(bound)
         return model
+
+    def _bind_replicas(self, metadata: type[Model]) -> None:
+        """Bind the models the library sends a metadata model's requests to other regions'
+        replicas through: each region's (``Meta.region_hosts``, and ``Meta.home_host`` for the
+        home region), and the home region's variant without retries (best-effort requests)."""
+        from pynamodb_sharding._metadata import ShardMetadata, home_model, region_model
+
+        assert issubclass(metadata, ShardMetadata)
+        meta = metadata.Meta
+        declared_home = getattr(meta, "home_region", None)
+        hosts: Mapping[str, str] = getattr(meta, "region_hosts", None) or {}
+        own: str | None = meta.host if getattr(meta, "region", None) else None
+        for region in self.regions:
+            home_host: str | None = getattr(meta, "home_host", None)
+            host: str | None
+            if region == declared_home and home_host is not None:
+                host = home_host
+            elif region in hosts:
+                host = hosts[region]
+            else:
+                host = own if region == meta.region else None
+            if host is not None:  # else the library sends nothing there
+                self._bind_one(region_model(metadata, region, host), watched=True)
+        if declared_home is not None:
+            self._bind_one(home_model(metadata, retries=False), watched=True)
+
+    def _bind_one(self, bound: type[Model], *, watched: bool) -> None:
+        name = bound.Meta.table_name
+        region = getattr(bound.Meta, "region", None) or "us-east-1"
+        if region not in self.dbs:
+            msg = (
+                f"Fleet.bind: {bound.__name__} has Meta.region {region!r}, not a region of this fleet "
+                f"({', '.join(self.regions)}); declare it with Meta = Fleet.meta({name!r}, region=...)"
+            )
+            raise ValueError(msg)
+        if bound.Meta.host != self._hosts[region]:
+            msg = (
+                f"Fleet.bind: {bound.__name__} has Meta.host {bound.Meta.host!r}; a model of the fleet "
+                f"(and its metadata model) must be declared with Meta = Fleet.meta({name!r}, region={region!r}), "
+                f"so that no request of it can reach a real server"
+            )
+            raise ValueError(msg)
+        for db in self.dbs.values():  # a global table: a replica in every region
+            db.add_table(bound, watched=watched)
+        key = (name, region, getattr(bound.Meta, "max_retry_attempts", None))
+        shared = self._connections.get(key)
+        if shared is not None:
+            _host.set_connection(bound, shared)
+            return
+        # PynamoDB's own connection first (not yet armed by the library), to reach its client.
+        client = _host.plain_table_connection(bound).connection.client
+        if client not in _host._guarded:
+            # Many process models share one table and client: the guard checks one per table.
+            guard = _host._guarded[client] = _OnePerTable()
+            client.meta.events.register_first(_host._GUARD_EVENT, guard, unique_id=_host._GUARD_ID)
+        self._connections[key] = _host.table_connection(bound)
+        if not any(client is known for known in self._clients):
+            client.meta.events.register_first("before-send.dynamodb", self._sender(region))
+            # Nothing leaves the process: signing (a third of botocore's time) is skipped.
+            client.meta.events.register_first("choose-signer.dynamodb", _unsigned)
+            self._clients.append(client)
+
+    def _sender(self, region: str) -> Callable[..., AWSResponse]:
+        """The ``before-send`` handler of a client made for ``region``: its replica answers, and a
+        request to another region's endpoint (a client made for one region, sent to another) is
+        refused loudly."""
+        db, netloc = self.dbs[region], urlsplit(self._hosts[region]).netloc
+
+        def send(request: Any, **kwargs: Any) -> AWSResponse:
+            if urlsplit(request.url).netloc != netloc:
+                msg = f"the fleet: a client made for {region} sent {request.url}, not to {self._hosts[region]}"
+                raise AssertionError(msg)
+            return db.on_before_send(request, **kwargs)
+
+        return send
 
     @contextlib.contextmanager
     def running(self) -> Iterator[EventLoop]:
@@ -744,7 +1043,8 @@ class Scenario:
     Attributes:
         name: a short name (``"viral"``, ``"hot_read"``, ``"cold_keys"``).
         kind: which process bodies run: ``"viral"`` (writers of one key, processes and load
-            ramping up together, a few readers checking what was acknowledged),
+            ramping up together, a few readers checking what was acknowledged), ``"regions"``
+            (the same in each of ``regions`` at once: a growth race across regions),
             ``"hot_read"`` (readers of one key grown to ``shards`` beforehand, one slow
             writer) or ``"cold_keys"`` (each write a new key, read back one in ``check_every``).
         seconds: virtual seconds of the ramp (processes and load go from their start values to
@@ -762,6 +1062,13 @@ class Scenario:
         check_every: a cold-key writer reads back one key in this many.
         scale: how the scenario is scaled from the full size, in words.
         hold: virtual seconds the end values hold after the ramp.
+        regions: for ``kind="regions"``: the regions (a replica of every table in each,
+            replicated as global tables are: :class:`Replication`); processes, load and
+            ``readers`` are split evenly between them.
+        home_region: the metadata model's ``Meta.home_region`` in every region (``None``: none,
+            every region changes counts in its own replica: the negative control).
+        replication_lag: the lowest and highest replication lag, seconds (uniform, drawn per
+            change and destination).
 
     .. versionadded:: 0.2.0
     """
@@ -782,6 +1089,9 @@ class Scenario:
     check_every: int = 10
     scale: str = "full size"
     hold: float = 0.0
+    regions: tuple[str, ...] = ()
+    home_region: str | None = None
+    replication_lag: tuple[float, float] = (0.5, 1.5)
 
     @property
     def end(self) -> float:
@@ -819,8 +1129,20 @@ COLD_KEYS = Scenario(
     write_units=(10_000 / 60.0, 10_000 / 60.0), check_every=10,
     scale="1/100: 10,000 keys from 10 processes (per-process rate as at full size)",
 )
+#: A growth race across three regions with home-region routing: one key becomes hot in every
+#: region at once, 0 -> 9,000 write units/s in all (3,000 written in each region; every
+#: replica's partitions take every region's writes) over 30 s while processes scale 30 -> 3,000
+#: (1,000 per region), then 20 s at the peak; counts change only in us-east-1. Simulated as 40
+#: processes of weight 25 per region, and one reader per region checking what was acknowledged
+#: and had arrived in its region's replica.
+REGIONS = Scenario(
+    name="regions", kind="regions", seconds=30.0, processes=(30, 3_000), weight=25,
+    write_units=(0.0, 9_000.0), readers=3, read_every=2.0, hold=20.0,
+    regions=("us-east-1", "eu-west-1", "ap-northeast-1"), home_region="us-east-1",
+    scale="full size; 3 regions, 3,000 processes simulated as 120 of weight 25; replication lag 0.5-1.5 s",
+)
 #: The scenarios the benchmark runs, in order.
-SCENARIOS = (VIRAL, HOT_READ, COLD_KEYS)
+SCENARIOS = (VIRAL, HOT_READ, COLD_KEYS, REGIONS)
 
 
 @attrs.frozen
@@ -853,17 +1175,45 @@ class FleetReport:
     final_count: int
     wall_seconds: float
     timeline: tuple[tuple[float, float, float, float], ...]  #: (t, load units/s, count, needed)
+    #: Global tables (``kind="regions"``), else 1 and zeros:
+    regions: int = 1
+    #: metadata changes lost to a concurrent change made in another region (last writer wins)
+    lost_changes: int = 0
+    #: times a region's replica showed the hot key's count lower than it had shown before
+    count_decreases: int = 0
+    #: growths (``shard_history`` entries) some replica showed that the key's final history
+    #: misses in some region
+    lost_growths: int = 0
+    #: items not the same in every region once replication settled (data and metadata tables)
+    replicas_differing: int = 0
+    #: per region: (region, missed acknowledged writes, reads checked)
+    missed_by_region: tuple[tuple[str, int, int], ...] = ()
+    #: best-effort metadata requests (rate reports, growths on a throttle) the processes dropped
+    #: because the home region could not be reached (0 in the simulator: nothing is unreachable)
+    home_requests_dropped: int = 0
+    #: conditional metadata changes refused by their condition, in every region (real ones):
+    #: growths (and inserts) that lost a race to another process's change, which they then read
+    contested_changes: float = 0
+    #: the first misses (up to 10), described: where and when the read ran, where the item was
+    #: written, on which shard, and when it arrived in the read's region
+    misses: tuple[str, ...] = ()
 
 
 _KEY = "hot"
 
 
-def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mapping[str, Any]) -> list[type[Model]]:
+def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mapping[str, Any],
+                    region: str = "us-east-1") -> list[type[Model]]:
     from pynamodb.attributes import UnicodeAttribute
 
     from pynamodb_sharding import ShardedModel, Sharding, ShardMetadata
 
-    metadata = type("FleetShards", (ShardMetadata,), {"Meta": Fleet.meta("fleet_shards")})
+    placement: dict[str, Any] = {}
+    if len(fleet.regions) > 1:
+        placement["region_hosts"] = fleet.hosts
+        if scenario.home_region is not None:
+            placement.update(home_region=scenario.home_region, home_host=fleet.hosts[scenario.home_region])
+    metadata = type("FleetShards", (ShardMetadata,), {"Meta": Fleet.meta("fleet_shards", region=region, **placement)})
     base = type("FleetItem", (ShardedModel,), {
         "__module__": __name__,
         "key": UnicodeAttribute(hash_key=True),
@@ -879,7 +1229,7 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
         strategy = weighted(metadata, **fleet.strategy_clock(), **settings)
         model = type(f"FleetItem{index}", (base,), {
             "__module__": __name__,
-            "Meta": Fleet.meta("fleet_items", max_retry_attempts=3, max_pool_connections=64),
+            "Meta": Fleet.meta("fleet_items", region=region, max_retry_attempts=3, max_pool_connections=64),
             "shards": Sharding(strategy, max_workers=1),
         })
         models.append(fleet.bind(model))
@@ -931,26 +1281,66 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     import greenlet
 
     started = time.perf_counter()
-    fleet = Fleet(write_units=scenario.partition_write_units, read_units=scenario.partition_read_units, seed=seed)
-    loop, db = fleet.loop, fleet.db
+    regions = scenario.regions if scenario.kind == "regions" else ("us-east-1",)
+    if scenario.kind == "regions" and (len(regions) < 2 or (
+            scenario.home_region is not None and scenario.home_region not in regions)):
+        msg = (
+            f"scenario {scenario.name!r}: kind 'regions' needs two regions or more, and its home_region "
+            f"{scenario.home_region!r} among them (regions={regions!r})"
+        )
+        raise ValueError(msg)
+    fleet = Fleet(write_units=scenario.partition_write_units, read_units=scenario.partition_read_units, seed=seed,
+                  regions=regions, replication_lag=scenario.replication_lag)
+    loop = fleet.loop
+    dbs = list(fleet.dbs.values())
+    home_db = fleet.dbs.get(scenario.home_region or "", fleet.db)
     weight = scenario.weight
-    simulated = max(1, round(scenario.processes[1] / weight))
     readers = scenario.readers + (1 if scenario.kind == "hot_read" else 0)
-    models = _process_models(fleet, scenario, simulated + readers + 1, options)
+    if scenario.kind == "regions":
+        per_region = max(1, round(scenario.processes[1] / weight / len(regions)))
+        region_readers = max(1, scenario.readers // len(regions))
+        by_region = {
+            region: _process_models(fleet, scenario, per_region + region_readers, options, region=region)
+            for region in regions
+        }
+        simulated = per_region * len(regions)
+        models: list[type[Model]] = []
+    else:
+        by_region = {}
+        simulated = max(1, round(scenario.processes[1] / weight))
+        models = _process_models(fleet, scenario, simulated + readers + 1, options)
+    meta, data = "fleet_shards", "fleet_items"
     acked: list[tuple[float, str, str]] = []  # (ack time, key, range key)
     checks = {"reads": 0, "missed": 0}
+    by_region_checks: dict[str, list[int]] = {region: [0, 0] for region in regions}  # missed, reads
     errors: Counter[str] = Counter()
     done = {"writes": 0.0, "queries": 0.0}
     counts: list[tuple[float, int]] = [(0.0, 1)]
+
     def follow_count(table: str, key: str, item: dict[str, Any]) -> None:
         if key.startswith(_KEY) and "number_of_shards" in item:
             counts.append((loop.now, int(item["number_of_shards"]["N"])))
 
-    db.on_write.append(follow_count)
+    home_db.on_write.append(follow_count)
+    # Global tables: what each region's replica showed, and when each data item arrived there.
+    shown: dict[str, list[int]] = {region: [] for region in regions}
+    entries: set[str] = set()  # every shard_history entry any replica showed
+    arrived: dict[str, dict[str, float]] = {region: {} for region in regions}
+    origin: dict[str, tuple[str, str]] = {}  # range key -> (region written in, partition)
+    misses: list[str] = []
+    for region, replica in fleet.dbs.items():
+        def follow_replica(table: str, key: str, item: dict[str, Any], region: str = region) -> None:
+            if key == _KEY and "number_of_shards" in item:
+                shown[region].append(int(item["number_of_shards"]["N"]))
+                entries.update(item.get("shard_history", {}).get("SS", []))
+        replica.on_write.append(follow_replica)
+    if fleet.replication is not None:
+        def arrival(region: str, table: str, key: str, sort: Any, item: dict[str, Any] | None) -> None:
+            if table == data and item is not None:
+                arrived[region].setdefault(str(sort), loop.now)
+                origin.setdefault(str(sort), (region, key))
+        fleet.replication.on_arrival.append(arrival)
     serial = itertools.count()
-
-    def tag(model: type[Model], at: float) -> Any:
-        return model(_KEY, f"t{at:012.3f}#{next(serial)}")
 
     def write(model: type[Model], key: str, first: bool) -> bool:
         item = model(key, f"t{loop.now:012.3f}#{next(serial)}")
@@ -964,10 +1354,17 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         acked.append((loop.now, key, item.at))  # type: ignore[attr-defined]
         return True
 
-    def check(model: type[Model], key: str, since: float) -> None:
+    def check(model: type[Model], key: str, since: float, region: str | None = None) -> None:
+        """A read of ``key`` (range keys from ``since`` on) must return every write acknowledged
+        before it began, and in a region, every such write that had arrived in its replica
+        before it began (written there, or replicated there)."""
         began = loop.now
         bound = f"t{since:012.3f}"
-        wanted = {at for t, k, at in acked if k == key and t < began and at >= bound}
+        there = arrived[region] if region is not None else None
+        wanted = {
+            at for t, k, at in acked
+            if k == key and t < began and at >= bound and (there is None or there.get(at, math.inf) < began)
+        }
         try:
             with activity("query"):
                 got = {item.at for item in model.query(key, model.at >= bound)}  # type: ignore[attr-defined]
@@ -977,6 +1374,17 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         done["queries"] += current_weight()
         checks["reads"] += 1
         checks["missed"] += len(wanted - got)
+        for at in sorted(wanted - got)[:max(0, 10 - len(misses))]:
+            written = origin.get(at, ("", ""))
+            shown_there = arrived[region].get(at) if region is not None else None
+            misses.append(
+                f"read of {key!r}{' in ' + region if region else ''} at {began:.3f} s missed {at} (shard "
+                f"partition {written[1]!r}, written in {written[0] or 'the region'}"
+                f"{'' if shown_there is None else f', arrived in {region} at {shown_there:.3f} s'})"
+            )
+        if region is not None:
+            by_region_checks[region][0] += len(wanted - got)
+            by_region_checks[region][1] += 1
 
     def weighted(body: Callable[[], None], w: int) -> Callable[[], None]:
         def run() -> None:
@@ -985,35 +1393,47 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         return run
 
     rng = fleet.random()
-    if scenario.kind == "viral":
-        def writer(model: type[Model]) -> Callable[[], None]:
-            def body() -> None:
-                first = True
-                while loop.now < scenario.end:
-                    rate = scenario.load_at(loop.now) / scenario.processes_at(loop.now)
-                    loop.sleep(rng.expovariate(max(rate, 0.2)))
-                    if loop.now >= scenario.end:
-                        return
-                    if write(model, _KEY, first):
-                        first = False
-            return body
 
+    def writer(model: type[Model]) -> Callable[[], None]:
+        def body() -> None:
+            first = True
+            while loop.now < scenario.end:
+                rate = scenario.load_at(loop.now) / scenario.processes_at(loop.now)
+                loop.sleep(rng.expovariate(max(rate, 0.2)))
+                if loop.now >= scenario.end:
+                    return
+                if write(model, _KEY, first):
+                    first = False
+        return body
+
+    def reader(model: type[Model], offset: float, region: str | None = None) -> Callable[[], None]:
+        def body() -> None:
+            loop.sleep(offset)
+            while loop.now < scenario.end:
+                check(model, _KEY, loop.now - 10.0, region)
+                loop.sleep(scenario.read_every)
+        return body
+
+    if scenario.kind == "viral":
         start, end = scenario.processes
         for index in range(simulated):
             real = (index + 1) * weight
             at = 0.0 if real <= start else (real - start) / (end - start) * scenario.seconds
             loop.spawn(weighted(writer(models[index]), weight), at=at)
         for index in range(scenario.readers):
-            model = models[simulated + index]
-
             offset = index * scenario.read_every / max(1, scenario.readers)
-
-            def reader(model: type[Model] = model, offset: float = offset) -> None:
-                loop.sleep(offset)
-                while loop.now < scenario.end:
-                    check(model, _KEY, loop.now - 10.0)
-                    loop.sleep(scenario.read_every)
-            loop.spawn(reader)
+            loop.spawn(reader(models[simulated + index], offset))
+    elif scenario.kind == "regions":
+        start, end = scenario.processes
+        for index in range(per_region):
+            real = (index + 1) * weight * len(regions)  # real processes in all, once this one runs everywhere
+            at = 0.0 if real <= start else (real - start) / (end - start) * scenario.seconds
+            for region in regions:  # the key heats up in every region at once
+                loop.spawn(weighted(writer(by_region[region][index]), weight), at=at)
+        for number, region in enumerate(regions):
+            for index in range(region_readers):
+                offset = (number + index * len(regions)) * scenario.read_every / (region_readers * len(regions))
+                loop.spawn(reader(by_region[region][per_region + index], offset, region))
     elif scenario.kind == "hot_read":
         setup = models[-1]
 
@@ -1048,65 +1468,104 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
                     written += 1
             loop.spawn(cold)
     else:
-        msg = f"unknown scenario kind {scenario.kind!r}: use 'viral', 'hot_read' or 'cold_keys'"
+        msg = f"unknown scenario kind {scenario.kind!r}: use 'viral', 'hot_read', 'cold_keys' or 'regions'"
         raise ValueError(msg)
 
     steady = scenario.end / 2
     with fleet.running():
         loop.run(steady)
-        before = Counter(db.requests)
+        before = sum((Counter(db.requests) for db in dbs), Counter())
         queries_before = done["queries"]
-        loop.run(scenario.end + 60.0)  # let every process finish what it started
+        loop.run(scenario.end + 60.0)  # let every process finish what it started, and replication settle
 
-    meta, data = "fleet_shards", "fleet_items"
-    heavy_read = db.heaviest(meta, write=False)
-    heavy_write = db.heaviest(meta, write=True)
-    steady_read = db.heaviest(meta, write=False, start=steady)
-    steady_write = db.heaviest(meta, write=True, start=steady)
-    after = Counter(db.requests)
+    def heaviest(write: bool, start: float = 0.0) -> ItemLoad | None:
+        loads = [load for db in dbs if (load := db.heaviest(meta, write=write, start=start)) is not None]
+        return max(loads, key=lambda load: load.units, default=None)
+
+    def mean(write: bool) -> float:
+        return max(db.heaviest_mean(meta, write=write, start=steady, end=scenario.end) for db in dbs)
+
+    heavy_read, heavy_write = heaviest(False), heaviest(True)
+    steady_read, steady_write = heaviest(False, steady), heaviest(True, steady)
+    after = sum((Counter(db.requests) for db in dbs), Counter())
     steady_meta_queries = sum(n for (t, _, a), n in (after - before).items() if t == meta and a == "query")
     steady_queries = done["queries"] - queries_before
     meta_writes = sum(n for (t, _, a), n in after.items() if t == meta and a in ("write", "first-write"))
     attempts_total = sum(n for (t, op, _), n in after.items() if t == data and op == "PutItem")
+    throttles: Counter[tuple[str, bool]] = sum((Counter(db.throttles) for db in dbs), Counter())
     timeline = []
     lag: float | None = None
     share: float | None = None
-    if scenario.kind == "viral":
+    if scenario.kind in ("viral", "regions"):
         # What writers may use: a growth is in effect only `activation_delay` after it is stored.
-        counts = _in_effect(counts, models[0].shards.strategy.activation_delay)  # type: ignore[attr-defined]
+        first: Any = models[0] if models else next(iter(by_region.values()))[0]
+        counts = _in_effect(counts, first.shards.strategy.activation_delay)
         lag = _growth_lag(scenario, counts)
-        share = _first_write_share(db.first_writes, counts)
+        share = _first_write_share([w for db in dbs for w in db.first_writes], counts)
         for second in range(int(scenario.end) + 1):
             load = scenario.load_at(second)
             timeline.append((float(second), load, float(_count_at(counts, second)),
                              float(min(scenario.max_shards, needed_shards(load, scenario.partition_write_units)))))
+    lost_changes = replicas_differing = lost_growths = decreases = 0
+    if fleet.replication is not None:
+        lost_changes = len(fleet.replication.lost_in(meta))
+        replicas_differing = fleet.replication.differing(data) + fleet.replication.differing(meta)
+        missing: set[str] = set()
+        for replica in dbs:
+            missing |= entries - _history(replica, meta)
+        lost_growths = len(missing)
+        for region in regions:
+            highest = 0
+            for count in shown[region]:
+                decreases += count < highest
+                highest = max(highest, count)
+    dropped = 0
+    for process in [*models, *(model for group in by_region.values() for model in group)]:
+        strategy: Any = getattr(process, "shards").strategy  # noqa: B009
+        dropped += int(getattr(strategy, "home_requests_dropped", 0))
     return FleetReport(
         scenario=scenario.name,
         metadata_read_pct=0.0 if heavy_read is None else 100 * heavy_read.units / scenario.partition_read_units,
         metadata_write_pct=0.0 if heavy_write is None else 100 * heavy_write.units / scenario.partition_write_units,
         steady_read_pct=0.0 if steady_read is None else 100 * steady_read.units / scenario.partition_read_units,
         steady_write_pct=0.0 if steady_write is None else 100 * steady_write.units / scenario.partition_write_units,
-        mean_read_pct=100 * db.heaviest_mean(meta, write=False, start=steady, end=scenario.end)
-        / scenario.partition_read_units,
-        mean_write_pct=100 * db.heaviest_mean(meta, write=True, start=steady, end=scenario.end)
-        / scenario.partition_write_units,
+        mean_read_pct=100 * mean(False) / scenario.partition_read_units,
+        mean_write_pct=100 * mean(True) / scenario.partition_write_units,
         metadata_requests_per_query=None if not steady_queries else steady_meta_queries / steady_queries,
         metadata_requests_per_write=None if not done["writes"] else meta_writes / done["writes"],
-        metadata_throttles=db.throttles[(meta, True)] + db.throttles[(meta, False)],
+        metadata_throttles=throttles[(meta, True)] + throttles[(meta, False)],
         missed_writes=checks["missed"],
         reads_checked=checks["reads"],
         growth_lag=lag,
-        key_range_throttle_pct=100 * db.throttles[(data, True)] / max(1.0, attempts_total),
+        key_range_throttle_pct=100 * throttles[(data, True)] / max(1.0, attempts_total),
         first_write_share=share,
         writes=done["writes"],
         queries=done["queries"],
         errors=dict(errors),
-        requests=db.sent,
-        stored_items=sum(1 for _ in db.items(data)),
+        requests=sum(db.sent for db in dbs),
+        stored_items=sum(1 for _ in home_db.items(data)),
         final_count=counts[-1][1],
         wall_seconds=time.perf_counter() - started,
         timeline=tuple(timeline),
+        regions=len(regions),
+        lost_changes=lost_changes,
+        count_decreases=decreases,
+        lost_growths=lost_growths,
+        replicas_differing=replicas_differing,
+        missed_by_region=tuple((region, by_region_checks[region][0], by_region_checks[region][1]) for region in regions)
+        if fleet.replication is not None else (),
+        misses=tuple(misses),
+        contested_changes=sum(db.condition_failures[meta] for db in dbs),
+        home_requests_dropped=dropped,
     )
+
+
+def _history(replica: FleetDynamoDB, table: str) -> set[str]:
+    """The entries (``"<epoch>:<count>"``) of the hot key's ``shard_history`` in ``replica``."""
+    found: set[str] = set()
+    for item in replica.tables[table].partitions.get(_KEY, {}).values():
+        found.update(item.get("shard_history", {}).get("SS", []))
+    return found
 
 
 def _in_effect(counts: list[tuple[float, int]], delay: float) -> list[tuple[float, int]]:

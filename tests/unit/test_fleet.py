@@ -6,7 +6,12 @@ per started KB of the larger of the old and new item and reads one per started 4
 eventually consistent), admitted on their minimum and charged the rest; a process of weight
 ``w`` is charged (and counted) ``w`` times and its ADDs add ``w`` times; over any sequence of
 requests a partition never admits more than its limit per second plus one second of burst;
-condition and update expressions give DynamoDB's answers.
+condition and update expressions give DynamoDB's answers. Global tables (``Replication``): a
+change reaches each other region after its own lag; of two concurrent changes of one item the
+later wins everywhere and the other is recorded lost; a change arriving after one made on top
+of it (through a third region) is skipped, not counted lost; replicated writes take the
+receiving partition's capacity and are never refused; however changes of one item interleave
+across regions and lags, every replica ends on the change made last (property test).
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynamodb_sharding.testing._expressions import condition, update
-from pynamodb_sharding.testing.fleet import EventLoop, FleetDynamoDB, _ServiceError, _Table, activity, needed_shards
+from pynamodb_sharding.testing.fleet import (
+    EventLoop,
+    FleetDynamoDB,
+    Replication,
+    _ServiceError,
+    _Table,
+    activity,
+    needed_shards,
+)
 
 
 class Clock:
@@ -255,3 +268,122 @@ def test_updates_set_add_remove() -> None:
     assert "meta" not in item
     update("ADD #u :one", names, values, add_scale=Decimal(4))(item)
     assert item["units"] == {"N": "7.5"}
+
+
+# -- global tables ------------------------------------------------------------------------------
+
+REGIONS = ("us-east-1", "eu-west-1", "ap-northeast-1")
+
+
+class ScriptedLags:
+    """A ``random`` whose ``uniform`` gives the lags a test scripts, in order."""
+
+    def __init__(self, *lags: float) -> None:
+        self.lags = list(lags)
+
+    def uniform(self, low: float, high: float) -> float:
+        lag = self.lags.pop(0)
+        assert low <= lag <= high
+        return lag
+
+
+def _replicas(loop: EventLoop, *lags: float, write_units: float = 1000) -> tuple[dict[str, FleetDynamoDB], Replication]:
+    replicas = {}
+    for region in REGIONS:
+        replica = FleetDynamoDB(loop.monotonic, write_units=write_units, region=region)
+        replica.tables["log"] = _Table("log", "pk", "sk")
+        replicas[region] = replica
+    lag_range = (min(lags), max(lags)) if lags else (0.5, 1.5)
+    return replicas, Replication(loop, replicas, lag=lag_range, random=ScriptedLags(*lags))  # type: ignore[arg-type]
+
+
+def _write(replica: FleetDynamoDB, note: str) -> None:
+    replica.handle("PutItem", {"TableName": "log", "Item": {"pk": {"S": "k"}, "sk": {"N": "1"}, "note": {"S": note}}})
+
+
+def _note(replica: FleetDynamoDB) -> str | None:
+    item = replica.tables["log"].partitions.get("k", {}).get(Decimal(1))
+    return None if item is None else str(item["note"]["S"])
+
+
+def test_a_change_reaches_each_region_after_its_own_lag() -> None:
+    loop = EventLoop()
+    replicas, replication = _replicas(loop, 0.5, 1.5)
+    _write(replicas["us-east-1"], "first")
+    assert [_note(replicas[region]) for region in REGIONS] == ["first", None, None]
+    loop.run(until=0.6)
+    assert [_note(replicas[region]) for region in REGIONS] == ["first", "first", None]
+    loop.run(until=1.6)
+    assert [_note(replicas[region]) for region in REGIONS] == ["first", "first", "first"]
+    assert replication.copied == 2
+    assert replication.pending == 0
+    assert replication.lost == {}
+    assert replication.differing("log") == 0
+
+
+def test_concurrent_changes_of_one_item_the_last_writer_wins_and_the_other_is_lost() -> None:
+    loop = EventLoop()
+    replicas, replication = _replicas(loop, 1.0, 1.0, 1.0, 1.0)
+    _write(replicas["us-east-1"], "us")  # at 0, arrives everywhere at 1
+    loop.run(until=0.5)
+    _write(replicas["eu-west-1"], "eu")  # at 0.5, before us's change arrived: concurrent; later
+    loop.run(until=5.0)
+    assert [_note(replicas[region]) for region in REGIONS] == ["eu", "eu", "eu"]
+    (lost,) = replication.lost.values()
+    assert (lost.region, lost.at, lost.winner) == ("us-east-1", 0.0, "eu-west-1")
+    assert replication.lost_in("log") == [lost]
+    assert replication.differing("log") == 0
+
+
+def test_a_change_arriving_after_one_made_on_top_of_it_is_old_news_not_a_loss() -> None:
+    loop = EventLoop()
+    # us's change: to eu after 0.2, to ap after 2.0; eu's change on top of it: 0.1 to us and ap.
+    replicas, replication = _replicas(loop, 0.2, 2.0, 0.1, 0.1)
+    _write(replicas["us-east-1"], "us")
+    loop.run(until=0.3)
+    assert _note(replicas["eu-west-1"]) == "us"
+    _write(replicas["eu-west-1"], "eu on top")
+    loop.run(until=5.0)  # ap gets eu's change at 0.6, then us's older one at 2.0
+    assert [_note(replicas[region]) for region in REGIONS] == ["eu on top"] * 3
+    assert replication.lost == {}
+    assert replication.superseded == 1
+
+
+def test_replicated_writes_take_the_partition_capacity_and_are_never_refused() -> None:
+    loop = EventLoop()
+    replicas, _ = _replicas(loop, *[0.5] * 40, write_units=10)
+    for n in range(20):  # 20 units in us-east-1: 10 admitted at once (one second of burst)
+        _put(replicas["us-east-1"], "hot", n)
+    assert replicas["us-east-1"].throttles[("log", True)] == 10
+    loop.run(until=0.5)
+    eu = replicas["eu-west-1"]
+    assert sum(1 for _ in eu.items("log")) == 10  # every admitted change arrived, none refused
+    assert eu.replicated_units["log"] == 10
+    assert not _put(eu, "hot", 100)  # the copies used the partition's second: a local write throttles
+    assert _put(eu, "cold", 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 2), st.integers(0, 2), st.floats(0.5, 1.5), st.floats(0.5, 1.5)),
+                min_size=1, max_size=12))
+def test_replicas_converge_on_the_last_change_made(writes: list[tuple[float, int, float, float]]) -> None:
+    """However changes of one item interleave across regions, once replication settles every
+    region holds the change made last, and a change is recorded lost only if concurrent."""
+    loop = EventLoop()
+    lags = [lag for _, _, first, second in writes for lag in (first, second)]
+    replicas, replication = _replicas(loop, *lags)
+    replication.lag = (0.5, 1.5)
+    at = 0.0
+    last = ""
+    for serial, (pause, region, _, _) in enumerate(writes):
+        at += pause
+        loop.run(until=at)
+        last = f"{serial}"
+        _write(replicas[REGIONS[region]], last)
+    loop.run(until=at + 2.0)
+    assert replication.pending == 0
+    assert [_note(replicas[region]) for region in REGIONS] == [last] * 3
+    assert replication.differing("log") == 0
+    if len({region for _, region, _, _ in writes}) == 1:
+        assert replication.lost == {}  # one region's changes are never concurrent
+    assert all(lost.winner != lost.region for lost in replication.lost.values())

@@ -343,6 +343,13 @@ class DynamicShards:
             first writes over its shards, and ten thousand writers of one hot key load its
             metadata with ``1/N`` of their reads each (see :doc:`/scale`). Not with a
             ``Meta.home_region`` (global tables): writers there read their region's replica.
+        replication_lag: global tables (``Meta.home_region`` on the metadata model): seconds
+            (2.0) within which a change reaches every region's replica. A growth is written to
+            only that much later (plus ``clock_skew``, and after ``cache_ttl`` with cached
+            reads), so that a reader in any region, whose replica shows the items written on
+            the new shards before the count, reads those shards too (see
+            :doc:`/global_tables`). Raise it to the replication latency your tables show at
+            their worst (CloudWatch ``ReplicationLatency``).
         clock_skew: seconds (1.0) the clocks of two processes may differ by, plus the time a
             metadata request takes; a delayed growth waits this much longer than ``cache_ttl``.
         growth: ``"double"`` (default), ``"add_one"``, ``"quadruple"`` (a viral key: see
@@ -410,6 +417,7 @@ class DynamicShards:
         delayed_growth: bool | None = None,
         hot_key_hints: int = 0,
         clock_skew: float = 1.0,
+        replication_lag: float = 2.0,
         namespace: str | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = pause,
@@ -432,7 +440,8 @@ class DynamicShards:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 msg = f"{where}: {name} must be an int in {low}..{high}, got {value!r}."
                 raise ShardingDefinitionError(msg)
-        for name, number in (("cooldown", cooldown), ("cache_ttl", cache_ttl), ("clock_skew", clock_skew)):
+        for name, number in (("cooldown", cooldown), ("cache_ttl", cache_ttl), ("clock_skew", clock_skew),
+                             ("replication_lag", replication_lag)):
             if not isinstance(number, int | float) or number < 0:
                 msg = f"{where}: {name} must be a non-negative number of seconds, got {number!r}."
                 raise ShardingDefinitionError(msg)
@@ -488,6 +497,7 @@ class DynamicShards:
             metadata_model, copies=hot_key_hints, ttl=cache_ttl, clock=clock, timer=timer, random=random,
         )
         self.clock_skew = float(clock_skew)
+        self.replication_lag = float(replication_lag)
         self.cache_ttl = float(cache_ttl)
         self.namespace = namespace
         self.clock = clock
@@ -646,13 +656,17 @@ class DynamicShards:
     def activation_delay(self) -> float:
         """Seconds after a growth before writers use its new shards: ``cache_ttl + clock_skew``
         with ``delayed_growth`` (the default with ``fresh_reads=False``), so that a reader's
-        cached count covers every shard written; else ``0`` (and with ``cache_ttl=0``).
+        cached count covers every shard written; with a home region (global tables) also
+        ``replication_lag`` (plus ``clock_skew`` when not counted already), so that every
+        region's replica shows the count before any item on its new shards can reach it;
+        else ``0``.
 
         .. versionadded:: 0.2.0
         """
-        if not self.delayed_growth or self.cache_ttl <= 0:
-            return 0.0
-        return self.cache_ttl + self.clock_skew
+        delay = self.cache_ttl + self.clock_skew if self.delayed_growth and self.cache_ttl > 0 else 0.0
+        if self.store.declared_home is not None:
+            delay += self.replication_lag + (0.0 if delay else self.clock_skew)
+        return delay
 
     def write_count(self, state: ShardState) -> int:
         """The shards a new item of a key in ``state`` may be written to now: ``1..write_count``

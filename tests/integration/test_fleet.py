@@ -151,7 +151,10 @@ TINY_RACE = Scenario(
     partition_write_units=50.0, partition_read_units=150.0, max_shards=16, readers=3, read_every=0.5, hold=4.0,
     regions=REGIONS, home_region="us-east-1",
 )
-RACE_OPTIONS: dict[str, Any] = {"cooldown": 2.0, "rate_interval": 1.0, "cache_ttl": 2.0, "backoff": (0.1, 0.5)}
+RACE_OPTIONS: dict[str, Any] = {
+    "cooldown": 2.0, "rate_interval": 1.0, "cache_ttl": 2.0, "backoff": (0.1, 0.5),
+    "replication_lag": 1.5,  # the fleet's lags are 0.5-1.5 s
+}
 
 
 def _region_process(fleet: Fleet, region: str, **settings: Any) -> Any:
@@ -209,67 +212,73 @@ def test_without_a_home_region_two_regions_growing_at_once_lose_a_growth() -> No
         ("eu-west-1", "us-east-1")]
 
 
-@pytest.mark.parametrize("fresh_reads", [
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "library finding (issue 26, fourth scenario): with fresh_reads=True a writer in the home region "
-        "uses a growth at once, while another region's replica shows it up to the lag spread later than "
-        "the items written on the new shards; a read there misses items its replica holds"))),
-    False,
-], ids=["fresh-reads", "cached-reads"])
+@pytest.mark.parametrize("fresh_reads", [True, False], ids=["fresh-reads", "cached-reads"])
 def test_a_read_in_another_region_sees_items_on_a_new_shard_that_arrived_there(fresh_reads: bool) -> None:
     """A growth made at home, items written at home on the new shard; the items reach eu-west-1
     after 0.5 s, the count after 1.5 s (replication orders nothing between items). A query in
-    eu-west-1 at 0.6 s must return every item its replica holds."""
+    eu-west-1 0.6 s after each batch must return every item its replica holds: writers use the
+    growth only ``replication_lag`` (2 s) + ``clock_skew`` later (after ``cache_ttl`` too with
+    cached reads), when every replica shows the count."""
     fleet = Fleet(regions=REGIONS)
     assert fleet.replication is not None
     fleet.replication.lag_of = lambda table, origin, target: 1.5 if table == "race_shards" else 0.5
     home = {"home_region": "us-east-1", "home_host": fleet.hosts["us-east-1"]}
-    options = {"fresh_reads": fresh_reads, "cache_ttl": 2.0}  # cached reads: growths in use after 2 + 1 s
+    options = {"fresh_reads": fresh_reads, "cache_ttl": 2.0}
     us, eu = (_region_process(fleet, region, **home, **options) for region in ("us-east-1", "eu-west-1"))
+    delay = us.shards.strategy.activation_delay  # type: ignore[attr-defined]
+    assert delay == (3.0 if fresh_reads else 5.0)  # 2 + 1, or 2 + 1 + 2
     written: list[str] = []
     with fleet.running():
         assert us.shards.grow("hot") == 2
-        for step in range(2):  # at once, then once a delayed growth is in use (after cache_ttl + clock_skew)
+        for step in range(2):  # at once, then once the growth is in use
             for n in range(20):
                 us("hot", f"{step}-{n:02d}").save()
                 written.append(f"{step}-{n:02d}")
             started = fleet.loop.now
-            fleet.loop.run(until=started + 0.6)  # the items are in eu-west-1's replica, the count is not
+            fleet.loop.run(until=started + 0.6)  # the items are in eu-west-1's replica
             stored = {item["at"]["S"] for item in fleet.dbs["eu-west-1"].items("race_items")}
             assert stored == set(written)
             assert {item.at for item in eu.query("hot")} == stored
-            fleet.loop.run(until=started + 3.5)
+            fleet.loop.run(until=started + delay + 0.5)
     shards = {partition for partition, items in fleet.dbs["us-east-1"].tables["race_items"].partitions.items() if items}
     assert shards == {"hot_1", "hot_2"}  # the new shard was used: the check means something
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "documented bound (library finding): delayed growth (cache_ttl + clock_skew) covers a replication "
-    "lag spread up to clock_skew; with the count arriving 2.5 s after the items, a cached read misses"))
-def test_a_cached_read_in_another_region_when_the_count_lags_the_items_by_more_than_clock_skew() -> None:
-    """The count reaches eu-west-1 3 s after the growth, items 0.5 s after their write: a reader
-    there caches count 1 at 2.5 s, the writer uses shard 2 from 3 s (cache_ttl 2 + clock_skew 1),
-    and a read at 3.7 s (its cache 1.2 s old) must still return the items that arrived."""
+@pytest.mark.parametrize(("replication_lag", "misses"), [(3.5, False), (0.5, True)],
+                         ids=["covered", "count-later-than-replication_lag"])
+def test_a_cached_read_in_another_region_when_the_count_lags_the_items(replication_lag: float, misses: bool) -> None:
+    """The count reaches eu-west-1 3 s after the growth, items 0.5 s after their write; a reader
+    there caches count 1 at 2.5 s. With ``replication_lag=3.5`` (above the 3 s the count takes)
+    writers use shard 2 only from 6.5 s, when the reader's cache has expired and its replica
+    shows the count: it reads every item. The documented bound, as a negative control: with
+    ``replication_lag=0.5`` they use it from 3.5 s and a read at 4.2 s misses items its
+    replica holds."""
     fleet = Fleet(regions=REGIONS)
     assert fleet.replication is not None
     fleet.replication.lag_of = lambda table, origin, target: 3.0 if table == "race_shards" else 0.5
     home = {"home_region": "us-east-1", "home_host": fleet.hosts["us-east-1"]}
-    us, eu = (_region_process(fleet, region, **home, fresh_reads=False, cache_ttl=2.0)
+    us, eu = (_region_process(fleet, region, **home, fresh_reads=False, cache_ttl=2.0, replication_lag=replication_lag)
               for region in ("us-east-1", "eu-west-1"))
+    delay = us.shards.strategy.activation_delay  # type: ignore[attr-defined]
+    assert delay == 3.0 + replication_lag
     with fleet.running():
         assert us.shards.grow("hot") == 2
         fleet.loop.run(until=2.5)
         assert list(eu.query("hot")) == []  # caches count 1: eu-west-1's replica has no count yet
-        fleet.loop.run(until=3.1)
+        fleet.loop.run(until=delay + 0.1)
         written = []
         for n in range(20):
             us("hot", f"{n:02d}").save()
             written.append(f"{n:02d}")
-        fleet.loop.run(until=3.7)
+        fleet.loop.run(until=delay + 0.7)
         stored = {item["at"]["S"] for item in fleet.dbs["eu-west-1"].items("race_items")}
         assert stored == set(written)
         assert "hot_2" in fleet.dbs["eu-west-1"].tables["race_items"].partitions  # the new shard was used
-        assert {item.at for item in eu.query("hot")} == stored
+        found = {item.at for item in eu.query("hot")}
+    if misses:
+        assert found < stored
+    else:
+        assert found == stored
 
 
 def test_a_growth_race_across_three_regions_loses_no_growth_and_no_read_misses() -> None:

@@ -34,9 +34,10 @@ import concurrent.futures
 import contextvars
 import os
 import threading
+import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
@@ -366,6 +367,96 @@ class _Bridge:
     def link(self, outer: Future[Any], inner: Future[Any]) -> None:
         if isinstance(outer, _LoopFuture) and isinstance(inner, _LoopFuture):
             outer.inner = inner
+
+    def lock(self) -> _LoopLock:
+        return _LoopLock()
+
+    def hedging_scheduler(self) -> _LoopScheduler:
+        return _HEDGING
+
+
+class _LoopLock:
+    """A lock for the greenlets of one event loop (``rate_limit``'s pacing): waiting for it
+    yields to the loop, where a thread lock held across a yield would block the loop's thread."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    def __enter__(self) -> None:
+        _await(self._lock.acquire())
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+async def _attempt(future: _LoopFuture, call: Callable[[], Any]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = await run(call)
+    except BaseException as exc:  # the hedged call raises it (a cancellation included)
+        future.set_exception(exc)
+        return
+    future.set_result(result)
+
+
+class _LoopScheduler:
+    """:class:`pynamodb_sharding._hedging.Scheduler` of ``Sharding(hedged_requests=True)`` on an
+    event loop: each attempt of a hedged shard request is a task of the caller's loop (in a
+    greenlet of its own), and the wait for the first answer or the hedge delay yields to the
+    loop. The caller keeps its request slot meanwhile (one shard request, sent once or twice).
+    A cancellation of the caller cancels its attempts; a discarded slower attempt finishes on
+    its own, as on the sync path."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def start(self, call: Callable[[], _T]) -> Future[_T]:
+        current = _current()
+        if current is None:
+            raise WouldBlockError("a hedged request can only start from code run by this module")
+        future = _LoopFuture()
+        task = current.loop.create_task(_attempt(future, call))
+        future.task = task
+        _keep(task)
+        return future
+
+    def wait_first(self, futures: Collection[Future[_T]], timeout: float | None) -> set[Future[_T]]:
+        done = {future for future in futures if future.done()}
+        if done:
+            return done
+        current = _current()
+        if current is None:
+            raise WouldBlockError("a hedged request can only wait from code run by this module")
+        loop = current.loop
+        waiter = loop.create_future()
+        for future in futures:
+            future.add_done_callback(lambda _: _settle_from_any_thread(loop, waiter))
+        timer = None if timeout is None else loop.call_later(max(0.0, timeout), _settle, waiter)
+        try:
+            _await(waiter)
+        except BaseException:
+            for future in futures:  # cancelled: abandon the attempts in flight
+                future.cancel()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return {future for future in futures if future.done()}
+
+
+_HEDGING = _LoopScheduler()
+
+
+def _settle_from_any_thread(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        _settle(waiter)
+    else:
+        loop.call_soon_threadsafe(_settle, waiter)
 
 
 _pool.set_event_loop_bridge(_Bridge())

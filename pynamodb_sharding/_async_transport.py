@@ -90,6 +90,7 @@ class _Slots:
 
     def __init__(self, limit: int) -> None:
         self.free = limit
+        self.pid = os.getpid()
         self._queue: deque[Callable[[], None]] = deque()
 
     def start_or_queue(self, start: Callable[[], None]) -> None:
@@ -300,7 +301,7 @@ _slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Slots] = weak
 
 def _slots(loop: asyncio.AbstractEventLoop) -> _Slots:
     slots = _slot_pools.get(loop)
-    if slots is None:
+    if slots is None or slots.pid != os.getpid():  # a forked child: the parent's requests never end here
         slots = _slot_pools[loop] = _Slots(_limit())
     return slots
 
@@ -504,23 +505,40 @@ def _limit() -> int:
     return limit
 
 
-_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[int, aiohttp.ClientSession]] = (
+    weakref.WeakKeyDictionary())
+#: In a forked child, the sessions of the parent's loops: their sockets are the parent's too, so
+#: the child never sends on them nor closes them (a close could end the parent's TLS stream);
+#: they are kept here so that garbage collection does not close them either.
+_inherited: list[aiohttp.ClientSession] = []
 
 
 def _session(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
-    session = _sessions.get(loop)
-    if session is None or session.closed:
+    entry = _sessions.get(loop)
+    pid = os.getpid()
+    if entry is not None and entry[0] != pid:  # a loop of the parent, used in a forked child
+        _inherited.append(entry[1])
+        entry = None
+    if entry is None or entry[1].closed:
         connector = aiohttp.TCPConnector(limit=_limit(), limit_per_host=0)
         # DynamoDB's replies carry a CRC32 of the body as sent: take the bytes as they come.
-        session = _sessions[loop] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-    return session
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        _sessions[loop] = (pid, session)
+        return session
+    return entry[1]
 
 
 async def close_sessions() -> None:
-    """Close this event loop's HTTP connections (at shutdown; the next request opens new ones)."""
-    session = _sessions.pop(asyncio.get_running_loop(), None)
-    if session is not None:
-        await session.close()
+    """Close this event loop's HTTP connections (at shutdown; the next request opens new ones).
+    In a forked child, the parent's connections are left alone."""
+    entry = _sessions.pop(asyncio.get_running_loop(), None)
+    if entry is None:
+        return
+    pid, session = entry
+    if pid != os.getpid():
+        _inherited.append(session)
+        return
+    await session.close()
 
 
 def _route(config: Any) -> Callable[[Any], AWSResponse | None]:

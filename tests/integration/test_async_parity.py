@@ -9,6 +9,7 @@ directions and filters, alternating sync and async pages.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
@@ -29,6 +30,8 @@ from pynamodb_sharding import (
     ShardMetadata,
     TimePartitioned,
 )
+from pynamodb_sharding._pool import pause
+from pynamodb_sharding.testing import inject_latency
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop, collect
 from tests.day_index import day_index
@@ -301,3 +304,36 @@ def test_async_and_sync_pages_are_interchangeable(
         last_key, token = cursors[-1]
         cursor = token if page % 3 else (None if last_key is None else json.loads(json.dumps(last_key)))
     assert expected == pages
+
+
+def test_a_read_ahead_cancelled_keeps_the_item_and_the_cursor_before_it(dynamodb_models: BindModels,
+                                                                        loop: Loop) -> None:
+    """The read-ahead ``__anext__`` does for the cursor (after the third item here: shard 1's page
+    stopped on its Limit) is cancelled by a timeout: the item it held back is not lost, the
+    cursor stays before it, and resuming the cursor returns it."""
+    dynamodb_models(RandomLog)
+    key = "/cancelled"
+    put_raw(RandomLog, [{"path": {"S": f"{key}_{shard}"}, "at": {"N": str(at)}}
+                        for shard, at in ((2, 0), (1, 1), (1, 2))])
+    sync = RandomLog.query(key, limit=5, page_size=2)
+    assert [next(sync).at, next(sync).at] == [0, 1]
+    expected_cursor = (sync.last_evaluated_key, sync.next_page_token)
+    slow = threading.Event()
+
+    def sleep(seconds: float) -> None:
+        if slow.is_set():
+            pause(seconds)
+
+    async def read() -> tuple[list[int], Any, Any]:
+        result = RandomLog.aquery(key, limit=5, page_size=2)
+        seen = [(await result.__anext__()).at, (await result.__anext__()).at]
+        slow.set()  # from here each request waits 5 s: the read-ahead after the third item
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(result.__anext__(), 0.5)
+        return seen, result.last_evaluated_key, result.next_page_token
+
+    with inject_latency(RandomLog, 5.0, operations={"Query"}, sleep=sleep):
+        seen, cursor, token = loop.run(read())
+    assert seen == [0, 1]
+    assert (cursor, token) == expected_cursor
+    assert [item.at for item in RandomLog.query(key, last_evaluated_key=token)] == [2]

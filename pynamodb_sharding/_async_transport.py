@@ -69,6 +69,7 @@ __all__ = [
     "no_sends",
     "run",
     "run_to_completion",
+    "timeout_error",
 ]
 
 _T = TypeVar("_T")
@@ -567,14 +568,28 @@ async def _send(loop: asyncio.AbstractEventLoop, request: Any, timeout: aiohttp.
         ) as reply:
             body = await reply.read()
             return AWSResponse(url, reply.status, HeadersDict(reply.headers.items()), _Body(body))
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
     except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
+        raise timeout_error(exc, url) from exc
     except aiohttp.ClientConnectorError as exc:
         raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
         raise ConnectionClosedError(endpoint_url=url, request=request, error=exc) from exc
+
+
+#: aiohttp 3.10 and later raise this (a ServerTimeoutError) when a connection could not be made
+#: in time; 3.9 raises ServerTimeoutError("Connection timeout to host ...") itself.
+_CONNECT_TIMEOUT: type[BaseException] | None = getattr(aiohttp, "ConnectionTimeoutError", None)
+
+
+def timeout_error(error: BaseException, url: str) -> ConnectTimeoutError | ReadTimeoutError:
+    """botocore's error for an aiohttp timeout: ``ConnectTimeoutError`` only when no connection
+    was made (the request was not sent: a write may be sent again), else ``ReadTimeoutError``
+    (it may have been applied)."""
+    connect = (_CONNECT_TIMEOUT is not None and isinstance(error, _CONNECT_TIMEOUT)) or (
+        isinstance(error, aiohttp.ServerTimeoutError) and str(error).startswith("Connection timeout to host"))
+    if connect:
+        return ConnectTimeoutError(endpoint_url=url, error=error)
+    return ReadTimeoutError(endpoint_url=url, error=error)
 
 
 def _arm_client(client: Any) -> None:

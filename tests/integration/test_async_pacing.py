@@ -19,6 +19,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding._pool import pause
 from pynamodb_sharding.testing import inject_latency, record_requests
 from pynamodb_sharding.testing.plugin import BindModels
@@ -176,3 +177,43 @@ def test_slow_shard_requests_are_hedged_with_tasks(dynamodb_models: BindModels, 
     assert elapsed < 1.0 * len([n for n in slowed if n <= 32])  # not waited for one after another
     assert sleeps == []
     assert threading.active_count() == threads  # no thread for the hedges: tasks of the loop
+
+
+def test_a_cancelled_hedged_query_leaves_no_attempt_in_flight(dynamodb_models: BindModels, loop: Loop) -> None:
+    """Every request slowed by 1 s (yielding): each shard request is hedged, then the query is
+    cancelled; both attempts of every shard are cancelled, none left running."""
+    dynamodb_models(AsyncHedged)
+    with AsyncHedged.batch_write() as batch:
+        for at in range(64):
+            batch.save(AsyncHedged("/cancel", at))
+
+    async def read() -> list[int]:
+        return [int(item.at) async for item in AsyncHedged.aquery("/cancel")]
+
+    for _ in range(3):  # the window learns the model's latencies
+        assert loop.run(read()) == list(range(64))
+    window = AsyncHedged.shards.latency_window
+    assert window is not None
+    before = window.hedges
+
+    async def cancel_while_hedged() -> tuple[int, int]:
+        with inject_latency(AsyncHedged, 1.0, operations={"Query"}):
+            task = asyncio.ensure_future(read())
+            for _ in range(400):  # until the hedges are out (their delay is the window's p95)
+                await asyncio.sleep(0.005)
+                if window.hedges - before >= 16:
+                    break
+            in_flight = len(transport._running)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(100):
+                if not transport._running:
+                    break
+                await asyncio.sleep(0)
+            return in_flight, len(transport._running)
+
+    in_flight, left = loop.run(cancel_while_hedged())
+    assert window.hedges - before == 16  # every shard's request was sent a second time
+    assert in_flight >= 32  # the 16 shard tasks' two attempts each
+    assert left == 0

@@ -407,8 +407,8 @@ class _LoopScheduler:
     event loop: each attempt of a hedged shard request is a task of the caller's loop (in a
     greenlet of its own), and the wait for the first answer or the hedge delay yields to the
     loop. The caller keeps its request slot meanwhile (one shard request, sent once or twice).
-    A cancellation of the caller cancels its attempts; a discarded slower attempt finishes on
-    its own, as on the sync path."""
+    A cancellation of the caller cancels its attempts, and so does a first answer the slower
+    one (the sync path lets its thread finish; its answer is discarded there too)."""
 
     def now(self) -> float:
         return time.perf_counter()
@@ -444,7 +444,14 @@ class _LoopScheduler:
         finally:
             if timer is not None:
                 timer.cancel()
-        return {future for future in futures if future.done()}
+        done = {future for future in futures if future.done()}
+        if any(not future.cancelled() and future.exception() is None for future in done):
+            # hedged() returns the first answer that succeeded: the other attempt is not needed
+            # (the sync path cannot stop its thread; a task can stop, freeing its connection).
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+        return done
 
 
 _HEDGING = _LoopScheduler()

@@ -664,6 +664,10 @@ class ShardMerge:
             return pending.result()
         except Exception:  # cancelled meanwhile, or failed: ask again
             return None
+        except BaseException:
+            if pending.done():  # the request itself was cancelled (a task of an event loop, at close)
+                return None
+            raise  # the wait was interrupted: the caller's own cancellation
 
     def _returned_copy(self, stream: _ShardStream, item: RawItem) -> bool:
         """Whether ``item`` of a shadowed stream is a copy of an item already returned."""

@@ -31,7 +31,6 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding._pool import pause
-from pynamodb_sharding.testing import inject_latency
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop, collect
 from tests.day_index import day_index
@@ -318,22 +317,24 @@ def test_a_read_ahead_cancelled_keeps_the_item_and_the_cursor_before_it(dynamodb
     sync = RandomLog.query(key, limit=5, page_size=2)
     assert [next(sync).at, next(sync).at] == [0, 1]
     expected_cursor = (sync.last_evaluated_key, sync.next_page_token)
-    slow = threading.Event()
 
-    def sleep(seconds: float) -> None:
-        if slow.is_set():
-            pause(seconds)
+    def slow_next_pages(request: Any, **_: Any) -> None:
+        if b"ExclusiveStartKey" in (request.body or b""):  # shard 1's next page: the read-ahead's
+            pause(5.0)
 
     async def read() -> tuple[list[int], Any, Any]:
         result = RandomLog.aquery(key, limit=5, page_size=2)
         seen = [(await result.__anext__()).at, (await result.__anext__()).at]
-        slow.set()  # from here each request waits 5 s: the read-ahead after the third item
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(result.__anext__(), 0.5)
         return seen, result.last_evaluated_key, result.next_page_token
 
-    with inject_latency(RandomLog, 5.0, operations={"Query"}, sleep=sleep):
+    events = RandomLog._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.Query", slow_next_pages, unique_id="test-slow-next-pages")
+    try:
         seen, cursor, token = loop.run(read())
+    finally:
+        events.unregister("before-send.dynamodb.Query", unique_id="test-slow-next-pages")
     assert seen == [0, 1]
     assert (cursor, token) == expected_cursor
     assert [item.at for item in RandomLog.query(key, last_evaluated_key=token)] == [2]

@@ -19,13 +19,15 @@ LOWEST := constraints/lowest.txt
 # (the host contract, the dependency floors, the unit tests, and the integration tests of the
 # core requests the library builds: PynamoDB parity, dynamic writes, merged queries, cursors and
 # page tokens, sharded index queries, migrations, parsed pages, throttle reasons, companion
-# connections). Everything else runs once, in `make test`: its behaviour does not depend on the
-# runtime floors, and CI must stay near 20 minutes.
+# connections; the async transport's faults and cursors over aiohttp and greenlet). Everything
+# else runs once, in `make test`: its behaviour does not depend on the runtime floors, and CI
+# must stay near 20 minutes.
 LOWEST_TESTS ?= tests/unit tests/contract tests/test_dependency_floors.py \
 	$(addprefix tests/integration/test_,$(addsuffix .py,pynamodb_parity dynamic_writes query_resumption \
-	page_token sharded_index migration_jobs fast_parse throttling_reasons companion_connection))
+	page_token sharded_index migration_jobs fast_parse throttling_reasons companion_connection \
+	async_faults)) tests/integration/test_async_parity.py::test_pages_cursors_and_tokens_are_the_sync_ones
 # Printed before the lowest-versions run, so its log shows what it tested.
-FLOORS := pynamodb attrs cachetools botocore click rich boto3
+FLOORS := pynamodb attrs cachetools botocore click rich aiohttp greenlet boto3
 
 .PHONY: demo test test-lowest dist check-lean check-sdist lint docs bench clean
 

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pynamodb_sharding import _async_transport as transport
-from pynamodb_sharding._exceptions import CursorError, ShardingDefinitionError
+from pynamodb_sharding._exceptions import CursorError
 from pynamodb_sharding._periods import is_time_partitioned
 
 if TYPE_CHECKING:
@@ -69,16 +69,6 @@ async def write(model: type[Any], call: Callable[[], _T]) -> _T:
     return await transport.run_to_completion(_armed_call(model, call))
 
 
-def refuse_rate_limit(model: type[Any], method: str, rate_limit: float | None) -> None:
-    """``rate_limit`` paces the shards with a lock held through a sleep: the sync path only."""
-    if rate_limit is not None:
-        msg = (
-            f"{model.__name__}.{method}: rate_limit is not supported by the async methods; pace the "
-            f"calls yourself (an asyncio.Semaphore) or use {model.__name__}.{method.lstrip('a')}."
-        )
-        raise ShardingDefinitionError(msg)
-
-
 class AsyncMergedResult(Generic[_M]):
     """The result of ``aquery``: model instances in sort-key order, with one cursor.
 
@@ -88,12 +78,12 @@ class AsyncMergedResult(Generic[_M]):
     Close it with ``await result.aclose()`` (or ``async with``) to cancel the prefetched pages
     of a query you stop reading early.
 
-    One difference: the sync ``last_evaluated_key`` may read ahead (one request per shard whose
-    next page was not read yet) to tell whether an item follows the last one returned, when the
-    iteration stopped before ``limit`` and before the end. A property cannot await, so the
-    async result never sends a request there: it answers from the pages already held, and
-    where they cannot tell, gives the cursor (never wrong: resuming it reads an empty page),
-    where the sync result might have given ``None``.
+    To say ``None`` exactly where the sync result does, the sync ``last_evaluated_key`` may
+    read ahead (one request per shard whose next page is not held) when the pages held cannot
+    tell whether an item follows the last one returned. A property cannot await, so
+    ``__anext__`` does that read-ahead before it hands such an item over (the merge needs those
+    pages for the next item anyway); the properties then answer from what it found, sending
+    nothing. A cancellation during it keeps the item back and the cursor before it.
 
     .. versionadded:: 0.2.0
     """
@@ -104,6 +94,8 @@ class AsyncMergedResult(Generic[_M]):
         self._start = start
         self._given_cursor = given_cursor
         self._result: MergedResultIterator[_M] | None = None
+        # Set when a cancellation took an item that was not handed over: the cursors before it.
+        self._cursors_before: tuple[dict[str, Any] | str | None, str | CursorError | None] | None = None
 
     def __aiter__(self) -> AsyncMergedResult[_M]:
         return self
@@ -131,7 +123,30 @@ class AsyncMergedResult(Generic[_M]):
     def _next(self) -> Any:
         if self._result is None:
             self._result = self._start()
-        return next(self._result, _DONE)
+        result = self._result
+        may_run_dry: Callable[[], bool] | None = getattr(result, "may_run_dry", None)
+        before = self._cursors() if may_run_dry is not None and may_run_dry() else None
+        item = next(result, _DONE)
+        if item is not _DONE and may_run_dry is not None:
+            # The sync cursor may read ahead to tell whether an item follows this one; a property
+            # cannot await, so read ahead here, where the next item needs those pages anyway.
+            try:
+                result.read_ahead_for_cursor()
+            except BaseException:
+                # Cancelled: the item is not handed over, so the cursor stays before it.
+                self._cursors_before = before
+                raise
+        return item
+
+    def _cursors(self) -> tuple[dict[str, Any] | str | None, str | CursorError | None]:
+        """The cursor and page token now (what they stay at if the next item is not handed over)."""
+        result = self._result
+        assert result is not None
+        try:
+            token: str | CursorError | None = result.next_page_token
+        except CursorError as error:
+            token = error
+        return result.last_evaluated_key, token
 
     def __await__(self) -> Generator[Any, None, list[_M]]:
         return self._collect().__await__()
@@ -144,6 +159,8 @@ class AsyncMergedResult(Generic[_M]):
         """The cursor to pass back as ``last_evaluated_key`` (sync or async), or ``None``."""
         if self._result is None:
             return self._given_cursor
+        if self._cursors_before is not None:
+            return self._cursors_before[0]
         with transport.no_sends():
             return self._result.last_evaluated_key
 
@@ -158,6 +175,11 @@ class AsyncMergedResult(Generic[_M]):
             msg = (f"{self._model.__name__}.aquery: next_page_token of a query resumed from a dict cursor "
                    f"is known once the first item was read; pass that cursor on as it is.")
             raise CursorError(msg)
+        if self._cursors_before is not None:
+            token = self._cursors_before[1]
+            if isinstance(token, CursorError):
+                raise token
+            return token
         with transport.no_sends():
             return self._result.next_page_token
 

@@ -34,9 +34,10 @@ import concurrent.futures
 import contextvars
 import os
 import threading
+import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
@@ -68,6 +69,7 @@ __all__ = [
     "no_sends",
     "run",
     "run_to_completion",
+    "timeout_error",
 ]
 
 _T = TypeVar("_T")
@@ -89,6 +91,7 @@ class _Slots:
 
     def __init__(self, limit: int) -> None:
         self.free = limit
+        self.pid = os.getpid()
         self._queue: deque[Callable[[], None]] = deque()
 
     def start_or_queue(self, start: Callable[[], None]) -> None:
@@ -299,7 +302,7 @@ _slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Slots] = weak
 
 def _slots(loop: asyncio.AbstractEventLoop) -> _Slots:
     slots = _slot_pools.get(loop)
-    if slots is None:
+    if slots is None or slots.pid != os.getpid():  # a forked child: the parent's requests never end here
         slots = _slot_pools[loop] = _Slots(_limit())
     return slots
 
@@ -367,6 +370,103 @@ class _Bridge:
         if isinstance(outer, _LoopFuture) and isinstance(inner, _LoopFuture):
             outer.inner = inner
 
+    def lock(self) -> _LoopLock:
+        return _LoopLock()
+
+    def hedging_scheduler(self) -> _LoopScheduler:
+        return _HEDGING
+
+
+class _LoopLock:
+    """A lock for the greenlets of one event loop (``rate_limit``'s pacing): waiting for it
+    yields to the loop, where a thread lock held across a yield would block the loop's thread."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    def __enter__(self) -> None:
+        _await(self._lock.acquire())
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+async def _attempt(future: _LoopFuture, call: Callable[[], Any]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = await run(call)
+    except BaseException as exc:  # the hedged call raises it (a cancellation included)
+        future.set_exception(exc)
+        return
+    future.set_result(result)
+
+
+class _LoopScheduler:
+    """:class:`pynamodb_sharding._hedging.Scheduler` of ``Sharding(hedged_requests=True)`` on an
+    event loop: each attempt of a hedged shard request is a task of the caller's loop (in a
+    greenlet of its own), and the wait for the first answer or the hedge delay yields to the
+    loop. The caller keeps its request slot meanwhile (one shard request, sent once or twice).
+    A cancellation of the caller cancels its attempts, and so does a first answer the slower
+    one (the sync path lets its thread finish; its answer is discarded there too)."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def start(self, call: Callable[[], _T]) -> Future[_T]:
+        current = _current()
+        if current is None:
+            raise WouldBlockError("a hedged request can only start from code run by this module")
+        future = _LoopFuture()
+        task = current.loop.create_task(_attempt(future, call))
+        future.task = task
+        _keep(task)
+        return future
+
+    def wait_first(self, futures: Collection[Future[_T]], timeout: float | None) -> set[Future[_T]]:
+        done = {future for future in futures if future.done()}
+        if done:
+            return done
+        current = _current()
+        if current is None:
+            raise WouldBlockError("a hedged request can only wait from code run by this module")
+        loop = current.loop
+        waiter = loop.create_future()
+        for future in futures:
+            future.add_done_callback(lambda _: _settle_from_any_thread(loop, waiter))
+        timer = None if timeout is None else loop.call_later(max(0.0, timeout), _settle, waiter)
+        try:
+            _await(waiter)
+        except BaseException:
+            for future in futures:  # cancelled: abandon the attempts in flight
+                future.cancel()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        done = {future for future in futures if future.done()}
+        if any(not future.cancelled() and future.exception() is None for future in done):
+            # hedged() returns the first answer that succeeded: the other attempt is not needed
+            # (the sync path cannot stop its thread; a task can stop, freeing its connection).
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+        return done
+
+
+_HEDGING = _LoopScheduler()
+
+
+def _settle_from_any_thread(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        _settle(waiter)
+    else:
+        loop.call_soon_threadsafe(_settle, waiter)
+
 
 _pool.set_event_loop_bridge(_Bridge())
 
@@ -413,23 +513,40 @@ def _limit() -> int:
     return limit
 
 
-_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[int, aiohttp.ClientSession]] = (
+    weakref.WeakKeyDictionary())
+#: In a forked child, the sessions of the parent's loops: their sockets are the parent's too, so
+#: the child never sends on them nor closes them (a close could end the parent's TLS stream);
+#: they are kept here so that garbage collection does not close them either.
+_inherited: list[aiohttp.ClientSession] = []
 
 
 def _session(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
-    session = _sessions.get(loop)
-    if session is None or session.closed:
+    entry = _sessions.get(loop)
+    pid = os.getpid()
+    if entry is not None and entry[0] != pid:  # a loop of the parent, used in a forked child
+        _inherited.append(entry[1])
+        entry = None
+    if entry is None or entry[1].closed:
         connector = aiohttp.TCPConnector(limit=_limit(), limit_per_host=0)
         # DynamoDB's replies carry a CRC32 of the body as sent: take the bytes as they come.
-        session = _sessions[loop] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-    return session
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        _sessions[loop] = (pid, session)
+        return session
+    return entry[1]
 
 
 async def close_sessions() -> None:
-    """Close this event loop's HTTP connections (at shutdown; the next request opens new ones)."""
-    session = _sessions.pop(asyncio.get_running_loop(), None)
-    if session is not None:
-        await session.close()
+    """Close this event loop's HTTP connections (at shutdown; the next request opens new ones).
+    In a forked child, the parent's connections are left alone."""
+    entry = _sessions.pop(asyncio.get_running_loop(), None)
+    if entry is None:
+        return
+    pid, session = entry
+    if pid != os.getpid():
+        _inherited.append(session)
+        return
+    await session.close()
 
 
 def _route(config: Any) -> Callable[[Any], AWSResponse | None]:
@@ -458,14 +575,28 @@ async def _send(loop: asyncio.AbstractEventLoop, request: Any, timeout: aiohttp.
         ) as reply:
             body = await reply.read()
             return AWSResponse(url, reply.status, HeadersDict(reply.headers.items()), _Body(body))
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
     except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
+        raise timeout_error(exc, url) from exc
     except aiohttp.ClientConnectorError as exc:
         raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
         raise ConnectionClosedError(endpoint_url=url, request=request, error=exc) from exc
+
+
+#: aiohttp 3.10 and later raise this (a ServerTimeoutError) when a connection could not be made
+#: in time; 3.9 raises ServerTimeoutError("Connection timeout to host ...") itself.
+_CONNECT_TIMEOUT: type[BaseException] | None = getattr(aiohttp, "ConnectionTimeoutError", None)
+
+
+def timeout_error(error: BaseException, url: str) -> ConnectTimeoutError | ReadTimeoutError:
+    """botocore's error for an aiohttp timeout: ``ConnectTimeoutError`` only when no connection
+    was made (the request was not sent: a write may be sent again), else ``ReadTimeoutError``
+    (it may have been applied)."""
+    connect = (_CONNECT_TIMEOUT is not None and isinstance(error, _CONNECT_TIMEOUT)) or (
+        isinstance(error, aiohttp.ServerTimeoutError) and str(error).startswith("Connection timeout to host"))
+    if connect:
+        return ConnectTimeoutError(endpoint_url=url, error=error)
+    return ReadTimeoutError(endpoint_url=url, error=error)
 
 
 def _arm_client(client: Any) -> None:

@@ -18,15 +18,18 @@ re-exported here for code written against earlier releases.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import statistics
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -73,7 +76,16 @@ from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharde
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding._point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
-from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads, new_future, on_event_loop
+from pynamodb_sharding._pool import (
+    BoundedSubmitter,
+    fanout_executor,
+    fanout_threads,
+    hedging_scheduler,
+    new_future,
+    new_lock,
+    on_event_loop,
+    pause,
+)
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 if TYPE_CHECKING:
@@ -293,6 +305,19 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
             left = True
         return state if left else None
 
+    def read_ahead_for_cursor(self) -> None:
+        """Read ahead now where :attr:`last_evaluated_key` would (one request per shard whose
+        next page is not held), so that it then answers from the answer kept, sending nothing.
+        A request that fails is left to the property (which then gives the cursor)."""
+        merge = self._merge
+        if merge.returned == 0 or not merge.read_ahead_due():
+            return
+        size = self._plain_page_size
+        if size is not None and (self._filtered or merge.returned % size == 0):
+            return  # a cursor whatever follows
+        with contextlib.suppress(Exception):  # the property then gives the cursor, never wrong
+            merge.items_left()
+
     @property
     def total_scanned_count(self) -> int:
         """The ``ScannedCount`` of every shard page taken into the merge."""
@@ -356,6 +381,16 @@ class MergedResultIterator(Iterator[_M]):
         """Whether the next ``next()`` returns an item already held, without a request (the
         async result takes such items without leaving the event loop's own code)."""
         return self._merge.holds_next_item()
+
+    def may_run_dry(self) -> bool:
+        """Whether the next ``next()`` may leave no item held (then :meth:`read_ahead_for_cursor`
+        may send requests)."""
+        return self._merge.may_run_dry()
+
+    def read_ahead_for_cursor(self) -> None:
+        """Do now the read-ahead :attr:`last_evaluated_key` would do (the async result calls it
+        after each item, where it can await, so that its property answers as this one)."""
+        self.page_iter.read_ahead_for_cursor()
 
     def _instance(self, shard: int, raw: RawItem) -> _M:
         return self._from_raw_data(raw)
@@ -646,8 +681,11 @@ class _ShardQuery:
                                           lambda: connection.query(hash_value, exclusive_start_key=start, **sent))
 
             # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins
-            # (not on an event loop: the hedge's threads and waits are the sync path's).
-            return send() if window is None or on_event_loop() is not None else hedged(send, window)
+            # (on an event loop, the attempts are tasks of the loop and the waits yield to it).
+            if window is None:
+                return send()
+            scheduler = hedging_scheduler()
+            return hedged(send, window) if scheduler is None else hedged(send, window, scheduler=scheduler)
 
         copies = self._copies
         try:
@@ -664,6 +702,16 @@ class _ShardQuery:
         return data
 
 
+class _PausingClock:
+    """The ``time`` module ``RateLimiter`` paces with, its sleep yielding on an event loop."""
+
+    time = staticmethod(time.time)
+    sleep = staticmethod(pause)
+
+
+_PAUSING_CLOCK = _PausingClock()
+
+
 class _SharedRateLimiter:
     """One ``RateLimiter`` for all shards of a logical query (``RateLimiter`` is not thread-safe).
 
@@ -672,8 +720,10 @@ class _SharedRateLimiter:
     """
 
     def __init__(self, rate_limit: float) -> None:
-        self._limiter = RateLimiter(rate_limit)
-        self._lock = threading.Lock()
+        # The pause yields to the event loop on the async path, and so does the wait for the
+        # lock there (the shards' greenlets share the loop's thread).
+        self._limiter = RateLimiter(rate_limit, time_module=_PAUSING_CLOCK)
+        self._lock: AbstractContextManager[Any] = new_lock()
         _rate_limiters.add(self)
 
     def acquire(self) -> None:

@@ -611,6 +611,27 @@ class ShardMerge:
         self._items_left = (self.returned, left)
         return left
 
+    def may_run_dry(self) -> bool:
+        """Whether the next :meth:`next_as` may leave no item held, so that :meth:`items_left`
+        may then have to read ahead (cheap and conservative: true at a batch's last item)."""
+        if self._batched:
+            return self._batch_pos + 1 >= len(self._batch)
+        return True
+
+    def read_ahead_due(self) -> bool:
+        """Whether :meth:`items_left` would send (or wait for) a request now: no item is held,
+        no answer is kept for the items returned, and some shard may have a next page."""
+        if self.exhausted or not self.started:
+            return False
+        if self._items_left is not None and self._items_left[0] == self.returned:
+            return False
+        if self._batched and self._batch_pos < len(self._batch):
+            return False
+        streams = self._streams
+        if any(stream.index < len(stream.items) for stream in streams):
+            return False
+        return any(not (stream.loaded and stream.page_key is None) for stream in streams)
+
     def _read_ahead(self) -> bool:
         self._leave_parents_threads()  # a forked child never sees its parent's requests complete
         streams = self._streams
@@ -643,6 +664,10 @@ class ShardMerge:
             return pending.result()
         except Exception:  # cancelled meanwhile, or failed: ask again
             return None
+        except BaseException:
+            if pending.done():  # the request itself was cancelled (a task of an event loop, at close)
+                return None
+            raise  # the wait was interrupted: the caller's own cancellation
 
     def _returned_copy(self, stream: _ShardStream, item: RawItem) -> bool:
         """Whether ``item`` of a shadowed stream is a copy of an item already returned."""

@@ -425,17 +425,17 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         The same items, order, ``last_evaluated_key`` and ``next_page_token`` as :meth:`query`
         (a cursor of either resumes the other); the shards' requests are tasks of the loop, at
-        most ``Sharding(max_workers=)`` of them at a time. ``rate_limit`` is not supported.
-        Needs the ``[async]`` extra; see :doc:`async`.
+        most ``Sharding(max_workers=)`` of them at a time; ``rate_limit`` paces them by
+        awaiting, and ``Sharding(hedged_requests=True)`` hedges with tasks of the loop. Needs the
+        ``[async]`` extra; see :doc:`async`.
 
         .. versionadded:: 0.2.0
         """
         from pynamodb_sharding import _async_results as aio
 
-        aio.refuse_rate_limit(cls, "aquery", rate_limit)
         return aio.AsyncMergedResult(cls, lambda: cls.query(
             hash_key, range_key_condition, filter_condition, consistent_read, index_name, scan_index_forward,
-            limit, last_evaluated_key, attributes_to_get, page_size), last_evaluated_key)
+            limit, last_evaluated_key, attributes_to_get, page_size, rate_limit), last_evaluated_key)
 
     @classmethod
     async def acount(
@@ -448,15 +448,14 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         limit: int | None = None,
         rate_limit: float | None = None,
     ) -> int:
-        """:meth:`count` on the running event loop (``rate_limit`` is not supported).
+        """:meth:`count` on the running event loop (``rate_limit`` paces it by awaiting).
 
         .. versionadded:: 0.2.0
         """
         from pynamodb_sharding import _async_results as aio
 
-        aio.refuse_rate_limit(cls, "acount", rate_limit)
         return await aio.read(cls, lambda: cls.count(hash_key, range_key_condition, filter_condition,
-                                                     consistent_read, index_name, limit))
+                                                     consistent_read, index_name, limit, rate_limit))
 
     @classmethod
     async def aget(

@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
@@ -37,7 +38,9 @@ __all__ = [
     "BoundedSubmitter",
     "fanout_executor",
     "fanout_threads",
+    "hedging_scheduler",
     "new_future",
+    "new_lock",
     "on_event_loop",
     "pause",
     "set_event_loop_bridge",
@@ -72,6 +75,13 @@ class EventLoopBridge(Protocol):
     def link(self, outer: Future[Any], inner: Future[Any]) -> None:
         """Cancelling ``outer`` cancels the task that runs ``inner``."""
 
+    def lock(self) -> AbstractContextManager[Any]:
+        """A lock of the caller's event loop: waiting for it yields to the loop."""
+
+    def hedging_scheduler(self) -> Any:
+        """A :class:`pynamodb_sharding._hedging.Scheduler` over the caller's event loop: its
+        attempts are tasks of the loop and its waits yield to the loop."""
+
 
 _bridge: EventLoopBridge | None = None
 
@@ -95,6 +105,24 @@ def new_future() -> Future[Any]:
     if bridge is not None and bridge.executor() is not None:
         return bridge.future()
     return Future()
+
+
+def new_lock() -> AbstractContextManager[Any]:
+    """A ``threading.Lock``, or on the asyncio bridge a lock whose wait yields to the event loop
+    (the greenlets of one loop share its thread: a thread lock held across a yield would block
+    the loop)."""
+    bridge = _bridge
+    if bridge is not None and bridge.executor() is not None:
+        return bridge.lock()
+    return threading.Lock()
+
+
+def hedging_scheduler() -> Any | None:
+    """On the asyncio bridge, the event loop's hedging scheduler; else ``None`` (threads)."""
+    bridge = _bridge
+    if bridge is not None and bridge.executor() is not None:
+        return bridge.hedging_scheduler()
+    return None
 
 
 def pause(seconds: float) -> None:

@@ -52,11 +52,13 @@ def pins() -> dict[str, Version]:
     return result
 
 
-#: The library's dependencies, and those of its command line and demo extras (click, rich):
-#: each is pinned to its floor. matplotlib only draws the demo's chart and is not pinned.
+#: The library's dependencies, those of its command line and demo extras (click, rich) and of
+#: the async extra (aiohttp, greenlet): each is pinned to its floor. matplotlib only draws the
+#: demo's chart and is not pinned.
 RUNTIME = {
     **declared("options", "install_requires"),
     **{name: req for name, req in declared("options.extras_require", "demo").items() if name != "matplotlib"},
+    **declared("options.extras_require", "async"),
 }
 
 

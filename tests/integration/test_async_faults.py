@@ -24,7 +24,6 @@ from pynamodb_sharding import (
     RandomShards,
     ShardedModel,
     Sharding,
-    ShardingDefinitionError,
     ShardMetadata,
 )
 from pynamodb_sharding import _async_transport as transport
@@ -134,8 +133,6 @@ def test_errors_are_the_sync_ones(dynamodb_models: BindModels, loop: Loop) -> No
     assert issubclass(expected[0], PutError)
     assert issubclass(expected[1], Visit.DoesNotExist)
     assert issubclass(expected[2], CursorError)
-    with pytest.raises(ShardingDefinitionError, match="rate_limit is not supported"):
-        loop.run(Visit.acount("/home", rate_limit=5.0))
 
 
 def test_a_read_timeout_over_aiohttp_is_botocores_and_the_loop_keeps_running(loop: Loop) -> None:

@@ -9,6 +9,7 @@ directions and filters, alternating sync and async pages.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 from botocore.httpsession import URLLib3Session
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
@@ -29,6 +30,7 @@ from pynamodb_sharding import (
     ShardMetadata,
     TimePartitioned,
 )
+from pynamodb_sharding._pool import pause
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop, collect
 from tests.day_index import day_index
@@ -221,6 +223,29 @@ def test_requests_go_from_the_loop_thread_over_aiohttp(dynamodb_models: BindMode
     assert blocking_sends  # the reference: a sync call uses botocore's own session
 
 
+def sync_each(result: Any) -> tuple[list[Any], list[tuple[Any, Any]]]:
+    """The items of a sync result, with its cursor and page token after each item (where a reader
+    may stop) and once the iteration ended."""
+    cursors = []
+    items = []
+    for item in result:
+        items.append(item)
+        cursors.append((result.last_evaluated_key, result.next_page_token))
+    cursors.append((result.last_evaluated_key, result.next_page_token))
+    return items, cursors
+
+
+async def async_each(result: Any) -> tuple[list[Any], list[tuple[Any, Any]]]:
+    """:func:`sync_each` of an async result."""
+    cursors = []
+    items = []
+    async for item in result:
+        items.append(item)
+        cursors.append((result.last_evaluated_key, result.next_page_token))
+    cursors.append((result.last_evaluated_key, result.next_page_token))
+    return items, cursors
+
+
 @settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     stamps=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 60), st.sampled_from("abc")), max_size=30),
@@ -230,13 +255,26 @@ def test_requests_go_from_the_loop_thread_over_aiohttp(dynamodb_models: BindMode
     filtered=st.booleans(),
     async_first=st.booleans(),
 )
+# The cases where the sync cursor reads ahead (and the async one did not, before it read ahead in
+# __anext__): shard 2 holds one item, shard 1 two, and its page of page_size=2 stops on its Limit
+# with a LastEvaluatedKey; after the third item nothing is held, so whether one follows is known
+# only by reading shard 1's next page (empty): the sync cursor is None there. With limit=5 the
+# reader may stop before the limit and before a next() found the end; with limit=3 the limit falls
+# exactly on the last item of the data.
+@example(stamps=[(2, 0, "a"), (1, 1, "a"), (1, 2, "a")], limit=5, page_size=2, forward=True, filtered=False,
+         async_first=True)
+@example(stamps=[(2, 0, "a"), (1, 1, "a"), (1, 2, "a")], limit=3, page_size=2, forward=True, filtered=False,
+         async_first=True)
+@example(stamps=[(2, 9, "b"), (1, 8, "a"), (1, 7, "a")], limit=5, page_size=2, forward=False, filtered=False,
+         async_first=True)
 def test_async_and_sync_pages_are_interchangeable(
     dynamodb_models_module: Any, loop: Loop, stamps: list[tuple[int, int, str]], limit: int,
     page_size: int | None, forward: bool, filtered: bool, async_first: bool,
 ) -> None:
     """Random items over 4 shards (a sort value may repeat across shards), read page by page
-    with a limit, resuming after every page, alternating async and sync pages: the pages and
-    cursors are those of an all-sync read."""
+    with a limit, resuming after every page, alternating async and sync pages: the pages, and
+    the cursor and page token after each item (where a reader may stop) and at the end of each
+    page, are those of an all-sync read."""
     dynamodb_models_module.bind(RandomLog)
     key = f"/p{uuid.uuid4().hex[:8]}"
     put_raw(RandomLog, [{"path": {"S": f"{key}_{shard}"}, "at": {"N": str(at)}, "user": {"S": user}}
@@ -245,24 +283,58 @@ def test_async_and_sync_pages_are_interchangeable(
     options: dict[str, Any] = {"scan_index_forward": forward, "page_size": page_size}
     if filtered:
         options["filter_condition"] = RandomLog.user != "c"
-    expected = sync_pages(RandomLog.query, limit, hash_key=key, **options)
-    pages = []
+    expected = []
     cursor: Any = None
+    while True:
+        items, cursors = sync_each(RandomLog.query(key, limit=limit, last_evaluated_key=cursor, **options))
+        expected.append(([item.at for item in items], cursors))
+        cursor = cursors[-1][1]
+        if cursor is None:
+            break
+    pages = []
+    cursor = None
     for page in range(len(expected)):
         if (page % 2 == 0) == async_first:
-            items, last_key, token = loop.run(collect(RandomLog.aquery(key, limit=limit, last_evaluated_key=cursor,
-                                                                          **options)))
+            items, cursors = loop.run(async_each(RandomLog.aquery(key, limit=limit, last_evaluated_key=cursor,
+                                                                  **options)))
         else:
-            result = RandomLog.query(key, limit=limit, last_evaluated_key=cursor, **options)
-            items = list(result)
-            last_key, token = result.last_evaluated_key, result.next_page_token
-        pages.append(([item.at for item in items], last_key, token))
+            items, cursors = sync_each(RandomLog.query(key, limit=limit, last_evaluated_key=cursor, **options))
+        pages.append(([item.at for item in items], cursors))
+        last_key, token = cursors[-1]
         cursor = token if page % 3 else (None if last_key is None else json.loads(json.dumps(last_key)))
-    assert [items for items, _, _ in expected] == [items for items, _, _ in pages]
-    for (_, want_key, want_token), (_, got_key, got_token) in zip(expected, pages, strict=True):
-        if want_token is None and got_token is not None:
-            # Known difference (docs/async.rst): an async page that ends exactly at the end of the
-            # data may still give a cursor; resuming it reads nothing, so no item is lost or doubled.
-            assert list(RandomLog.query(key, limit=limit, last_evaluated_key=got_token, **options)) == []
-        else:
-            assert (want_key, want_token) == (got_key, got_token)
+    assert expected == pages
+
+
+def test_a_read_ahead_cancelled_keeps_the_item_and_the_cursor_before_it(dynamodb_models: BindModels,
+                                                                        loop: Loop) -> None:
+    """The read-ahead ``__anext__`` does for the cursor (after the third item here: shard 1's page
+    stopped on its Limit) is cancelled by a timeout: the item it held back is not lost, the
+    cursor stays before it, and resuming the cursor returns it."""
+    dynamodb_models(RandomLog)
+    key = "/cancelled"
+    put_raw(RandomLog, [{"path": {"S": f"{key}_{shard}"}, "at": {"N": str(at)}}
+                        for shard, at in ((2, 0), (1, 1), (1, 2))])
+    sync = RandomLog.query(key, limit=5, page_size=2)
+    assert [next(sync).at, next(sync).at] == [0, 1]
+    expected_cursor = (sync.last_evaluated_key, sync.next_page_token)
+
+    def slow_next_pages(request: Any, **_: Any) -> None:
+        if b"ExclusiveStartKey" in (request.body or b""):  # shard 1's next page: the read-ahead's
+            pause(5.0)
+
+    async def read() -> tuple[list[int], Any, Any]:
+        result = RandomLog.aquery(key, limit=5, page_size=2)
+        seen = [(await result.__anext__()).at, (await result.__anext__()).at]
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(result.__anext__(), 0.5)
+        return seen, result.last_evaluated_key, result.next_page_token
+
+    events = RandomLog._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.Query", slow_next_pages, unique_id="test-slow-next-pages")
+    try:
+        seen, cursor, token = loop.run(read())
+    finally:
+        events.unregister("before-send.dynamodb.Query", unique_id="test-slow-next-pages")
+    assert seen == [0, 1]
+    assert (cursor, token) == expected_cursor
+    assert [item.at for item in RandomLog.query(key, last_evaluated_key=token)] == [2]

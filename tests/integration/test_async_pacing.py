@@ -1,0 +1,225 @@
+"""``rate_limit`` and ``Sharding(hedged_requests=True)`` on the async path, on DynamoDB Local.
+
+``aquery``/``acount`` with a ``rate_limit`` pace the shards' requests as the sync path does (one
+limiter shared by the shards, consuming each page's capacity), waiting by yielding to the event
+loop: no ``time.sleep`` on the loop's thread, other tasks run meanwhile. A hedged model's slow
+shard requests (every 10th slowed by 1 s, the wait yielding to the loop) are sent once more as
+tasks of the loop; the first answer wins and the items are those of the sync query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import _async_transport as transport
+from pynamodb_sharding._pool import pause
+from pynamodb_sharding.testing import inject_latency, record_requests
+from pynamodb_sharding.testing.plugin import BindModels
+from tests.async_loop import Loop
+
+
+class Paced(ShardedModel):
+    class Meta:
+        table_name = "async_paced"
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(4))
+
+
+class AsyncHedged(ShardedModel):
+    class Meta:
+        table_name = "async_hedged"
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(16), hedged_requests=True)
+
+
+def loop_thread_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The ``time.sleep`` calls made on this (the event loop's) thread from now on."""
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+    loop_thread = threading.current_thread()
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is loop_thread:
+            sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    return sleeps
+
+
+async def with_ticker(read: Callable[[], Any]) -> tuple[Any, int]:
+    """``await read()`` while another task of the loop ticks; the result and the ticks."""
+    ticks = 0
+    done = False
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        return await read(), ticks
+    finally:
+        done = True
+        await ticker
+
+
+def test_rate_limit_paces_the_shards_by_awaiting(dynamodb_models: BindModels, loop: Loop,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    dynamodb_models(Paced)
+    with Paced.batch_write() as batch:
+        for at in range(200):
+            batch.save(Paced("cpu", at))
+    expected = [item.at for item in Paced.query("cpu", page_size=10)]
+    sleeps = loop_thread_sleeps(monkeypatch)
+
+    async def read() -> list[int]:
+        return [item.at async for item in Paced.aquery("cpu", page_size=10, rate_limit=40)]
+
+    with record_requests(Paced) as sent:
+        start = time.monotonic()
+        got, ticks = loop.run(with_ticker(read))
+        elapsed = time.monotonic() - start
+    bodies = sent.bodies("Query")
+    assert got == expected == list(range(200))
+    assert all(body["ReturnConsumedCapacity"] == "TOTAL" for body in bodies)
+    # As the sync test (test_query_execution): one limiter for the 4 shards pauses for every
+    # page's 0.5 units but those of each shard's first and last request: about 0.2 s here ...
+    assert len(bodies) >= 20
+    assert elapsed >= (len(bodies) - 2 * 4) * 0.5 / 40
+    # ... spent awaiting: the loop's thread never slept and the other task ran meanwhile.
+    assert sleeps == []
+    assert ticks >= 5
+
+
+def test_acount_with_a_rate_limit_paces_and_counts(dynamodb_models: BindModels, loop: Loop,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    dynamodb_models(Paced)
+    with Paced.batch_write() as batch:
+        for at in range(60):
+            batch.save(Paced("mem", at))
+    sleeps = loop_thread_sleeps(monkeypatch)
+    with record_requests(Paced) as sent:
+        count, _ = loop.run(with_ticker(lambda: Paced.acount("mem", rate_limit=40)))
+    assert count == Paced.count("mem") == 60
+    bodies = sent.bodies("Query")
+    assert bodies
+    assert all(body["ReturnConsumedCapacity"] == "TOTAL" for body in bodies)
+    assert sleeps == []
+
+
+def every_nth_slow(nth: int, seconds: float) -> tuple[Callable[[float], None], list[int]]:
+    """A ``sleep`` for inject_latency: every ``nth`` request waits ``seconds`` (yielding to the
+    event loop), the others none; and the numbers of the slowed ones."""
+    lock = threading.Lock()
+    calls = [0]
+    slowed: list[int] = []
+
+    def sleep(_: float) -> None:
+        with lock:
+            calls[0] += 1
+            number = calls[0]
+        if number % nth == 0:
+            slowed.append(number)
+            pause(seconds)
+
+    return sleep, slowed
+
+
+def test_slow_shard_requests_are_hedged_with_tasks(dynamodb_models: BindModels, loop: Loop,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    dynamodb_models(AsyncHedged)
+    with AsyncHedged.batch_write() as batch:
+        for at in range(400):
+            batch.save(AsyncHedged("/home", at))
+
+    async def read(**kwargs: Any) -> list[int]:
+        return [int(item.at) async for item in AsyncHedged.aquery("/home", **kwargs)]
+
+    for _ in range(3):  # the window learns the model's latencies (16 shards a query)
+        assert loop.run(read()) == list(range(400))
+    window = AsyncHedged.shards.latency_window
+    assert window is not None
+    before, wins, threads = window.hedges, window.hedge_wins, threading.active_count()
+    sleeps = loop_thread_sleeps(monkeypatch)
+    sleep, slowed = every_nth_slow(10, 1.0)
+    with inject_latency(AsyncHedged, 1.0, operations={"Query"}, sleep=sleep):
+        start = time.monotonic()
+        got = loop.run(read(page_size=20))
+        elapsed = time.monotonic() - start
+        resumed: list[int] = []
+        cursor = None
+        while True:  # page by page through page tokens: the same items, none twice
+            page = AsyncHedged.aquery("/home", limit=30, scan_index_forward=False, last_evaluated_key=cursor)
+            resumed.extend(int(item.at) for item in loop.run(page))
+            cursor = page.next_page_token
+            if cursor is None:
+                break
+    assert got == list(range(400))
+    assert resumed == list(range(399, -1, -1))
+    assert slowed, "some requests were slowed"
+    assert window.hedges > before
+    assert window.hedge_wins > wins  # a hedge answered before the slow request it doubled
+    assert elapsed < 1.0 * len([n for n in slowed if n <= 32])  # not waited for one after another
+    assert sleeps == []
+    assert threading.active_count() == threads  # no thread for the hedges: tasks of the loop
+
+
+def running() -> list[asyncio.Future[Any]]:
+    """The tasks of the running loop that the async transport started and that are not done."""
+    loop = asyncio.get_running_loop()
+    return [task for task in transport._running if task.get_loop() is loop and not task.done()]
+
+
+def test_a_cancelled_hedged_query_leaves_no_attempt_in_flight(dynamodb_models: BindModels, loop: Loop) -> None:
+    """Every request slowed by 1 s (yielding): each shard request is hedged, then the query is
+    cancelled; both attempts of every shard are cancelled, none left running."""
+    dynamodb_models(AsyncHedged)
+    with AsyncHedged.batch_write() as batch:
+        for at in range(64):
+            batch.save(AsyncHedged("/cancel", at))
+
+    async def read() -> list[int]:
+        return [int(item.at) async for item in AsyncHedged.aquery("/cancel")]
+
+    for _ in range(3):  # the window learns the model's latencies
+        assert loop.run(read()) == list(range(64))
+    window = AsyncHedged.shards.latency_window
+    assert window is not None
+    before = window.hedges
+
+    async def cancel_while_hedged() -> tuple[int, int]:
+        with inject_latency(AsyncHedged, 1.0, operations={"Query"}):
+            task = asyncio.ensure_future(read())
+            for _ in range(400):  # until the hedges are out (their delay is the window's p95)
+                await asyncio.sleep(0.005)
+                if window.hedges - before >= 16:
+                    break
+            in_flight = len(running())
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(100):
+                if not running():
+                    break
+                await asyncio.sleep(0)
+            return in_flight, len(running())
+
+    in_flight, left = loop.run(cancel_while_hedged())
+    assert window.hedges - before == 16  # every shard's request was sent a second time
+    assert in_flight >= 32  # the 16 shard tasks' two attempts each
+    assert left == 0

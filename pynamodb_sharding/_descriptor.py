@@ -957,7 +957,8 @@ def _raw_class_attribute(cls: type[Any], name: str) -> Any:
     return None
 
 
-def _index_owner(index: Any) -> Any:
+def index_owner(index: Any) -> Any:
+    """The model a sharded index instance is declared on (refused for an index on none)."""
     model = index_model(index)
     if model is None:
         msg = (f"{type(index).__name__}: this index is not declared on a model; query it through "
@@ -971,7 +972,7 @@ def _index_aquery(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
 
     .. versionadded:: 0.2.0
     """
-    return _index_owner(self).aquery(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
+    return index_owner(self).aquery(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
 
 
 async def _index_acount(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> int:
@@ -979,5 +980,5 @@ async def _index_acount(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> 
 
     .. versionadded:: 0.2.0
     """
-    count: int = await _index_owner(self).acount(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
+    count: int = await index_owner(self).acount(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
     return count

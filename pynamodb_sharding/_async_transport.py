@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 try:
     import aiohttp
     import greenlet
+    import yarl  # aiohttp's own
 except ImportError as error:  # pragma: no cover - the bare install
     msg = (
         "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need aiohttp and "
@@ -74,7 +75,11 @@ __all__ = [
 _T = TypeVar("_T")
 
 #: Requests in flight at once on one event loop, unless ``PYNAMODB_SHARDING_ASYNC_REQUESTS`` says.
-DEFAULT_ASYNC_REQUESTS = 256
+#: One loop's thread builds, signs and parses a few hundred requests a second (botocore's work,
+#: about 2 ms each), so 64 in flight keep it busy for round trips up to about 150 ms; more
+#: would only hold more requests' state at once (memory, and the garbage collector's time
+#: scanning it: 256 cost about a fifth more CPU per request in ``benchmarks/bench_async.py``).
+DEFAULT_ASYNC_REQUESTS = 64
 _ENVIRONMENT = "PYNAMODB_SHARDING_ASYNC_REQUESTS"
 
 
@@ -478,7 +483,9 @@ def _session(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
     if session is None or session.closed:
         connector = aiohttp.TCPConnector(limit=_limit(), limit_per_host=0)
         # DynamoDB's replies carry a CRC32 of the body as sent: take the bytes as they come.
-        session = _sessions[loop] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        # No cookies, as botocore's own HTTP session keeps none (and a jar costs every request).
+        session = _sessions[loop] = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                                          cookie_jar=aiohttp.DummyCookieJar())
     return session
 
 
@@ -505,13 +512,27 @@ def _route(config: Any) -> Callable[[Any], AWSResponse | None]:
     return route
 
 
+#: botocore's request URLs (already quoted), parsed once each: an endpoint sends them all.
+_urls: dict[str, yarl.URL] = {}
+_SKIPPED_HEADERS = frozenset(("Accept-Encoding", "Content-Type"))
+
+
+def _parsed(url: str) -> yarl.URL:
+    parsed = _urls.get(url)
+    if parsed is None:
+        if len(_urls) >= 256:  # URLs that vary (presigned, per item): parse each, keep none
+            return yarl.URL(url, encoded=True)
+        parsed = _urls[url] = yarl.URL(url, encoded=True)
+    return parsed
+
+
 async def _send(loop: asyncio.AbstractEventLoop, request: Any, timeout: aiohttp.ClientTimeout) -> AWSResponse:
     headers = {name: value.decode() if isinstance(value, bytes) else value for name, value in request.headers.items()}
     url = request.url
     try:
         async with _session(loop).request(
-            request.method, url, data=request.body, headers=headers, timeout=timeout,
-            skip_auto_headers=("Accept-Encoding", "Content-Type"), allow_redirects=False,
+            request.method, _parsed(url), data=request.body, headers=headers, timeout=timeout,
+            skip_auto_headers=_SKIPPED_HEADERS, allow_redirects=False,
         ) as reply:
             body = await reply.read()
             return AWSResponse(url, reply.status, HeadersDict(reply.headers.items()), _Body(body))

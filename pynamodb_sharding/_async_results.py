@@ -61,7 +61,7 @@ def _armed_call(model: type[Any], call: Callable[[], _T]) -> Callable[[], _T]:
 
 async def read(model: type[Any], call: Callable[[], _T]) -> _T:
     """Run a read of ``model`` on the event loop; a cancellation abandons its requests."""
-    return await transport.run(_armed_call(model, call))
+    return await transport.begin(_armed_call(model, call))
 
 
 async def write(model: type[Any], call: Callable[[], _T]) -> _T:

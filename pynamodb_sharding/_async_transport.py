@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 try:
     import aiohttp
     import greenlet
+    import yarl  # aiohttp's own
 except ImportError as error:  # pragma: no cover - the bare install
     msg = (
         "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need aiohttp and "
@@ -65,6 +66,7 @@ __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
     "WouldBlockError",
     "arm",
+    "begin",
     "close_sessions",
     "no_sends",
     "run",
@@ -75,7 +77,11 @@ __all__ = [
 _T = TypeVar("_T")
 
 #: Requests in flight at once on one event loop, unless ``PYNAMODB_SHARDING_ASYNC_REQUESTS`` says.
-DEFAULT_ASYNC_REQUESTS = 256
+#: One loop's thread builds, signs and parses a few hundred requests a second (botocore's work,
+#: about 2 ms each), so 64 in flight keep it busy for round trips up to about 150 ms; more
+#: would only hold more requests' state at once (memory, and the garbage collector's time
+#: scanning it: 256 cost about a fifth more CPU per request in ``benchmarks/bench_async.py``).
+DEFAULT_ASYNC_REQUESTS = 64
 _ENVIRONMENT = "PYNAMODB_SHARDING_ASYNC_REQUESTS"
 
 
@@ -93,6 +99,45 @@ class _Slots:
         self.free = limit
         self.pid = os.getpid()
         self._queue: deque[Callable[[], None]] = deque()
+        # Reads waiting to start (see enter), and whether one was let in and has not yet sent
+        # its first requests (it is let in alone: what it sends is counted before the next).
+        self._entries: deque[asyncio.Future[None]] = deque()
+        self._entering = False
+        self._backlog = max(1, limit // 2)
+
+    async def enter(self) -> None:
+        """Wait until a new read may start: while this loop's queue of shard requests waiting
+        for a slot is at least half the limit long, reads start in the order they came, each
+        once the queue is shorter again. Call :meth:`entered` once it has sent its first requests.
+
+        Without it, 500 merged queries started at once would each plan their merge and queue
+        its 16 shard requests before the first page returned: their state held at once, their
+        pages answered round-robin, every query done near the end of the burst. Let in as the
+        queue drains, they run a few dozen at a time and end one after another.
+        """
+        if not self._entries and not self._entering and len(self._queue) < self._backlog:
+            self._entering = True
+            return
+        entry = asyncio.get_running_loop().create_future()
+        self._entries.append(entry)
+        try:
+            await entry
+        except BaseException:
+            if entry.done() and not entry.cancelled():  # let in, then cancelled: the next goes
+                self.entered()
+            raise
+
+    def entered(self) -> None:
+        """The read let in last has sent its first requests (or ended): let in the next."""
+        self._entering = False
+        self._let_in()
+
+    def _let_in(self) -> None:
+        while not self._entering and self._entries and len(self._queue) < self._backlog:
+            entry = self._entries.popleft()
+            if not entry.done():  # not cancelled while it waited
+                entry.set_result(None)
+                self._entering = True
 
     def start_or_queue(self, start: Callable[[], None]) -> None:
         """Call ``start`` (which then holds a slot) now if a slot is free, else when one is."""
@@ -106,8 +151,12 @@ class _Slots:
         """Hand a slot to the first in line, or free it."""
         if self._queue:
             self._queue.popleft()()
+            if self._entries:
+                self._let_in()
         else:
             self.free += 1
+            if self._entries:
+                self._let_in()
 
     async def acquire(self) -> None:
         """Take a slot back (a greenlet that waited for another task): before the queued calls."""
@@ -170,9 +219,10 @@ def _await(awaitable: Awaitable[_T]) -> _T:
     return result
 
 
-async def run(call: Callable[[], _T], slot: _Slot | None = None) -> _T:
+async def run(call: Callable[[], _T], slot: _Slot | None = None,
+              started: Callable[[], None] | None = None) -> _T:
     """Run the sync ``call`` on this event loop, awaiting wherever it would block (holding
-    ``slot`` while it runs, if given).
+    ``slot`` while it runs, if given; calling ``started`` once it first waits or ends).
 
     A cancellation of the awaiting task is raised inside ``call`` where it waits (an HTTP request
     in flight is abandoned), and from here.
@@ -180,7 +230,11 @@ async def run(call: Callable[[], _T], slot: _Slot | None = None) -> _T:
     loop = asyncio.get_running_loop()
     bridged = _Bridged(call, greenlet.getcurrent(), loop, slot)
     bridged.gr_context = contextvars.copy_context()  # the caller's context vars (write routes)
-    sent: Any = bridged.switch()
+    try:
+        sent: Any = bridged.switch()
+    finally:
+        if started is not None:
+            started()
     while not bridged.dead:
         try:
             value = await sent
@@ -190,6 +244,14 @@ async def run(call: Callable[[], _T], slot: _Slot | None = None) -> _T:
             sent = bridged.switch(value)
     result: _T = sent
     return result
+
+
+async def begin(call: Callable[[], _T]) -> _T:
+    """:func:`run` for a read's first step (planning a merged query, sending its first pages),
+    once this loop lets a new read in (:meth:`_Slots.enter`)."""
+    slots = _slots(asyncio.get_running_loop())
+    await slots.enter()
+    return await run(call, started=slots.entered)
 
 
 async def run_to_completion(call: Callable[[], _T]) -> _T:
@@ -530,7 +592,9 @@ def _session(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
     if entry is None or entry[1].closed:
         connector = aiohttp.TCPConnector(limit=_limit(), limit_per_host=0)
         # DynamoDB's replies carry a CRC32 of the body as sent: take the bytes as they come.
-        session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        # No cookies, as botocore's own HTTP session keeps none (and a jar costs every request).
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                        cookie_jar=aiohttp.DummyCookieJar())
         _sessions[loop] = (pid, session)
         return session
     return entry[1]
@@ -565,13 +629,27 @@ def _route(config: Any) -> Callable[[Any], AWSResponse | None]:
     return route
 
 
+#: botocore's request URLs (already quoted), parsed once each: an endpoint sends them all.
+_urls: dict[str, yarl.URL] = {}
+_SKIPPED_HEADERS = frozenset(("Accept-Encoding", "Content-Type"))
+
+
+def _parsed(url: str) -> yarl.URL:
+    parsed = _urls.get(url)
+    if parsed is None:
+        if len(_urls) >= 256:  # URLs that vary (presigned, per item): parse each, keep none
+            return yarl.URL(url, encoded=True)
+        parsed = _urls[url] = yarl.URL(url, encoded=True)
+    return parsed
+
+
 async def _send(loop: asyncio.AbstractEventLoop, request: Any, timeout: aiohttp.ClientTimeout) -> AWSResponse:
     headers = {name: value.decode() if isinstance(value, bytes) else value for name, value in request.headers.items()}
     url = request.url
     try:
         async with _session(loop).request(
-            request.method, url, data=request.body, headers=headers, timeout=timeout,
-            skip_auto_headers=("Accept-Encoding", "Content-Type"), allow_redirects=False,
+            request.method, _parsed(url), data=request.body, headers=headers, timeout=timeout,
+            skip_auto_headers=_SKIPPED_HEADERS, allow_redirects=False,
         ) as reply:
             body = await reply.read()
             return AWSResponse(url, reply.status, HeadersDict(reply.headers.items()), _Body(body))

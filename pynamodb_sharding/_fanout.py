@@ -576,8 +576,9 @@ def _check_pool(model: type[Any], workers: int) -> None:
     pool = getattr(model.Meta, "max_pool_connections", None)
     if pool is None or on_event_loop() is not None:  # on an event loop: aiohttp's connections
         return
-    others = sum(merge.max_workers for merge in list(_open_merges.get(model, ()))
-                 if merge.started and not merge.closed)
+    with _warned_lock:  # _track adds under it: a set another thread adds to cannot be iterated
+        merges = list(_open_merges.get(model, ()))
+    others = sum(merge.max_workers for merge in merges if merge.started and not merge.closed)
     concurrent = min(fanout_threads(), workers + others)
     if concurrent <= pool:
         return

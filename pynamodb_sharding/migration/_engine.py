@@ -589,8 +589,8 @@ def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink |
 def _waiting_note(job: Job, waiting: int) -> str:
     ttl = job._ttl() if isinstance(job, ReshardJob) else 0.0
     return (f"waiting:    {waiting} items were left in shards above their key's count, which changed less "
-            f"than the metadata cache TTL ({ttl:g} s) ago (a writer may still use the old count): run the "
-            f"job again after that; it moves them.")
+            f"than the metadata cache TTL plus clock skew ({ttl:g} s) ago (a writer may still use the old "
+            f"count): run the job again after that; it moves them.")
 
 
 # -- worker processes ---------------------------------------------------------------------------

@@ -403,7 +403,7 @@ class ReshardJob(Job):
                 if changed is not None and changed < self._ttl():
                     # A writer may still write this shard from its cached count: moving its
                     # items now could race a put the move cannot see. Every process knows the
-                    # new count once the change is older than the cache TTL.
+                    # new count once the change is older than the cache TTL (plus clock skew).
                     return Wait(logical)
         keys = _target_hash_keys(layout, logical, item, stored, layout.range_bytes(item))
         return Move(
@@ -440,10 +440,15 @@ class ReshardJob(Job):
         return None if changed_at is None else float(strategy.clock()) - changed_at
 
     def _ttl(self) -> float:
+        """Seconds after a count change (or a republish of the hot-key hints) before no writer
+        uses the old count: the metadata cache TTL, plus the clocks' difference (``clock_skew``:
+        the change's time is the changing process's clock, this job's is its own)."""
         manager = self.target.manager
         assert manager is not None
         store = getattr(manager.strategy, "store", None)
-        return float(store.ttl) if isinstance(store, ShardCountStore) else 0.0
+        if not isinstance(store, ShardCountStore) or store.ttl <= 0:
+            return 0.0  # no cache: every write reads the count
+        return float(store.ttl) + float(getattr(manager.strategy, "clock_skew", 0.0))
 
 
 class CompactJob(ReshardJob):

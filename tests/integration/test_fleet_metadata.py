@@ -28,7 +28,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding._hot_keys import hint_item_key, parse_entry
-from pynamodb_sharding.migration import CompactJob
+from pynamodb_sharding.migration import CompactJob, JobOptions, compact
 from pynamodb_sharding.migration._jobs import Wait
 from pynamodb_sharding.testing import record_requests
 from tests.raw import raw_items
@@ -351,6 +351,59 @@ def test_a_lowered_count_reaches_the_hints_before_compact_moves_items(dynamodb_m
     job = CompactJob(model)
     assert isinstance(job.plan(above), Wait)  # republished: writers may use the old entry a TTL more
     assert hinted_counts(key) == [1, 1]
-    CLOCK.sleep(TTL + 0.5)
+    CLOCK.sleep(TTL + 1.5)  # cache_ttl + clock_skew after the republish
     assert job.plan(above) is not None
     assert not isinstance(job.plan(above), Wait)
+
+
+def test_compact_trims_nothing_while_a_writer_may_hold_the_old_count_from_the_hints(
+    dynamodb_models: Bind, checkpoint_table: str,
+) -> None:
+    """A shrink whose publish was lost leaves every hint copy showing 4 shards. A writer reads
+    the list; compact then finds no item above the count. It must not trim the history yet (the
+    writer may still write shards 2-4 from its list): it republishes the count and waits a cache
+    TTL plus clock skew. Every item the writer writes meanwhile stays readable, and the next
+    compact moves them and trims. (Found by a new user's trial: the trim did not wait.)"""
+    key = "/hinted/trim"
+    grower, writer, operator = (process(seed, hot_key_hints=2) for seed in (730, 731, 732))
+    reader, fresh = process(733, fresh_reads=False), process(734, fresh_reads=True)
+    dynamodb_models(FleetLog)
+    options = JobOptions(total_segments=1, page_size=50, checkpoint_table=checkpoint_table)
+    CLOCK.at(7000)
+    grower(key, 0).save()
+    grower.shards.grow(key)
+    grower.shards.grow(key)
+    CLOCK.sleep(100)
+    assert operator.shards.shrink(key, 1) == 1  # a fresh process: it knows no older entry to delete
+    manager = operator.shards
+    strategy: Any = manager.strategy
+    namespace = manager.space.namespace
+    current = strategy.store.load(namespace, key, owner=manager.space.name)
+    for copy in range(2):  # the shrink's publish lost in every copy
+        copy_key = hint_item_key(namespace, copy)
+        raw = next(raw for raw in raw_items(FleetShards) if raw["partition_key"]["S"] == copy_key[0])
+        published = {text for text in raw["hot_keys"]["SS"] if (entry := parse_entry(text)) is not None
+                     and entry.key == key and entry.state.last_updated == current.last_updated}
+        FleetShards(*copy_key).update(actions=[FleetShards.hot_keys.delete(published)])
+    assert hinted_counts(key) == [4, 4]
+
+    CLOCK.sleep(TTL * 2)  # the shrink is long past a cache TTL
+    writer("/hinted/elsewhere", 0).save()  # the writer reads a hint copy: the key shows 4 shards
+    first = compact(operator, options)
+    assert not any("trimmed 1 keys" in note for note in first.notes), first.notes
+    assert any("not trimmed" in note and key in note for note in first.notes), first.notes
+    assert operator.shards.read_shards(key) == (1, 2, 3, 4)  # reads still cover the old shards
+    assert hinted_counts(key) == [1, 1]  # republished
+
+    for n in range(20):  # the writer's list is still the old one
+        writer(key, 1000 + n).save()
+    assert sum(count for physical, count in shards_written(1000).items() if not physical.endswith("_1")) > 0
+    assert len(list(reader.query(key))) == 21
+
+    CLOCK.sleep(TTL + 1.5)
+    second = compact(operator, options)
+    assert any("trimmed 1 keys" in note for note in second.notes), second.notes
+    assert operator.shards.read_shards(key) == (1,)
+    assert set(shards_written(0)) >= {f"{key}_1"}
+    assert {physical for physical in shards_written(0) if physical.startswith(key)} == {f"{key}_1"}
+    assert len(list(fresh.query(key))) == 21

@@ -442,8 +442,8 @@ class DynamicShards:
                 raise ShardingDefinitionError(msg)
         for name, number in (("cooldown", cooldown), ("cache_ttl", cache_ttl), ("clock_skew", clock_skew),
                              ("replication_lag", replication_lag)):
-            if not isinstance(number, int | float) or number < 0:
-                msg = f"{where}: {name} must be a non-negative number of seconds, got {number!r}."
+            if isinstance(number, bool) or not isinstance(number, int | float) or not 0 <= number < math.inf:
+                msg = f"{where}: {name} must be a non-negative (finite) number of seconds, got {number!r}."
                 raise ShardingDefinitionError(msg)
         if rate_reports is not None and (isinstance(rate_reports, bool) or not isinstance(rate_reports, int)
                                          or not 1 <= rate_reports <= 10_000):

@@ -124,6 +124,10 @@ _hook_lock = threading.Lock()
 _in_write = ContextLocal("dynamic.in_write")
 
 
+#: A rise of the reported rate within this share of it is noise (sampled reports), not a ramp.
+_RISE_NOISE = 0.1
+
+
 class _EarlyThrottle(Exception):
     """Carries a key-range throttle response out of botocore, skipping its retry ladder.
 
@@ -838,16 +842,24 @@ class DynamicShards:
         return quantum
 
     def projected_rate(self, window: RateWindow, now: float) -> float:
-        """The write rate (units/s) a growth decided at ``now`` must serve: the rate of the
-        windows, plus, while it rises, its rise per second over the time until the next growth
-        can be in effect (this one's :attr:`activation_delay`, the rate cooldown of two
-        windows, and the window the rate lags by). A key ramping up (a viral key) then grows
-        ahead of its load instead of one step behind it.
+        """The write rate (units/s) a growth of a key decided at ``now``
+        must serve: the rate of the windows, plus, while it rises, its rise per second over the
+        time until the next growth can be in effect (this one's :attr:`activation_delay`, the
+        rate cooldown of two windows, and the window the rate lags by). A key ramping up (a
+        viral key) then grows ahead of its load instead of one step behind it.
+
+        Only a rise that means something is projected: the previous window had writes (a key
+        just starting to be written is not ramping), the rate rose by more than a tenth (the
+        sampled reports' noise), and the key takes at least one shard's worth at the growth
+        threshold (a quiet key's sampled estimate swings widely).
 
         .. versionadded:: 0.2.0
         """
         rate = window.per_second(now)
-        rise = max(0.0, rate - window.previous / window.interval) / window.interval
+        previous = window.previous / window.interval
+        if previous <= 0 or rate <= previous * (1 + _RISE_NOISE) or rate < self.growth_threshold:
+            return rate
+        rise = (rate - previous) / window.interval
         return rate + rise * (self.activation_delay + self._rate_cooldown + window.interval)
 
     def _follow_rate(self, space: KeySpace, key: str, state: ShardState, window: RateWindow) -> None:

@@ -110,7 +110,7 @@ def test_which_settings_delay_a_growth(options: dict[str, Any], delay: float) ->
     ("options", "says"),
     [
         ({"fresh_reads": False, "delayed_growth": False}, "drop delayed_growth=False"),
-        ({"clock_skew": -1}, "clock_skew must be a non-negative number"),
+        ({"clock_skew": -1}, r"clock_skew must be a non-negative \(finite\) number"),
         ({"fresh_reads": "no"}, "fresh_reads must be True or False, got 'no'"),
         ({"delayed_growth": 1}, "delayed_growth must be None, True or False"),
         ({"rate_reports": 0}, "rate_reports must be None"),
@@ -171,3 +171,33 @@ def test_quadruple_growth_policy() -> None:
     assert DynamicShards(SettingsShards, growth="quadruple").growth is quadruple
 
     assert [quadruple(n) for n in (1, 2, 16)] == [4, 8, 64]
+
+
+def _growth(**options: Any) -> DynamicShards:
+    return DynamicShards(SettingsShards, target_utilization=0.7, partition_write_units=1000.0, rate_interval=5.0,
+                         **options)  # growth threshold 700 units/s per shard; rate cooldown 10 s
+
+
+@pytest.mark.parametrize(("previous", "units", "expected"), [
+    (0.0, 5000.0, 1000.0),      # a key just starting to be written: no ramp, its rate
+    (2500.0, 5000.0, 2500.0),   # 500 -> 1000 units/s: +100 a second, over 0 + 10 + 5 s to come
+    (4800.0, 5000.0, 1000.0),   # 960 -> 1000: within the reports' noise
+    (100.0, 2000.0, 400.0),     # 20 -> 400: under one shard's worth, a quiet key's estimate
+    (5000.0, 2500.0, 1000.0),   # falling: the complete window counts, nothing projected
+])
+def test_proactive_growth_sizes_for_the_rate_a_rising_key_is_heading_to(
+    previous: float, units: float, expected: float,
+) -> None:
+    from pynamodb_sharding._write_rate import RateWindow
+
+    window = RateWindow(start=100.0, units=units, previous=previous, interval=5.0)
+    assert _growth().projected_rate(window, 104.9) == pytest.approx(expected)
+
+
+def test_a_delayed_growth_projects_over_its_delay_too() -> None:
+    from pynamodb_sharding._write_rate import RateWindow
+
+    window = RateWindow(start=100.0, units=5000.0, previous=2500.0, interval=5.0)
+    cached = _growth(fresh_reads=False)  # growths in use 10 + 1 s after they are made
+    assert cached.activation_delay == 11.0
+    assert cached.projected_rate(window, 104.9) == pytest.approx(1000.0 + 100.0 * (11 + 10 + 5))

@@ -72,11 +72,14 @@ def trim_histories(job: CompactJob) -> list[str]:
         state = store.load(namespace, key, owner=owner)
         if state is None or state.read_count <= state.count:
             continue
-        # Since the count changed, or since this job republished it to the hot-key hints that
-        # writers read (a lost publish): a writer may use the old count for a cache TTL after.
-        age = job._count_changed(key)
+        # Since the count changed (as read now), or since this job republished it to the hot-key
+        # hints that writers read (a lost publish): a writer may use the old count a while after.
+        age = strategy.clock() - state.last_updated
+        since_published = job._count_changed(key)
+        if since_published is not None:
+            age = min(age, since_published)
         wait = job._ttl()
-        if age is not None and age < wait:
+        if age < wait:
             notes.append(f"not trimmed: {key!r} changed its count (or the hot-key list showed writers the "
                          f"old one) {age:.0f} s ago; writers may still use the old count from their cache "
                          f"for up to {wait - age:.0f} s more: run compact again after that.")

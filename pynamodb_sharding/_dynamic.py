@@ -1069,16 +1069,21 @@ class DynamicShards:
             return self._unstored
         return state
 
+    @property
+    def _writer_hints(self) -> HotKeyHints | None:
+        """The hot-key hints writers use, ``None`` without them or with a home region (global
+        tables): a writer there must not use a count its own region's replica of the item does
+        not show yet."""
+        return None if self.store.declared_home is not None else self._hints
+
     def _hinted_state(self, namespace: str, key: str) -> ShardState | None:
         """The state the hot-key hints give ``key`` for a write now (no request of its own:
         the hint list is read once per ``cache_ttl``), ``None`` when they give none that
         answers :meth:`write_count` right. Only writers use it: it may be behind the item
         (a state a writer may always use), while a reader's count must cover every shard
-        written. Not with a home region: a writer there must not use a count its own
-        region's replica of the item does not show yet."""
-        if self._hints is None or self.store.declared_home is not None:
-            return None
-        entry = self._hints.entry(namespace, key)
+        written."""
+        hints = self._writer_hints
+        entry = None if hints is None else hints.entry(namespace, key)
         if entry is None or not entry.usable_at(self.clock() - self.activation_delay):
             return None
         return entry.state
@@ -1091,8 +1096,8 @@ class DynamicShards:
         hot key sees the same list age, or lag behind a growth another process publishes: about
         one publish per rate interval among them all renews an entry that lives an hour, or
         publishes a growth whose own publish was lost."""
-        hints = self._hints
-        if hints is None or self.store.declared_home is not None:
+        hints = self._writer_hints
+        if hints is None:
             return
         namespace = self._namespace(space)
         if state.read_count <= self.initial and not hints.listed(namespace, key):
@@ -1112,9 +1117,8 @@ class DynamicShards:
 
         .. versionadded:: 0.2.0
         """
-        if self._hints is None or self.store.declared_home is not None:
-            return False
-        return self._hints.settle(self.store.writer, namespace, key, state)
+        hints = self._writer_hints
+        return False if hints is None else hints.settle(self.store.writer, namespace, key, state)
 
     def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
         """The state of ``key`` as this region's replica holds it now; its item is created (at

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import ssl
 import weakref
 from collections import deque
@@ -143,6 +144,10 @@ class Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._read_timeout: float | None = None
         self._last_read = 0.0
+        #: The request is a ``HEAD``: its reply has no body, whatever its headers say.
+        self._head = False
+        #: The reply's body ends with the connection (neither a length nor chunks).
+        self._until_close = False
 
     # -- asyncio's side ------------------------------------------------------------------------
 
@@ -155,7 +160,10 @@ class Connection(asyncio.Protocol):
         self._stop_timer()
         reply = self._reply
         if reply is not None and not reply.done():
-            reply.set_exception(_Lost(exc or "the server closed the connection"))
+            if exc is None and self._until_close:  # the close ends the body, as http.client reads it
+                reply.set_result((self._parser.get_status_code(), self._headers, b"".join(self._body), False))
+            else:
+                reply.set_exception(_Lost(exc or "the server closed the connection"))
         self.pool.lost(self)
 
     def eof_received(self) -> bool:
@@ -177,8 +185,35 @@ class Connection(asyncio.Protocol):
     # -- httptools' side -----------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        reply = self._reply
+        if reply is not None and reply.done():
+            # A message after the reply (in the same read): nobody's. The parser is in it now,
+            # so the connection is closed rather than have it start the next request's reply.
+            self.close()
         self._headers = []
         self._body = []
+        self._until_close = False
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:
+            return  # 1xx: informational, without a body (llhttp completes it), the reply follows
+        reply = self._reply
+        if self._head:
+            # No body follows, but llhttp (which does not know the method) would wait for the one
+            # the headers announce: the reply is whole here, and the connection is not used again.
+            if reply is not None and not reply.done():
+                self._stop_timer()
+                reply.set_result((status, self._headers, b"", False))
+            return
+        if status in (204, 304):
+            return
+        # Neither a length nor chunks: llhttp reads the body until the connection ends, but
+        # httptools cannot tell it the end came (no llhttp_finish); connection_lost completes it.
+        names = [name.lower() for name, _ in self._headers]
+        codings = [value for name, value in self._headers if name.lower() == "transfer-encoding"]
+        chunked = bool(codings) and codings[-1].rsplit(",", 1)[-1].strip().lower() == "chunked"
+        self._until_close = not chunked and (bool(codings) or "content-length" not in names)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
@@ -187,6 +222,8 @@ class Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        if 100 <= self._parser.get_status_code() < 200 and not self._parser.should_upgrade():
+            return  # an interim reply (``100 Continue``): the request's own follows
         self._stop_timer()
         reply = self._reply
         if reply is not None and not reply.done():
@@ -197,14 +234,26 @@ class Connection(asyncio.Protocol):
     # -- the sender's side ---------------------------------------------------------------------
 
     def usable(self, now: float) -> bool:
-        return not self.lost and now - self.idle_since < KEEP_ALIVE
+        """Whether the idle connection can take a request: open, not idle too long, and
+        nothing on its socket that the loop has not read yet (a server's close, most often;
+        on an idle connection anything is unusable) as urllib3 checks before it reuses one."""
+        if self.lost or now - self.idle_since >= KEEP_ALIVE:
+            return False
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return True
+        try:
+            return not _readable(sock.fileno())
+        except (OSError, ValueError):  # closed meanwhile
+            return False
 
-    def request(self, data: bytes, read_timeout: float | None
+    def request(self, data: bytes, read_timeout: float | None, head: bool = False
                 ) -> asyncio.Future[tuple[int, list[tuple[str, str]], bytes, bool]]:
-        """Send ``data`` (a whole request); the future is its reply."""
+        """Send ``data`` (a whole request, a ``HEAD`` if ``head``); the future is its reply."""
         assert self.transport is not None
         loop = self.pool.loop
         self._reply = reply = loop.create_future()
+        self._head = head
         self._read_timeout = read_timeout
         self._last_read = loop.time()
         if read_timeout is not None:
@@ -236,6 +285,15 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
         self.pool.lost(self)
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or its end), without waiting."""
+    if hasattr(select, "poll"):  # any descriptor number (select() takes those below 1024)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 class Pool:
@@ -406,7 +464,8 @@ async def send(pool: Pool, request: Any, connect_timeout: float | None, read_tim
     except OSError as exc:
         raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
     try:
-        status, headers, body, keep_alive = await connection.request(data, read_timeout)
+        status, headers, body, keep_alive = await connection.request(data, read_timeout,
+                                                                        request.method.upper() == "HEAD")
     except BaseException as exc:  # a cancellation included: the reply may still come on it
         connection.close()
         if isinstance(exc, _ReadTimeout):

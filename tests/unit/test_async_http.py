@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -425,3 +426,157 @@ def test_only_http_and_https_endpoints() -> None:
             await send(pool, "ftp://127.0.0.1/")
 
     run(test)
+
+
+def test_a_1xx_reply_is_skipped_and_the_final_reply_is_its_requests_not_the_next_ones() -> None:
+    """``100 Continue`` (or another 1xx) comes before the reply, as http.client skips it: the
+    request's reply is the final one, and the next request on the connection gets its own."""
+    go = asyncio.Event()
+    continued = asyncio.Event()
+
+    async def informational(_: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, Any]) -> bool:
+        if request["body"] == b'{"TableName": "first"}':
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+            continued.set()
+            await go.wait()  # the final reply is held until the client has read the 100
+            writer.write(ok(b'{"first": 1}'))
+        else:
+            writer.write(ok(b'{"second": 2}'))
+        await writer.drain()
+        return True
+
+    async def test(pool: http.Pool) -> None:
+        server = Server(informational)
+        url = await server.start()
+        first = asyncio.ensure_future(http.send(pool, prepared(url, b'{"TableName": "first"}'), 2, 2, True))
+        await continued.wait()
+        go.set()
+        reply = await first
+        assert (reply.status_code, reply.content) == (200, b'{"first": 1}')
+        reply = await http.send(pool, prepared(url, b'{"TableName": "second"}'), 2, 2, True)
+        assert (reply.status_code, reply.content) == (200, b'{"second": 2}')
+        await server.stop()
+
+    run(test)
+
+
+def test_bytes_after_the_reply_in_the_same_read_never_become_part_of_the_next_reply() -> None:
+    """What follows a whole reply is nobody's: the connection is not used again (the bytes
+    must not be taken as the start of the next request's reply)."""
+
+    async def extra(_: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, Any]) -> bool:
+        if request["body"] == b'{"TableName": "first"}':  # a reply, and the start of another, at once
+            writer.write(ok(b'{"first": 1}') + b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{")
+        else:
+            writer.write(ok(b'{"second": 2}'))
+        await writer.drain()
+        return True
+
+    async def test(pool: http.Pool) -> None:
+        server = Server(extra)
+        url = await server.start()
+        reply = await http.send(pool, prepared(url, b'{"TableName": "first"}'), 2, 2, True)
+        assert reply.content == b'{"first": 1}'
+        reply = await http.send(pool, prepared(url, b'{"TableName": "second"}'), 2, 2, True)
+        assert (reply.status_code, reply.content) == (200, b'{"second": 2}')
+        assert pool.open == 1
+        await server.stop()
+
+    run(test)
+
+
+def test_a_reply_without_length_is_read_until_the_server_closes_the_connection() -> None:
+    """No ``Content-Length`` nor chunks: the body ends with the connection (as http.client
+    reads it), a reply, not ``ConnectionClosedError``; the connection is not used again."""
+
+    async def until_close(_: asyncio.StreamReader, writer: asyncio.StreamWriter, __: dict[str, Any]) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n\r\n")
+        await writer.drain()
+        writer.write(b'{"Items": [], ')
+        await writer.drain()
+        writer.write(b'"Count": 0}')
+        await writer.drain()
+        return False
+
+    async def test(pool: http.Pool) -> None:
+        server = Server(until_close)
+        url = await server.start()
+        for _ in range(2):
+            reply = await send(pool, url)
+            assert (reply.status_code, reply.content) == (200, b'{"Items": [], "Count": 0}')
+        assert server.accepted == 2
+        await until(lambda: pool.open == 0)
+        await server.stop()
+
+    run(test)
+
+
+def test_a_reply_to_head_has_no_body_even_with_a_content_length() -> None:
+    async def head(_: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, Any]) -> bool:
+        writer.write(ok(b'{"Items": []}')[:-len(b'{"Items": []}')] if request["method"] == "HEAD" else ok())
+        await writer.drain()
+        return True
+
+    async def test(pool: http.Pool) -> None:
+        server = Server(head)
+        url = await server.start()
+        request = AWSRequest(method="HEAD", url=url).prepare()
+        reply = await http.send(pool, request, 2, 0.5, True)
+        assert (reply.status_code, reply.content) == (200, b"")
+        assert reply.headers["content-length"] == "13"
+        assert (await send(pool, url)).content == b'{"Items": []}'
+        await server.stop()
+
+    run(test)
+
+
+def test_an_idle_connection_whose_close_has_come_but_was_not_read_yet_is_not_used() -> None:
+    """The server closed the connection right after its reply, and its close is on the socket
+    when the next request starts, before the loop has read it: the request goes on a new
+    connection (urllib3 checks the socket the same way), not on the closed one to fail with
+    ``ConnectionClosedError``. The server runs in a thread, so that it can close while the
+    loop waits (the loop is held until it has)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    asked, go, gone = threading.Event(), threading.Event(), threading.Event()
+    accepted: list[int] = []
+
+    def read_request(connection: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += connection.recv(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        lines = head.split(b"\r\n")
+        length = next(int(line.split(b":")[1]) for line in lines if line.lower().startswith(b"content-length"))
+        while len(body) < length:
+            body += connection.recv(65536)
+
+    def serve() -> None:
+        with listener:
+            for number in range(2):
+                connection, _ = listener.accept()
+                accepted.append(number)
+                with connection:
+                    read_request(connection)
+                    if number == 0:
+                        asked.set()
+                        go.wait(5)
+                    connection.sendall(ok())  # keep-alive by HTTP/1.1's default, closed anyway
+                gone.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    async def test(pool: http.Pool) -> None:
+        url = f"http://127.0.0.1:{port}/"
+        first = asyncio.ensure_future(send(pool, url))
+        await until(asked.is_set)
+        go.set()
+        assert gone.wait(5)  # the loop held: the reply and the close are both on the socket
+        assert (await first).status_code == 200
+        assert (await send(pool, url)).status_code == 200
+        assert accepted == [0, 1]
+
+    run(test)
+    thread.join(5)

@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=500, help="concurrent merged queries (500)")
     parser.add_argument("--shards", type=int, default=16, help="shards of the key (16)")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every request (0.05)")
-    parser.add_argument("--rounds", type=int, default=3, help="sync and async bursts, each (3)")
+    parser.add_argument("--rounds", type=int, default=5, help="sync and async bursts, each (5)")
     parser.add_argument("--quick", action="store_true", help="100 queries and 1 round")
     parser.add_argument("--child", choices=("sync", "async"), help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)

@@ -19,7 +19,7 @@ LOWEST := constraints/lowest.txt
 # (the host contract, the dependency floors, the unit tests, and the integration tests of the
 # core requests the library builds: PynamoDB parity, dynamic writes, merged queries, cursors and
 # page tokens, sharded index queries, migrations, parsed pages, throttle reasons, companion
-# connections; the async transport's faults and cursors over aiohttp and greenlet). Everything
+# connections; the async transport's HTTP, faults and cursors over greenlet and httptools). Everything
 # else runs once, in `make test`: its behaviour does not depend on the runtime floors, and CI
 # must stay near 20 minutes.
 LOWEST_TESTS ?= tests/unit tests/contract tests/test_dependency_floors.py \
@@ -27,7 +27,7 @@ LOWEST_TESTS ?= tests/unit tests/contract tests/test_dependency_floors.py \
 	page_token sharded_index migration_jobs fast_parse throttling_reasons companion_connection \
 	async_faults)) tests/integration/test_async_parity.py::test_pages_cursors_and_tokens_are_the_sync_ones
 # Printed before the lowest-versions run, so its log shows what it tested.
-FLOORS := pynamodb attrs cachetools botocore click rich aiohttp greenlet boto3
+FLOORS := pynamodb attrs cachetools botocore click rich greenlet httptools boto3
 
 .PHONY: demo test test-lowest dist check-lean check-sdist lint docs bench clean
 

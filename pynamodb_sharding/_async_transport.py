@@ -11,15 +11,16 @@ parsing. Only two things differ, and both live here:
   greenlet hands an awaitable to its task, which awaits it and resumes the greenlet with the
   result. The "threads" of a merged query are tasks of the same loop
   (:func:`pynamodb_sharding._pool.set_event_loop_bridge`): no thread per request.
-- **How bytes are sent.** A botocore client used from the loop sends each request over an
-  aiohttp session of that loop (:func:`pynamodb_sharding._host.route_http_sends`): botocore
-  prepares and signs the request, aiohttp sends it, botocore parses the reply and decides on
-  retries as it always does. A call from a thread that is not on the loop uses the client's own
-  HTTP session, unchanged.
+- **How bytes are sent.** A botocore client used from the loop sends each request over a
+  connection of that loop (:func:`pynamodb_sharding._host.route_http_sends`,
+  :mod:`pynamodb_sharding._async_http`): botocore prepares and signs the request, the loop
+  writes its bytes and httptools reads the reply, botocore parses it and decides on retries as
+  it always does. A call from a thread that is not on the loop uses the client's own HTTP
+  session, unchanged.
 
 aiobotocore is not used: its releases pin botocore to three patch versions (aiobotocore 3.10:
 ``botocore>=1.43.115,<1.43.118``), which no project using boto3 1.44 could install, and its
-client would need PynamoDB's request building redone beside it. aiohttp and greenlet pin
+client would need PynamoDB's request building redone beside it. greenlet and httptools pin
 nothing of botocore's. Both come with the ``[async]`` extra; the bare install imports neither.
 
 Requests in flight on one event loop are capped at :data:`DEFAULT_ASYNC_REQUESTS` (or the
@@ -37,30 +38,23 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 try:
-    import aiohttp
     import greenlet
-    import yarl  # aiohttp's own
+    import httptools  # noqa: F401  (used by _async_http; imported here for the message)
 except ImportError as error:  # pragma: no cover - the bare install
     msg = (
-        "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need aiohttp and "
-        "greenlet: pip install 'pynamodb-sharding[async]'."
+        "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need greenlet and "
+        "httptools: pip install 'pynamodb-sharding[async]'."
     )
     raise ImportError(msg) from error
-from botocore.awsrequest import AWSResponse, HeadersDict
-from botocore.exceptions import (
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    ReadTimeoutError,
-)
+from botocore.awsrequest import AWSResponse
 
-from pynamodb_sharding import _pool
-from pynamodb_sharding._host import add_client_hook, botocore_client, route_http_sends
+from pynamodb_sharding import _async_http, _pool
+from pynamodb_sharding._host import add_client_hook, botocore_client, http_verify, route_http_sends
 
 __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
@@ -71,7 +65,6 @@ __all__ = [
     "no_sends",
     "run",
     "run_to_completion",
-    "timeout_error",
 ]
 
 _T = TypeVar("_T")
@@ -293,11 +286,16 @@ class _LoopFuture(Future[Any]):
     """A future computed by a task of an event loop: ``result()`` in a bridged greenlet yields
     to the loop until it is done; ``cancel()`` cancels the task even once it runs."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # Future.__init__ without its condition
         # One condition for all: only the loop's thread uses these futures, and a condition
-        # each (a lock, a deque, bound methods) would be most of a merged query's memory.
+        # each (a lock, a deque, bound methods) would be most of a merged query's memory and a
+        # good part of its CPU.
         self._condition = _CONDITION
+        self._state = "PENDING"
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[Any]], object]] = []
         self.task: asyncio.Future[Any] | None = None
         self.inner: _LoopFuture | None = None
 
@@ -534,7 +532,7 @@ _pool.set_event_loop_bridge(_Bridge())
 
 
 # --------------------------------------------------------------------------------------------
-# Sending: aiohttp under botocore
+# Sending: botocore's requests over the loop's connections
 # --------------------------------------------------------------------------------------------
 
 #: Set while the async results answer a property: a request then raises instead of blocking.
@@ -551,16 +549,6 @@ class no_sends:  # used as a context manager, like contextlib's
         _no_sends.reset(self._token)
 
 
-class _Body:
-    """A reply body already read, in the shape botocore's ``AWSResponse`` reads it from."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._body
-
-
 def _limit() -> int:
     text = os.environ.get(_ENVIRONMENT)
     if text is None:
@@ -575,47 +563,17 @@ def _limit() -> int:
     return limit
 
 
-_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[int, aiohttp.ClientSession]] = (
-    weakref.WeakKeyDictionary())
-#: In a forked child, the sessions of the parent's loops: their sockets are the parent's too, so
-#: the child never sends on them nor closes them (a close could end the parent's TLS stream);
-#: they are kept here so that garbage collection does not close them either.
-_inherited: list[aiohttp.ClientSession] = []
-
-
-def _session(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
-    entry = _sessions.get(loop)
-    pid = os.getpid()
-    if entry is not None and entry[0] != pid:  # a loop of the parent, used in a forked child
-        _inherited.append(entry[1])
-        entry = None
-    if entry is None or entry[1].closed:
-        connector = aiohttp.TCPConnector(limit=_limit(), limit_per_host=0)
-        # DynamoDB's replies carry a CRC32 of the body as sent: take the bytes as they come.
-        # No cookies, as botocore's own HTTP session keeps none (and a jar costs every request).
-        session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                        cookie_jar=aiohttp.DummyCookieJar())
-        _sessions[loop] = (pid, session)
-        return session
-    return entry[1]
-
-
 async def close_sessions() -> None:
     """Close this event loop's HTTP connections (at shutdown; the next request opens new ones).
     In a forked child, the parent's connections are left alone."""
-    entry = _sessions.pop(asyncio.get_running_loop(), None)
-    if entry is None:
-        return
-    pid, session = entry
-    if pid != os.getpid():
-        _inherited.append(session)
-        return
-    await session.close()
+    _async_http.close_pool(asyncio.get_running_loop())
 
 
-def _route(config: Any) -> Callable[[Any], AWSResponse | None]:
+def _route(client: Any) -> Callable[[Any], AWSResponse | None]:
+    config = client.meta.config
     connect, read = config.connect_timeout, config.read_timeout
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+    # botocore's ``verify`` (a client made with verify=False, or a CA bundle's path).
+    verify = http_verify(client)
 
     def route(request: Any) -> AWSResponse | None:
         current = _current()
@@ -623,62 +581,15 @@ def _route(config: Any) -> Callable[[Any], AWSResponse | None]:
             if _no_sends.get():
                 raise WouldBlockError("a property of an async result would have sent a request")
             return None  # a thread's request: the client's own session
-        response: AWSResponse = _await(_send(current.loop, request, timeout))
+        pool = _async_http.pool_of(current.loop, _limit)
+        response: AWSResponse = _await(_async_http.send(pool, request, connect, read, verify))
         return response
 
     return route
 
 
-#: botocore's request URLs (already quoted), parsed once each: an endpoint sends them all.
-_urls: dict[str, yarl.URL] = {}
-_SKIPPED_HEADERS = frozenset(("Accept-Encoding", "Content-Type"))
-
-
-def _parsed(url: str) -> yarl.URL:
-    parsed = _urls.get(url)
-    if parsed is None:
-        if len(_urls) >= 256:  # URLs that vary (presigned, per item): parse each, keep none
-            return yarl.URL(url, encoded=True)
-        parsed = _urls[url] = yarl.URL(url, encoded=True)
-    return parsed
-
-
-async def _send(loop: asyncio.AbstractEventLoop, request: Any, timeout: aiohttp.ClientTimeout) -> AWSResponse:
-    headers = {name: value.decode() if isinstance(value, bytes) else value for name, value in request.headers.items()}
-    url = request.url
-    try:
-        async with _session(loop).request(
-            request.method, _parsed(url), data=request.body, headers=headers, timeout=timeout,
-            skip_auto_headers=_SKIPPED_HEADERS, allow_redirects=False,
-        ) as reply:
-            body = await reply.read()
-            return AWSResponse(url, reply.status, HeadersDict(reply.headers.items()), _Body(body))
-    except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise timeout_error(exc, url) from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
-        raise ConnectionClosedError(endpoint_url=url, request=request, error=exc) from exc
-
-
-#: aiohttp 3.10 and later raise this (a ServerTimeoutError) when a connection could not be made
-#: in time; 3.9 raises ServerTimeoutError("Connection timeout to host ...") itself.
-_CONNECT_TIMEOUT: type[BaseException] | None = getattr(aiohttp, "ConnectionTimeoutError", None)
-
-
-def timeout_error(error: BaseException, url: str) -> ConnectTimeoutError | ReadTimeoutError:
-    """botocore's error for an aiohttp timeout: ``ConnectTimeoutError`` only when no connection
-    was made (the request was not sent: a write may be sent again), else ``ReadTimeoutError``
-    (it may have been applied)."""
-    connect = (_CONNECT_TIMEOUT is not None and isinstance(error, _CONNECT_TIMEOUT)) or (
-        isinstance(error, aiohttp.ServerTimeoutError) and str(error).startswith("Connection timeout to host"))
-    if connect:
-        return ConnectTimeoutError(endpoint_url=url, error=error)
-    return ReadTimeoutError(endpoint_url=url, error=error)
-
-
 def _arm_client(client: Any) -> None:
-    route_http_sends(client, _route(client.meta.config), _pool.pause)
+    route_http_sends(client, _route(client), _pool.pause)
 
 
 add_client_hook(_arm_client)

@@ -574,7 +574,7 @@ def _check_pool(model: type[Any], workers: int) -> None:
     shared fan-out pool.
     """
     pool = getattr(model.Meta, "max_pool_connections", None)
-    if pool is None or on_event_loop() is not None:  # on an event loop: aiohttp's connections
+    if pool is None or on_event_loop() is not None:  # on an event loop: the loop's connections
         return
     with _warned_lock:  # _track adds under it: a set another thread adds to cannot be iterated
         merges = list(_open_merges.get(model, ()))

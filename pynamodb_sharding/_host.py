@@ -45,10 +45,11 @@ their version check, as ``save``/``update``/``delete`` would: :func:`put_argumen
 ``before-parse`` (whose ``customized_response_dict`` the merged queries' fast parse fills with the
 page's items: ``_fastparse.py``, pinned by ``test_host_hooks.py::test_before_parse_is_emitted_where_declared``)
 and ``before-parameter-build.dynamodb`` with ``register_first`` (documented botocore extension
-points). The asyncio entry points send the requests of a botocore client over aiohttp by replacing its
-endpoint's ``http_session`` (``client._endpoint``, whose ``_send`` calls ``http_session.send``)
-and its endpoint's ``_needs_retry`` (botocore's copy sleeps with ``time.sleep`` between
-attempts): :func:`route_http_sends`, pinned by
+points). The asyncio entry points send the requests of a botocore client over the event
+loop's connections by replacing its endpoint's ``http_session`` (``client._endpoint``, whose
+``_send`` calls ``http_session.send``) and its endpoint's ``_needs_retry`` (botocore's copy
+sleeps with ``time.sleep`` between attempts): :func:`route_http_sends`; and they verify TLS
+as that session's ``_verify`` says (:func:`http_verify`); both pinned by
 ``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. No other module names a
 PynamoDB or botocore private: ``tests/contract/test_internals_fence.py`` fails the build when
 one does.
@@ -367,6 +368,8 @@ class _KeyGuard:
         if not params or model is None:
             return
         operation = getattr(model, "name", "")
+        if operation not in _KEYED_OPERATIONS:  # a query or scan addresses no item by its key
+            return
         tables = self._tables()
         for table, key in _addressed_keys(operation, params):
             target = tables.get(table)
@@ -386,6 +389,13 @@ class _KeyGuard:
                     f"(pynamodb>=6.1,<7) and report the version that fails."
                 )
                 raise HostContractError(msg) from None
+
+
+#: The operations :func:`_addressed_keys` finds keys in.
+_KEYED_OPERATIONS = frozenset((
+    "GetItem", "UpdateItem", "DeleteItem", "PutItem", "BatchGetItem", "BatchWriteItem",
+    "TransactWriteItems", "TransactGetItems",
+))
 
 
 def _addressed_keys(operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -562,6 +572,15 @@ class _RoutedSession:
 
     def close(self) -> None:
         self.own.close()
+
+
+def http_verify(client: Any) -> Any:
+    """botocore's ``verify`` for ``client``'s requests, as its HTTP session holds it: ``True``
+    (botocore's CA bundle), ``False`` (no check) or a CA bundle's path."""
+    session = client._endpoint.http_session
+    if isinstance(session, _RoutedSession):
+        session = session.own
+    return getattr(session, "_verify", True)
 
 
 def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None]) -> None:

@@ -612,11 +612,16 @@ class ShardMerge:
         return left
 
     def may_run_dry(self) -> bool:
-        """Whether the next :meth:`next_as` may leave no item held, so that :meth:`items_left`
-        may then have to read ahead (cheap and conservative: true at a batch's last item)."""
-        if self._batched:
-            return self._batch_pos + 1 >= len(self._batch)
-        return True
+        """Whether the next :meth:`next_as` may leave no item held while a shard may still have
+        a page to read, so that :meth:`items_left` may then have to read ahead (cheap and
+        conservative: true at a batch's last item, unless every shard's last page is held:
+        taking an item loads no page that was not already sent for)."""
+        if self._batched and self._batch_pos + 1 < len(self._batch):
+            return False
+        if not self.started:
+            return True
+        return not self.exhausted and any(not (stream.loaded and stream.page_key is None)
+                                          for stream in self._streams)
 
     def read_ahead_due(self) -> bool:
         """Whether :meth:`items_left` would send (or wait for) a request now: no item is held,

@@ -53,7 +53,7 @@ def pins() -> dict[str, Version]:
 
 
 #: The library's dependencies, those of its command line and demo extras (click, rich) and of
-#: the async extra (aiohttp, greenlet): each is pinned to its floor. matplotlib only draws the
+#: the async extra (greenlet, httptools): each is pinned to its floor. matplotlib only draws the
 #: demo's chart and is not pinned.
 RUNTIME = {
     **declared("options", "install_requires"),

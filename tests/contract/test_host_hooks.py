@@ -447,6 +447,28 @@ class TestAsyncTransportHooks:
             config=botocore.config.Config(retries={"total_max_attempts": 3, "mode": "standard"}),
         )
 
+    def test_verify_is_what_the_client_was_made_with(self, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The default (botocore's bundle), ``verify=False``, a bundle's path, and the path of
+        ``AWS_CA_BUNDLE`` when the client names none (or ``REQUESTS_CA_BUNDLE``'s, which
+        botocore reads too and is unset here)."""
+        import botocore.session
+
+        from pynamodb_sharding._host import http_verify, route_http_sends
+
+        bundle, environment = str(tmp_path / "ca.pem"), str(tmp_path / "env.pem")
+        monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+        monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+        for verify, variable, expected in ((None, None, True), (False, None, False), (bundle, None, bundle),
+                                           (None, environment, environment)):
+            if variable is not None:
+                monkeypatch.setenv("AWS_CA_BUNDLE", variable)
+            client = botocore.session.get_session().create_client(
+                "dynamodb", region_name="us-east-1", endpoint_url="https://127.0.0.1:9",
+                aws_access_key_id="k", aws_secret_access_key="s", verify=verify)
+            assert http_verify(client) == expected
+            route_http_sends(client, lambda request: None, lambda seconds: None)
+            assert http_verify(client) == expected  # still, once routed
+
     def test_needs_retry_is_the_method_replaced(self) -> None:
         import inspect
 

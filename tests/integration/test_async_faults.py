@@ -2,7 +2,7 @@
 
 Lost replies, closed connections and server errors are retried by botocore as on the sync path
 (the same client and hooks); a request that fails raises PynamoDB's error from ``__anext__``
-and the next ``__anext__`` sends it again; a read that times out over aiohttp is botocore's
+and the next ``__anext__`` sends it again; a read that times out on the loop's connection is botocore's
 ``ReadTimeoutError`` while the loop keeps running; a cancelled query leaves no request in
 flight; a cancelled ``asave`` finishes its write first; a hot ``DynamicShards`` key written
 with ``asave`` under the partition-limit simulator grows, each item stored once.
@@ -135,7 +135,7 @@ def test_errors_are_the_sync_ones(dynamodb_models: BindModels, loop: Loop) -> No
     assert issubclass(expected[2], CursorError)
 
 
-def test_a_read_timeout_over_aiohttp_is_botocores_and_the_loop_keeps_running(loop: Loop) -> None:
+def test_a_read_timeout_on_the_loop_is_botocores_and_the_loop_keeps_running(loop: Loop) -> None:
     """A server that accepts and never answers: each attempt times out, botocore retries once,
     PynamoDB raises ``GetError`` caused by ``ReadTimeoutError``; other tasks run meanwhile."""
     accepted: list[Any] = []

@@ -15,10 +15,10 @@ import os
 import threading
 from typing import Any
 
-import aiohttp
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import _async_http
 from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop
@@ -34,12 +34,17 @@ class LoopLog(ShardedModel):
     shards = Sharding(RandomShards(4))
 
 
-def session_of(loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
-    return transport._sessions[loop][1]
+def session_of(loop: asyncio.AbstractEventLoop) -> _async_http.Pool:
+    """The connections of ``loop`` in this process."""
+    return _async_http._pools[loop]
 
 
-async def write_and_read(key: str, count: int) -> tuple[list[int], int, aiohttp.ClientSession]:
-    """``count`` items written at once under ``key``, then read back merged; and the session used."""
+def idle_connections(pool: _async_http.Pool) -> list[_async_http.Connection]:
+    return [connection for connections in pool._idle.values() for connection in connections]
+
+
+async def write_and_read(key: str, count: int) -> tuple[list[int], int, _async_http.Pool]:
+    """``count`` items written at once under ``key``, then read back merged; and the connections used."""
     await asyncio.gather(*(LoopLog(key, n).asave() for n in range(count)))
     items = [item.at async for item in LoopLog.aquery(key)]
     total = await LoopLog.acount(key)
@@ -114,10 +119,8 @@ def test_a_child_forked_while_the_parents_loop_holds_connections(dynamodb_models
 
     assert loop.run(read("/parent")) == list(range(10))
     parent_session = session_of(loop.loop)
-    connector = parent_session.connector
-    assert connector is not None
-    pooled = sum(len(connections) for connections in connector._conns.values())
-    assert pooled > 0  # idle keep-alive connections of the parent's loop
+    pooled = idle_connections(parent_session)
+    assert pooled  # idle keep-alive connections of the parent's loop
 
     def child() -> bool:
         async def work() -> bool:
@@ -134,5 +137,7 @@ def test_a_child_forked_while_the_parents_loop_holds_connections(dynamodb_models
     # The parent's connections were neither used nor closed by the child: its loop goes on.
     assert session_of(loop.loop) is parent_session
     assert not parent_session.closed
+    assert idle_connections(parent_session) == pooled  # none used by the child, none closed
+    assert not any(connection.lost for connection in pooled)
     assert loop.run(read("/parent")) == list(range(10))
     assert loop.run(read("/forked")) == list(range(8))

@@ -194,8 +194,8 @@ def test_a_cursor_of_either_resumes_the_other(dynamodb_models: BindModels, loop:
     assert len(set(seen)) == 30
 
 
-def test_requests_go_from_the_loop_thread_over_aiohttp(dynamodb_models: BindModels, loop: Loop,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_requests_go_from_the_loop_thread_over_its_connections(dynamodb_models: BindModels, loop: Loop,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """No thread per request, and no request through botocore's own (blocking) HTTP session."""
     dynamodb_models(DynamicLog)
     write_items(DynamicLog, "/threads", 12)

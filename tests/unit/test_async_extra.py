@@ -1,7 +1,7 @@
 """The async methods come with the ``[async]`` extra, and nothing else loads it.
 
 ``import pynamodb_sharding``, the models, queries and writes of the sync path load neither
-aiohttp nor greenlet; the first async call does. Without the extra installed, an async call
+greenlet nor httptools; the first async call does. Without the extra installed, an async call
 raises an ``ImportError`` that names the extra to install.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-ASYNC = ("aiohttp", "greenlet", "pynamodb_sharding._async_transport", "pynamodb_sharding._async_results")
+ASYNC = ("httptools", "greenlet", "pynamodb_sharding._async_transport", "pynamodb_sharding._async_http", "pynamodb_sharding._async_results")
 
 
 def _run(script: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +40,7 @@ def test_the_sync_path_loads_nothing_async() -> None:
 def test_an_async_call_without_the_extra_names_it() -> None:
     script = (
         "import sys\n"
-        "sys.modules['aiohttp'] = None  # as if not installed\n"
+        "sys.modules['httptools'] = None  # as if not installed\n"
         "from pynamodb.attributes import NumberAttribute, UnicodeAttribute\n"
         "from pynamodb_sharding import RandomShards, ShardedModel, Sharding\n"
         "class Log(ShardedModel):\n"
@@ -54,4 +54,4 @@ def test_an_async_call_without_the_extra_names_it() -> None:
     done = _run(script)
     assert done.returncode == 1
     assert "ImportError: pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need " \
-           "aiohttp and greenlet: pip install 'pynamodb-sharding[async]'." in done.stderr
+           "greenlet and httptools: pip install 'pynamodb-sharding[async]'." in done.stderr

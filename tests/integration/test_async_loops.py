@@ -17,8 +17,7 @@ from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import RandomShards, ShardedModel, Sharding
-from pynamodb_sharding import _async_http
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding, _async_http
 from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop

@@ -10,7 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-ASYNC = ("httptools", "greenlet", "pynamodb_sharding._async_transport", "pynamodb_sharding._async_http", "pynamodb_sharding._async_results")
+ASYNC = ("httptools", "greenlet", "pynamodb_sharding._async_transport", "pynamodb_sharding._async_http",
+         "pynamodb_sharding._async_results")
 
 
 def _run(script: str) -> subprocess.CompletedProcess[str]:

@@ -240,9 +240,10 @@ class Sharding:
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
         if is_global_index_class(owner):
-            # The index's async reads (the [async] extra): the model's, with the index's name.
+            # The index's async reads (the [async] extra): the model's, with the index's name;
+            # a ShardedIndex has its own, typed (the same calls).
             for method_name, method in (("aquery", _index_aquery), ("acount", _index_acount)):
-                if method_name not in vars(owner):
+                if getattr(owner, method_name, None) is None:
                     setattr(owner, method_name, method)
             return  # bound per model when the model is defined (see pynamodb_sharding._indexes)
         if _is_local_index_class(owner):

@@ -560,8 +560,8 @@ class ShardedIndex(GlobalSecondaryIndex[_M]):  # type: ignore[no-untyped-call]  
     """A ``GlobalSecondaryIndex`` that declares the async reads of a sharded index for type
     checkers: declare ``class ByDay(ShardedIndex["AuditLog"])`` instead of
     ``GlobalSecondaryIndex`` and ``AuditLog.by_day.aquery(...)`` is typed like
-    :meth:`ShardedModel.aquery` (an index declaring ``Sharding(...)`` gets the same two
-    methods at run time whatever its base; this base only lets ``mypy --strict`` see them).
+    :meth:`ShardedModel.aquery` (an index declaring ``Sharding(...)`` on another base gets
+    the same two methods at run time; this base declares them where ``mypy --strict`` sees them).
 
     .. versionadded:: 0.2.0
     """

@@ -462,3 +462,31 @@ class TestLayoutDefinition:
                 note = UnicodeAttribute()
                 by_day = Clash()
                 shards = Sharding(HashedShards(2))
+
+
+class TestIndexAsyncReads:
+    """A sharded index's ``aquery``/``acount``: a ``ShardedIndex`` keeps its own (typed) ones; an
+    index on PynamoDB's ``GlobalSecondaryIndex`` is given the same calls by ``Sharding``."""
+
+    @staticmethod
+    def index(base: type) -> type:
+        from pynamodb.indexes import AllProjection
+
+        meta = type("Meta", (), {"index_name": "by_day", "projection": AllProjection()})
+        return type(f"ByDay_{base.__name__}", (base,), {
+            "Meta": meta, "day": UnicodeAttribute(hash_key=True), "shards": Sharding(HashedShards(4)),
+        })
+
+    def test_a_sharded_index_keeps_its_own(self) -> None:
+        from pynamodb_sharding import ShardedIndex
+
+        index = self.index(ShardedIndex)
+        assert index.aquery is ShardedIndex.aquery
+        assert index.acount is ShardedIndex.acount
+
+    def test_a_global_secondary_index_is_given_them(self) -> None:
+        from pynamodb.indexes import GlobalSecondaryIndex
+
+        index = self.index(GlobalSecondaryIndex)
+        assert callable(index.aquery) and index.aquery.__name__ == "_index_aquery"
+        assert callable(index.acount) and index.acount.__name__ == "_index_acount"

@@ -488,5 +488,5 @@ class TestIndexAsyncReads:
         from pynamodb.indexes import GlobalSecondaryIndex
 
         index = self.index(GlobalSecondaryIndex)
-        assert callable(index.aquery) and index.aquery.__name__ == "_index_aquery"
-        assert callable(index.acount) and index.acount.__name__ == "_index_acount"
+        assert index.aquery.__name__ == "_index_aquery"
+        assert index.acount.__name__ == "_index_acount"

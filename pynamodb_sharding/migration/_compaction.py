@@ -49,8 +49,9 @@ def _items_above(job: CompactJob, key: str, count: int, read_count: int) -> int:
     return found
 
 
-def trim_histories(job: CompactJob) -> list[str]:
-    """Trim the history of every key of ``job``'s model whose shards above its count are empty.
+def trim_histories(job: CompactJob, *, left_waiting: bool = False) -> list[str]:
+    """Trim the history of every key of ``job``'s model whose shards above its count are empty
+    (``left_waiting``: the run left items where they were, for a later run to move).
 
     Returns:
         One line per key trimmed or left, for the job's report.
@@ -86,8 +87,12 @@ def trim_histories(job: CompactJob) -> list[str]:
             continue
         left = _items_above(job, key, state.count, state.read_count)
         if left:
+            # Items this run left waiting (its count changed too recently when the scan reached
+            # them, and the wait ran out before this step), or written since the scan passed.
+            why = "left waiting by this run, or written after the scan passed" if left_waiting else (
+                "written after the scan passed")
             notes.append(f"not trimmed: {key!r} still has {left} items in shards above {state.count} "
-                         f"(written after the scan passed): run compact again.")
+                         f"({why}): run compact again.")
             continue
         if store.trim_history(namespace, key, state, owner=owner) is None:
             notes.append(f"not trimmed: {key!r} changed its count meanwhile: run compact again.")

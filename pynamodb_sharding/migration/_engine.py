@@ -581,7 +581,7 @@ def run(job: Job, options: JobOptions | None = None, *, progress: ProgressSink |
     if done == total_segments and isinstance(job, CompactJob):
         from pynamodb_sharding.migration._compaction import trim_histories
 
-        report.notes.extend(trim_histories(job))
+        report.notes.extend(trim_histories(job, left_waiting=tally.waiting > 0))
     progress.finish(report)
     return report
 

@@ -288,6 +288,29 @@ class TestCompactRunAgain:
         assert (third.tally.read, third.tally.moved, third.complete) == (48, 0, True)
 
 
+    def test_items_left_waiting_are_named_so_when_the_wait_ends_before_the_trim(
+            self, options: JobOptions, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A long scan: the items it reached inside the wait were left; by the trim the wait is
+        over, and the trim finds them above the count. Its note says the run left them (they
+        were not written after the scan), and the history is kept."""
+        from pynamodb_sharding.migration import _compaction
+
+        trim = _compaction.trim_histories
+
+        def after_a_long_scan(*args: Any, **kwargs: Any) -> list[str]:
+            CLOCK.now += 100  # the scan took longer than the wait
+            return trim(*args, **kwargs)
+
+        monkeypatch.setattr(_compaction, "trim_histories", after_a_long_scan)
+        above = sum(1 for shard, _, _ in compact_stored() if shard > 1)
+        CLOCK.now += 10  # inside the TTL: writers may still write under 4
+        report = compact(LiveLog, options)
+        assert (report.tally.moved, report.tally.waiting) == (0, above)
+        [note] = [note for note in report.notes if note.startswith("not trimmed")]
+        assert f"still has {above} items in shards above 1 (left waiting by this run" in note
+        assert (1, 2, 3, 4) == LiveLog.shards.read_shards(KEY)  # nothing hidden
+
+
 @pytest.mark.usefixtures("grown")
 class TestWritesAfterACompaction:
     """Items loaded from a shard above the count, written after compact moved them and trimmed."""

@@ -227,31 +227,18 @@ def test_a_chunked_reply_is_read_whole() -> None:
     run(test)
 
 
-def test_a_connection_closed_in_the_middle_of_a_reply_is_connection_closed_error() -> None:
-    async def half(_: asyncio.StreamReader, writer: asyncio.StreamWriter, __: dict[str, Any]) -> bool:
-        writer.write(ok()[:40])
+@pytest.mark.parametrize(("sent", "stays_open"), [
+    pytest.param(ok()[:40], False, id="closed-in-the-middle-of-a-reply"),
+    pytest.param(b"SSH-2.0-OpenSSH\r\n\r\n", True, id="not-http"),
+])
+def test_a_reply_cut_short_or_not_http_is_connection_closed_error(sent: bytes, stays_open: bool) -> None:
+    async def reply(_: asyncio.StreamReader, writer: asyncio.StreamWriter, __: dict[str, Any]) -> bool:
+        writer.write(sent)
         await writer.drain()
-        return False
+        return stays_open
 
     async def test(pool: http.Pool) -> None:
-        server = Server(half)
-        url = await server.start()
-        with pytest.raises(ConnectionClosedError):
-            await send(pool, url)
-        assert pool.open == 0
-        await server.stop()
-
-    run(test)
-
-
-def test_what_is_not_http_is_connection_closed_error() -> None:
-    async def garbage(_: asyncio.StreamReader, writer: asyncio.StreamWriter, __: dict[str, Any]) -> bool:
-        writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
-        await writer.drain()
-        return True
-
-    async def test(pool: http.Pool) -> None:
-        server = Server(garbage)
+        server = Server(reply)
         url = await server.start()
         with pytest.raises(ConnectionClosedError):
             await send(pool, url)

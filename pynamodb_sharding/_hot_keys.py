@@ -39,6 +39,7 @@ import random as _random
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import attrs
 from cachetools import TTLCache
@@ -46,7 +47,8 @@ from pynamodb.exceptions import PynamoDBException, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding._host import table_connection
-from pynamodb_sharding._metadata import ShardMetadata, ShardState
+from pynamodb_sharding._metadata import ShardMetadata, ShardState, keep_across_forks
+from pynamodb_sharding._pool import new_future
 from pynamodb_sharding._strategies import HistoryEntry
 
 __all__ = ["HINT_HISTORY", "HINT_LIFETIME", "HintEntry", "HotKeyHints", "format_entry", "hint_item_key", "parse_entry"]
@@ -153,15 +155,43 @@ class HotKeyHints:
         self._random = random if random is not None else _random.Random()
         # namespace -> {key: its newest entry} as last read (or published here).
         self._lists: TTLCache[str, dict[str, HintEntry]] = TTLCache(maxsize=1024, ttl=max(ttl, 1e-9), timer=timer)
+        # namespace -> the read of its list in flight, which the threads missing it meanwhile wait for.
+        self._reading: dict[str, Future[dict[str, HintEntry]]] = {}
         self._lock = threading.Lock()
+        keep_across_forks(self)
+
+    def _before_fork(self) -> None:
+        self._lock.acquire()
+
+    def _after_fork_in_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        self._reading.clear()  # the reading threads are not in the child: it reads for itself
+        self._lock.release()
 
     def _list(self, namespace: str) -> dict[str, HintEntry]:
+        """``namespace``'s list: cached, else read once for all the threads missing it at once."""
         with self._lock:
             hints = self._lists.get(namespace)
-        if hints is None:
+        if hints is not None:
+            return hints
+        mine: Future[dict[str, HintEntry]] = new_future()  # waits by yielding on an event loop
+        with self._lock:
+            flight = self._reading.setdefault(namespace, mine)
+        if flight is not mine:
+            return flight.result()
+        try:
             hints = self._read(namespace)
+        except BaseException as exc:  # a cancellation (a failed read is an empty list)
             with self._lock:
-                self._lists[namespace] = hints
+                self._reading.pop(namespace, None)
+            mine.set_exception(exc)
+            raise
+        with self._lock:
+            self._reading.pop(namespace, None)
+            self._lists[namespace] = hints
+        mine.set_result(hints)
         return hints
 
     def entry(self, namespace: str, key: str) -> HintEntry | None:

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
@@ -508,15 +508,33 @@ def state_from_item(item: ShardMetadata, *, owner: str, max_shards: int) -> Shar
 
 _CacheKey = tuple[str, str]
 
-#: Every store of this process, so that a fork leaves each one usable in the child.
-_stores: weakref.WeakSet[ShardCountStore] = weakref.WeakSet()
+class ForkSafe(Protocol):
+    """What a fork does to a cache of this process: its lock held across the fork (so that no
+    cache is copied half-changed), then released; in the child, its flights (reads another
+    thread was making, which the child never sees end) dropped."""
+
+    def _before_fork(self) -> None: ...
+
+    def _after_fork_in_parent(self) -> None: ...
+
+    def _after_fork_in_child(self) -> None: ...
+
+
+#: Every store (and hot-key hint list) of this process, so that a fork leaves each one usable
+#: in the child.
+_stores: weakref.WeakSet[ForkSafe] = weakref.WeakSet()
+
+
+def keep_across_forks(cache: ForkSafe) -> None:
+    """Make ``cache`` usable in a forked child, as the stores are (:class:`ForkSafe`)."""
+    _stores.add(cache)
 
 
 class _Fork(threading.local):
     """The stores the forking thread locked in ``before``, released again after the fork."""
 
     def __init__(self) -> None:
-        self.held: list[ShardCountStore] = []
+        self.held: list[ForkSafe] = []
 
     def before(self) -> None:
         # Held across the fork so that no cache is copied half-changed; a store's lock guards

@@ -19,18 +19,24 @@ Proves:
 
 from __future__ import annotations
 
+import os
 import random
+import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
+
+import pytest
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _hot_keys
 from pynamodb_sharding._hot_keys import hint_item_key, parse_entry
 from pynamodb_sharding.migration import CompactJob, JobOptions, compact
 from pynamodb_sharding.migration._jobs import Wait
 from pynamodb_sharding.testing import record_requests
+from tests.forked import fork_running
 from tests.raw import raw_items
 
 KEY = "/shared/firetvGen2.txt"
@@ -407,3 +413,111 @@ def test_compact_trims_nothing_while_a_writer_may_hold_the_old_count_from_the_hi
     assert set(shards_written(0)) >= {f"{key}_1"}
     assert {physical for physical in shards_written(0) if physical.startswith(key)} == {f"{key}_1"}
     assert len(list(fresh.query(key))) == 21
+
+
+#: Declared before the tests bind the tables, as an application's models are.
+HINTED_PROCESSES = (process(740, hot_key_hints=2), process(741, hot_key_hints=2))
+
+
+class HeldHintReads:
+    """Holds every read of a hint copy (``GetItem`` of ``#hot-keys#N``) until ``release`` is
+    set, counting them; ``waiting`` counts the callers that wait for another's read instead."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.waiting = 0
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.changed = threading.Condition()
+        self.parent = os.getpid()
+
+    def before_parameter_build(self, params: dict[str, Any] | None = None, **_: Any) -> None:
+        key = (params or {}).get("Key", {}).get("partition_key", {}).get("S", "")
+        if os.getpid() != self.parent or not key.startswith("#hot-keys#"):
+            return
+        with self.changed:
+            self.reads += 1
+            self.changed.notify_all()
+        self.started.set()
+        self.release.wait(30)
+
+    def future(self) -> Future[Any]:
+        held = self
+
+        class Counted(Future[Any]):
+            def result(self, timeout: float | None = None) -> Any:
+                with held.changed:
+                    held.waiting += 1
+                    held.changed.notify_all()
+                return super().result(timeout)
+
+        return Counted()
+
+    def until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(condition, timeout)
+
+
+@pytest.fixture
+def held(dynamodb_models: Bind, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldHintReads]:
+    """The tables bound (``FleetLog`` and its metadata), hint reads held and counted."""
+    dynamodb_models(FleetLog)
+    hold = HeldHintReads()
+    # The metadata model follows its owner's connection: hook every client the reads may use.
+    clients = {id(client): client for client in (model._get_connection().connection.client
+                                                 for model in (FleetShards, FleetLog, *HINTED_PROCESSES))}
+    for client in clients.values():
+        client.meta.events.register("before-parameter-build.dynamodb.GetItem", hold.before_parameter_build, unique_id="held-hints")
+    monkeypatch.setattr(_hot_keys, "new_future", hold.future)
+    try:
+        yield hold
+    finally:
+        hold.release.set()
+        for client in clients.values():
+            client.meta.events.unregister("before-parameter-build.dynamodb.GetItem", unique_id="held-hints")
+
+
+def test_threads_that_miss_the_hint_list_at_once_wait_for_one_read(held: HeldHintReads) -> None:
+    """Eight threads of one process write at once, none with the list cached: one reads a hint
+    copy, the seven others wait for its answer (each used to read a copy of its own)."""
+    model = HINTED_PROCESSES[0]
+    CLOCK.at(8000)
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            start.wait(10)
+            model("/single/flight", n).save()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    assert held.started.wait(10)
+    waited = held.until(lambda: held.waiting == 7 or held.reads > 1, timeout=10)
+    held.release.set()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert waited
+    assert (held.reads, held.waiting) == (1, 7)
+    assert sorted(item.accessed_at for item in model.query("/single/flight")) == list(range(8))
+
+
+def test_a_child_forked_while_a_thread_reads_the_hint_list_reads_it_itself(held: HeldHintReads) -> None:
+    """The parent's read of the list is held when the process forks: the child does not wait
+    for it (its thread is not in the child) but reads the list itself, and writes."""
+    model = HINTED_PROCESSES[1]
+    CLOCK.at(8100)
+    reader = threading.Thread(target=lambda: model("/forked/hints", 0).save())
+    reader.start()
+    try:
+        assert held.started.wait(10)
+        child = fork_running(lambda: bool(model("/forked/hints", 1).save()), timeout=20)
+        assert child.result() is True
+    finally:
+        held.release.set()
+        reader.join(30)
+    assert sorted(item.accessed_at for item in model.query("/forked/hints")) == [0, 1]

@@ -28,7 +28,6 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _hot_keys

@@ -414,6 +414,7 @@ def test_compact_trims_nothing_while_a_writer_may_hold_the_old_count_from_the_hi
     assert len(list(fresh.query(key))) == 21
 
 
+HELD_EVENT = "before-parameter-build.dynamodb.GetItem"
 #: Declared before the tests bind the tables, as an application's models are.
 HINTED_PROCESSES = (process(740, hot_key_hints=2), process(741, hot_key_hints=2))
 
@@ -466,14 +467,14 @@ def held(dynamodb_models: Bind, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hel
     clients = {id(client): client for client in (model._get_connection().connection.client
                                                  for model in (FleetShards, FleetLog, *HINTED_PROCESSES))}
     for client in clients.values():
-        client.meta.events.register("before-parameter-build.dynamodb.GetItem", hold.before_parameter_build, unique_id="held-hints")
+        client.meta.events.register(HELD_EVENT, hold.before_parameter_build, unique_id="held-hints")
     monkeypatch.setattr(_hot_keys, "new_future", hold.future)
     try:
         yield hold
     finally:
         hold.release.set()
         for client in clients.values():
-            client.meta.events.unregister("before-parameter-build.dynamodb.GetItem", unique_id="held-hints")
+            client.meta.events.unregister(HELD_EVENT, unique_id="held-hints")
 
 
 def test_threads_that_miss_the_hint_list_at_once_wait_for_one_read(held: HeldHintReads) -> None:

@@ -958,6 +958,54 @@ def _plan(
                       first_reads=frozenset(first_reads))
 
 
+def _copies_of_moving_items(model: type[Any], index_name: str | None, table_hash: str,
+                            table_sort: str | None) -> Callable[[RawItem], tuple[Any, bool]] | None:
+    """For an index query while table items may be moving: what makes two entries copies of
+    one item (see ``ShardMerge(copies=...)``), else ``None``.
+
+    A job moves a table item by putting its new copy and deleting the old one in one
+    transaction, but a query sees a transaction's writes one by one (read-committed), and an
+    index follows its table a moment later: an index query may find both copies, under two
+    physical keys of one logical key. Of two entries of one logical primary key at one index
+    sort value, the second is then not returned when one of them is a bare legacy item (the
+    table is being adopted: ``legacy_unsharded``) or when the strategy keeps logical keys
+    unique (a second item of one logical key can only be a copy). Random and dynamic layouts
+    allow two items of one logical key, so their copies above a shrunk count are not told apart.
+    """
+    if index_name is None:
+        return None
+    manager = shard_manager(model)
+    unique = manager.keeps_keys_unique
+    if not (unique or manager.legacy_unsharded):
+        return None
+    codec = manager.codec
+
+    def copies(item: RawItem) -> tuple[Any, bool]:
+        physical = item[table_hash].get("S")
+        try:
+            logical, shard = codec.decode(physical)
+        except ShardKeyError:  # not this model's: only equal physical keys are one item
+            return (physical, sort_value(item[table_sort]) if table_sort is not None else b""), False
+        sort = sort_value(item[table_sort]) if table_sort is not None else b""
+        return (logical, sort), unique or shard == LEGACY_SHARD
+
+    return copies
+
+
+def _not_bare(model: type[Any], table_hash: str) -> Callable[[RawKey], bool]:
+    """Whether a start key is not a bare legacy item (which a read may have dropped as a stale
+    copy before the merge: see ``without_stale_bare_copies``)."""
+    codec = shard_manager(model).codec
+
+    def not_bare(key: RawKey) -> bool:
+        try:
+            return codec.decode(key[table_hash].get("S"))[1] != LEGACY_SHARD
+        except (ShardKeyError, KeyError):
+            return False
+
+    return not_bare
+
+
 def _with_class_filter(model: type[Any], filter_condition: Condition | None) -> Condition | None:
     # As PynamoDB's Model.query: a polymorphic model only reads items of its own classes.
     discriminator = discriminator_attribute(model)
@@ -1120,6 +1168,8 @@ def merged_query(
     elif first_reads and table_sort != sort_name:  # an index query: one item is one table key
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
+    copies = _copies_of_moving_items(model, index_name, meta.hash_keyname, table_sort)
+    resumes_after = _not_bare(model, meta.hash_keyname) if copies is not None else None
     # With a limit and no page size: each shard is asked for about its share, not the whole
     # limit, when shares are large enough that a shard rarely needs a second round trip. Not
     # with a filter: DynamoDB's Limit counts items evaluated, so small pages of a selective
@@ -1134,7 +1184,8 @@ def merged_query(
         # with each shard's next page fetched ahead, as without a limit.
         share = None
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
-                       limit=limit, max_workers=workers, shadowed=first_reads, identity=identity,
+                       limit=limit, max_workers=workers, shadowed=first_reads, identity=identity, copies=copies,
+                       resumes_after=resumes_after,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),

@@ -164,6 +164,14 @@ class ShardMerge:
             among equal sort values they come last, and an item of one whose ``identity``
             equals that of an item returned at the same sort value is dropped, not returned.
         identity: what makes two items one item (default: their sort value).
+        copies: for items of any stream that may be two copies of one item (an index query
+            while a job moves table items: both the old and the new table item may have an
+            entry): ``(identity, may be a copy)`` of an item. Of two items with one identity
+            at one sort value, at least one of which may be a copy, the second is not returned.
+        resumes_after: with ``copies``, whether a start key is an item the query that gave the
+            cursor returned (or skipped as a copy of one): its copies after the page break are
+            not returned either. A start key the reads dropped before the merge (a stale bare
+            copy) is not: its copy is the item.
     """
 
     def __init__(
@@ -178,6 +186,8 @@ class ShardMerge:
         max_workers: int = 1,
         shadowed: Collection[int] = (),
         identity: Callable[[RawItem], Any] | None = None,
+        copies: Callable[[RawItem], tuple[Any, bool]] | None = None,
+        resumes_after: Callable[[RawKey], bool] | None = None,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -202,8 +212,17 @@ class ShardMerge:
         self._tie_value: Any = _NOTHING
         self._tie_ids: set[Any] = set()
         self.shadowed_dropped = 0
+        self._copies = copies
+        # The sort value of the last item returned, and the identities returned at it (whether
+        # that one may be a copy): what a later item of one identity is a copy of.
+        self._copy_value: Any = _NOTHING
+        self._copy_ids: dict[Any, bool] = {}
+        self.copies_dropped = 0
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
         self._sort_key = sort_key
+        if copies is not None and resumes_after is not None:
+            self._seed_copies(copies, [start for start in starts.values()
+                                       if start is not None and resumes_after(start)], forward)
         self._key_names = tuple(key_names)
         self._forward = forward
         self._limit = limit
@@ -211,7 +230,7 @@ class ShardMerge:
         self._heap: list[tuple[Any, int, _ShardStream]] = []
         # Without a shadowed stream, items are merged a batch at a time (see _next_batch): every
         # item that can be returned before some shard's next page is needed, sorted at once.
-        self._batched = not self._shadowed
+        self._batched = not self._shadowed and copies is None
         self._batch: list[tuple[Any, int, int, _ShardStream]] = []
         self._batch_pos = 0
         # Streams to load before the next item can be chosen: every stream at the start, then
@@ -249,6 +268,8 @@ class ShardMerge:
         Raises:
             StopIteration: every shard is exhausted, ``limit`` items were returned, or closed.
         """
+        if self._copies is not None:
+            return self._next_unique(convert)
         if self._batched:
             pos = self._batch_pos
             batch = self._batch
@@ -272,6 +293,67 @@ class ShardMerge:
         """Whether the next :meth:`next_as` returns an item already held, sending and
         submitting nothing (not the last item of a batch, whose taking may ask for pages)."""
         return self._batched and not self.closed and self._batch_pos + 1 < len(self._batch)
+
+    # -- copies of one item (index queries while table items move) ---------------------------
+
+    def _next_unique(self, convert: Callable[[int, RawItem], _T]) -> _T:
+        """:meth:`next_as`, without the copies of an item already returned (one item at a
+        time: a batch could not skip them)."""
+        while True:
+            _, item = self._peek()
+            stream = self._heap[0][2]
+            value = self._sort_key(item)
+            identity, may_copy = self._is_copy(item, value)
+            if identity is None:  # a copy of one returned: skipped, not counted
+                self._skip(stream)
+                continue
+            result = convert(stream.shard, item)
+            if value != self._copy_value:
+                self._copy_value, self._copy_ids = value, {}
+            self._copy_ids[identity] = self._copy_ids.get(identity, False) or may_copy
+            self._take(close_at_limit=False)
+            self._skip_held_copies()  # before the cursor is taken: it resumes past them
+            if self._limit is not None and self.returned >= self._limit:
+                self.close()  # the prefetched pages will not be needed
+            return result
+
+    def _seed_copies(self, copies: Callable[[RawItem], tuple[Any, bool]], starts: list[RawKey],
+                     forward: bool) -> None:
+        """A resumed query: the items it resumes after (each stream's start key; the last one
+        returned is the furthest) count as returned, so that a copy of one after the page break
+        is not returned again."""
+        if not starts:
+            return
+        values = [self._sort_key(start) for start in starts]
+        last = max(values) if forward else min(values)
+        self._copy_value = last
+        for start, value in zip(starts, values, strict=True):
+            if value == last:
+                identity, may_copy = copies(start)
+                self._copy_ids[identity] = self._copy_ids.get(identity, False) or may_copy
+
+    def _is_copy(self, item: RawItem, value: Any) -> tuple[Any, bool]:
+        """``(None, True)`` for a copy of an item returned, else ``(identity, may be a copy)``."""
+        assert self._copies is not None
+        identity, may_copy = self._copies(item)
+        if value == self._copy_value and identity in self._copy_ids and (may_copy or self._copy_ids[identity]):
+            return None, True
+        return identity, may_copy
+
+    def _skip(self, stream: _ShardStream) -> None:
+        self.copies_dropped += 1
+        self._advance(stream)
+        if self._shadowed:
+            self._drop_shadowed()
+
+    def _skip_held_copies(self) -> None:
+        """Skip the copies next in line that are already held (no page is asked for)."""
+        while not self.closed and not self._loading and self._heap:
+            stream = self._heap[0][2]
+            item = stream.items[stream.index]
+            if self._is_copy(item, self._sort_key(item))[0] is not None:
+                return
+            self._skip(stream)
 
     def _prepare(self) -> None:
         """Stop at the end or the limit; send what a fork lost and the first requests."""
@@ -396,7 +478,7 @@ class ShardMerge:
             dropped = True
         return dropped
 
-    def _take(self) -> None:
+    def _take(self, *, close_at_limit: bool = True) -> None:
         """Consume the item :meth:`_peek` returned."""
         stream = self._heap[0][2]
         if self._shadowed:  # a shadowed item returned shadows its copies in other shadowed streams
@@ -409,7 +491,7 @@ class ShardMerge:
         self.returned += 1
         if self._shadowed:
             self._drop_shadowed()  # so that the cursor resumes past a copy already returned
-        if self._limit is not None and self.returned >= self._limit:
+        if close_at_limit and self._limit is not None and self.returned >= self._limit:
             self.close()  # the prefetched pages will not be needed
 
     def _advance(self, stream: _ShardStream) -> None:

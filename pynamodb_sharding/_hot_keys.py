@@ -48,7 +48,7 @@ from pynamodb.transactions import TransactWrite
 
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._metadata import ShardMetadata, ShardState, keep_across_forks
-from pynamodb_sharding._pool import new_future
+from pynamodb_sharding._pool import single_flight
 from pynamodb_sharding._strategies import HistoryEntry
 
 __all__ = ["HINT_HISTORY", "HINT_LIFETIME", "HintEntry", "HotKeyHints", "format_entry", "hint_item_key", "parse_entry"]
@@ -176,23 +176,12 @@ class HotKeyHints:
             hints = self._lists.get(namespace)
         if hints is not None:
             return hints
-        mine: Future[dict[str, HintEntry]] = new_future()  # waits by yielding on an event loop
-        with self._lock:
-            flight = self._reading.setdefault(namespace, mine)
-        if flight is not mine:
-            return flight.result()
-        try:
-            hints = self._read(namespace)
-        except BaseException as exc:  # a cancellation (a failed read is an empty list)
-            with self._lock:
-                self._reading.pop(namespace, None)
-            mine.set_exception(exc)
-            raise
-        with self._lock:
-            self._reading.pop(namespace, None)
-            self._lists[namespace] = hints
-        mine.set_result(hints)
-        return hints
+
+        def keep(read: dict[str, HintEntry]) -> dict[str, HintEntry]:
+            self._lists[namespace] = read
+            return read
+
+        return single_flight(self._lock, self._reading, namespace, lambda: self._read(namespace), keep)
 
     def entry(self, namespace: str, key: str) -> HintEntry | None:
         """``key``'s newest unexpired entry in ``namespace``'s list (read once per ``ttl``; a

@@ -55,7 +55,7 @@ from pynamodb_sharding._host import (
     unshared_connection,
 )
 from pynamodb_sharding._locals import ContextLocal
-from pynamodb_sharding._pool import new_future, pause
+from pynamodb_sharding._pool import pause, single_flight
 from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding._throttling import error_chain
 from pynamodb_sharding._write_rate import RateWindow, window_start
@@ -686,24 +686,11 @@ class ShardCountStore:
         call: Callable[[], ShardState | None],
     ) -> ShardState | None:
         """Run ``call`` once for all the threads asking at the same time; cache its state."""
-        mine: Future[ShardState | None] = new_future()  # waits by yielding on an event loop
-        with self._lock:
-            flight = flights.setdefault(cache_key, mine)
-        if flight is not mine:
-            return flight.result()
-        try:
-            state = call()
-        except BaseException as exc:
-            with self._lock:
-                flights.pop(cache_key, None)
-            mine.set_exception(exc)
-            raise
-        with self._lock:
-            flights.pop(cache_key, None)
-            if state is not None:
-                state = self._remember_locked(cache_key, state)
-        mine.set_result(state)
-        return state
+
+        def keep(state: ShardState | None) -> ShardState | None:
+            return None if state is None else self._remember_locked(cache_key, state)
+
+        return single_flight(self._lock, flights, cache_key, call, keep)
 
     def load(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
         """Read ``key`` from the table now (bypassing the cache) and cache what was read.

@@ -107,6 +107,35 @@ def new_future() -> Future[Any]:
     return Future()
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def single_flight(lock: AbstractContextManager[Any], flights: dict[_K, Future[_V]], key: _K,
+                  call: Callable[[], _V], keep: Callable[[_V], _V]) -> _V:
+    """Run ``call`` once for every caller asking for ``key`` at the same time: the first runs it
+    (``flights`` holds its future meanwhile, under ``lock``), the others wait for its result
+    (yielding on the asyncio bridge). ``keep(result)`` runs under ``lock`` as the flight ends
+    (caching it) and gives what every caller gets; an exception is raised to them all."""
+    mine: Future[_V] = new_future()
+    with lock:
+        flight = flights.setdefault(key, mine)
+    if flight is not mine:
+        return flight.result()
+    try:
+        result = call()
+    except BaseException as exc:
+        with lock:
+            flights.pop(key, None)
+        mine.set_exception(exc)
+        raise
+    with lock:
+        flights.pop(key, None)
+        result = keep(result)
+    mine.set_result(result)
+    return result
+
+
 def new_lock() -> AbstractContextManager[Any]:
     """A ``threading.Lock``, or on the asyncio bridge a lock whose wait yields to the event loop
     (the greenlets of one loop share its thread: a thread lock held across a yield would block

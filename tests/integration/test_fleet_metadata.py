@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _hot_keys
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _pool
 from pynamodb_sharding._hot_keys import hint_item_key, parse_entry
 from pynamodb_sharding.migration import CompactJob, JobOptions, compact
 from pynamodb_sharding.migration._jobs import Wait
@@ -421,7 +421,8 @@ HINTED_PROCESSES = (process(740, hot_key_hints=2), process(741, hot_key_hints=2)
 
 class HeldHintReads:
     """Holds every read of a hint copy (``GetItem`` of ``#hot-keys#N``) until ``release`` is
-    set, counting them; ``waiting`` counts the callers that wait for another's read instead."""
+    set, counting them; ``waiting`` counts the callers that wait, until it is let go, for another's
+    read instead."""
 
     def __init__(self) -> None:
         self.reads = 0
@@ -447,8 +448,11 @@ class HeldHintReads:
         class Counted(Future[Any]):
             def result(self, timeout: float | None = None) -> Any:
                 with held.changed:
-                    held.waiting += 1
-                    held.changed.notify_all()
+                    # Counted until the hint read is let go: no writer gets further before it (a
+                    # metadata read's single flight, which uses these futures too, comes after).
+                    if not held.release.is_set():
+                        held.waiting += 1
+                        held.changed.notify_all()
                 return super().result(timeout)
 
         return Counted()
@@ -468,7 +472,7 @@ def held(dynamodb_models: Bind, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hel
                                                  for model in (FleetShards, FleetLog, *HINTED_PROCESSES))}
     for client in clients.values():
         client.meta.events.register(HELD_EVENT, hold.before_parameter_build, unique_id="held-hints")
-    monkeypatch.setattr(_hot_keys, "new_future", hold.future)
+    monkeypatch.setattr(_pool, "new_future", hold.future)  # the futures single flights wait on
     try:
         yield hold
     finally:

@@ -958,10 +958,12 @@ def _plan(
                       first_reads=frozenset(first_reads))
 
 
-def _copies_of_moving_items(model: type[Any], index_name: str | None, table_hash: str,
-                            table_sort: str | None) -> Callable[[RawItem], tuple[Any, bool]] | None:
+def _copies_of_moving_items(
+    model: type[Any], index_name: str | None, table_hash: str, table_sort: str | None,
+) -> tuple[Callable[[RawItem], tuple[Any, bool]], Callable[[RawKey], bool]] | None:
     """For an index query while table items may be moving: what makes two entries copies of
-    one item (see ``ShardMerge(copies=...)``), else ``None``.
+    one item, and whether a start key may be resumed after (``ShardMerge(copies=...,
+    resumes_after=...)``); else ``None``.
 
     A job moves a table item by putting its new copy and deleting the old one in one
     transaction, but a query sees a transaction's writes one by one (read-committed), and an
@@ -971,6 +973,8 @@ def _copies_of_moving_items(model: type[Any], index_name: str | None, table_hash
     table is being adopted: ``legacy_unsharded``) or when the strategy keeps logical keys
     unique (a second item of one logical key can only be a copy). Random and dynamic layouts
     allow two items of one logical key, so their copies above a shrunk count are not told apart.
+    A bare start key is not resumed after: a read may have dropped it as a stale copy before the
+    merge (see ``without_stale_bare_copies``), and then its copy is the item.
     """
     if index_name is None:
         return None
@@ -980,30 +984,25 @@ def _copies_of_moving_items(model: type[Any], index_name: str | None, table_hash
         return None
     codec = manager.codec
 
-    def copies(item: RawItem) -> tuple[Any, bool]:
-        physical = item[table_hash].get("S")
+    def decoded(item: RawKey) -> tuple[str, int] | None:
         try:
-            logical, shard = codec.decode(physical)
-        except ShardKeyError:  # not this model's: only equal physical keys are one item
-            return (physical, sort_value(item[table_sort]) if table_sort is not None else b""), False
+            return codec.decode(item[table_hash].get("S"))
+        except (ShardKeyError, KeyError):  # not this model's key
+            return None
+
+    def copies(item: RawItem) -> tuple[Any, bool]:
         sort = sort_value(item[table_sort]) if table_sort is not None else b""
+        key = decoded(item)
+        if key is None:  # only equal physical keys are one item
+            return (item[table_hash].get("S"), sort), False
+        logical, shard = key
         return (logical, sort), unique or shard == LEGACY_SHARD
 
-    return copies
+    def resumes_after(start: RawKey) -> bool:
+        key = decoded(start)
+        return key is not None and key[1] != LEGACY_SHARD
 
-
-def _not_bare(model: type[Any], table_hash: str) -> Callable[[RawKey], bool]:
-    """Whether a start key is not a bare legacy item (which a read may have dropped as a stale
-    copy before the merge: see ``without_stale_bare_copies``)."""
-    codec = shard_manager(model).codec
-
-    def not_bare(key: RawKey) -> bool:
-        try:
-            return codec.decode(key[table_hash].get("S"))[1] != LEGACY_SHARD
-        except (ShardKeyError, KeyError):
-            return False
-
-    return not_bare
+    return copies, resumes_after
 
 
 def _with_class_filter(model: type[Any], filter_condition: Condition | None) -> Condition | None:
@@ -1168,8 +1167,8 @@ def merged_query(
     elif first_reads and table_sort != sort_name:  # an index query: one item is one table key
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
-    copies = _copies_of_moving_items(model, index_name, meta.hash_keyname, table_sort)
-    resumes_after = _not_bare(model, meta.hash_keyname) if copies is not None else None
+    moving = _copies_of_moving_items(model, index_name, meta.hash_keyname, table_sort)
+    copies, resumes_after = moving if moving is not None else (None, None)
     # With a limit and no page size: each shard is asked for about its share, not the whole
     # limit, when shares are large enough that a shard rarely needs a second round trip. Not
     # with a filter: DynamoDB's Limit counts items evaluated, so small pages of a selective

@@ -368,10 +368,11 @@ class _KeyGuard:
         if not params or model is None:
             return
         operation = getattr(model, "name", "")
-        if operation not in _KEYED_OPERATIONS:  # a query or scan addresses no item by its key
+        addressed = _ADDRESSED_KEYS.get(operation)
+        if addressed is None:  # a query or scan addresses no item by its key
             return
         tables = self._tables()
-        for table, key in _addressed_keys(operation, params):
+        for table, key in addressed(params):
             target = tables.get(table)
             if target is None or not isinstance(key, Mapping):
                 continue
@@ -391,34 +392,41 @@ class _KeyGuard:
                 raise HostContractError(msg) from None
 
 
-#: The operations :func:`_addressed_keys` finds keys in.
-_KEYED_OPERATIONS = frozenset((
-    "GetItem", "UpdateItem", "DeleteItem", "PutItem", "BatchGetItem", "BatchWriteItem",
-    "TransactWriteItems", "TransactGetItems",
-))
+def _one_key(name: str) -> Callable[[Mapping[str, Any]], Iterator[tuple[str, Any]]]:
+    def found(params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+        yield params.get("TableName", ""), params.get(name)
+
+    return found
 
 
-def _addressed_keys(operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
-    """``(table, key or item)`` of every item a request addresses by its primary key."""
-    if operation in ("GetItem", "UpdateItem", "DeleteItem"):
-        yield params.get("TableName", ""), params.get("Key")
-    elif operation == "PutItem":
-        yield params.get("TableName", ""), params.get("Item")
-    elif operation == "BatchGetItem":
-        for table, request in (params.get("RequestItems") or {}).items():
-            for key in request.get("Keys", ()):
-                yield table, key
-    elif operation == "BatchWriteItem":
-        for table, requests in (params.get("RequestItems") or {}).items():
-            for request in requests:
-                if "PutRequest" in request:
-                    yield table, request["PutRequest"].get("Item")
-                if "DeleteRequest" in request:
-                    yield table, request["DeleteRequest"].get("Key")
-    elif operation in ("TransactWriteItems", "TransactGetItems"):
-        for entry in params.get("TransactItems", ()):
-            for kind, request in entry.items():
-                yield request.get("TableName", ""), request.get("Item" if kind == "Put" else "Key")
+def _batch_get_keys(params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    for table, request in (params.get("RequestItems") or {}).items():
+        for key in request.get("Keys", ()):
+            yield table, key
+
+
+def _batch_write_keys(params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    for table, requests in (params.get("RequestItems") or {}).items():
+        for request in requests:
+            if "PutRequest" in request:
+                yield table, request["PutRequest"].get("Item")
+            if "DeleteRequest" in request:
+                yield table, request["DeleteRequest"].get("Key")
+
+
+def _transaction_keys(params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    for entry in params.get("TransactItems", ()):
+        for kind, request in entry.items():
+            yield request.get("TableName", ""), request.get("Item" if kind == "Put" else "Key")
+
+
+#: For each operation that addresses items by their primary key, ``(table, key or item)`` of
+#: every item a request addresses; a Query or a Scan addresses none.
+_ADDRESSED_KEYS: dict[str, Callable[[Mapping[str, Any]], Iterator[tuple[str, Any]]]] = {
+    "GetItem": _one_key("Key"), "UpdateItem": _one_key("Key"), "DeleteItem": _one_key("Key"),
+    "PutItem": _one_key("Item"), "BatchGetItem": _batch_get_keys, "BatchWriteItem": _batch_write_keys,
+    "TransactWriteItems": _transaction_keys, "TransactGetItems": _transaction_keys,
+}
 
 
 def guard_keys(model: type[Model], connection: TableConnection, codec: KeyCodec) -> None:

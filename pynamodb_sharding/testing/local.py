@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import importlib.resources
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -41,6 +42,8 @@ __all__ = [
     "ACCESS_KEY_ID",
     "DIR_ENV",
     "ENDPOINT_ENV",
+    "JAVA_OPTIONS",
+    "JAVA_OPTIONS_ENV",
     "NPM_PACKAGE",
     "NPM_VERSION",
     "REGION",
@@ -53,6 +56,7 @@ __all__ = [
     "cache_root",
     "find_installation",
     "install",
+    "java_options",
     "require_java",
     "running_dynamodb_local",
     "serve",
@@ -69,6 +73,14 @@ DIR_ENV = "DYNAMODB_LOCAL_DIR"
 REGION = "us-east-1"
 ACCESS_KEY_ID = "fakeMyKeyId"
 SECRET_ACCESS_KEY = "fakeSecretAccessKey"
+
+#: What the JVM running DynamoDB Local is given, unless ``DYNAMODB_LOCAL_JAVA_OPTIONS`` says
+#: (a shell-quoted list; empty for none). The server of a test session answers small requests of
+#: many short tests, where the JVM's optimizing compiler (C2) and its parallel collector spent
+#: about a quarter of the server's CPU without paying back: C1's code and the serial collector
+#: need about three quarters of the CPU for the same tests (see docs/testing.rst).
+JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+JAVA_OPTIONS_ENV = "DYNAMODB_LOCAL_JAVA_OPTIONS"
 
 JAR_NAME = "DynamoDBLocal.jar"
 LIB_NAME = "DynamoDBLocal_lib"
@@ -359,11 +371,29 @@ def server_command(installation: Installation, java: str, port: int) -> list[str
     """The command line that runs this installation in memory on 127.0.0.1:``port``."""
     launcher = _ensure_launcher(installation)
     options = ["-inMemory", "-port", str(port), "-disableTelemetry"]
-    library_path = f"-Djava.library.path={installation.lib}"
+    jvm = [*java_options(), f"-Djava.library.path={installation.lib}"]
     if launcher is None:
-        return [java, library_path, "-jar", str(installation.jar), *options]
+        return [java, *jvm, "-jar", str(installation.jar), *options]
     classpath = f"{launcher}{os.pathsep}{installation.classpath}"
-    return [java, library_path, "-cp", classpath, LAUNCHER_CLASS, *options]
+    return [java, *jvm, "-cp", classpath, LAUNCHER_CLASS, *options]
+
+
+def java_options() -> list[str]:
+    """The JVM options of the server: ``DYNAMODB_LOCAL_JAVA_OPTIONS`` (shell-quoted) if set,
+    else :data:`JAVA_OPTIONS`.
+
+    Raises:
+        DynamoDBLocalError: ``DYNAMODB_LOCAL_JAVA_OPTIONS`` is not a shell-quoted list.
+    """
+    text = os.environ.get(JAVA_OPTIONS_ENV)
+    if text is None:
+        return list(JAVA_OPTIONS)
+    try:
+        return shlex.split(text)
+    except ValueError as error:
+        msg = (f"{JAVA_OPTIONS_ENV}={text!r} is not a shell-quoted list of JVM options ({error}); "
+               f"e.g. {JAVA_OPTIONS_ENV}='-Xmx1g -XX:+UseSerialGC', or empty for the JVM's defaults.")
+        raise DynamoDBLocalError(msg) from error
 
 
 def _free_port() -> int:

@@ -11,18 +11,21 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pynamodb_sharding.testing.local import (
     DIR_ENV,
     ENDPOINT_ENV,
+    JAVA_OPTIONS_ENV,
     DynamoDBLocal,
     DynamoDBLocalError,
     DynamoDBLocalWarning,
     Installation,
     cache_root,
     find_installation,
+    java_options,
     running_dynamodb_local,
     server_command,
 )
@@ -90,6 +93,32 @@ def test_server_command_runs_the_loopback_launcher_in_memory(cached_installation
     command = server_command(cached_installation, "java", 4567)
     assert command[-5:] == ["LoopbackDynamoDBLocal", "-inMemory", "-port", "4567", "-disableTelemetry"]
     assert "-jar" not in command
+    # The JVM's options come before the class it runs, where java reads them as its own.
+    assert command[1:3] == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+
+
+def test_java_options_come_from_the_environment_when_set(
+        cached_installation: Installation, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(JAVA_OPTIONS_ENV, "-Xmx512m '-Dname=a b'")
+    command = server_command(cached_installation, "java", 4567)
+    assert command[1:3] == ["-Xmx512m", "-Dname=a b"]
+    assert "-XX:TieredStopAtLevel=1" not in command
+
+    monkeypatch.setenv(JAVA_OPTIONS_ENV, "")  # the JVM's own defaults
+    assert server_command(cached_installation, "java", 4567)[1].startswith("-Djava.library.path=")
+
+
+def test_java_options_that_are_not_shell_quoted_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(JAVA_OPTIONS_ENV, "-Dname='unclosed")
+    with pytest.raises(DynamoDBLocalError, match=r"DYNAMODB_LOCAL_JAVA_OPTIONS=.* not a shell-quoted list"):
+        java_options()
+
+
+def test_a_server_started_with_the_java_options_runs_them(dynamodb_local: Any) -> None:
+    """The session's server, which answers every other test, runs with the options."""
+    assert dynamodb_local.pid is not None, "needs the server the session starts: unset DYNAMODB_LOCAL_ENDPOINT"
+    command = Path(f"/proc/{dynamodb_local.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"-XX:TieredStopAtLevel=1" in command
 
 
 def test_without_javac_falls_back_to_the_jar_and_warns(

@@ -43,8 +43,11 @@ from tests.delivery_models import MODELS, Inbox, inbox_record
 from tests.faults import LostReplies
 from tests.raw import raw_items
 
-#: Targets of the crash test, per mode: each walk takes 15 to 25 s on 2 cores.
-WALK_TARGETS = 20_000
+#: Targets of the crash test, per mode, in chunks of WALK_CHUNK: 80 chunks, so that each of the
+#: 8 workers takes several and the 2 killed ones die holding one. Each walk takes about 20 s on
+#: 2 cores (8 forked workers and DynamoDB Local).
+WALK_TARGETS = 4_000
+WALK_CHUNK = 50
 
 
 def unique_ids(count: int, seed: int) -> list[str]:
@@ -147,7 +150,8 @@ class TestCrashedWorkers:
         dynamodb_models(*MODELS, Inbox)
         targets = unique_ids(WALK_TARGETS, seed=2)
         delivery = Delivery("d1")
-        delivery.create(targets, max_chunk_targets=250)
+        delivery.create(targets, max_chunk_targets=WALK_CHUNK)
+        assert delivery.status().chunk_count == WALK_TARGETS // WALK_CHUNK
         out = tmp_path / "sent.txt"
         lease = 3.0
         pids = [_fork_worker("d1", mode_name, str(out), lease, f"w{n}") for n in range(8)]
@@ -155,7 +159,13 @@ class TestCrashedWorkers:
         def owners() -> set[str]:
             return {item["owner"]["S"] for item in raw_items(DeliveryLease)}
 
+        deadline = time.monotonic() + 120
         while delivery.status().chunks_done < 4 or not {"w0", "w1"} <= owners():
+            if time.monotonic() > deadline:
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                pytest.fail("w0 and w1 never held a lease at once once 4 chunks were done")
             time.sleep(0.05)
         for pid in pids[:2]:  # mid-walk, each holding the lease of a chunk
             os.kill(pid, signal.SIGKILL)

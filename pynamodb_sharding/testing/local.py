@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import importlib.resources
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -76,12 +77,16 @@ SECRET_ACCESS_KEY = "fakeSecretAccessKey"
 
 #: What the JVM running DynamoDB Local is given, unless ``DYNAMODB_LOCAL_JAVA_OPTIONS`` says
 #: (a shell-quoted list; empty for none). A test session's server answers small requests of
-#: many short tests, where the JVM's optimizing compiler (C2) took a quarter of the server's
-#: CPU without paying it back: with C1 only and the serial collector, 52 integration tests took
-#: three quarters of the CPU (pytest and server), and 175 tests on two xdist workers 13 % less
-#: time, on 2 cores.
+#: many short tests, for which the JVM's optimizing compiler (C2, a quarter of the server's CPU
+#: in this project's suite) and its default collector cost more than they save. With both
+#: options, 52 of this project's integration tests used 25 % less CPU (pytest and the server
+#: together) and 175 of them on two xdist workers took 13 % less time, on 2 cores.
 JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 JAVA_OPTIONS_ENV = "DYNAMODB_LOCAL_JAVA_OPTIONS"
+#: What the ``java`` launcher reads options from besides its command line: a collector chosen
+#: there and another on the command line stop the JVM ("Multiple garbage collectors selected").
+_LAUNCHER_ENVS = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+_CHOOSES_COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
 
 JAR_NAME = "DynamoDBLocal.jar"
 LIB_NAME = "DynamoDBLocal_lib"
@@ -381,14 +386,16 @@ def server_command(installation: Installation, java: str, port: int) -> list[str
 
 def java_options() -> list[str]:
     """The JVM options of the server: ``DYNAMODB_LOCAL_JAVA_OPTIONS`` (shell-quoted) if set,
-    else :data:`JAVA_OPTIONS`.
+    else :data:`JAVA_OPTIONS` (without its collector when ``JAVA_TOOL_OPTIONS``,
+    ``JDK_JAVA_OPTIONS`` or ``_JAVA_OPTIONS`` already choose one).
 
     Raises:
         DynamoDBLocalError: ``DYNAMODB_LOCAL_JAVA_OPTIONS`` is not a shell-quoted list.
     """
     text = os.environ.get(JAVA_OPTIONS_ENV)
     if text is None:
-        return list(JAVA_OPTIONS)
+        chosen = any(_CHOOSES_COLLECTOR.search(os.environ.get(name, "")) for name in _LAUNCHER_ENVS)
+        return [option for option in JAVA_OPTIONS if not (chosen and _CHOOSES_COLLECTOR.fullmatch(option))]
     try:
         return shlex.split(text)
     except ValueError as error:
@@ -528,9 +535,12 @@ class ServerProcess:
                 output = self.output_tail()
                 if "Address already in use" in output or "BindException" in output:
                     raise _PortTaken(output)
+                options = " ".join(java_options())
+                given = (f"; its JVM was given {options!r}, which {JAVA_OPTIONS_ENV} replaces "
+                         f"(empty: none)" if options else "")
                 msg = (
                     f"DynamoDB Local exited with code {code} before answering "
-                    f"(it needs Java 17 or later): {output}"
+                    f"(it needs Java 17 or later{given}): {output}"
                 )
                 raise DynamoDBLocalError(msg)
             problem = _answers(client)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from .console import console_script, run_cli
 
@@ -38,6 +39,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.usefixtures("sigint_delivered")
 def test_serve_answers_and_stops_on_ctrl_c(tmp_path: Path, cli_env: dict[str, str], dynamodb_local: Any) -> None:
     """The printed endpoint serves ListTables; SIGINT stops the command and its Java process."""
     env = {name: value for name, value in cli_env.items() if name != "DYNAMODB_LOCAL_ENDPOINT"}

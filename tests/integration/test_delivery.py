@@ -13,6 +13,7 @@ Proves, one class per behaviour:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -155,29 +156,14 @@ class TestCrashedWorkers:
         out = tmp_path / "sent.txt"
         lease = 3.0
         pids = [_fork_worker("d1", mode_name, str(out), lease, f"w{n}") for n in range(8)]
-
-        def owners() -> set[str]:
-            return {item["owner"]["S"] for item in raw_items(DeliveryLease)}
-
-        deadline = time.monotonic() + 120
-        while delivery.status().chunks_done < 4 or not {"w0", "w1"} <= owners():
-            if time.monotonic() > deadline:
-                for pid in pids:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                pytest.fail("w0 and w1 never held a lease at once once 4 chunks were done")
-            time.sleep(0.05)
-        for pid in pids[:2]:  # mid-walk, each holding the lease of a chunk
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        orphaned = len([owner for owner in owners() if owner in {"w0", "w1"}])
-        assert not delivery.status().finished
-        statuses = [_wait(pid, 150) for pid in pids[2:]]
-        assert statuses == [0] * 6
-        reports = [json.loads(path.read_text()) for path in tmp_path.glob("report-*.json")]
-        assert len(reports) == 6
-        assert orphaned >= 1
-        assert sum(report["takeovers"] for report in reports) >= orphaned
+        try:
+            self._kill_two_mid_walk_and_wait_for_the_others(delivery, pids, tmp_path)
+        finally:  # whatever failed, no worker outlives the test
+            for pid in pids:
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
 
         status = delivery.status()
         assert (status.finished, status.targets_left, status.chunks_open) == (True, 0, 0)
@@ -194,6 +180,31 @@ class TestCrashedWorkers:
                 assert max(sent.values()) == 1
             else:
                 assert set(sent) == set(targets)
+
+    @staticmethod
+    def _kill_two_mid_walk_and_wait_for_the_others(delivery: Delivery, pids: list[int], tmp_path: Path) -> None:
+        """Kill w0 and w1 once 4 chunks are done and each holds a chunk's lease; the other six
+        finish the walk, taking over what the two held."""
+
+        def owners() -> set[str]:
+            return {item["owner"]["S"] for item in raw_items(DeliveryLease)}
+
+        deadline = time.monotonic() + 120
+        while delivery.status().chunks_done < 4 or not {"w0", "w1"} <= owners():
+            if time.monotonic() > deadline:
+                pytest.fail("in 120 s, w0 and w1 never both held a lease once 4 chunks were done")
+            time.sleep(0.05)
+        for pid in pids[:2]:  # mid-walk, each holding the lease of a chunk
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        orphaned = len([owner for owner in owners() if owner in {"w0", "w1"}])
+        assert not delivery.status().finished
+        statuses = [_wait(pid, 150) for pid in pids[2:]]
+        assert statuses == [0] * 6
+        reports = [json.loads(path.read_text()) for path in tmp_path.glob("report-*.json")]
+        assert len(reports) == 6
+        assert orphaned >= 1
+        assert sum(report["takeovers"] for report in reports) >= orphaned
 
 
 class LostTakeReplies(LostReplies):

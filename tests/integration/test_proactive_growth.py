@@ -123,11 +123,11 @@ def paced_writes(model: type[ShardedModel], rate: Callable[[float], float], seco
     """Write ``model`` items of ``KEY`` from ``threads`` threads at ``rate(t)`` writes/s for
     ``seconds``; returns the acknowledged range keys and the failures.
 
-    With ``bursts=False`` (the tests that count throttles) the rate is never exceeded: time the
-    pacing loop did not run (the process stalled: a long garbage collection late in a test
-    worker, a busy machine) is not made up for, and a write its writers could not start within
-    MAX_LATE seconds is not sent. Made up for, a stall is a burst no sharding can absorb, and
-    the throttles counted would measure the test's stall, not the growth."""
+    With ``bursts=False`` (the tests that count throttles) a stall of this process is not made
+    up for: time the pacing loop did not run (a long garbage collection late in a test worker,
+    a busy machine) issues at most MAX_STEP seconds of writes, and a write its writers could not
+    start within MAX_LATE seconds is not sent. Made up for, a stall of seconds becomes a burst
+    no sharding absorbs, and the throttles counted would measure the stall, not the growth."""
     step = MAX_STEP if not bursts else float("inf")
     late = MAX_LATE if not bursts else float("inf")
     tickets: queue.Queue[tuple[int, float] | None] = queue.Queue()

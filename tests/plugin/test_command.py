@@ -12,11 +12,14 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from pynamodb_sharding.testing import DynamoDBLocal
 from pynamodb_sharding.testing.local import ENDPOINT_ENV, Installation, _dynamodb_client
 from tests.plugin.local_servers import REAL_CACHE_HOME, dynamodb_local_pids
 
 
+@pytest.mark.usefixtures("sigint_delivered")
 def test_serve_prints_a_working_endpoint_and_stops_on_ctrl_c(cached_installation: Installation) -> None:
     env = {**os.environ, "XDG_CACHE_HOME": REAL_CACHE_HOME}
     env.pop(ENDPOINT_ENV, None)

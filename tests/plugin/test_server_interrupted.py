@@ -35,6 +35,7 @@ def wait_until_gone(pid: int, timeout: float) -> bool:
     return True
 
 
+@pytest.mark.usefixtures("sigint_delivered")
 def test_ctrl_c_stops_the_server(inner_session: pytest.Pytester) -> None:
     inner_session.makepyfile(
         test_inner=RECORD_THEN.format(how="interrupts", action="os.kill(os.getpid(), signal.SIGINT); time.sleep(30)")

@@ -8,8 +8,9 @@ command runs the loopback launcher, or, without javac, the plain jar with a warn
 
 from __future__ import annotations
 
+import os
+import shlex
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,13 @@ import pytest
 from pynamodb_sharding.testing.local import (
     DIR_ENV,
     ENDPOINT_ENV,
+    JAVA_OPTIONS,
     JAVA_OPTIONS_ENV,
     DynamoDBLocal,
     DynamoDBLocalError,
-    DynamoDBLocalWarning,
     Installation,
+    ServerProcess,
+    _dynamodb_client,
     cache_root,
     find_installation,
     java_options,
@@ -37,10 +40,17 @@ def fake_installation(directory: Path) -> Installation:
     return Installation(directory)
 
 
+#: The JVM options the session's server was started with (read before clean_env unsets them).
+SESSION_JAVA_OPTIONS = os.environ.get(JAVA_OPTIONS_ENV)
+LAUNCHER_ENVS = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+
+
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ENDPOINT_ENV, raising=False)
     monkeypatch.delenv(DIR_ENV, raising=False)
+    for name in (JAVA_OPTIONS_ENV, *LAUNCHER_ENVS):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
@@ -114,25 +124,28 @@ def test_java_options_that_are_not_shell_quoted_are_refused(monkeypatch: pytest.
         java_options()
 
 
-def test_a_server_started_with_the_java_options_runs_them(dynamodb_local: Any) -> None:
-    """The session's server, which answers every other test, runs with the options."""
-    assert dynamodb_local.pid is not None, "needs the server the session starts: unset DYNAMODB_LOCAL_ENDPOINT"
-    command = Path(f"/proc/{dynamodb_local.pid}/cmdline").read_bytes().split(b"\0")
-    assert b"-XX:TieredStopAtLevel=1" in command
+def test_a_collector_chosen_by_the_launchers_environment_is_left_to_it(
+        cached_installation: Installation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two collectors stop the JVM ("Multiple garbage collectors selected"): the default options
+    leave theirs out when JAVA_TOOL_OPTIONS (or JDK_JAVA_OPTIONS, _JAVA_OPTIONS) chose one."""
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss1m -XX:+UseG1GC")
+    assert java_options() == ["-XX:TieredStopAtLevel=1"]
+    with ServerProcess.start(cached_installation, timeout=60) as process:
+        assert _dynamodb_client(process.server).list_tables()["TableNames"] == []
 
 
-def test_without_javac_falls_back_to_the_jar_and_warns(
-    cached_installation: Installation,
-    monkeypatch: pytest.MonkeyPatch,
-    path_with_only: Callable[..., str],
-) -> None:
-    # A fresh cache (autouse fixture) has no compiled launcher, and javac is not on PATH.
-    monkeypatch.setenv(DIR_ENV, str(cached_installation.directory))
-    monkeypatch.setenv("PATH", path_with_only("java"))
-    installation = find_installation()
-    assert installation is not None
+def test_java_options_the_jvm_refuses_are_named_in_the_error(
+        cached_installation: Installation, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(JAVA_OPTIONS_ENV, "-XX:+NoSuchOptionAnywhere")
+    expected = r"exited with code 1 .*given '-XX:\+NoSuchOptionAnywhere', which DYNAMODB_LOCAL_JAVA_OPTIONS replaces"
+    with pytest.raises(DynamoDBLocalError, match=expected):
+        ServerProcess.start(cached_installation, timeout=60)
 
-    with pytest.warns(DynamoDBLocalWarning, match=r"no `javac` on PATH.*listens on every interface"):
-        command = server_command(installation, "java", 4567)
 
-    assert command[-6:] == ["-jar", str(installation.jar), "-inMemory", "-port", "4567", "-disableTelemetry"]
+def test_the_session_server_runs_with_the_java_options(dynamodb_local: Any) -> None:
+    """The session's server, which answers every other test, runs with the options in effect."""
+    if dynamodb_local.pid is None:
+        pytest.skip("the session uses a server it did not start (DYNAMODB_LOCAL_ENDPOINT)")
+    expected = list(JAVA_OPTIONS) if SESSION_JAVA_OPTIONS is None else shlex.split(SESSION_JAVA_OPTIONS)
+    command = Path(f"/proc/{dynamodb_local.pid}/cmdline").read_bytes().decode().split("\0")
+    assert command[1:1 + len(expected)] == expected

@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import hashlib
 import importlib.resources
+import itertools
 import os
 import re
 import shlex
@@ -526,6 +527,13 @@ class ServerProcess:
         self._log.seek(0)
         return self._log.read().decode(errors="replace").strip()[-2000:]
 
+    def _java_options(self) -> list[str]:
+        """The JVM options on the command line this process was started with."""
+        args = self._process.args
+        assert isinstance(args, list)  # _start_once runs server_command's list
+        given = map(str, args[1:])
+        return list(itertools.takewhile(lambda arg: not arg.startswith("-Djava.library.path="), given))
+
     def _wait_until_ready(self, timeout: float) -> None:
         client = _dynamodb_client(self.server)
         deadline = time.monotonic() + timeout
@@ -535,7 +543,7 @@ class ServerProcess:
                 output = self.output_tail()
                 if "Address already in use" in output or "BindException" in output:
                     raise _PortTaken(output)
-                options = " ".join(java_options())
+                options = " ".join(self._java_options())
                 given = (f"; its JVM was given {options!r}, which {JAVA_OPTIONS_ENV} replaces "
                          f"(empty: none)" if options else "")
                 msg = (

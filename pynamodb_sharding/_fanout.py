@@ -75,7 +75,13 @@ from pynamodb_sharding._host import (
 from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharded_index
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
-from pynamodb_sharding._point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
+from pynamodb_sharding._point_reads import (
+    index_entries,
+    leaves_out_keys,
+    mark_partial,
+    with_key_attributes,
+    without_stale_bare_copies,
+)
 from pynamodb_sharding._pool import (
     BoundedSubmitter,
     fanout_executor,
@@ -973,8 +979,9 @@ def _copies_of_moving_items(
     table is being adopted: ``legacy_unsharded``) or when the strategy keeps logical keys
     unique (a second item of one logical key can only be a copy). Random and dynamic layouts
     allow two items of one logical key, so their copies above a shrunk count are not told apart.
-    A bare start key is not resumed after: a read may have dropped it as a stale copy before the
-    merge (see ``without_stale_bare_copies``), and then its copy is the item.
+    A bare start key is resumed after only when the cursor says the query returned it
+    (``CursorState.returned``): a read may have dropped it as a stale copy before the merge
+    (see ``without_stale_bare_copies``), and then its copy is the item.
     """
     if index_name is None:
         return None
@@ -1110,12 +1117,15 @@ def merged_query(
     # both copies and the merge keeps the sharded one; a filter or an index query may see only
     # the stale one, so its bare items are looked up in their shards (see point_reads).
     stale_bare = shard_manager(model).legacy_unsharded and (index_name is not None or filter_condition is not None)
+    entries = (index_entries(model, index_name, plan.key_names, attributes_to_get,
+                             filtered=query_options["filter_condition"] is not None)
+               if stale_bare and index_name is not None else None)
 
     def current(page: Page) -> Page:
         if not stale_bare or not page.items:
             return page
-        items = without_stale_bare_copies(model, page.items, consistent_read=consistent_read)
-        if len(items) == len(page.items):
+        items = without_stale_bare_copies(model, page.items, consistent_read=consistent_read, index=entries)
+        if items is page.items:
             return page
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
@@ -1184,7 +1194,7 @@ def merged_query(
         share = None
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=first_reads, identity=identity, copies=copies,
-                       resumes_after=resumes_after,
+                       resumes_after=resumes_after, returned=state.returned,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),

@@ -117,11 +117,12 @@ SHARE_SLACK = 1.5
 class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
-    __slots__ = ("index", "items", "keys", "loaded", "page_key", "pending", "shard", "start")
+    __slots__ = ("index", "items", "keys", "loaded", "page_key", "pending", "shard", "start", "start_returned")
 
     def __init__(self, shard: int, start: RawKey | None) -> None:
         self.shard = shard
         self.start = start  # exclusive start key of the current page's request
+        self.start_returned = False  # whether the merge returned (or skipped as a copy) that key's item
         self.items: list[RawItem] = []
         self.keys: list[Any] | None = None  # the items' sort values, once a batch needed them
         self.index = 0
@@ -170,8 +171,11 @@ class ShardMerge:
             at one sort value, at least one of which may be a copy, the second is not returned.
         resumes_after: with ``copies``, whether a start key is an item the query that gave the
             cursor returned (or skipped as a copy of one): its copies after the page break are
-            not returned either. A start key the reads dropped before the merge (a stale bare
-            copy) is not: its copy is the item.
+            not returned either. A start key the reads may have dropped before the merge (a
+            stale bare copy) is not, unless the cursor says it was returned (``returned``):
+            the copy of a dropped one is the item.
+        returned: the shards whose start key the query that gave the cursor returned, where
+            ``resumes_after`` cannot tell (:attr:`CursorState.returned`).
     """
 
     def __init__(
@@ -188,6 +192,7 @@ class ShardMerge:
         identity: Callable[[RawItem], Any] | None = None,
         copies: Callable[[RawItem], tuple[Any, bool]] | None = None,
         resumes_after: Callable[[RawKey], bool] | None = None,
+        returned: Collection[int] = (),
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -219,10 +224,14 @@ class ShardMerge:
         self._copy_ids: dict[Any, bool] = {}
         self.copies_dropped = 0
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
+        for stream in self._streams:
+            stream.start_returned = stream.shard in returned
         self._sort_key = sort_key
+        self._resumes_after = resumes_after if copies is not None else None
         if copies is not None and resumes_after is not None:
-            self._seed_copies(copies, [start for start in starts.values()
-                                       if start is not None and resumes_after(start)], forward)
+            self._seed_copies(copies, [start for shard, start in starts.items()
+                                       if start is not None and (resumes_after(start) or shard in returned)],
+                              forward)
         self._key_names = tuple(key_names)
         self._forward = forward
         self._limit = limit
@@ -539,6 +548,7 @@ class ShardMerge:
                 raise
             stream.pending = None
             if stream.loaded:
+                stream.start_returned = self._returned_last(stream)
                 stream.start = stream.page_key
             stream.items = page.items
             stream.keys = None
@@ -656,23 +666,33 @@ class ShardMerge:
         the cursor, are read on resumption like those of any other shard.
         """
         positions: dict[int, RawKey] = {}
+        returned: set[int] = set()
         remaining = False
         for stream in self._streams:
             if not stream.loaded:
-                start = stream.start
+                start, was_returned = stream.start, stream.start_returned
                 remaining = True
             elif stream.index >= len(stream.items):
-                start = stream.page_key
+                start, was_returned = stream.page_key, self._returned_last(stream)
                 if start is None:  # read to its end: resume after its last item
-                    start = self._key_of(stream.items[-1]) if stream.items else stream.start
+                    start, was_returned = ((self._key_of(stream.items[-1]), True) if stream.items
+                                           else (stream.start, stream.start_returned))
                 else:
                     remaining = True
             else:
-                start = self._key_of(stream.items[stream.index - 1]) if stream.index > 0 else stream.start
+                start, was_returned = ((self._key_of(stream.items[stream.index - 1]), True) if stream.index > 0
+                                       else (stream.start, stream.start_returned))
                 remaining = True
             if start is not None:
                 positions[stream.shard] = start
-        return CursorState(positions=positions), remaining
+                if was_returned and self._resumes_after is not None and not self._resumes_after(start):
+                    returned.add(stream.shard)
+        return CursorState(positions=positions, returned=frozenset(returned)), remaining
+
+    def _returned_last(self, stream: _ShardStream) -> bool:
+        """Whether the key after a stream's whole current page (DynamoDB's ``LastEvaluatedKey``)
+        is the last item of the page the merge took: not when a read dropped that item."""
+        return bool(stream.items) and self._key_of(stream.items[-1]) == stream.page_key
 
     def items_left(self) -> bool:
         """Whether any item comes after those returned, reading ahead where the pages held

@@ -976,9 +976,10 @@ def _copies_of_moving_items(
     index follows its table a moment later: an index query may find both copies, under two
     physical keys of one logical key. Of two entries of one logical primary key at one index
     sort value, the second is then not returned when one of them is a bare legacy item (the
-    table is being adopted: ``legacy_unsharded``) or when the strategy keeps logical keys
-    unique (a second item of one logical key can only be a copy). Random and dynamic layouts
-    allow two items of one logical key, so their copies above a shrunk count are not told apart.
+    table is being adopted: ``legacy_unsharded``), when the strategy keeps logical keys
+    unique (a second item of one logical key can only be a copy), or when one of them is in a
+    shard a job moves items out of (above a random or dynamic key's lowered count), as a table
+    query's first reads treat them.
     A bare start key is resumed after only when the cursor says the query returned it
     (``CursorState.returned``): a read may have dropped it as a stale copy before the merge
     (see ``without_stale_bare_copies``), and then its copy is the item.
@@ -987,8 +988,6 @@ def _copies_of_moving_items(
         return None
     manager = shard_manager(model)
     unique = manager.keeps_keys_unique
-    if not (unique or manager.legacy_unsharded):
-        return None
     codec = manager.codec
 
     def decoded(item: RawKey) -> tuple[str, int] | None:
@@ -1003,7 +1002,11 @@ def _copies_of_moving_items(
         if key is None:  # only equal physical keys are one item
             return (item[table_hash].get("S"), sort), False
         logical, shard = key
-        return (logical, sort), unique or shard == LEGACY_SHARD
+        if unique or shard == LEGACY_SHARD:
+            return (logical, sort), True
+        # Random and dynamic layouts: a copy only in a shard a job moves items out of (above a
+        # lowered count; the key's count is read only for an entry above the first shard).
+        return (logical, sort), bool(manager.moving_out(logical, (shard,)))
 
     def resumes_after(start: RawKey) -> bool:
         key = decoded(start)

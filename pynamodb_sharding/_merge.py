@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import heapq
 import os
 import weakref
@@ -321,7 +322,10 @@ class ShardMerge:
                 self._copy_value, self._copy_ids = value, {}
             self._copy_ids[identity] = self._copy_ids.get(identity, False) or may_copy
             self._take(close_at_limit=False)
-            self._skip_held_copies()  # before the cursor is taken: it resumes past them
+            # Before the cursor is taken: it resumes past them. Telling a copy may read a key's
+            # count; if that fails, the item is still returned and the next call tells again.
+            with contextlib.suppress(Exception):
+                self._skip_held_copies()
             if self._limit is not None and self.returned >= self._limit:
                 self.close()  # the prefetched pages will not be needed
             return result

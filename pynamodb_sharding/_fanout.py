@@ -1137,7 +1137,7 @@ def merged_query(
             read_first.wait()
             first = read_first.take(shard, start) if shard in first_reads else None
             if first is not None:
-                return current(first)
+                return first  # current() was applied before the other streams were read
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
             return current(_page(_traced(trace, shard, sent.result)))
@@ -1153,7 +1153,8 @@ def merged_query(
     def send_first(shard: int, start: RawKey | None) -> dict[str, Any]:
         return _traced(trace, shard, lambda: send(hash_values[shard], start))
 
-    read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit)
+    read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit,
+                            current=current if stale_bare else None)
 
     sort_name = plan.sort_name
     if sort_name is None:
@@ -1298,8 +1299,11 @@ class _ReadFirst:
     """
 
     def __init__(self, send: Callable[[int, RawKey | None], dict[str, Any]], starts: Mapping[int, RawKey | None],
-                 limit: int | None) -> None:
+                 limit: int | None, current: Callable[[Page], Page] | None = None) -> None:
         self._send = send
+        # What the query keeps of a page (without stale bare copies), applied before any other
+        # stream is read: an item moved after its bare copy was read is then in its shard's page.
+        self._current = current
         self._starts = dict(starts)
         self._limit = limit
         self._lock = threading.Lock()
@@ -1358,7 +1362,8 @@ class _ReadFirst:
                 consumed = (consumed or 0.0) + page.consumed_capacity
             start = page.last_evaluated_key
             if start is None or (self._limit is not None and len(items) >= self._limit):
-                return Page(items, start, count, scanned, consumed_capacity=consumed)
+                read = Page(items, start, count, scanned, consumed_capacity=consumed)
+                return self._current(read) if self._current is not None else read
 
 
 def _is_sharded_index(model: type[Any], index_name: str) -> bool:

@@ -74,7 +74,7 @@ from pynamodb_sharding._host import (
 )
 from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharded_index
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
-from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
+from pynamodb_sharding._merge import SHARE_SLACK, CopyFlag, Page, ShardMerge, SortValue, sort_value
 from pynamodb_sharding._point_reads import (
     index_entries,
     leaves_out_keys,
@@ -966,7 +966,7 @@ def _plan(
 
 def _copies_of_moving_items(
     model: type[Any], index_name: str | None, table_hash: str, table_sort: str | None,
-) -> tuple[Callable[[RawItem], tuple[Any, bool]], Callable[[RawKey], bool]] | None:
+) -> tuple[Callable[[RawItem], tuple[Any, CopyFlag]], Callable[[RawKey], bool]] | None:
     """For an index query while table items may be moving: what makes two entries copies of
     one item, and whether a start key may be resumed after (``ShardMerge(copies=...,
     resumes_after=...)``); else ``None``.
@@ -996,7 +996,7 @@ def _copies_of_moving_items(
         except (ShardKeyError, KeyError):  # not this model's key
             return None
 
-    def copies(item: RawItem) -> tuple[Any, bool]:
+    def copies(item: RawItem) -> tuple[Any, CopyFlag]:
         sort = sort_value(item[table_sort]) if table_sort is not None else b""
         key = decoded(item)
         if key is None:  # only equal physical keys are one item
@@ -1005,8 +1005,8 @@ def _copies_of_moving_items(
         if unique or shard == LEGACY_SHARD:
             return (logical, sort), True
         # Random and dynamic layouts: a copy only in a shard a job moves items out of (above a
-        # lowered count; the key's count is read only for an entry above the first shard).
-        return (logical, sort), bool(manager.moving_out(logical, (shard,)))
+        # lowered count), told only when two entries of one identity meet (it reads the count).
+        return (logical, sort), lambda: bool(manager.moving_out(logical, (shard,)))
 
     def resumes_after(start: RawKey) -> bool:
         key = decoded(start)
@@ -1121,7 +1121,7 @@ def merged_query(
     # the stale one, so its bare items are looked up in their shards (see point_reads).
     stale_bare = shard_manager(model).legacy_unsharded and (index_name is not None or filter_condition is not None)
     entries = (index_entries(model, index_name, plan.key_names, attributes_to_get,
-                             filtered=query_options["filter_condition"] is not None)
+                             filtered=filter_condition is not None)
                if stale_bare and index_name is not None else None)
 
     def current(page: Page) -> Page:
@@ -1355,6 +1355,8 @@ class _ReadFirst:
         consumed: float | None = None
         while True:
             page = _page(self._send(shard, start))
+            if self._current is not None:  # the limit counts the items kept
+                page = self._current(page)
             items.extend(page.items)
             count += page.count
             scanned += page.scanned_count
@@ -1362,8 +1364,7 @@ class _ReadFirst:
                 consumed = (consumed or 0.0) + page.consumed_capacity
             start = page.last_evaluated_key
             if start is None or (self._limit is not None and len(items) >= self._limit):
-                read = Page(items, start, count, scanned, consumed_capacity=consumed)
-                return self._current(read) if self._current is not None else read
+                return Page(items, start, count, scanned, consumed_capacity=consumed)
 
 
 def _is_sharded_index(model: type[Any], index_name: str) -> bool:

@@ -76,6 +76,10 @@ class CursorState:
     """
 
     positions: Mapping[int, RawKey] = attrs.field(factory=dict)
+    #: The shards whose start key is an entry the query returned (or skipped as a copy of one
+    #: returned) where that is not implied by the key: a bare legacy entry of an index query,
+    #: which a read may also have dropped as stale (see ``ShardMerge(resumes_after=...)``).
+    returned: frozenset[int] = frozenset()
 
 
 def _value_to_json(value: Mapping[str, Any]) -> dict[str, str]:
@@ -114,6 +118,8 @@ def encode_cursor(scope: CursorScope, state: CursorState) -> dict[str, Any]:
             for shard in sorted(state.positions)
         ],
     }
+    if state.returned:  # only then: every other cursor keeps its layout
+        body["returned"] = sorted(state.returned)
     body["checksum"] = _checksum(body)
     return body
 
@@ -150,9 +156,9 @@ class _CursorReader:
         expected_fields = {
             "version", "model", "table", "key", "index", "forward", "positions", "checksum",
         }
-        if set(cursor) != expected_fields:
+        if set(cursor) - {"returned"} != expected_fields:
             missing = sorted(expected_fields - set(cursor))
-            extra = sorted(set(cursor) - expected_fields)
+            extra = sorted(set(cursor) - expected_fields - {"returned"})
             raise self.fail(
                 f"is truncated or not a merged-query cursor (missing {missing}, unexpected {extra})"
             )
@@ -179,7 +185,17 @@ class _CursorReader:
             raise self.fail(
                 "was made by a query in the other direction (scan_index_forward differs)"
             )
-        return CursorState(positions=self._positions(cursor["positions"]))
+        positions = self._positions(cursor["positions"])
+        return CursorState(positions=positions, returned=self.returned_shards(cursor.get("returned", []), positions))
+
+    def returned_shards(self, value: object, positions: Mapping[int, RawKey]) -> frozenset[int]:
+        if not isinstance(value, list):
+            raise self.fail("has a malformed list of returned start keys")
+        shards = [self._shard(shard) for shard in value]
+        unknown = [shard for shard in shards if shard not in positions]
+        if unknown or len(set(shards)) != len(shards):
+            raise self.fail(f"marks start keys returned for shards {shards!r} it has no single position of")
+        return frozenset(shards)
 
     def _shard(self, value: object) -> int:
         # 0 is a shard of Sharding(first_shard=0), -1 the bare key of legacy_unsharded models:
@@ -442,6 +458,10 @@ class TokenCodec:
                 body += _varint(shared)
                 body += _varint(len(raw) - shared)
                 body += raw[shared:]
+        if state.returned:  # a trailer only then: every other token keeps its layout
+            body += _varint(len(state.returned))
+            for shard in sorted(state.returned):
+                body += _varint(shard + 1)
         key = self.secrets[0] if self.secrets else _UNSIGNED_KEY
         packed = bytes(body) + self._tag(key, bytes(body))
         return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
@@ -495,11 +515,12 @@ class TokenCodec:
                 if self.shard_name is not None:
                     start[self.shard_name] = {"N": str(shard)}
                 positions[shard] = reader.start_key(shard, _key_to_json(start))
+            returned = [] if data.done else [data.varint() - 1 for _ in range(data.varint())]
             if not data.done:
                 raise reader.fail("has bytes after its last shard position")
         except (_TokenTruncatedError, UnicodeDecodeError):
             raise reader.fail("is malformed") from None
-        return CursorState(positions=positions)
+        return CursorState(positions=positions, returned=reader.returned_shards(returned, positions))
 
     def _hash_json(self, hash_value: Callable[[int], object], shard: int, reader: _CursorReader) -> dict[str, Any]:
         # The queried attribute's value in the shard: rebuilt, never stored in the token.

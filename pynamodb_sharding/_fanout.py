@@ -74,8 +74,14 @@ from pynamodb_sharding._host import (
 )
 from pynamodb_sharding._indexes import backfill_pending, index_not_ready, sharded_index
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
-from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
-from pynamodb_sharding._point_reads import leaves_out_keys, mark_partial, with_key_attributes, without_stale_bare_copies
+from pynamodb_sharding._merge import SHARE_SLACK, CopyFlag, Page, ShardMerge, SortValue, sort_value
+from pynamodb_sharding._point_reads import (
+    index_entries,
+    leaves_out_keys,
+    mark_partial,
+    with_key_attributes,
+    without_stale_bare_copies,
+)
 from pynamodb_sharding._pool import (
     BoundedSubmitter,
     fanout_executor,
@@ -960,7 +966,7 @@ def _plan(
 
 def _copies_of_moving_items(
     model: type[Any], index_name: str | None, table_hash: str, table_sort: str | None,
-) -> tuple[Callable[[RawItem], tuple[Any, bool]], Callable[[RawKey], bool]] | None:
+) -> tuple[Callable[[RawItem], tuple[Any, CopyFlag]], Callable[[RawKey], bool]] | None:
     """For an index query while table items may be moving: what makes two entries copies of
     one item, and whether a start key may be resumed after (``ShardMerge(copies=...,
     resumes_after=...)``); else ``None``.
@@ -970,18 +976,18 @@ def _copies_of_moving_items(
     index follows its table a moment later: an index query may find both copies, under two
     physical keys of one logical key. Of two entries of one logical primary key at one index
     sort value, the second is then not returned when one of them is a bare legacy item (the
-    table is being adopted: ``legacy_unsharded``) or when the strategy keeps logical keys
-    unique (a second item of one logical key can only be a copy). Random and dynamic layouts
-    allow two items of one logical key, so their copies above a shrunk count are not told apart.
-    A bare start key is not resumed after: a read may have dropped it as a stale copy before the
-    merge (see ``without_stale_bare_copies``), and then its copy is the item.
+    table is being adopted: ``legacy_unsharded``), when the strategy keeps logical keys
+    unique (a second item of one logical key can only be a copy), or when one of them is in a
+    shard a job moves items out of (above a random or dynamic key's lowered count), as a table
+    query's first reads treat them.
+    A bare start key is resumed after only when the cursor says the query returned it
+    (``CursorState.returned``): a read may have dropped it as a stale copy before the merge
+    (see ``without_stale_bare_copies``), and then its copy is the item.
     """
     if index_name is None:
         return None
     manager = shard_manager(model)
     unique = manager.keeps_keys_unique
-    if not (unique or manager.legacy_unsharded):
-        return None
     codec = manager.codec
 
     def decoded(item: RawKey) -> tuple[str, int] | None:
@@ -990,13 +996,17 @@ def _copies_of_moving_items(
         except (ShardKeyError, KeyError):  # not this model's key
             return None
 
-    def copies(item: RawItem) -> tuple[Any, bool]:
+    def copies(item: RawItem) -> tuple[Any, CopyFlag]:
         sort = sort_value(item[table_sort]) if table_sort is not None else b""
         key = decoded(item)
         if key is None:  # only equal physical keys are one item
             return (item[table_hash].get("S"), sort), False
         logical, shard = key
-        return (logical, sort), unique or shard == LEGACY_SHARD
+        if unique or shard == LEGACY_SHARD:
+            return (logical, sort), True
+        # Random and dynamic layouts: a copy only in a shard a job moves items out of (above a
+        # lowered count), told only when two entries of one identity meet (it reads the count).
+        return (logical, sort), lambda: bool(manager.moving_out(logical, (shard,)))
 
     def resumes_after(start: RawKey) -> bool:
         key = decoded(start)
@@ -1110,12 +1120,15 @@ def merged_query(
     # both copies and the merge keeps the sharded one; a filter or an index query may see only
     # the stale one, so its bare items are looked up in their shards (see point_reads).
     stale_bare = shard_manager(model).legacy_unsharded and (index_name is not None or filter_condition is not None)
+    entries = (index_entries(model, index_name, plan.key_names, attributes_to_get,
+                             filtered=filter_condition is not None)
+               if stale_bare and index_name is not None else None)
 
     def current(page: Page) -> Page:
         if not stale_bare or not page.items:
             return page
-        items = without_stale_bare_copies(model, page.items, consistent_read=consistent_read)
-        if len(items) == len(page.items):
+        items = without_stale_bare_copies(model, page.items, consistent_read=consistent_read, index=entries)
+        if items is page.items:
             return page
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
@@ -1124,7 +1137,7 @@ def merged_query(
             read_first.wait()
             first = read_first.take(shard, start) if shard in first_reads else None
             if first is not None:
-                return current(first)
+                return first  # current() was applied before the other streams were read
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
             return current(_page(_traced(trace, shard, sent.result)))
@@ -1140,7 +1153,8 @@ def merged_query(
     def send_first(shard: int, start: RawKey | None) -> dict[str, Any]:
         return _traced(trace, shard, lambda: send(hash_values[shard], start))
 
-    read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit)
+    read_first = _ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit,
+                            current=current if stale_bare else None)
 
     sort_name = plan.sort_name
     if sort_name is None:
@@ -1184,7 +1198,7 @@ def merged_query(
         share = None
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=first_reads, identity=identity, copies=copies,
-                       resumes_after=resumes_after,
+                       resumes_after=resumes_after, returned=state.returned,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),
@@ -1285,8 +1299,11 @@ class _ReadFirst:
     """
 
     def __init__(self, send: Callable[[int, RawKey | None], dict[str, Any]], starts: Mapping[int, RawKey | None],
-                 limit: int | None) -> None:
+                 limit: int | None, current: Callable[[Page], Page] | None = None) -> None:
         self._send = send
+        # What the query keeps of a page (without stale bare copies), applied before any other
+        # stream is read: an item moved after its bare copy was read is then in its shard's page.
+        self._current = current
         self._starts = dict(starts)
         self._limit = limit
         self._lock = threading.Lock()
@@ -1338,6 +1355,8 @@ class _ReadFirst:
         consumed: float | None = None
         while True:
             page = _page(self._send(shard, start))
+            if self._current is not None:  # the limit counts the items kept
+                page = self._current(page)
             items.extend(page.items)
             count += page.count
             scanned += page.scanned_count

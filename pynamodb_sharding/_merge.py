@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import heapq
 import os
 import weakref
@@ -46,6 +47,13 @@ _LAST = 1 << 62
 
 #: What a sort key becomes to compare it the way DynamoDB does.
 SortValue = Decimal | str | bytes
+#: Whether an entry may be a copy of another of one identity: known, or told when asked (telling
+#: may read a key's shard count, so it is asked only when two entries of one identity meet).
+CopyFlag = bool | Callable[[], bool]
+
+
+def _told(flag: CopyFlag) -> bool:
+    return flag() if callable(flag) else flag
 
 
 def sort_value(value: Mapping[str, Any]) -> SortValue:
@@ -117,11 +125,12 @@ SHARE_SLACK = 1.5
 class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
-    __slots__ = ("index", "items", "keys", "loaded", "page_key", "pending", "shard", "start")
+    __slots__ = ("index", "items", "keys", "loaded", "page_key", "pending", "shard", "start", "start_returned")
 
     def __init__(self, shard: int, start: RawKey | None) -> None:
         self.shard = shard
         self.start = start  # exclusive start key of the current page's request
+        self.start_returned = False  # whether the merge returned (or skipped as a copy) that key's item
         self.items: list[RawItem] = []
         self.keys: list[Any] | None = None  # the items' sort values, once a batch needed them
         self.index = 0
@@ -170,8 +179,11 @@ class ShardMerge:
             at one sort value, at least one of which may be a copy, the second is not returned.
         resumes_after: with ``copies``, whether a start key is an item the query that gave the
             cursor returned (or skipped as a copy of one): its copies after the page break are
-            not returned either. A start key the reads dropped before the merge (a stale bare
-            copy) is not: its copy is the item.
+            not returned either. A start key the reads may have dropped before the merge (a
+            stale bare copy) is not, unless the cursor says it was returned (``returned``):
+            the copy of a dropped one is the item.
+        returned: the shards whose start key the query that gave the cursor returned, where
+            ``resumes_after`` cannot tell (:attr:`CursorState.returned`).
     """
 
     def __init__(
@@ -186,8 +198,9 @@ class ShardMerge:
         max_workers: int = 1,
         shadowed: Collection[int] = (),
         identity: Callable[[RawItem], Any] | None = None,
-        copies: Callable[[RawItem], tuple[Any, bool]] | None = None,
+        copies: Callable[[RawItem], tuple[Any, CopyFlag]] | None = None,
         resumes_after: Callable[[RawKey], bool] | None = None,
+        returned: Collection[int] = (),
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -214,15 +227,20 @@ class ShardMerge:
         self.shadowed_dropped = 0
         self._copies = copies
         # The sort value of the last item returned, and the identities returned at it (whether
-        # that one may be a copy): what a later item of one identity is a copy of.
+        # each may be a copy): what a later item of one identity is a copy of. And, for a
+        # resumed query, those its start keys returned, by sort value.
         self._copy_value: Any = _NOTHING
-        self._copy_ids: dict[Any, bool] = {}
+        self._copy_ids: dict[Any, list[CopyFlag]] = {}
+        self._seeded: dict[Any, dict[Any, list[CopyFlag]]] = {}
         self.copies_dropped = 0
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
+        for stream in self._streams:
+            stream.start_returned = stream.shard in returned
         self._sort_key = sort_key
+        self._resumes_after = resumes_after if copies is not None else None
         if copies is not None and resumes_after is not None:
-            self._seed_copies(copies, [start for start in starts.values()
-                                       if start is not None and resumes_after(start)], forward)
+            self._seed_copies(copies, [start for shard, start in starts.items()
+                                       if start is not None and (resumes_after(start) or shard in returned)])
         self._key_names = tuple(key_names)
         self._forward = forward
         self._limit = limit
@@ -309,34 +327,31 @@ class ShardMerge:
                 continue
             result = convert(stream.shard, item)
             if value != self._copy_value:
-                self._copy_value, self._copy_ids = value, {}
-            self._copy_ids[identity] = self._copy_ids.get(identity, False) or may_copy
+                self._copy_value, self._copy_ids = value, self._seeded.pop(value, {})
+            self._copy_ids.setdefault(identity, []).append(may_copy)
             self._take(close_at_limit=False)
-            self._skip_held_copies()  # before the cursor is taken: it resumes past them
+            # Before the cursor is taken: it resumes past them. Telling a copy may read a key's
+            # count; if that fails, the item is still returned and the next call tells again.
+            with contextlib.suppress(Exception):
+                self._skip_held_copies()
             if self._limit is not None and self.returned >= self._limit:
                 self.close()  # the prefetched pages will not be needed
             return result
 
-    def _seed_copies(self, copies: Callable[[RawItem], tuple[Any, bool]], starts: list[RawKey],
-                     forward: bool) -> None:
-        """A resumed query: the items it resumes after (each stream's start key; the last one
-        returned is the furthest) count as returned, so that a copy of one after the page break
-        is not returned again."""
-        if not starts:
-            return
-        values = [self._sort_key(start) for start in starts]
-        last = max(values) if forward else min(values)
-        self._copy_value = last
-        for start, value in zip(starts, values, strict=True):
-            if value == last:
-                identity, may_copy = copies(start)
-                self._copy_ids[identity] = self._copy_ids.get(identity, False) or may_copy
+    def _seed_copies(self, copies: Callable[[RawItem], tuple[Any, CopyFlag]], starts: list[RawKey]) -> None:
+        """A resumed query: the items it resumes after (each stream's start key) count as
+        returned at their sort values, so that a copy of one after the page break, in any
+        stream, is not returned again."""
+        for start in starts:
+            identity, may_copy = copies(start)
+            self._seeded.setdefault(self._sort_key(start), {}).setdefault(identity, []).append(may_copy)
 
-    def _is_copy(self, item: RawItem, value: Any) -> tuple[Any, bool]:
+    def _is_copy(self, item: RawItem, value: Any) -> tuple[Any, CopyFlag]:
         """``(None, True)`` for a copy of an item returned, else ``(identity, may be a copy)``."""
         assert self._copies is not None
         identity, may_copy = self._copies(item)
-        if value == self._copy_value and identity in self._copy_ids and (may_copy or self._copy_ids[identity]):
+        returned = self._copy_ids if value == self._copy_value else self._seeded.get(value)
+        if returned and identity in returned and (_told(may_copy) or any(map(_told, returned[identity]))):
             return None, True
         return identity, may_copy
 
@@ -539,6 +554,7 @@ class ShardMerge:
                 raise
             stream.pending = None
             if stream.loaded:
+                stream.start_returned = self._resumes_after is not None and self._returned_last(stream)
                 stream.start = stream.page_key
             stream.items = page.items
             stream.keys = None
@@ -656,23 +672,44 @@ class ShardMerge:
         the cursor, are read on resumption like those of any other shard.
         """
         positions: dict[int, RawKey] = {}
+        returned: set[int] = set()
         remaining = False
         for stream in self._streams:
             if not stream.loaded:
-                start = stream.start
+                start, was_returned = stream.start, stream.start_returned
                 remaining = True
             elif stream.index >= len(stream.items):
-                start = stream.page_key
+                start, was_returned = stream.page_key, self._returned_last(stream)
                 if start is None:  # read to its end: resume after its last item
-                    start = self._key_of(stream.items[-1]) if stream.items else stream.start
+                    start, was_returned = ((self._key_of(stream.items[-1]), True) if stream.items
+                                           else (stream.start, stream.start_returned))
                 else:
                     remaining = True
+                    if not was_returned and self._ends_at_copy_value(stream):
+                        # Not past the entries a filter or a read dropped after the item: the
+                        # resumed query then knows it for returned, and skips its copies that
+                        # other streams hold behind the break (those entries are read again).
+                        start, was_returned = self._key_of(stream.items[-1]), True
             else:
-                start = self._key_of(stream.items[stream.index - 1]) if stream.index > 0 else stream.start
+                start, was_returned = ((self._key_of(stream.items[stream.index - 1]), True) if stream.index > 0
+                                       else (stream.start, stream.start_returned))
                 remaining = True
             if start is not None:
                 positions[stream.shard] = start
-        return CursorState(positions=positions), remaining
+                if was_returned and self._resumes_after is not None and not self._resumes_after(start):
+                    returned.add(stream.shard)
+        return CursorState(positions=positions, returned=frozenset(returned)), remaining
+
+    def _ends_at_copy_value(self, stream: _ShardStream) -> bool:
+        """Whether the stream's last item returned is at the sort value the merge stops at
+        (index queries while items move: a copy of it may still follow in another stream)."""
+        return (self._copies is not None and bool(stream.items)
+                and self._sort_key(stream.items[-1]) == self._copy_value)
+
+    def _returned_last(self, stream: _ShardStream) -> bool:
+        """Whether the key after a stream's whole current page (DynamoDB's ``LastEvaluatedKey``)
+        is the last item of the page the merge took: not when a read dropped that item."""
+        return bool(stream.items) and self._key_of(stream.items[-1]) == stream.page_key
 
     def items_left(self) -> bool:
         """Whether any item comes after those returned, reading ahead where the pages held

@@ -9,18 +9,19 @@ ambiguity that is refused, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+import attrs
 from pynamodb.constants import ITEM, ITEMS, KEYS, RESPONSES, UNPROCESSED_KEYS
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.models import Model
 
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
-from pynamodb_sharding._exceptions import ShardLocationError
-from pynamodb_sharding._host import discriminator_class, table_connection
-from pynamodb_sharding._indexes import sharded_indexes_of
+from pynamodb_sharding._exceptions import ShardKeyError, ShardLocationError
+from pynamodb_sharding._host import discriminator_class, indexes, table_connection
+from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of
 from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
 from pynamodb_sharding._item import range_value as range_of
 from pynamodb_sharding._keys import LEGACY_SHARD
@@ -29,6 +30,7 @@ from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 __all__ = [
     "BATCH_GET_LIMIT",
+    "IndexEntries",
     "adopt_stored",
     "batch_get",
     "batch_key",
@@ -36,6 +38,7 @@ __all__ = [
     "derived_attributes_set",
     "derives_from_other_attributes",
     "get",
+    "index_entries",
     "key_item",
     "leaves_out_keys",
     "locate",
@@ -142,8 +145,79 @@ def _batch_read(
     return found
 
 
+@attrs.frozen
+class IndexEntries:
+    """What an index query reads of an item, to tell a stale bare entry from one whose item a
+    job moved into a shard while the query ran (see :func:`without_stale_bare_copies`)."""
+
+    #: The stored names of the index's hash and range keys.
+    hash_name: str
+    range_name: str | None
+    #: The stored index hash value's logical value (without its index shard).
+    logical_hash: Callable[[dict[str, Any]], Any]
+    #: Every key attribute of an entry: the table's and the index's (its place in the query).
+    key_names: tuple[str, ...]
+    #: What the query returns of an item (``None``: every attribute).
+    projection: list[Any] | None
+    #: Whether an entry's values decide whether the query returns it (a filter): an entry then
+    #: stands for its moved item only with the same values, as the read can see them.
+    compare_values: bool
+    #: A filter with ``attributes_to_get``: the entry does not hold every value the filter reads.
+    values_unseen: bool
+
+    def current(self, entry: dict[str, Any], copy: dict[str, Any]) -> dict[str, Any] | None:
+        """The bare ``entry`` with the values of its item's shard ``copy``, when the copy's own
+        entry has the same place in the query (same index keys) and would be returned the same
+        way; else ``None`` (the bare entry is stale: the item is filed elsewhere)."""
+        if self.place(entry) != self.place(copy):
+            return None
+        kept = {**copy, **{name: entry[name] for name in self.key_names if name in entry}}
+        if self.compare_values and (self.values_unseen or kept != entry):
+            return None  # whether the item as it is now passes the filter is not known here
+        return kept
+
+    def place(self, item: dict[str, Any]) -> tuple[Any, Any]:
+        stored = item.get(self.hash_name)
+        logical = self.logical_hash(stored) if stored is not None else None
+        return logical, item.get(self.range_name) if self.range_name is not None else None
+
+
+def index_entries(model: type[Any], index_name: str, key_names: Sequence[str], attributes_to_get: Any,
+                  *, filtered: bool) -> IndexEntries:
+    """How a query of ``model``'s index ``index_name`` reads items (see :class:`IndexEntries`)."""
+    index = indexes(model)[index_name]
+    meta = table_connection(model).get_meta_table()
+    hash_name = meta.get_index_hash_keyname(index_name)
+    range_name = next((attribute.attr_name for attribute in index.Meta.attributes.values()
+                       if attribute.is_range_key), None)
+    sharded = sharded_index(model, index_name)
+    codec = sharded.manager.codec if sharded is not None and sharded.shard_attr_name is None else None
+
+    def logical_hash(stored: dict[str, Any]) -> Any:
+        text = stored.get("S")
+        if codec is None or not isinstance(text, str):
+            return tuple(stored.items())
+        try:
+            return codec.decode(text)[0]
+        except ShardKeyError:  # a bare value of an index it does not adopt: compared as stored
+            return text
+
+    projection = with_key_attributes(attributes_to_get, key_names)
+    if projection is None:
+        kind = index.Meta.projection.projection_type
+        if kind == "KEYS_ONLY":
+            projection = list(key_names)
+        elif kind == "INCLUDE":
+            projection = list(key_names) + [name for name in index.Meta.projection.non_key_attributes
+                                            if name not in key_names]
+    return IndexEntries(hash_name=hash_name, range_name=range_name, logical_hash=logical_hash,
+                        key_names=tuple(key_names), projection=projection, compare_values=filtered,
+                        values_unseen=filtered and attributes_to_get is not None)
+
+
 def without_stale_bare_copies(
     model: type[Any], items: list[dict[str, Any]], *, consistent_read: bool | None,
+    index: IndexEntries | None = None,
 ) -> list[dict[str, Any]]:
     """``items`` without the bare legacy copies of items that a shard also holds.
 
@@ -155,6 +229,12 @@ def without_stale_bare_copies(
     segment). So every bare item of such a read is looked up in the shards of its key, keys
     only, with the read's consistency, and dropped when a shard holds it: the sharded copy is
     the item as it is now. Reads without bare items send nothing more.
+
+    An index query (``index``) reads the shard copies as it reads the index, and keeps a bare
+    entry whose copy has the same place in the index (its index keys), with the copy's values:
+    a job may have moved the item after the index page was read, and the copy's own entry,
+    written after that, may lie behind the part of the index this query reads. The merge
+    returns the item once when it meets both entries (``ShardMerge(copies=...)``).
     """
     manager = shard_manager(model)
     codec = manager.codec
@@ -182,11 +262,19 @@ def without_stale_bare_copies(
         return items
     names = [name for name in (hash_name, range_name) if name is not None]
     shadowed: set[int] = set()
-    for raw in _batch_read(model, keys, consistent_read=consistent_read, projection=names):
+    current: dict[int, dict[str, Any]] = {}
+    projection = names if index is None else index.projection
+    for raw in _batch_read(model, keys, consistent_read=consistent_read, projection=projection):
         logical = codec.decode(raw[hash_name]["S"])[0]
         identity = (logical, *(tuple(raw[range_name].items()) if range_name else ()))
-        shadowed.update(bare.get(identity, ()))
-    return [item for position, item in enumerate(items) if position not in shadowed]
+        for position in bare.get(identity, ()):
+            kept = index.current(items[position], raw) if index is not None else None
+            if kept is not None:
+                current[position] = kept
+            else:
+                shadowed.add(position)
+    return [current.get(position, item) for position, item in enumerate(items)
+            if position in current or position not in shadowed]
 
 
 def _without_shadowed(

@@ -36,6 +36,25 @@ class TestRoundTrip:
         cursor = json.loads(json.dumps(encode_cursor(SCOPE, state)))
         assert state == decode(cursor)
 
+    def test_returned_start_keys_round_trip(self) -> None:
+        state = CursorState(positions={1: start_key(1), 3: start_key(3, "-2.5")}, returned=frozenset({3}))
+        cursor = json.loads(json.dumps(encode_cursor(SCOPE, state)))
+        assert cursor["returned"] == [3]
+        assert state == decode(cursor)
+
+    def test_a_cursor_without_returned_start_keys_has_no_such_field(self) -> None:
+        """Cursors of every query but an adopted index's mid-move keep their layout."""
+        assert "returned" not in a_cursor()
+        assert decode(a_cursor()).returned == frozenset()
+
+    @pytest.mark.parametrize("returned", [[2], [3, 3], "3", [True]])
+    def test_a_malformed_returned_list_is_refused(self, returned: object) -> None:
+        cursor = a_cursor()
+        cursor["returned"] = returned
+        cursor = resigned(cursor)
+        with pytest.raises(CursorError, match=r"AuditLog\.query\(last_evaluated_key=\.\.\.\)"):
+            decode(cursor)
+
     def test_names_the_query(self) -> None:
         cursor = a_cursor()
         assert (

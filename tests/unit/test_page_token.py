@@ -23,8 +23,12 @@ def codec(secrets: tuple[bytes, ...] = (), scope: CursorScope = SCOPE) -> TokenC
 
 
 numbers = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
-states = st.dictionaries(st.integers(1, 64), numbers, max_size=64).map(
-    lambda positions: CursorState(positions={shard: start_key(shard, at) for shard, at in positions.items()})
+states = st.dictionaries(st.integers(1, 64), numbers, max_size=64).flatmap(
+    lambda positions: st.builds(
+        lambda returned: CursorState(positions={shard: start_key(shard, at) for shard, at in positions.items()},
+                                     returned=frozenset(returned)),
+        st.sets(st.sampled_from(sorted(positions))) if positions else st.just(set()),
+    )
 )
 
 
@@ -132,3 +136,22 @@ def test_secret_keys(secret: object, keys: tuple[bytes, ...]) -> None:
 def test_bad_secrets(secret: object) -> None:
     with pytest.raises(CursorError, match="cursor_secret"):
         secret_keys(secret)  # type: ignore[arg-type]
+
+
+def test_returned_start_keys_add_a_trailer_only_when_there_are_some() -> None:
+    """A token of a query that returned a bare entry at its page break says so in a trailer;
+    every other token keeps its layout (tokens already handed out still decode)."""
+    tokens = codec()
+    positions = {1: start_key(1, "10"), 2: start_key(2, "11")}
+    plain = tokens.encode(CursorState(positions=positions))
+    marked = tokens.encode(CursorState(positions=positions, returned=frozenset({2})))
+    assert len(base64.urlsafe_b64decode(marked + "==")) == len(base64.urlsafe_b64decode(plain + "==")) + 2
+    assert tokens.decode(marked, physical).returned == {2}
+    assert tokens.decode(plain, physical).returned == frozenset()
+
+
+def test_a_returned_mark_of_a_shard_without_a_position_is_refused() -> None:
+    tokens = codec()
+    token = tokens.encode(CursorState(positions={1: start_key(1, "10")}, returned=frozenset({3})))
+    with pytest.raises(CursorError, match=r"marks start keys returned for shards \[3\]"):
+        tokens.decode(token, physical)

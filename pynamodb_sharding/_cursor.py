@@ -80,6 +80,10 @@ class CursorState:
     #: returned) where that is not implied by the key: a bare legacy entry of an index query,
     #: which a read may also have dropped as stale (see ``ShardMerge(resumes_after=...)``).
     returned: frozenset[int] = frozenset()
+    #: The other items the query returned at the sort value it stopped at, ``(shard, key)``,
+    #: where no start key stands for them: their copies behind the break are skipped (an index
+    #: query while a job moves items, when items tie at that value).
+    also_returned: tuple[tuple[int, RawKey], ...] = ()
 
 
 def _value_to_json(value: Mapping[str, Any]) -> dict[str, str]:
@@ -120,6 +124,8 @@ def encode_cursor(scope: CursorScope, state: CursorState) -> dict[str, Any]:
     }
     if state.returned:  # only then: every other cursor keeps its layout
         body["returned"] = sorted(state.returned)
+    if state.also_returned:
+        body["also_returned"] = [{"shard": shard, "start_key": _key_to_json(key)} for shard, key in state.also_returned]
     body["checksum"] = _checksum(body)
     return body
 
@@ -156,9 +162,10 @@ class _CursorReader:
         expected_fields = {
             "version", "model", "table", "key", "index", "forward", "positions", "checksum",
         }
-        if set(cursor) - {"returned"} != expected_fields:
+        optional = {"returned", "also_returned"}
+        if set(cursor) - optional != expected_fields:
             missing = sorted(expected_fields - set(cursor))
-            extra = sorted(set(cursor) - expected_fields - {"returned"})
+            extra = sorted(set(cursor) - expected_fields - optional)
             raise self.fail(
                 f"is truncated or not a merged-query cursor (missing {missing}, unexpected {extra})"
             )
@@ -186,7 +193,19 @@ class _CursorReader:
                 "was made by a query in the other direction (scan_index_forward differs)"
             )
         positions = self._positions(cursor["positions"])
-        return CursorState(positions=positions, returned=self.returned_shards(cursor.get("returned", []), positions))
+        return CursorState(positions=positions, returned=self.returned_shards(cursor.get("returned", []), positions),
+                           also_returned=self._also_returned(cursor.get("also_returned", [])))
+
+    def _also_returned(self, value: object) -> tuple[tuple[int, RawKey], ...]:
+        if not isinstance(value, list):
+            raise self.fail("has a malformed list of items returned")
+        found: list[tuple[int, RawKey]] = []
+        for entry in value:
+            if not isinstance(entry, dict) or set(entry) != {"shard", "start_key"}:
+                raise self.fail(f"has a malformed item returned {entry!r}")
+            shard = self._shard(entry["shard"])
+            found.append((shard, self.start_key(shard, entry["start_key"])))
+        return tuple(found)
 
     def returned_shards(self, value: object, positions: Mapping[int, RawKey]) -> frozenset[int]:
         if not isinstance(value, list):
@@ -442,29 +461,55 @@ class TokenCodec:
         names = self._stored_names
         previous = dict.fromkeys(names, b"")
         for shard in sorted(state.positions):
-            body += _varint(shard + 1)  # the bare legacy key is shard -1
-            start = state.positions[shard]
-            for name in names:
-                ((kind, inner),) = start[name].items()
-                if kind == "B":
-                    raw = bytes(inner) if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
-                else:
-                    raw = str(inner).encode("utf-8")
-                # Sort keys of one page are close (timestamps): store only what differs from
-                # the previous shard's value, after the prefix they share.
-                shared = _shared_prefix(previous[name], raw)
-                previous[name] = raw
-                body.append(_KIND_CODES[kind])
-                body += _varint(shared)
-                body += _varint(len(raw) - shared)
-                body += raw[shared:]
-        if state.returned:  # a trailer only then: every other token keeps its layout
+            self._pack(body, shard, state.positions[shard], previous)
+        if state.returned or state.also_returned:  # a trailer only then: other tokens keep their layout
             body += _varint(len(state.returned))
             for shard in sorted(state.returned):
                 body += _varint(shard + 1)
+        if state.also_returned:
+            body += _varint(len(state.also_returned))
+            for shard, returned_key in state.also_returned:
+                self._pack(body, shard, returned_key, previous)
         key = self.secrets[0] if self.secrets else _UNSIGNED_KEY
         packed = bytes(body) + self._tag(key, bytes(body))
         return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+
+    def _pack(self, body: bytearray, shard: int, start: RawKey, previous: dict[str, bytes]) -> None:
+        body += _varint(shard + 1)  # the bare legacy key is shard -1
+        for name in self._stored_names:
+            ((kind, inner),) = start[name].items()
+            if kind == "B":
+                raw = bytes(inner) if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
+            else:
+                raw = str(inner).encode("utf-8")
+            # Sort keys of one page are close (timestamps): store only what differs from the
+            # previous shard's value, after the prefix they share.
+            shared = _shared_prefix(previous[name], raw)
+            previous[name] = raw
+            body.append(_KIND_CODES[kind])
+            body += _varint(shared)
+            body += _varint(len(raw) - shared)
+            body += raw[shared:]
+
+    def _unpack(self, data: _Bytes, hash_value: Callable[[int], object], reader: _CursorReader,
+                previous: dict[str, bytes]) -> tuple[int, RawKey]:
+        shard = data.varint() - 1
+        start: dict[str, Any] = {}
+        for name in self._stored_names:
+            (code,) = data.take(1)
+            kind = _CODE_KINDS.get(code)
+            if kind is None:
+                raise reader.fail(f"has an unknown value type for {name} in {describe_shard(shard)}")
+            shared = data.varint()
+            if shared > len(previous[name]):
+                raise reader.fail("is malformed")
+            raw = previous[name][:shared] + data.take(data.varint())
+            previous[name] = raw
+            start[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
+        start[self.hash_name] = self._hash_json(hash_value, shard, reader)
+        if self.shard_name is not None:
+            start[self.shard_name] = {"N": str(shard)}
+        return shard, reader.start_key(shard, _key_to_json(start))
 
     def decode(self, token: str, hash_value: Callable[[int], object]) -> CursorState:
         """Validate an untrusted token against this query and decode it (no request is sent).
@@ -494,33 +539,22 @@ class TokenCodec:
         data = _Bytes(body[1:])
         positions: dict[int, RawKey] = {}
         previous = dict.fromkeys(self._stored_names, b"")
+        also: list[tuple[int, RawKey]] = []
         try:
             for _ in range(data.varint()):
-                shard = data.varint() - 1
+                shard, start = self._unpack(data, hash_value, reader, previous)
                 if shard in positions:
                     raise reader.fail(f"names {describe_shard(shard)} twice")
-                start: dict[str, Any] = {}
-                for name in self._stored_names:
-                    (code,) = data.take(1)
-                    kind = _CODE_KINDS.get(code)
-                    if kind is None:
-                        raise reader.fail(f"has an unknown value type for {name} in {describe_shard(shard)}")
-                    shared = data.varint()
-                    if shared > len(previous[name]):
-                        raise reader.fail("is malformed")
-                    raw = previous[name][:shared] + data.take(data.varint())
-                    previous[name] = raw
-                    start[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
-                start[self.hash_name] = self._hash_json(hash_value, shard, reader)
-                if self.shard_name is not None:
-                    start[self.shard_name] = {"N": str(shard)}
-                positions[shard] = reader.start_key(shard, _key_to_json(start))
+                positions[shard] = start
             returned = [] if data.done else [data.varint() - 1 for _ in range(data.varint())]
+            if not data.done:
+                also = [self._unpack(data, hash_value, reader, previous) for _ in range(data.varint())]
             if not data.done:
                 raise reader.fail("has bytes after its last shard position")
         except (_TokenTruncatedError, UnicodeDecodeError):
             raise reader.fail("is malformed") from None
-        return CursorState(positions=positions, returned=reader.returned_shards(returned, positions))
+        return CursorState(positions=positions, returned=reader.returned_shards(returned, positions),
+                           also_returned=tuple(also))
 
     def _hash_json(self, hash_value: Callable[[int], object], shard: int, reader: _CursorReader) -> dict[str, Any]:
         # The queried attribute's value in the shard: rebuilt, never stored in the token.

@@ -1198,7 +1198,7 @@ def merged_query(
         share = None
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=first_reads, identity=identity, copies=copies,
-                       resumes_after=resumes_after, returned=state.returned,
+                       resumes_after=resumes_after, returned=state.returned, also_returned=state.also_returned,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),

@@ -184,6 +184,8 @@ class ShardMerge:
             the copy of a dropped one is the item.
         returned: the shards whose start key the query that gave the cursor returned, where
             ``resumes_after`` cannot tell (:attr:`CursorState.returned`).
+        also_returned: with ``copies``, the other items that query returned at the sort value
+            it stopped at (:attr:`CursorState.also_returned`): their copies are not returned.
     """
 
     def __init__(
@@ -201,6 +203,7 @@ class ShardMerge:
         copies: Callable[[RawItem], tuple[Any, CopyFlag]] | None = None,
         resumes_after: Callable[[RawKey], bool] | None = None,
         returned: Collection[int] = (),
+        also_returned: Sequence[tuple[int, RawKey]] = (),
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -231,7 +234,9 @@ class ShardMerge:
         # resumed query, those its start keys returned, by sort value.
         self._copy_value: Any = _NOTHING
         self._copy_ids: dict[Any, list[CopyFlag]] = {}
+        self._copy_keys: list[tuple[int, RawKey]] = []  # the items returned at _copy_value
         self._seeded: dict[Any, dict[Any, list[CopyFlag]]] = {}
+        self._seeded_keys: dict[Any, list[tuple[int, RawKey]]] = {}
         self.copies_dropped = 0
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
         for stream in self._streams:
@@ -239,8 +244,9 @@ class ShardMerge:
         self._sort_key = sort_key
         self._resumes_after = resumes_after if copies is not None else None
         if copies is not None and resumes_after is not None:
-            self._seed_copies(copies, [start for shard, start in starts.items()
-                                       if start is not None and (resumes_after(start) or shard in returned)])
+            self._seed_copies(copies, [(shard, start) for shard, start in starts.items()
+                                       if start is not None and (resumes_after(start) or shard in returned)]
+                              + list(also_returned))
         self._key_names = tuple(key_names)
         self._forward = forward
         self._limit = limit
@@ -328,7 +334,9 @@ class ShardMerge:
             result = convert(stream.shard, item)
             if value != self._copy_value:
                 self._copy_value, self._copy_ids = value, self._seeded.pop(value, {})
+                self._copy_keys = self._seeded_keys.pop(value, [])
             self._copy_ids.setdefault(identity, []).append(may_copy)
+            self._copy_keys.append((stream.shard, self._key_of(item)))
             self._take(close_at_limit=False)
             # Before the cursor is taken: it resumes past them. Telling a copy may read a key's
             # count; if that fails, the item is still returned and the next call tells again.
@@ -338,13 +346,16 @@ class ShardMerge:
                 self.close()  # the prefetched pages will not be needed
             return result
 
-    def _seed_copies(self, copies: Callable[[RawItem], tuple[Any, CopyFlag]], starts: list[RawKey]) -> None:
-        """A resumed query: the items it resumes after (each stream's start key) count as
-        returned at their sort values, so that a copy of one after the page break, in any
-        stream, is not returned again."""
-        for start in starts:
+    def _seed_copies(self, copies: Callable[[RawItem], tuple[Any, CopyFlag]],
+                     starts: list[tuple[int, RawKey]]) -> None:
+        """A resumed query: the items it resumes after (each stream's start key, and the other
+        items returned at the value the cursor stopped at) count as returned at their sort
+        values, so that a copy of one after the page break, in any stream, is not returned again."""
+        for shard, start in starts:
             identity, may_copy = copies(start)
-            self._seeded.setdefault(self._sort_key(start), {}).setdefault(identity, []).append(may_copy)
+            value = self._sort_key(start)
+            self._seeded.setdefault(value, {}).setdefault(identity, []).append(may_copy)
+            self._seeded_keys.setdefault(value, []).append((shard, start))
 
     def _is_copy(self, item: RawItem, value: Any) -> tuple[Any, CopyFlag]:
         """``(None, True)`` for a copy of an item returned, else ``(identity, may be a copy)``."""
@@ -698,7 +709,24 @@ class ShardMerge:
                 positions[stream.shard] = start
                 if was_returned and self._resumes_after is not None and not self._resumes_after(start):
                     returned.add(stream.shard)
-        return CursorState(positions=positions, returned=frozenset(returned)), remaining
+        return CursorState(positions=positions, returned=frozenset(returned),
+                           also_returned=self._also_returned(positions, returned) if remaining else ()), remaining
+
+    def _also_returned(self, positions: Mapping[int, RawKey],
+                       returned: Collection[int]) -> tuple[tuple[int, RawKey], ...]:
+        """The items returned at the sort value the merge stops at that no stream's start key
+        stands for: a copy of one may still follow in a stream behind that value."""
+        if self._copies is None:
+            return ()
+        resumes_after = self._resumes_after
+        also: list[tuple[int, RawKey]] = []
+        for shard, key in self._copy_keys:
+            start = positions.get(shard)
+            if start == key and (shard in returned or resumes_after is None or resumes_after(key)):
+                continue  # its stream resumes after it: seeded from there
+            if (shard, key) not in also:
+                also.append((shard, key))
+        return tuple(also)
 
     def _ends_at_copy_value(self, stream: _ShardStream) -> bool:
         """Whether the stream's last item returned is at the sort value the merge stops at

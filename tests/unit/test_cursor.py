@@ -42,6 +42,20 @@ class TestRoundTrip:
         assert cursor["returned"] == [3]
         assert state == decode(cursor)
 
+    def test_items_returned_at_the_break_round_trip(self) -> None:
+        state = CursorState(positions={1: start_key(1)}, also_returned=((3, start_key(3, "-2.5")),))
+        cursor = json.loads(json.dumps(encode_cursor(SCOPE, state)))
+        assert cursor["also_returned"] == [{"shard": 3, "start_key": {"file_path": {"S": physical(3)},
+                                                                      "accessed_at": {"N": "-2.5"}}}]
+        assert state == decode(cursor)
+
+    @pytest.mark.parametrize("also", [{}, [{"shard": 3}], [{"shard": 3, "start_key": {"file_path": {"S": "x"}}}]])
+    def test_a_malformed_list_of_items_returned_is_refused(self, also: object) -> None:
+        cursor = a_cursor()
+        cursor["also_returned"] = also
+        with pytest.raises(CursorError, match=r"AuditLog\.query\(last_evaluated_key=\.\.\.\)"):
+            decode(resigned(cursor))
+
     def test_a_cursor_without_returned_start_keys_has_no_such_field(self) -> None:
         """Cursors of every query but an adopted index's mid-move keep their layout."""
         assert "returned" not in a_cursor()

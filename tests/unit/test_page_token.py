@@ -25,9 +25,11 @@ def codec(secrets: tuple[bytes, ...] = (), scope: CursorScope = SCOPE) -> TokenC
 numbers = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
 states = st.dictionaries(st.integers(1, 64), numbers, max_size=64).flatmap(
     lambda positions: st.builds(
-        lambda returned: CursorState(positions={shard: start_key(shard, at) for shard, at in positions.items()},
-                                     returned=frozenset(returned)),
+        lambda returned, also: CursorState(positions={shard: start_key(shard, at) for shard, at in positions.items()},
+                                           returned=frozenset(returned),
+                                           also_returned=tuple((shard, start_key(shard, at)) for shard, at in also)),
         st.sets(st.sampled_from(sorted(positions))) if positions else st.just(set()),
+        st.lists(st.tuples(st.integers(1, 64), numbers), max_size=3),
     )
 )
 
@@ -155,3 +157,12 @@ def test_a_returned_mark_of_a_shard_without_a_position_is_refused() -> None:
     token = tokens.encode(CursorState(positions={1: start_key(1, "10")}, returned=frozenset({3})))
     with pytest.raises(CursorError, match=r"marks start keys returned for shards \[3\]"):
         tokens.decode(token, physical)
+
+
+def test_items_returned_at_the_break_are_a_second_trailer() -> None:
+    tokens = codec()
+    positions = {1: start_key(1, "10")}
+    state = CursorState(positions=positions, also_returned=((2, start_key(2, "10")),))
+    decoded = tokens.decode(tokens.encode(state), physical)
+    assert decoded == state
+    assert decoded.returned == frozenset()

@@ -17,6 +17,7 @@ import contextlib
 import heapq
 import os
 import weakref
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from decimal import Decimal
@@ -116,6 +117,12 @@ class Page:
 FetchPage = Callable[[int, "RawKey | None"], Page]
 #: Fetches one page of a shard of at most ``limit`` items: ``fetch(shard, exclusive_start_key, limit)``.
 FetchLimitedPage = Callable[[int, "RawKey | None", int], Page]
+
+#: The most items a cursor names as returned at the value its page ends at besides the shards'
+#: positions (``CursorState.also_returned``), the latest first: an index whose entries tie a
+#: lot (one without a range key ties them all) would otherwise carry every item returned.
+#: Beyond it, a copy behind the break of an item returned earlier at that value may come again.
+MAX_ALSO_RETURNED = 16
 
 #: With ``fetch_share``: each shard is first asked for this many times its share of the items
 #: still wanted, so that a page of ``limit`` items reads about ``1.5 x limit + shards`` items.
@@ -234,7 +241,8 @@ class ShardMerge:
         # resumed query, those its start keys returned, by sort value.
         self._copy_value: Any = _NOTHING
         self._copy_ids: dict[Any, list[CopyFlag]] = {}
-        self._copy_keys: list[tuple[int, RawKey]] = []  # the items returned at _copy_value
+        # The latest items returned at _copy_value (what a cursor names besides the positions).
+        self._copy_keys: deque[tuple[int, RawKey]] = deque(maxlen=4 * MAX_ALSO_RETURNED)
         self._seeded: dict[Any, dict[Any, list[CopyFlag]]] = {}
         self._seeded_keys: dict[Any, list[tuple[int, RawKey]]] = {}
         self.copies_dropped = 0
@@ -334,7 +342,7 @@ class ShardMerge:
             result = convert(stream.shard, item)
             if value != self._copy_value:
                 self._copy_value, self._copy_ids = value, self._seeded.pop(value, {})
-                self._copy_keys = self._seeded_keys.pop(value, [])
+                self._copy_keys = deque(self._seeded_keys.pop(value, ()), maxlen=4 * MAX_ALSO_RETURNED)
             self._copy_ids.setdefault(identity, []).append(may_copy)
             self._copy_keys.append((stream.shard, self._key_of(item)))
             self._take(close_at_limit=False)
@@ -719,14 +727,27 @@ class ShardMerge:
         if self._copies is None:
             return ()
         resumes_after = self._resumes_after
+        # The items returned at the value the merge is at, and the ones the cursor it resumed
+        # from named at values it has not passed yet (not taken over while nothing was returned
+        # at them: the next cursor names them again).
+        candidates = list(self._copy_keys)
+        for value, keys in self._seeded_keys.items():
+            if self._copy_value is _NOTHING or (value > self._copy_value if self._forward
+                                                else value < self._copy_value):
+                candidates += keys
         also: list[tuple[int, RawKey]] = []
-        for shard, key in self._copy_keys:
+        seen: set[tuple[int, Any]] = set()
+        for shard, key in reversed(candidates):  # the latest first
             start = positions.get(shard)
             if start == key and (shard in returned or resumes_after is None or resumes_after(key)):
                 continue  # its stream resumes after it: seeded from there
-            if (shard, key) not in also:
+            marker = (shard, tuple(sorted((name, tuple(value.items())) for name, value in key.items())))
+            if marker not in seen:
+                seen.add(marker)
                 also.append((shard, key))
-        return tuple(also)
+                if len(also) == MAX_ALSO_RETURNED:
+                    break
+        return tuple(reversed(also))
 
     def _ends_at_copy_value(self, stream: _ShardStream) -> bool:
         """Whether the stream's last item returned is at the sort value the merge stops at

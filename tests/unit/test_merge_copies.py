@@ -13,6 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,3 +121,65 @@ def test_a_bare_entry_returned_before_the_break_skips_its_copy_behind_another_st
     state, _ = first.state()
     assert state.returned == {1}
     assert [copies(item)[0] for _, item in merge(index, None, state)] == ["e", "later"]
+
+
+class FailsOnce:
+    """An index whose first request fails (a throttled request the caller sees)."""
+
+    def __init__(self, index: Index) -> None:
+        self.index, self.failed = index, False
+        self.streams = index.streams
+
+    def __call__(self, stream: int, start: RawKey | None) -> Page:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("throttled")
+        return self.index(stream, start)
+
+
+def tied_break() -> tuple[Index, CursorState]:
+    """A page that ends at value 5 after x and y tie there; x's bare copy waits behind in stream 2."""
+    index = Index([entry(1, 5, "x#1"), entry(1, 5, "y#1"), entry(2, 3, "z#1"), entry(2, 5, "x#bare")],
+                  set(), page_size=1)
+    first = merge(index, 3, None)
+    assert [copies(item)[0] for _, item in first] == ["z", "x", "y"]
+    state, _ = first.state()
+    assert [key["tk"]["S"] for _, key in state.also_returned] == ["x#1"]
+    return index, state
+
+
+def test_a_cursor_taken_after_a_failed_request_still_names_the_items_returned_at_the_break() -> None:
+    index, state = tied_break()
+    failing = ShardMerge(FailsOnce(index), {stream: state.positions.get(stream) for stream in index.streams},  # type: ignore[arg-type]
+                         sort_key=lambda item: sort_value(item["sk"]), key_names=KEY_NAMES, limit=2, copies=copies,
+                         resumes_after=resumes_after, returned=state.returned, also_returned=state.also_returned)
+    with pytest.raises(RuntimeError, match="throttled"):
+        next(failing)
+    again, _ = failing.state()
+    assert [copies(item)[0] for _, item in merge(index, None, again)] == []
+
+
+def test_an_item_written_behind_the_break_does_not_make_the_next_cursor_forget() -> None:
+    index, state = tied_break()
+    index.streams[2].insert(1, entry(2, 4, "w#1"))  # written between the pages, before the break
+    second = merge(index, 1, state)
+    assert [copies(item)[0] for _, item in second] == ["w"]
+    state, _ = second.state()
+    assert [copies(item)[0] for _, item in merge(index, None, state)] == []
+
+
+def test_a_cursor_names_at_most_sixteen_items_where_every_entry_ties() -> None:
+    """An index without a range key: every entry has one sort value."""
+    index = Index([entry(1 + number % 3, 0, f"i{number:03}#1") for number in range(300)], set(), page_size=7)
+    state: CursorState | None = None
+    seen: list[str] = []
+    sizes: list[int] = []
+    for _ in range(40):
+        merged = merge(index, 20, state)
+        seen += [copies(item)[0] for _, item in merged]
+        state, remaining = merged.state()
+        sizes.append(len(state.also_returned))
+        if not remaining:
+            break
+    assert sorted(seen) == sorted(f"i{number:03}" for number in range(300))
+    assert max(sizes) == 16

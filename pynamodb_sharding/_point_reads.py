@@ -20,7 +20,13 @@ from pynamodb.models import Model
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
 from pynamodb_sharding._exceptions import ShardKeyError, ShardLocationError
-from pynamodb_sharding._host import discriminator_class, indexes, table_connection
+from pynamodb_sharding._host import (
+    discriminator_class,
+    index_hash_attribute,
+    index_range_attribute,
+    indexes,
+    table_connection,
+)
 from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of
 from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
 from pynamodb_sharding._item import range_value as range_of
@@ -186,10 +192,9 @@ def index_entries(model: type[Any], index_name: str, key_names: Sequence[str], a
                   *, filtered: bool) -> IndexEntries:
     """How a query of ``model``'s index ``index_name`` reads items (see :class:`IndexEntries`)."""
     index = indexes(model)[index_name]
-    meta = table_connection(model).get_meta_table()
-    hash_name = meta.get_index_hash_keyname(index_name)
-    range_name = next((attribute.attr_name for attribute in index.Meta.attributes.values()
-                       if attribute.is_range_key), None)
+    hash_name = index_hash_attribute(index).attr_name
+    range_attribute = index_range_attribute(index)
+    range_name = range_attribute.attr_name if range_attribute is not None else None
     sharded = sharded_index(model, index_name)
     codec = sharded.manager.codec if sharded is not None and sharded.shard_attr_name is None else None
 

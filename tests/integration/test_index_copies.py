@@ -13,7 +13,8 @@ Random layouts allow two items of one logical key, which are two items: the nega
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -163,35 +164,52 @@ def test_two_items_of_one_key_under_random_shards_are_two_items(dynamodb_models:
     assert [(item.device, int(item.at)) for item in RandomCopyEvent.by_day.query(DAY)] == [("dev-0", 10)] * 2
 
 
+class HeldMove:
+    """dev-2's item stored bare only, as before a job moves it; :meth:`move` is the job's move
+    (the new copy put and the bare one deleted in one transaction), made at most once, from a
+    request hook: held for the moment the test names."""
+
+    def __init__(self) -> None:
+        AdoptingCopyEvent("dev-2", 12, day=DAY, value=2).save()
+        [self.sharded] = raw_items(AdoptingCopyEvent)
+        self.bare = {**self.sharded, "device": {"S": "dev-2"}}
+        self.client, self.table = raw_client(AdoptingCopyEvent), AdoptingCopyEvent.Meta.table_name
+        put_raw(AdoptingCopyEvent, [self.bare])
+        self.client.delete_item(TableName=self.table, Key={"device": self.sharded["device"], "at": self.sharded["at"]})
+        self.moved = False
+
+    def move(self, **_: Any) -> None:
+        if not self.moved:
+            self.moved = True
+            self.client.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self.table, "Item": self.sharded}},
+                {"Delete": {"TableName": self.table, "Key": {"device": self.bare["device"], "at": self.bare["at"]}}},
+            ])
+
+
+@contextmanager
+def hooked(events: dict[str, Callable[..., None]]) -> Iterator[None]:
+    """``AdoptingCopyEvent``'s botocore client calls each handler on its event meanwhile."""
+    emitter = AdoptingCopyEvent._get_connection().connection.client.meta.events
+    for name, handler in events.items():
+        emitter.register(name, handler)
+    try:
+        yield
+    finally:
+        for name, handler in events.items():
+            emitter.unregister(name, handler)
+
+
 def test_an_item_moved_between_the_index_page_and_the_bare_lookup_is_returned(
         dynamodb_models: Callable[..., Any]) -> None:
     """The index page holds only the bare copy (read before the move); the query then looks the
     bare entry up in the item's shards (to drop it if a shard holds the item), and the move lands
     in between: the item existed before and after the query, and must be returned."""
     dynamodb_models(PlainCopyEvent, AdoptingCopyEvent)
-    AdoptingCopyEvent("dev-2", 12, day=DAY, value=2).save()
-    [sharded] = raw_items(AdoptingCopyEvent)
-    bare = {**sharded, "device": {"S": "dev-2"}}
-    client, table = raw_client(AdoptingCopyEvent), AdoptingCopyEvent.Meta.table_name
-    put_raw(AdoptingCopyEvent, [bare])  # before the move: the bare copy only
-    client.delete_item(TableName=table, Key={"device": sharded["device"], "at": sharded["at"]})
-    moved: list[bool] = []
-
-    def move(**_: Any) -> None:  # the job's move, held for the moment between page and lookup
-        if not moved:
-            moved.append(True)
-            client.transact_write_items(TransactItems=[
-                {"Put": {"TableName": table, "Item": sharded}},
-                {"Delete": {"TableName": table, "Key": {"device": bare["device"], "at": bare["at"]}}},
-            ])
-
-    events = AdoptingCopyEvent._get_connection().connection.client.meta.events
-    events.register("before-call.dynamodb.BatchGetItem", move)
-    try:
+    held = HeldMove()
+    with hooked({"before-call.dynamodb.BatchGetItem": held.move}):  # between page and lookup
         found = [(item.device, int(item.at)) for item in AdoptingCopyEvent.by_day.query(DAY)]
-    finally:
-        events.unregister("before-call.dynamodb.BatchGetItem", move)
-    assert moved == [True]
+    assert held.moved
     assert found == [("dev-2", 12)]
 
 
@@ -248,32 +266,12 @@ def test_an_item_moved_mid_query_is_returned_by_a_filtered_index_query(dynamodb_
     """The move between the index page and the lookup of its bare entry, with a filter the
     item passes before and after (a move copies the item unchanged)."""
     dynamodb_models(PlainCopyEvent, AdoptingCopyEvent)
-    AdoptingCopyEvent("dev-2", 12, day=DAY, value=2).save()
-    [sharded] = raw_items(AdoptingCopyEvent)
-    bare = {**sharded, "device": {"S": "dev-2"}}
-    client, table = raw_client(AdoptingCopyEvent), AdoptingCopyEvent.Meta.table_name
-    put_raw(AdoptingCopyEvent, [bare])
-    client.delete_item(TableName=table, Key={"device": sharded["device"], "at": sharded["at"]})
-    moved: list[bool] = []
-
-    def move(**_: Any) -> None:
-        if not moved:
-            moved.append(True)
-            client.transact_write_items(TransactItems=[
-                {"Put": {"TableName": table, "Item": sharded}},
-                {"Delete": {"TableName": table, "Key": {"device": bare["device"], "at": bare["at"]}}},
-            ])
-
-    events = AdoptingCopyEvent._get_connection().connection.client.meta.events
-    events.register("before-call.dynamodb.BatchGetItem", move)
-    try:
+    held = HeldMove()
+    with hooked({"before-call.dynamodb.BatchGetItem": held.move}):
         found = _found(AdoptingCopyEvent.by_day.query(DAY, filter_condition=AdoptingCopyEvent.value == 2))
-    finally:
-        events.unregister("before-call.dynamodb.BatchGetItem", move)
-    assert moved == [True]
+    assert held.moved
     assert found == [("dev-2", 12, 2)]
-    assert [raw["device"]["S"] for raw in raw_items(AdoptingCopyEvent)] == [sharded["device"]["S"]]
-
+    assert [raw["device"]["S"] for raw in raw_items(AdoptingCopyEvent)] == [held.sharded["device"]["S"]]
 
 def test_a_copy_above_a_lowered_dynamic_count_is_one_index_entry(dynamodb_models: Callable[..., Any]) -> None:
     """``migrate reshard`` moves an item from shard 4 of a key shrunk to 2 down to shard 1:
@@ -313,33 +311,19 @@ def test_an_item_moved_mid_query_is_returned_by_a_filtered_table_query(dynamodb_
     the shards before it reads them: a move landing between the bare read and the lookup puts
     the item where the shard reads then find it."""
     dynamodb_models(PlainCopyEvent, AdoptingCopyEvent)
-    AdoptingCopyEvent("dev-2", 12, day=DAY, value=2).save()
-    [sharded] = raw_items(AdoptingCopyEvent)
-    bare = {**sharded, "device": {"S": "dev-2"}}
-    client, table = raw_client(AdoptingCopyEvent), AdoptingCopyEvent.Meta.table_name
-    put_raw(AdoptingCopyEvent, [bare])
-    client.delete_item(TableName=table, Key={"device": sharded["device"], "at": sharded["at"]})
+    held = HeldMove()
     sent: list[str] = []
 
     def record(params: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name == "BatchGetItem":
             sent.append("lookup")
-            if sent.count("lookup") == 1:  # the job's move, held for the moment after the bare read
-                client.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": table, "Item": sharded}},
-                    {"Delete": {"TableName": table, "Key": {"device": bare["device"], "at": bare["at"]}}},
-                ])
+            held.move()  # the job's move, held for the moment after the bare read
         else:
             sent.append(params["ExpressionAttributeValues"][":0"]["S"])
 
-    events = AdoptingCopyEvent._get_connection().connection.client.meta.events
-    events.register("before-parameter-build.dynamodb.Query", record)
-    events.register("before-parameter-build.dynamodb.BatchGetItem", record)
-    try:
+    with hooked({"before-parameter-build.dynamodb.Query": record,
+                 "before-parameter-build.dynamodb.BatchGetItem": record}):
         found = _found(AdoptingCopyEvent.query("dev-2", filter_condition=AdoptingCopyEvent.value == 2))
-    finally:
-        events.unregister("before-parameter-build.dynamodb.Query", record)
-        events.unregister("before-parameter-build.dynamodb.BatchGetItem", record)
     assert found == [("dev-2", 12, 2)]
     assert sent[:2] == ["dev-2", "lookup"]  # the bare key, its lookup, then the shards
     assert sorted(sent[2:]) == [f"dev-2_{shard}" for shard in range(1, 5)]

@@ -15,6 +15,7 @@ from pynamodb_sharding._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pynamodb_sharding.testing.binding import ModelBinding, SharedTableError, bound_models
+    from pynamodb_sharding.testing.botocore_data import shared_botocore_data
     from pynamodb_sharding.testing.fleet import (
         EventLoop,
         Fleet,
@@ -62,12 +63,14 @@ __all__ = [
     "run_scenario",
     "running_dynamodb_local",
     "serve",
+    "shared_botocore_data",
     "simulate_partition_limits",
 ]
 
 #: The module of this package that defines each public name (the imports above, for type checkers).
 _MODULES: dict[str, tuple[str, ...]] = {
     "binding": ("ModelBinding", "SharedTableError", "bound_models"),
+    "botocore_data": ("shared_botocore_data",),
     "fleet": ("EventLoop", "Fleet", "FleetDynamoDB", "FleetReport", "Scenario", "run_scenario"),
     "guard": ("LoopbackGuard", "UnboundModelError"),
     "latency": ("LatencyInjector", "inject_latency", "record_requests"),

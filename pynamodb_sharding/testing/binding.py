@@ -40,6 +40,7 @@ from pynamodb_sharding._host import (
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._partitioned import existing_periods, period_model
 from pynamodb_sharding._periods import TimePartitioned, is_time_partitioned
+from pynamodb_sharding.testing.botocore_data import shared_botocore_data
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
 __all__ = ["ModelBinding", "SharedTableError", "bound_models"]
@@ -526,8 +527,11 @@ def bound_models(server: DynamoDBLocal, *models: type[Model]) -> Iterator[dict[t
         with running_dynamodb_local() as server, bound_models(server, AuditLog) as tables:
             AuditLog(...).save()
 
+    The botocore sessions made meanwhile share botocore's parsed data files
+    (:func:`~pynamodb_sharding.testing.botocore_data.shared_botocore_data`).
+
     Yields:
         Each bound model class and its table name.
     """
-    with ModelBinding(server) as binding:
+    with shared_botocore_data(), ModelBinding(server) as binding:
         yield binding.bind(*models)

@@ -16,7 +16,14 @@ from typing import Any
 
 
 def main(spec: Path) -> int:
+    from pynamodb_sharding.testing import shared_botocore_data
+
     blocks: list[dict[str, Any]] = json.loads(spec.read_text(encoding="utf-8"))
+    with shared_botocore_data():  # as under the pytest plugin: each page binds many models
+        return _run(blocks)
+
+
+def _run(blocks: list[dict[str, Any]]) -> int:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for block in blocks:
         where = f"{block['path']}:{block['line']}"

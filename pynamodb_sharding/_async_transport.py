@@ -165,7 +165,14 @@ class _Slots:
                 waiter.set_result(None)
 
         self._queue.appendleft(wake)
-        await waiter
+        try:
+            await waiter
+        except BaseException:
+            # Handed a slot (wake ran), then cancelled before this task resumed (a merged
+            # query's shard request cancelled once the query has its limit): the slot goes on.
+            if waiter.done() and not waiter.cancelled():
+                self.release()
+            raise
 
 
 class _Slot:
@@ -398,6 +405,10 @@ class _LoopExecutor(Executor):
                 slot.give_back()
                 return
             task = self._loop.create_task(_fill(future, lambda: fn(*args, **kwargs), slot))
+            # A task cancelled before its first step never runs _fill's ``finally`` (a merged
+            # query cancels the shard requests it no longer needs once it has its limit): the
+            # slot is given back when the task ends, whichever way it ends.
+            task.add_done_callback(lambda _: slot.give_back())
             future.task = task
             _keep(task)
 

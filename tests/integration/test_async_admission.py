@@ -76,3 +76,39 @@ def test_merged_queries_start_a_few_at_a_time_and_return_the_sync_items(
     assert most_queued <= 4
     assert most_open <= 3
     assert set(KEYS) == started
+
+
+def test_pages_with_a_limit_over_smaller_page_sizes_give_every_request_slot_back(
+    dynamodb_models: BindModels, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query with ``limit`` and a smaller ``page_size`` cancels the shard requests it no
+    longer needs once it has its limit; those whose tasks had not started kept their request
+    slots, and after a few dozen pages every async call on the loop waited forever."""
+    monkeypatch.setenv("PYNAMODB_SHARDING_ASYNC_REQUESTS", "8")
+    dynamodb_models(Hit)
+    with Hit.batch_write() as batch:
+        for at in range(60):
+            batch.save(Hit("/hot", at))
+    loop = Loop()
+
+    async def every_page(limit: int, page_size: int) -> list[int]:
+        returned: list[int] = []
+        cursor = None
+        while True:
+            page = Hit.aquery("/hot", limit=limit, page_size=page_size, last_evaluated_key=cursor)
+            returned += [hit.at async for hit in page]
+            cursor = page.last_evaluated_key
+            if cursor is None:
+                return returned
+
+    async def rounds() -> list[list[int]]:
+        # 3 rounds of 15 to 20 pages: without the slots back, the loop runs out in the first.
+        return [await asyncio.wait_for(every_page(limit, 3), 60) for limit in (4, 4, 5)]
+
+    try:
+        results = loop.run(rounds())
+        free = transport._slots(loop.loop).free
+    finally:
+        loop.close()
+    assert [list(range(60))] * 3 == results
+    assert 8 == free  # at rest, every slot is free

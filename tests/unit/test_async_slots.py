@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
-from pynamodb_sharding._async_transport import _Slots
+from pynamodb_sharding._async_transport import DEFAULT_ASYNC_REQUESTS, _LoopExecutor, _Slots, _slots
 
 
 def _busy(slots: _Slots, running: int, queued: int) -> list[str]:
@@ -101,3 +102,39 @@ def test_a_read_cancelled_once_let_in_lets_the_next_in() -> None:
         return log
 
     assert ["call 0", "call 1", "call 2", "B in"] == asyncio.run(scenario())
+
+
+def test_a_slot_handed_to_a_task_cancelled_before_it_resumes_goes_on() -> None:
+    """The slot a release hands to a waiting ``acquire`` is not lost when the waiting task is
+    cancelled before it runs again (it ran out of slots for good, and the loop hung)."""
+
+    async def scenario() -> int:
+        slots = _Slots(1)
+        await slots.acquire()
+        waiting = asyncio.ensure_future(slots.acquire())
+        await asyncio.sleep(0)  # queued behind the held slot
+        slots.release()  # handed to the waiting task, which has not resumed yet
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        return slots.free
+
+    assert 1 == asyncio.run(scenario())
+
+
+def test_a_shard_request_cancelled_before_its_task_starts_gives_its_slot_back() -> None:
+    """A merged query cancels the shard requests it no longer needs once it has its limit; one
+    whose task had not started yet kept its slot, and after 64 such the loop's requests hung."""
+
+    async def scenario() -> tuple[int, list[str]]:
+        loop = asyncio.get_running_loop()
+        executor = _LoopExecutor(loop)
+        ran: list[str] = []
+        futures = [executor.submit(ran.append, f"request {n}") for n in range(8)]
+        for future in futures[:6]:  # their tasks were created, none has run a step
+            future.cancel()
+        await asyncio.sleep(0.01)
+        return _slots(loop).free, ran
+
+    free, ran = asyncio.run(scenario())
+    assert (DEFAULT_ASYNC_REQUESTS, ["request 6", "request 7"]) == (free, ran)

@@ -310,7 +310,10 @@ class _LoopFuture(Future[Any]):
         cancelled = super().cancel()
         for future in (self, self.inner):
             task = future.task if future is not None else None
-            if task is not None and not task.done():
+            # Only a task that has started is cancelled: one that has not runs none of its code
+            # when cancelled (what it holds would stay held: a request slot, a place in a merged
+            # query's count of requests running), and finds its future cancelled when it starts.
+            if task is not None and not task.done() and future is not None and future.running():
                 task.cancel()
         return cancelled
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from pynamodb_sharding._async_transport import DEFAULT_ASYNC_REQUESTS, _LoopExecutor, _Slots, _slots
+from pynamodb_sharding._async_transport import DEFAULT_ASYNC_REQUESTS, _LoopExecutor, _Slots, _slots, run
+from pynamodb_sharding._pool import BoundedSubmitter
 
 
 def _busy(slots: _Slots, running: int, queued: int) -> list[str]:
@@ -138,3 +139,20 @@ def test_a_shard_request_cancelled_before_its_task_starts_gives_its_slot_back() 
 
     free, ran = asyncio.run(scenario())
     assert (DEFAULT_ASYNC_REQUESTS, ["request 6", "request 7"]) == (free, ran)
+
+
+def test_a_merged_query_request_cancelled_before_it_starts_frees_its_place_in_the_query() -> None:
+    """A shard request cancelled before its task started still counts itself out of the merged
+    query's requests running (``max_workers``): the query's next request starts."""
+
+    def query() -> tuple[bool, str]:
+        submitter = BoundedSubmitter(1)  # one request of the query at a time
+        first = submitter.submit(lambda: "first")
+        first.cancel()  # its task was created, and has not run a step
+        second = submitter.submit(lambda: "second")
+        return first.cancelled(), second.result()
+
+    async def scenario() -> tuple[bool, str]:
+        return await asyncio.wait_for(run(query), 5)
+
+    assert (True, "second") == asyncio.run(scenario())

@@ -10,6 +10,7 @@ all ask it, never the strategy directly. :func:`shard_manager` returns it for a 
 from __future__ import annotations
 
 import datetime
+import decimal
 import functools
 import weakref
 from collections.abc import Callable
@@ -478,7 +479,15 @@ class ShardManager(Generic[_M]):
 
         def attribute_bytes(name: str) -> bytes | None:
             value = getattr(item, name)
-            return None if value is None else stored_bytes(attributes[name], value)
+            if value is None:
+                return None
+            try:
+                return stored_bytes(attributes[name], value)
+            except decimal.InvalidOperation:  # DynamoDB would refuse it too ("cannot be converted")
+                kind = type(attributes[name]).__name__
+                msg = (f"{model.__name__}.{name} is a {kind}, and {value!r} is not a number: pass a "
+                       f"number (an int, a float or a Decimal) for {name!r}.")
+                raise ShardKeyError(msg) from None
 
         if self.index_name is not None:
             # An index's entries of one value are told apart by the item's primary key.

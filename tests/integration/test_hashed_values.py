@@ -11,10 +11,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from pynamodb_sharding import HashedShards, ShardedModel, Sharding
+from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding, ShardKeyError
 from tests.raw import raw_items
 
 
@@ -61,3 +63,40 @@ def test_float_saved_integer_read(dynamodb_models: Callable[..., Any]) -> None:
     Score("daily", 5.0).save()
     assert 5 == Score.get("daily", 5).points
     assert [5] == [item.points for item in Score.batch_get([("daily", 5)])]
+
+
+class PlainScore(Model):
+    class Meta:
+        table_name = "plain_score"
+
+    board = UnicodeAttribute(hash_key=True)
+    points = NumberAttribute(range_key=True)
+
+
+class RandomScore(ShardedModel):
+    class Meta:
+        table_name = "random_score"
+
+    board = UnicodeAttribute(hash_key=True)
+    points = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(4))
+
+
+@pytest.mark.parametrize("model", [Score, RandomScore], ids=["hashed", "random"])
+def test_a_number_key_that_is_no_number_names_the_attribute_before_sending(
+    dynamodb_models: Callable[..., Any], model: type[ShardedModel],
+) -> None:
+    """PynamoDB sends ``'abc'`` for a NumberAttribute key and DynamoDB refuses it ("A value
+    provided cannot be converted into a number"); the library computes the key's shard first,
+    and says what is wrong before sending (it raised a bare ``decimal.InvalidOperation``)."""
+    dynamodb_models(model, PlainScore)
+    calls = {"get": lambda m: m.get("weekly", "abc"), "save": lambda m: m("weekly", "abc").save(),
+             "delete": lambda m: m("weekly", "abc").delete()}
+    for name, call in calls.items():
+        with pytest.raises(PynamoDBException, match="cannot be converted into a number"):
+            call(PlainScore)
+        with pytest.raises(ShardKeyError) as raised:
+            call(model)
+        assert f"{model.__name__}.points is a NumberAttribute, and 'abc' is not a number: pass a number" in str(
+            raised.value), name
+    assert [] == raw_items(model)

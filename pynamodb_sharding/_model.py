@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pynamodb.connection.table import TableConnection
+from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.indexes import GlobalSecondaryIndex
@@ -257,7 +258,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         With ``Meta.write_region`` or ``Meta.item_home`` (global tables) the save is sent to
         the region they name (see :doc:`global_tables`).
         """
-        with regions.routed(writes.write_route(self, "save", condition, add_version_condition)):
+        with regions.routed(writes.write_route(self, "save", condition, add_version_condition)), \
+                writes.lookups_fail_as(PutError, "put item"):
             return self._routing().save(self, condition, add_version_condition)
 
     def update(
@@ -272,12 +274,14 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             ShardingError: an action sets or removes such an attribute: the item would stay in
                 a shard its new value does not select (set the attribute and call ``save()``).
         """
-        with regions.routed(writes.write_route(self, "update", condition, add_version_condition)):
+        with regions.routed(writes.write_route(self, "update", condition, add_version_condition)), \
+                writes.lookups_fail_as(UpdateError, "update item"):
             return self._routing().update(self, actions, condition, add_version_condition)
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True) -> Any:
         """PynamoDB's ``delete``, of the item where it is stored (followed when a job moved it)."""
-        with regions.routed(writes.write_route(self, "delete", condition, add_version_condition)):
+        with regions.routed(writes.write_route(self, "delete", condition, add_version_condition)), \
+                writes.lookups_fail_as(DeleteError, "delete item"):
             return self._routing().delete(self, condition, add_version_condition)
 
     def refresh(self, consistent_read: bool = False) -> None:

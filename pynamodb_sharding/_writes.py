@@ -12,13 +12,15 @@ requests are built and sent here (``PutItem``, ``UpdateItem``, ``DeleteItem``,
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from pynamodb.constants import ATTRIBUTES, ITEM
 from pynamodb.exceptions import (
     DeleteError,
+    GetError,
     PutError,
     PynamoDBException,
     TransactWriteError,
@@ -70,6 +72,20 @@ _R = TypeVar("_R")
 
 class _TargetTaken(Exception):
     """A move's target shard holds another item of the same primary key (random strategies)."""
+
+
+@contextlib.contextmanager
+def lookups_fail_as(error: type[PynamoDBException], action: str) -> Iterator[None]:
+    """Within it, a failed read that finds where an item is stored (a ``BatchGetItem`` of its
+    candidate shards) raises ``error`` as PynamoDB's ``action`` would have failed: code that
+    catches ``DeleteError`` around ``delete()`` catches a lookup's unreachable endpoint too."""
+    try:
+        yield
+    except GetError as failed:
+        if type(failed) is not GetError:
+            raise
+        cause = failed.cause if failed.cause is not None else failed
+        raise error(f"Failed to {action}: {cause}", cause) from failed
 
 
 def condition_failed(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError) -> _E:

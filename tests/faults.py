@@ -68,7 +68,8 @@ class Faults:
 
     def before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
-        table = json.loads(request.body).get("TableName")
+        body = json.loads(request.body)
+        table = body.get("TableName") or next(iter(body.get("RequestItems", {})), None)  # batch requests
         if operation != self.operation or table != self.model.Meta.table_name:
             return None
         with self._lock:

@@ -48,7 +48,7 @@ try:
 except ImportError as error:  # pragma: no cover - the bare install
     msg = (
         "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need greenlet and "
-        "httptools: pip install 'pynamodb-sharding[async]'."
+        f"httptools, and {error.name or 'one of them'} is not installed: pip install 'pynamodb-sharding[async]'."
     )
     raise ImportError(msg) from error
 from botocore.awsrequest import AWSResponse

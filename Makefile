@@ -7,9 +7,9 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-# Two xdist workers, each with its own DynamoDB Local: the whole suite takes about 6 minutes
-# on a 2-core machine instead of about 14 in one process (the client waits on the server much
-# of the time). `make test PYTEST_ARGS=` runs it in one process.
+# Two xdist workers, each with its own DynamoDB Local: the whole suite takes about 13 minutes
+# on a 2-core machine (the client waits on the server much of the time). `make test
+# PYTEST_ARGS=` runs it in one process.
 PYTEST_ARGS ?= -n 2
 DEMO ?= $(BIN)/pynamodb-sharding demo
 VENV_LOWEST := .venv-lowest

@@ -5,7 +5,8 @@ parses botocore's data files again (the endpoint list, the partitions, DynamoDB'
 and endpoint rules) before its first request: about 200 ms of CPU on a small machine, where the
 client itself takes about 14. A test suite binds its models to fresh tables in every test, so a
 suite of a few hundred tests spends minutes there (in this project's own integration tests,
-about a quarter of the test processes' CPU; the whole suite takes about a tenth less time with it).
+about a quarter of the test processes' CPU; its ``make test`` takes about a third less time
+with it).
 
 :func:`shared_botocore_data` makes the sessions created meanwhile share one loader per data path
 (``AWS_DATA_PATH`` and the ``data_path`` setting are honoured): what one session has parsed,

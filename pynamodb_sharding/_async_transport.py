@@ -408,9 +408,9 @@ class _LoopExecutor(Executor):
                 slot.give_back()
                 return
             task = self._loop.create_task(_fill(future, lambda: fn(*args, **kwargs), slot))
-            # A task cancelled before its first step never runs _fill's ``finally`` (a merged
-            # query cancels the shard requests it no longer needs once it has its limit): the
-            # slot is given back when the task ends, whichever way it ends.
+            # _fill gives the slot back as it ends; a task cancelled before its first step runs
+            # none of _fill (_LoopFuture.cancel leaves such tasks be, but code that cancels the
+            # loop's tasks may not): then the slot is given back as the task ends.
             task.add_done_callback(lambda _: slot.give_back())
             future.task = task
             _keep(task)

@@ -123,6 +123,9 @@ FetchLimitedPage = Callable[[int, "RawKey | None", int], Page]
 #: lot (one without a range key ties them all) would otherwise carry every item returned.
 #: Beyond it, a copy behind the break of an item returned earlier at that value may come again.
 MAX_ALSO_RETURNED = 16
+#: The latest items returned at one sort value that the merge keeps to choose those from (some
+#: are left out as their shard's position stands for them).
+_COPY_KEYS_KEPT = 4 * MAX_ALSO_RETURNED
 
 #: With ``fetch_share``: each shard is first asked for this many times its share of the items
 #: still wanted, so that a page of ``limit`` items reads about ``1.5 x limit + shards`` items.
@@ -242,7 +245,7 @@ class ShardMerge:
         self._copy_value: Any = _NOTHING
         self._copy_ids: dict[Any, list[CopyFlag]] = {}
         # The latest items returned at _copy_value (what a cursor names besides the positions).
-        self._copy_keys: deque[tuple[int, RawKey]] = deque(maxlen=4 * MAX_ALSO_RETURNED)
+        self._copy_keys: deque[tuple[int, RawKey]] = deque(maxlen=_COPY_KEYS_KEPT)
         self._seeded: dict[Any, dict[Any, list[CopyFlag]]] = {}
         self._seeded_keys: dict[Any, list[tuple[int, RawKey]]] = {}
         self.copies_dropped = 0
@@ -342,7 +345,7 @@ class ShardMerge:
             result = convert(stream.shard, item)
             if value != self._copy_value:
                 self._copy_value, self._copy_ids = value, self._seeded.pop(value, {})
-                self._copy_keys = deque(self._seeded_keys.pop(value, ()), maxlen=4 * MAX_ALSO_RETURNED)
+                self._copy_keys = deque(self._seeded_keys.pop(value, ()), maxlen=_COPY_KEYS_KEPT)
             self._copy_ids.setdefault(identity, []).append(may_copy)
             self._copy_keys.append((stream.shard, self._key_of(item)))
             self._take(close_at_limit=False)

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
@@ -622,6 +622,10 @@ class ShardCountStore:
         self._seen: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         # The table's home record as last read: (home of new keys, where it is moving to).
         self._record: TTLCache[None, tuple[str | None, str | None]] = TTLCache(maxsize=1, ttl=ttl, timer=timer)
+        # The state each key was trimmed to here: a read sent before the trim and answered
+        # after it shows the same ``last_updated`` with the old history, and must not bring
+        # that history back into the cache (see ``_remember_locked``).
+        self._trimmed: LRUCache[_CacheKey, ShardState] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -962,6 +966,15 @@ class ShardCountStore:
             return self._remember_locked((namespace, key), state, at_home=at_home)
 
     def _remember_locked(self, cache_key: _CacheKey, state: ShardState, *, at_home: bool = False) -> ShardState:
+        trimmed = self._trimmed.get(cache_key)
+        if trimmed is not None:
+            if (state.last_updated, state.home_epoch) == (trimmed.last_updated, trimmed.home_epoch):
+                # Only a trim changes the history without a new lock value: a longer history
+                # under the trimmed state's lock value was read before the trim.
+                if len(state.history) > len(trimmed.history):
+                    state = attrs.evolve(state, history=trimmed.history)
+            elif state.newer_than(trimmed):
+                del self._trimmed[cache_key]
         current = self._cache.get(cache_key)
         if at_home:
             if current is not None and not state.newer_than(current):
@@ -995,6 +1008,7 @@ class ShardCountStore:
             self._absent.clear()
             self._seen.clear()
             self._record.clear()
+            self._trimmed.clear()
 
     def known_absent(self, namespace: str, key: str) -> bool:
         """Whether ``key`` was read without an item less than ``ttl`` seconds ago.
@@ -1280,8 +1294,12 @@ class ShardCountStore:
                 raise
             return None
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
-        self.forget(namespace, key)  # the trimmed state is not "newer": replace, not merge
-        return self.remember(namespace, key, state, at_home=self._remote(region))
+        with self._lock:
+            # The trimmed state is not "newer" (same lock value, fewer entries): replace the
+            # cached one, and keep reads already in flight from restoring the old history.
+            self._cache.pop((namespace, key), None)
+            self._trimmed[(namespace, key)] = state
+            return self._remember_locked((namespace, key), state, at_home=self._remote(region))
 
     def _own_change(self, namespace: str, key: str, entry: HistoryEntry, *, owner: str) -> ShardState | None:
         """The stored state if it holds the change ``entry`` (ours, applied), else ``None``."""

@@ -141,6 +141,55 @@ def test_an_older_state_never_replaces_a_newer_one(store: ShardCountStore) -> No
     assert changed == store.cached(NS, KEY)
 
 
+def test_a_read_sent_before_a_trim_does_not_bring_the_trimmed_history_back(
+    store: ShardCountStore, requests: RequestCounter
+) -> None:
+    # The key grew to 4 and shrank to 2; compact trims its history while another thread of the
+    # same process has a read of the untrimmed item in flight (its reply held until the trim is
+    # done). Reads must then cover 1..2, as the table says, not 1..4 until the cache expires.
+    seen = store.create(NS, KEY, 1, 100.0, owner=OWNER)
+    grown = store.change(NS, KEY, seen, 4, 105.0, owner=OWNER)
+    assert grown is not None
+    shrunk = store.change(NS, KEY, grown, 2, 200.0, owner=OWNER)
+    assert shrunk is not None
+    assert 4 == shrunk.read_count
+    replied = threading.Event()
+    trimmed_now = threading.Event()
+    reader = threading.current_thread()
+
+    def hold(http_response: Any, parsed: Any, model: Any, **kwargs: Any) -> None:
+        if model.name == "GetItem" and threading.current_thread() is not reader:
+            replied.set()
+            assert trimmed_now.wait(30)
+
+    events = StoreShards._get_connection().connection.client.meta.events
+    events.register("after-call.dynamodb", hold)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            late = pool.submit(store.load, NS, KEY, owner=OWNER)
+            assert replied.wait(30)
+            trimmed = store.trim_history(NS, KEY, shrunk, owner=OWNER)
+            trimmed_now.set()
+            answered = late.result(30)
+    finally:
+        events.unregister("after-call.dynamodb", hold)
+    assert trimmed is not None
+    assert (HistoryEntry(200.0, 2),) == trimmed.history
+    assert answered is not None
+    assert 2 == answered.read_count
+    cached = store.cached(NS, KEY)
+    assert cached is not None
+    assert 2 == cached.read_count
+    # The table agrees, and a later change is cached as usual (the trim no longer applies).
+    stored = store.load(NS, KEY, owner=OWNER)
+    assert stored is not None
+    assert (HistoryEntry(200.0, 2),) == stored.history
+    grown_again = store.change(NS, KEY, stored, 3, 300.0, owner=OWNER)
+    assert grown_again is not None
+    assert store.remember(NS, KEY, stored) == grown_again
+    assert (2, 3) == (grown_again.history[0].count, grown_again.read_count)
+
+
 def test_warm_key_is_read_once_per_ttl(store: ShardCountStore, requests: RequestCounter, timer: FakeTimer) -> None:
     store.create(NS, KEY, 3, 100.0, owner=OWNER)
     store.forget(NS, KEY)

@@ -160,7 +160,8 @@ class ShardKeyError(ItemLocationError):
 
 
 class ShardConditionError(ItemLocationError):
-    """A condition or filter uses the sharded hash key in a way that cannot be rewritten exactly.
+    """A condition or filter uses the sharded hash key in a way that cannot be rewritten exactly,
+    or a save's condition cannot be checked across every shard its key may be in.
 
     .. versionadded:: 0.1.0
     """

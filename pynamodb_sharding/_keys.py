@@ -16,6 +16,7 @@ __all__ = [
     "LEGACY_SHARD",
     "MAX_PARTITION_KEY_BYTES",
     "MAX_SHARDS",
+    "MAX_TRANSACTION_ITEMS",
     "BareKeyCodec",
     "KeyCodec",
     "decode",
@@ -28,6 +29,9 @@ DEFAULT_SEPARATOR = "_"
 
 #: DynamoDB's limit on a partition key value, in UTF-8 bytes.
 MAX_PARTITION_KEY_BYTES = 2048
+
+#: DynamoDB's limit on the actions of one TransactWriteItems request.
+MAX_TRANSACTION_ITEMS = 100
 
 #: The largest shard count a strategy accepts. Far beyond any useful fan-out (a point read of
 #: a random-sharded key costs one key per shard), small enough to keep suffixes short.

@@ -35,7 +35,13 @@ from pynamodb_sharding import _item as item
 from pynamodb_sharding import _regions as regions
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
-from pynamodb_sharding._exceptions import DerivedAttributeUpdateError, PartialItemError, ShardKeyError, ShardMoveError
+from pynamodb_sharding._exceptions import (
+    DerivedAttributeUpdateError,
+    PartialItemError,
+    ShardConditionError,
+    ShardKeyError,
+    ShardMoveError,
+)
 from pynamodb_sharding._host import (
     botocore_client,
     bump_local_version,
@@ -46,7 +52,7 @@ from pynamodb_sharding._host import (
     version_condition,
 )
 from pynamodb_sharding._indexes import check_index_actions, sharded_indexes_of, store_index_values
-from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._keys import LEGACY_SHARD, MAX_TRANSACTION_ITEMS
 from pynamodb_sharding._point_reads import candidate_shards, derives_from_other_attributes, locate, locate_for_write
 
 __all__ = [
@@ -236,11 +242,18 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     attempts.watch(botocore_client(model))
     ambiguous = False  # some attempt of this save may have been applied
 
+    # A condition or a new instance's version check is PynamoDB's check of the stored item,
+    # which a random or dynamic strategy may have put in any shard of the key.
+    alone = not manager.keeps_keys_unique and (
+        condition is not None or (add_version_condition and version_condition(target) is not None))
+
     def send(shard: int) -> dict[str, Any]:
         nonlocal ambiguous
         item.pin(target, manager, shard)
         with attempts.tracking() as sent:
             try:
+                if alone:
+                    return _create_alone(target, condition, add_version_condition, relocations)
                 return _put(target, condition, add_version_condition)
             except BaseException:
                 # Forget the shard only when nothing can have been written; after a lost reply
@@ -263,6 +276,77 @@ def _put(target: Any, condition: Condition | None, add_version_condition: bool) 
     codec = shard_manager(model).codec
     kwargs["condition"] = rewrite_condition(model, kwargs["condition"], Usage.ITEM, lambda: codec.decode(physical)[1])
     data: dict[str, Any] = table_connection(model).put_item(*args, **kwargs)
+    bump_local_version(target)
+    return data
+
+
+def _create_alone(
+    target: Any, condition: Condition | None, add_version_condition: bool, relocations: int,
+) -> dict[str, Any]:
+    """Put a new instance in its pinned shard, with ``condition`` and the version check, in one
+    transaction that also requires every other shard its key may be in to hold no item of the key.
+
+    This is how a conditional save keeps PynamoDB's meaning on a strategy that does not keep
+    keys unique: DynamoDB checks the condition against the stored item, and no concurrent
+    save can put a second copy in another shard (transactions are serializable). When another
+    shard holds the key, the save acts on that copy, as PynamoDB's acts on the stored item:
+    the condition is checked there (``PutError``, ``ConditionalCheckFailedException``, when it
+    fails), and the item is replaced there if it holds.
+
+    Raises:
+        ShardConditionError: the key may be in more shards than one transaction can check;
+            nothing was sent.
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    shard = item.known(target, manager)
+    assert shard is not None  # pinned by the caller
+    logical = item.logical_key(target, manager)
+    others = [other for other in candidate_shards(target, manager) if other != shard]
+    if len(others) + 1 > MAX_TRANSACTION_ITEMS:
+        msg = (
+            f"{manager.codec.where}: a save of a new instance with a condition or a version check must "
+            f"check that no other shard holds the key {logical!r}, and it may be in {len(others) + 1} "
+            f"shards, more than one transaction checks ({MAX_TRANSACTION_ITEMS}); nothing was sent. "
+            f"Save without the condition (add_version_condition=False for the version check), or "
+            f"lower the shard count of the key."
+        )
+        raise ShardConditionError(msg)
+    connection = table_connection(model)
+    attributes = _stored_attributes(target)
+    args, kwargs = put_arguments(target, attributes, condition, add_version_condition=add_version_condition)
+    put = connection.get_operation_kwargs(
+        args[0], range_key=kwargs.get("range_key"), key=ITEM, attributes=kwargs["attributes"],
+        condition=rewrite_condition(model, kwargs["condition"], Usage.ITEM, lambda: shard),
+    )
+    range_ser = manager.serialize_range(item.range_value(target, manager))
+    absent = manager.hash_attribute.does_not_exist()
+    checks = [connection.get_operation_kwargs(manager.codec.encode(logical, other), range_key=range_ser,
+                                              condition=absent) for other in others]
+    try:
+        data: dict[str, Any] = connection.connection.transact_write_items(
+            condition_check_items=checks, delete_items=[], put_items=[put], update_items=[],
+            client_request_token=str(uuid.uuid4()),
+        )
+    except TransactWriteError as exc:
+        codes = [reason.code if reason is not None else None for reason in exc.cancellation_reasons or []]
+        codes += [None] * (len(checks) + 1 - len(codes))
+        if "ConditionalCheckFailed" in codes[:len(checks)]:
+            # Stored in another shard: act on that copy, as PynamoDB acts on the stored item.
+            found = relocate(target, shard)
+            if found is not None and found != shard:
+                if manager.misplaced(target, found):
+                    return _save_misplaced(target, found, condition, add_version_condition, relocations)
+                return _put(target, condition, add_version_condition)
+            if relocations < MAX_RELOCATIONS:  # deleted meanwhile: try again where it was pinned
+                return _create_alone(target, condition, add_version_condition, relocations + 1)
+        elif codes[len(checks)] == "ConditionalCheckFailed":
+            raise condition_failed(PutError, "put item", "PutItem", model.Meta.table_name, exc) from exc
+        elif "TransactionConflict" in codes and relocations < MAX_RELOCATIONS:
+            # Another transaction held one of the keys (a concurrent save of the same key):
+            # once it ends, this one's checks see what it wrote.
+            return _create_alone(target, condition, add_version_condition, relocations + 1)
+        raise PutError(f"Failed to put item: {exc.cause}", exc.cause) from exc
     bump_local_version(target)
     return data
 

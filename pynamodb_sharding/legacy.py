@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
 from pynamodb_sharding._host import botocore_client
-from pynamodb_sharding._keys import LEGACY_SHARD, KeyCodec
+from pynamodb_sharding._keys import LEGACY_SHARD, MAX_TRANSACTION_ITEMS, KeyCodec
 
 __all__ = [
     "SEPARATOR_CANDIDATES",
@@ -34,9 +34,6 @@ __all__ = [
     "move_and_count",
     "move_legacy_item",
 ]
-
-#: DynamoDB's limit on the actions of one TransactWriteItems request.
-MAX_TRANSACTION_ITEMS = 100
 
 #: Separators :func:`check_legacy_keys` proposes, in order, when the model's is ambiguous.
 SEPARATOR_CANDIDATES = ("#", "|", "~", "!", "::", "#~")

@@ -69,7 +69,9 @@ class Faults:
     def before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
         body = json.loads(request.body)
-        table = body.get("TableName") or next(iter(body.get("RequestItems", {})), None)  # batch requests
+        table = (body.get("TableName") or next(iter(body.get("RequestItems", {})), None)  # batch requests
+                 or next((action["TableName"] for entry in body.get("TransactItems", [])  # transactions
+                          for action in entry.values()), None))
         if operation != self.operation or table != self.model.Meta.table_name:
             return None
         with self._lock:

@@ -191,7 +191,9 @@ class TestRetryAfterAmbiguousFailure:
         dynamodb_models(sharded, plain)
         codes = []
         for model in (sharded, plain):
-            faults = Faults(model, "PutItem")
+            # The sharded save of a new versioned item is one transaction: the put, and no other
+            # shard holding the key.
+            faults = Faults(model, "TransactWriteItems" if model is sharded else "PutItem")
             item = model(KEY, 1)
             faults.plan = ["lost", "lost"]
             with pytest.raises(PutError):
@@ -199,7 +201,10 @@ class TestRetryAfterAmbiguousFailure:
             with pytest.raises(PutError) as retry:
                 item.save()
             codes.append(retry.value.cause_response_code)
+            if model is sharded:
+                faults_of_sharded = faults
         assert codes == ["ConditionalCheckFailedException"] * 2
+        assert ["lost", "lost"] == faults_of_sharded.log
         [stored] = raw_items(sharded)
         assert stored["version"] == {"N": "1"}
         assert [(item.file_path, item.version) for item in sharded.query(KEY)] == [(KEY, 1)]

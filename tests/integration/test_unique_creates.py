@@ -1,0 +1,297 @@
+"""A save of a new instance with a condition means on random and dynamic shards what it means on
+a plain table (DynamoDB Local).
+
+On ``RandomShards`` and ``DynamicShards`` the item stored under a key may be in any shard of the
+key. A new instance's save that carries a condition, or a ``VersionAttribute`` (whose check on a
+new instance is "no item yet"), is one ``TransactWriteItems``: the put with its condition, and a
+check that no other shard holds the key. Each test runs the same saves on a plain PynamoDB
+model (the reference) and reads the sharded table back with boto3: the same saves succeed or
+fail with ``ConditionalCheckFailedException``, and the table never holds two copies of a key.
+The shard each write picks is scripted, so "stored in another shard than the one picked" is
+what happens, not what may happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.exceptions import PutError
+from pynamodb.models import Model
+
+from pynamodb_sharding import DynamicShards, RandomShards, ShardConditionError, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding.testing import record_requests
+from tests.faults import Faults
+from tests.raw import raw_items
+
+BUCKET = "photos"
+
+
+class Picks:
+    """A random source whose draws are scripted: each ``randint`` returns the next planned value
+    (``a`` once the plan is used up)."""
+
+    def __init__(self) -> None:
+        self.plan: list[int] = []
+        self.lock = threading.Lock()
+
+    def randint(self, a: int, b: int) -> int:
+        with self.lock:
+            value = self.plan.pop(0) if self.plan else a
+        assert a <= value <= b
+        return value
+
+    def uniform(self, a: float, b: float) -> float:
+        return a  # the shortest pause between a strategy's retries
+
+    def __call__(self, *values: int) -> None:
+        with self.lock:
+            self.plan = list(values)
+
+
+PICKS = Picks()
+
+
+class UniqueShards(ShardMetadata):
+    class Meta:
+        table_name = "unique_shards"
+
+
+class PlainUpload(Model):
+    class Meta:
+        table_name = "unique_plain"
+
+    bucket = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute(range_key=True)
+    size = NumberAttribute()
+    version = VersionAttribute()
+
+
+class RandomUpload(ShardedModel):
+    class Meta:
+        table_name = "unique_random"
+
+    bucket = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute(range_key=True)
+    size = NumberAttribute()
+    version = VersionAttribute()
+    shards = Sharding(RandomShards(8, random=PICKS))
+
+
+class DynamicUpload(ShardedModel):
+    class Meta:
+        table_name = "unique_dynamic"
+
+    bucket = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute(range_key=True)
+    size = NumberAttribute()
+    version = VersionAttribute()
+    shards = Sharding(DynamicShards(UniqueShards, initial=2, max_shards=8, cooldown=0, random=PICKS))
+
+
+class PlainNote(Model):
+    """Without a version: only the conditions the application writes."""
+
+    class Meta:
+        table_name = "unique_note_plain"
+
+    bucket = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute(range_key=True)
+    size = NumberAttribute()
+
+
+class RandomNote(ShardedModel):
+    class Meta:
+        table_name = "unique_note_random"
+
+    bucket = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute(range_key=True)
+    size = NumberAttribute()
+    shards = Sharding(RandomShards(8, random=PICKS))
+
+
+class WideNote(ShardedModel):
+    class Meta:
+        table_name = "unique_note_wide"
+
+    bucket = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute(range_key=True)
+    size = NumberAttribute()
+    shards = Sharding(RandomShards(150, random=PICKS))
+
+
+def stored(model: type[Model]) -> list[tuple[str, str, int]]:
+    """(physical key, name, size) of every item of the table, read with boto3."""
+    return sorted((raw["bucket"]["S"], raw["name"]["S"], int(raw["size"]["N"])) for raw in raw_items(model))
+
+
+def outcome(save: Callable[[], Any]) -> str:
+    try:
+        save()
+    except PutError as error:
+        return str(error.cause_response_code)
+    return "saved"
+
+
+@pytest.fixture(autouse=True)
+def _no_picks_left() -> Iterable[None]:
+    PICKS()
+    yield
+    PICKS()
+
+
+@pytest.mark.parametrize("sharded", [RandomUpload, DynamicUpload], ids=["random", "dynamic"])
+def test_a_second_create_of_a_key_fails_as_on_a_plain_table(
+    dynamodb_models: Callable[..., Any], sharded: type[ShardedModel],
+) -> None:
+    dynamodb_models(PlainUpload, sharded)
+    results = []
+    for model in (PlainUpload, sharded):
+        PICKS(2, 1)  # the first create picks shard 2, the second shard 1
+        results.append([outcome(lambda: model(BUCKET, "cat.jpg", size=10).save()),  # noqa: B023
+                        outcome(lambda: model(BUCKET, "cat.jpg", size=20).save())])  # noqa: B023
+    assert [["saved", "ConditionalCheckFailedException"]] * 2 == results
+    assert [(f"{BUCKET}_2", "cat.jpg", 10)] == stored(sharded)
+    assert [(BUCKET, "cat.jpg", 10)] == stored(PlainUpload)
+    assert [(10, 1)] == [(item.size, item.version) for item in sharded.query(BUCKET)]
+
+
+def test_does_not_exist_sees_the_copy_in_another_shard(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(PlainNote, RandomNote)
+    results = []
+    for model in (PlainNote, RandomNote):
+        PICKS(3, 6)
+        absent = model.name.does_not_exist()
+        results.append([outcome(lambda: model(BUCKET, "a", size=1).save(condition=absent)),  # noqa: B023
+                        outcome(lambda: model(BUCKET, "a", size=2).save(condition=absent))])  # noqa: B023
+    assert [["saved", "ConditionalCheckFailedException"]] * 2 == results
+    assert [(f"{BUCKET}_3", "a", 1)] == stored(RandomNote)
+
+
+def test_a_condition_is_checked_on_the_stored_copy_and_replaces_it_there(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(PlainNote, RandomNote)
+    results = []
+    for model in (PlainNote, RandomNote):
+        PICKS(4, 7, 7)
+        model(BUCKET, "a", size=1).save()  # no condition: one PutItem, to shard 4
+        results.append([
+            outcome(lambda: model(BUCKET, "a", size=2).save(condition=model.size == 99)),  # noqa: B023
+            outcome(lambda: model(BUCKET, "a", size=3).save(condition=model.size == 1)),  # noqa: B023
+        ])
+    assert [["ConditionalCheckFailedException", "saved"]] * 2 == results
+    # Replaced where it was stored, never copied to the shard the write picked.
+    assert [(f"{BUCKET}_4", "a", 3)] == stored(RandomNote)
+    assert [(BUCKET, "a", 3)] == stored(PlainNote)
+
+
+def test_a_condition_on_a_missing_item_fails_as_on_a_plain_table(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(PlainNote, RandomNote)
+    results = [outcome(lambda: model(BUCKET, "b", size=1).save(condition=model.size == 1))  # noqa: B023
+               for model in (PlainNote, RandomNote)]
+    assert ["ConditionalCheckFailedException"] * 2 == results
+    assert [] == stored(RandomNote)
+
+
+def test_concurrent_creates_of_one_key_leave_one_item(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(PlainUpload, RandomUpload)
+    writers = 6
+    for model in (PlainUpload, RandomUpload):
+        PICKS(*range(1, writers + 1))  # each writer picks a shard of its own
+        start = threading.Barrier(writers)
+
+        def create(size: int, model: type[Model] = model, start: threading.Barrier = start) -> str:
+            item = model(BUCKET, "race.jpg", size=size)
+            start.wait()
+            return outcome(item.save)
+
+        with ThreadPoolExecutor(writers) as pool:
+            results = Counter(pool.map(create, range(writers)))
+        assert {"saved": 1, "ConditionalCheckFailedException": writers - 1} == results, model.__name__
+    [(physical, name, size)] = stored(RandomUpload)
+    assert physical.startswith(f"{BUCKET}_")
+    assert [(name, size, 1)] == [(item.name, item.size, item.version) for item in RandomUpload.query(BUCKET)]
+
+
+def test_a_key_that_grew_is_checked_in_every_shard_it_may_be_in(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(DynamicUpload, UniqueShards)
+    PICKS(2)
+    DynamicUpload(BUCKET, "cat.jpg", size=10).save()  # count 2: shard 2
+    DynamicUpload.shards.grow(BUCKET)
+    assert 4 == DynamicUpload.shards.shard_count(BUCKET)
+    PICKS(4)
+    assert "ConditionalCheckFailedException" == outcome(DynamicUpload(BUCKET, "cat.jpg", size=20).save)
+    assert [(f"{BUCKET}_2", "cat.jpg", 10)] == stored(DynamicUpload)
+
+
+def test_a_throttled_create_is_retried_on_another_shard(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(DynamicUpload, UniqueShards)
+    faults = Faults(DynamicUpload, "TransactWriteItems")
+    faults.plan = ["throttle"] * 4  # every attempt botocore makes of the first transaction
+    PICKS(1, 2)
+    DynamicUpload(BUCKET, "hot.jpg", size=1).save()
+    assert ["throttle"] * 4 + ["ok"] == faults.log  # botocore's four attempts, then the strategy's retry
+    assert [(f"{BUCKET}_2", "hot.jpg", 1)] == stored(DynamicUpload)
+    assert 4 == DynamicUpload.shards.shard_count(BUCKET)  # grown by the throttles, as a PutItem's
+
+
+def test_what_a_create_sends(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(RandomUpload)
+    with record_requests(RandomUpload) as sent:
+        RandomUpload(BUCKET, "a.jpg", size=1).save()
+    assert {"TransactWriteItems": 1} == dict(sent.requests)
+    [body] = sent.bodies("TransactWriteItems")
+    actions = body["TransactItems"]
+    assert 8 == len(actions)
+    assert 7 == sum("ConditionCheck" in action for action in actions)
+    with record_requests(RandomUpload) as sent:
+        RandomUpload(BUCKET, "b.jpg", size=1).save(add_version_condition=False)  # append only
+        loaded = RandomUpload.get(BUCKET, "a.jpg", consistent_read=True)
+    assert {"PutItem": 1, "BatchGetItem": 1} == dict(sent.requests)
+    with record_requests(RandomUpload) as sent:
+        loaded.size = 2
+        loaded.save()  # read back: it knows its shard
+    assert {"PutItem": 1} == dict(sent.requests)
+    assert [("a.jpg", 2, 2), ("b.jpg", 1, 1)] == [(i.name, i.size, i.version) for i in RandomUpload.query(BUCKET)]
+
+
+def test_a_key_in_more_shards_than_a_transaction_checks_is_refused_before_sending(
+    dynamodb_models: Callable[..., Any],
+) -> None:
+    dynamodb_models(WideNote)
+    with record_requests(WideNote) as sent, pytest.raises(ShardConditionError) as refused:
+        WideNote(BUCKET, "a", size=1).save(condition=WideNote.name.does_not_exist())
+    message = str(refused.value)
+    assert "WideNote" in message
+    assert "150 shards" in message
+    assert "add_version_condition=False" in message
+    assert {} == dict(sent.requests)
+    assert [] == stored(WideNote)
+    WideNote(BUCKET, "a", size=1).save()  # without a condition: one PutItem, as before
+    assert 1 == len(stored(WideNote))
+
+
+def test_async_saves_check_every_shard_too(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(RandomUpload)
+
+    async def main() -> list[str]:
+        from pynamodb_sharding.aio import close_connections
+
+        results = []
+        for size in (1, 2):
+            try:
+                await RandomUpload(BUCKET, "async.jpg", size=size).asave()
+                results.append("saved")
+            except PutError as error:
+                results.append(str(error.cause_response_code))
+        await close_connections()
+        return results
+
+    PICKS(5, 3)
+    assert ["saved", "ConditionalCheckFailedException"] == asyncio.run(main())
+    assert [(f"{BUCKET}_5", "async.jpg", 1)] == stored(RandomUpload)

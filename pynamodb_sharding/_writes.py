@@ -243,8 +243,9 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     ambiguous = False  # some attempt of this save may have been applied
 
     # A condition or a new instance's version check is PynamoDB's check of the stored item,
-    # which a random or dynamic strategy may have put in any shard of the key.
-    alone = not manager.keeps_keys_unique and (
+    # which a random or dynamic strategy may have put in any shard of the key, and which a
+    # concurrent save of the key with another user_id may put in another shard meanwhile.
+    alone = (not manager.keeps_keys_unique or derives_from_other_attributes(manager)) and (
         condition is not None or (add_version_condition and version_condition(target) is not None))
 
     def send(shard: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ same steps in each test as the reference, and the raw table is read with boto3.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -193,3 +194,56 @@ def test_duplicated_key_names_the_attribute_and_the_copies(dynamodb_models: Bind
     assert "different user_id values" in message
     assert "Session.query" in message
     assert "not set" not in message
+
+
+def _outcome(save: Callable[[], Any]) -> str:
+    try:
+        save()
+    except PutError as error:
+        return str(error.cause_response_code)
+    return "saved"
+
+
+def _alice_held_while_bob_creates(model: type[Model], condition: Any) -> list[str]:
+    """Alice's create of ("acme", "s-1") is held once it looked for the key (a sharded model's
+    lookup) while bob's create of the same key completes; their outcomes, sorted."""
+    looked = threading.Event()
+    go_on = threading.Event()
+    outcomes: list[str] = []
+    alice = threading.Thread(target=lambda: outcomes.append(
+        _outcome(lambda: model("acme", "s-1", user_id="alice").save(condition=condition))))
+
+    def hold(model: Any, **_: Any) -> None:
+        if model.name == "BatchGetItem" and threading.current_thread() is alice:
+            looked.set()
+            assert go_on.wait(30)
+
+    events = model._get_connection().connection.client.meta.events
+    events.register("after-call.dynamodb", hold)
+    try:
+        alice.start()
+        if issubclass(model, ShardedModel):
+            assert looked.wait(30)  # alice found nothing stored and waits
+        else:
+            alice.join(30)  # a plain table has no lookup: alice's put went through at once
+        outcomes.append(_outcome(lambda: model("acme", "s-1", user_id="bob").save(condition=condition)))
+    finally:
+        go_on.set()
+        alice.join(30)
+        events.unregister("after-call.dynamodb", hold)
+    return sorted(outcomes)
+
+
+@pytest.mark.parametrize("how", ["version", "does_not_exist"])
+def test_a_create_held_after_its_lookup_sees_a_copy_saved_meanwhile(dynamodb_models: Bind, how: str) -> None:
+    """Alice's create looked for the key (nothing stored) and is held there while bob's create
+    of the same key, with another user_id and so another shard, completes. On a plain table
+    the second create fails its check; here too, and the table keeps bob's copy alone."""
+    dynamodb_models(VersionedSession, PlainVersionedSession)
+    outcome = {}
+    for model in (VersionedSession, PlainVersionedSession):
+        condition = model.session_id.does_not_exist() if how == "does_not_exist" else None
+        outcome[model] = _alice_held_while_bob_creates(model, condition)
+    assert outcome[VersionedSession] == outcome[PlainVersionedSession] == ["ConditionalCheckFailedException", "saved"]
+    assert [copy[2] for copy in _copies(VersionedSession)] == ["bob"]
+    assert [(i.user_id, i.version) for i in VersionedSession.query("acme")] == [("bob", 1)]

@@ -69,6 +69,12 @@ async def write(model: type[Any], call: Callable[[], _T]) -> _T:
     return await transport.run_to_completion(_armed_call(model, call))
 
 
+def _named_async(error: CursorError) -> CursorError:
+    """``error`` as the async call raises it: the message names ``aquery``, the call made."""
+    message = error.msg.replace(".query(last_evaluated_key=", ".aquery(last_evaluated_key=", 1)
+    return type(error)(message, error.cause)
+
+
 class AsyncMergedResult(Generic[_M]):
     """The result of ``aquery``: model instances in sort-key order, with one cursor.
 
@@ -110,6 +116,8 @@ class AsyncMergedResult(Generic[_M]):
                 item = await read(self._model, self._next)
             else:
                 item = await transport.run(self._next)
+        except CursorError as error:
+            raise _named_async(error) from error
         except Exception:
             raise  # a request failed: the next __anext__ sends it again, as the sync next() does
         except BaseException:

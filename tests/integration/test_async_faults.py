@@ -135,6 +135,22 @@ def test_errors_are_the_sync_ones(dynamodb_models: BindModels, loop: Loop) -> No
     assert issubclass(expected[2], CursorError)
 
 
+def test_a_bad_cursor_names_the_call_made(dynamodb_models: BindModels, loop: Loop) -> None:
+    dynamodb_models(Visit)
+    fill(2)
+    with pytest.raises(CursorError) as sync:
+        next(Visit.query("/home", last_evaluated_key="not-a-token"))
+
+    async def bad() -> CursorError:
+        with pytest.raises(CursorError) as raised:
+            await Visit.aquery("/home", last_evaluated_key="not-a-token").__anext__()
+        return raised.value
+
+    error = loop.run(bad())
+    assert str(sync.value).startswith("Visit.query(last_evaluated_key=...): the cursor")
+    assert str(error) == str(sync.value).replace("Visit.query(", "Visit.aquery(", 1)
+
+
 def test_a_read_timeout_on_the_loop_is_botocores_and_the_loop_keeps_running(loop: Loop) -> None:
     """A server that accepts and never answers: each attempt times out, botocore retries once,
     PynamoDB raises ``GetError`` caused by ``ReadTimeoutError``; other tasks run meanwhile."""

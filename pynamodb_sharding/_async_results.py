@@ -13,6 +13,7 @@ put are never left half-done) and raises ``CancelledError`` once it has.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Generator, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -91,6 +92,10 @@ class AsyncMergedResult(Generic[_M]):
     pages for the next item anyway); the properties then answer from what it found, sending
     nothing. A cancellation during it keeps the item back and the cursor before it.
 
+    A result belongs to the event loop of its first ``__anext__`` (its prefetched pages are
+    requests of that loop): iterating it on another loop raises ``RuntimeError`` before
+    anything is sent; resume there with ``last_evaluated_key``.
+
     .. versionadded:: 0.2.0
     """
 
@@ -98,6 +103,7 @@ class AsyncMergedResult(Generic[_M]):
                  given_cursor: dict[str, Any] | str | None) -> None:
         self._model = model
         self._start = start
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first __anext__
         self._given_cursor = given_cursor
         self._result: MergedResultIterator[_M] | None = None
         # Set when a cancellation took an item that was not handed over: the cursors before it.
@@ -107,6 +113,11 @@ class AsyncMergedResult(Generic[_M]):
         return self
 
     async def __anext__(self) -> _M:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise self._other_loop()
         result = self._result
         holds: Callable[[], bool] | None = getattr(result, "holds_next_item", None)
         if result is not None and holds is not None and holds():  # held: no request, no greenlet
@@ -127,6 +138,16 @@ class AsyncMergedResult(Generic[_M]):
             raise StopAsyncIteration
         taken: _M = item
         return taken
+
+    def _other_loop(self) -> RuntimeError:
+        name = self._model.__name__
+        msg = (
+            f"{name}.aquery: this result was started on another event loop, which its prefetched "
+            f"pages belong to; nothing was sent. Iterate it on the loop that started it, or resume "
+            f"on this one: {name}.aquery(..., last_evaluated_key=result.last_evaluated_key) with "
+            f"the same arguments."
+        )
+        return RuntimeError(msg)
 
     def _next(self) -> Any:
         if self._result is None:

@@ -314,6 +314,8 @@ class _LoopFuture(Future[Any]):
             # when cancelled (what it holds would stay held: a request slot, a place in a merged
             # query's count of requests running), and finds its future cancelled when it starts.
             if task is not None and not task.done() and future is not None and future.running():
+                if task.get_loop().is_closed():
+                    continue  # its loop was closed with it pending: it never runs again
                 task.cancel()
         return cancelled
 

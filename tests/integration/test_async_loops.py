@@ -15,6 +15,7 @@ import os
 import threading
 from typing import Any
 
+import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, _async_http
@@ -140,3 +141,60 @@ def test_a_child_forked_while_the_parents_loop_holds_connections(dynamodb_models
     assert not any(connection.lost for connection in pooled)
     assert loop.run(read("/parent")) == list(range(10))
     assert loop.run(read("/forked")) == list(range(8))
+
+
+def test_a_result_used_on_another_loop_is_refused_and_resumes_there_from_its_cursor(
+    dynamodb_models: BindModels,
+) -> None:
+    """A result started on one loop and iterated on another (another thread's, with the first
+    loop still open; or a new loop after the first was closed) raises at once, naming the fix,
+    instead of waiting forever on pages that belong to the first loop; its cursor resumes on the
+    new loop with exactly the items not yet returned."""
+    dynamodb_models(LoopLog)
+    with LoopLog.batch_write() as batch:
+        for n in range(40):
+            batch.save(LoopLog("/shared", n))
+    expected = [item.at for item in LoopLog.query("/shared")]
+    first = asyncio.new_event_loop()
+    result = LoopLog.aquery("/shared", page_size=5)
+
+    async def take(count: int) -> list[int]:
+        return [(await result.__anext__()).at for _ in range(count)]
+
+    taken = first.run_until_complete(take(3))
+    sent: list[str] = []
+    events = LoopLog._get_connection().connection.client.meta.events
+    def count(model: Any, **_: Any) -> None:
+        sent.append(model.name)
+
+    events.register("before-call.dynamodb", count)
+    outcome: dict[str, Any] = {}
+
+    def elsewhere() -> None:
+        async def go_on() -> list[int]:
+            return [item.at async for item in result]
+
+        async def resume() -> list[int]:
+            resumed = LoopLog.aquery("/shared", page_size=5, last_evaluated_key=result.last_evaluated_key)
+            return [item.at async for item in resumed]
+
+        try:
+            asyncio.run(asyncio.wait_for(go_on(), 30))
+        except RuntimeError as error:
+            outcome["error"] = str(error)
+            outcome["sent"] = list(sent)
+        outcome["resumed"] = asyncio.run(resume())
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join(60)
+    events.unregister("before-call.dynamodb", count)
+    assert not thread.is_alive()
+    assert "LoopLog.aquery: this result was started on another event loop" in outcome["error"]
+    assert "last_evaluated_key=result.last_evaluated_key" in outcome["error"]
+    assert [] == outcome["sent"]  # refused before anything was sent
+    assert expected == taken + outcome["resumed"]
+    # The first loop closed with the result's pages pending: a new loop is refused the same way.
+    first.close()
+    with pytest.raises(RuntimeError, match="started on another event loop"):
+        asyncio.run(take(1))

@@ -97,6 +97,10 @@ class ItemShard:
     #: Read with a projection that left out a key attribute (fetched anyway, for decoding and
     #: merging): a full put of it is refused, as PynamoDB refuses it.
     partial: bool = False
+    #: A save of it as a new item, with a condition or a version check that other shards must
+    #: not hold the key, failed so that it may not have been applied (a lost reply): the next
+    #: save checks the other shards again (see ``_writes.save``).
+    unconfirmed_create: bool = False
 
 
 def state(item: object) -> ItemShard:
@@ -147,6 +151,7 @@ def pin(item: ShardedItem, manager: ItemLayout, shard: int) -> int:
     held = state(item)
     held.shard = shard
     held.basis = basis(item, manager)
+    held.unconfirmed_create = False
     return shard
 
 
@@ -155,6 +160,7 @@ def forget(item: object) -> None:
     held = state(item)
     held.shard = None
     held.basis = None
+    held.unconfirmed_create = False
 
 
 def known(item: ShardedItem, manager: ItemLayout) -> int | None:

@@ -444,6 +444,7 @@ def adopt_stored(item: Any, raw: Mapping[str, Any] | None = None) -> None:
     held.shard = shard
     # pin() inlined: this runs for every item read back.
     held.basis = tuple(map(values.get, manager.basis_names))
+    held.unconfirmed_create = False
 
 
 def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,

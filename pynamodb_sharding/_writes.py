@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from botocore.exceptions import ClientError
 from pynamodb.constants import ATTRIBUTES, ITEM
 from pynamodb.exceptions import (
     DeleteError,
@@ -58,11 +59,13 @@ from pynamodb_sharding._point_reads import candidate_shards, derives_from_other_
 __all__ = [
     "addressed_key",
     "batch_alone",
+    "checks_other_shards",
     "condition_failed",
     "delete",
     "delete_condition",
     "new_item_shard",
     "save",
+    "single_request_error",
     "stored_form",
     "transaction_put_condition",
     "update",
@@ -94,18 +97,28 @@ def lookups_fail_as(error: type[PynamoDBException], action: str) -> Iterator[Non
         raise error(f"Failed to {action}: {cause}", cause) from failed
 
 
-def condition_failed(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError) -> _E:
+def condition_failed(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError,
+                     *, reason_code: str = "ConditionalCheckFailed") -> _E:
     """PynamoDB's own error for a condition the library sent inside a transaction:
     ``PutError("Failed to put item: An error occurred (ConditionalCheckFailedException) on request
     (...) on table (...) when calling the PutItem operation: The conditional request failed")``,
-    with the same ``cause_response_code``, as applications match on either."""
-    reasons = failed.cancellation_reasons or []
-    message = next((reason.message for reason in reasons if reason is not None and reason.message), None)
+    with the same ``cause_response_code``, as applications match on either. With
+    ``reason_code="ValidationError"``: the ``ValidationException`` the single request gets."""
+    reasons = [reason for reason in failed.cancellation_reasons or [] if reason is not None]
+    message = next((reason.message for reason in reasons if reason.code == reason_code and reason.message), None)
+    code = "ValidationException" if reason_code == "ValidationError" else "ConditionalCheckFailedException"
+    return single_request_error(error, action, operation, table, failed, code,
+                                message or "The conditional request failed")
+
+
+def single_request_error(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError,
+                         code: str, message: str) -> _E:
+    """PynamoDB's error for ``operation`` on ``table`` failing with ``code`` and ``message``, for
+    a request the library sent as a transaction (which names every table of its actions)."""
     original = getattr(failed.cause, "__cause__", None)
     headers = getattr(original, "response", {}).get("ResponseMetadata", {}).get("HTTPHeaders", {})
     cause = VerboseClientError(
-        {"Error": {"Code": "ConditionalCheckFailedException",
-                   "Message": message or "The conditional request failed"}},
+        {"Error": {"Code": code, "Message": message}},
         operation,
         {"request_id": headers.get("x-amzn-requestid", ""), "table_name": table},
     )
@@ -221,6 +234,11 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     if known is not None:
         if manager.misplaced(target, known):  # a job may move it: the save moves it first
             return _save_misplaced(target, known, condition, add_version_condition, relocations)
+        if item.state(target).unconfirmed_create and checks_other_shards(target, condition, add_version_condition):
+            # The last save of this new item may not have been applied (a lost reply): whether
+            # another shard holds its key is still to be checked, as that save would have.
+            attempts.watch(botocore_client(model))
+            return _create_alone(target, condition, add_version_condition, relocations)
         return _put(target, condition, add_version_condition)
     manager.check_writable(getattr(target, manager.attribute))  # before any I/O
     moved_from = item.moved_from(target, manager)
@@ -242,11 +260,8 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     attempts.watch(botocore_client(model))
     ambiguous = False  # some attempt of this save may have been applied
 
-    # A condition or a new instance's version check is PynamoDB's check of the stored item,
-    # which a random or dynamic strategy may have put in any shard of the key, and which a
-    # concurrent save of the key with another user_id may put in another shard meanwhile.
-    alone = (not manager.keeps_keys_unique or derives_from_other_attributes(manager)) and (
-        condition is not None or (add_version_condition and version_condition(target) is not None))
+    alone = checks_other_shards(target, condition, add_version_condition)
+    resent: set[int] = set()  # the shards an attempt of this save may have written to
 
     def send(shard: int) -> dict[str, Any]:
         nonlocal ambiguous
@@ -254,13 +269,16 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
         with attempts.tracking() as sent:
             try:
                 if alone:
-                    return _create_alone(target, condition, add_version_condition, relocations)
+                    return _create_alone(target, condition, add_version_condition, relocations,
+                                         own_write_possible=shard in resent)
                 return _put(target, condition, add_version_condition)
             except BaseException:
                 # Forget the shard only when nothing can have been written; after a lost reply
                 # every retry (the strategy's, then the application's) must address the same
                 # physical key, as PynamoDB's would.
                 ambiguous = ambiguous or sent.may_have_applied
+                if sent.may_have_applied:
+                    resent.add(shard)
                 if not ambiguous:
                     item.forget(target)
                 raise
@@ -281,8 +299,20 @@ def _put(target: Any, condition: Condition | None, add_version_condition: bool) 
     return data
 
 
+def checks_other_shards(target: Any, condition: Condition | None, add_version_condition: bool) -> bool:
+    """Whether a save of ``target`` as a new item must also check that no other shard holds its
+    key: it carries a condition or a version check (PynamoDB's check of the stored item), and
+    its strategy may have put that item in any shard of the key (random, dynamic) or a
+    concurrent save with another ``user_id`` may put it in another shard meanwhile."""
+    manager = shard_manager(type(target))
+    if manager.keeps_keys_unique and not derives_from_other_attributes(manager):
+        return False
+    return condition is not None or (add_version_condition and version_condition(target) is not None)
+
+
 def _create_alone(
     target: Any, condition: Condition | None, add_version_condition: bool, relocations: int,
+    *, own_write_possible: bool = False,
 ) -> dict[str, Any]:
     """Put a new instance in its pinned shard, with ``condition`` and the version check, in one
     transaction that also requires every other shard its key may be in to hold no item of the key.
@@ -293,6 +323,10 @@ def _create_alone(
     shard holds the key, the save acts on that copy, as PynamoDB's acts on the stored item:
     the condition is checked there (``PutError``, ``ConditionalCheckFailedException``, when it
     fails), and the item is replaced there if it holds.
+
+    ``own_write_possible``: an earlier attempt of the same save to this shard may have been
+    applied (a lost reply, then a throttle the strategy resends after): a put whose condition
+    then fails on an item identical to it is that attempt's, and the save succeeded.
 
     Raises:
         ShardConditionError: the key may be in more shards than one transaction can check;
@@ -324,32 +358,60 @@ def _create_alone(
     absent = manager.hash_attribute.does_not_exist()
     checks = [connection.get_operation_kwargs(manager.codec.encode(logical, other), range_key=range_ser,
                                               condition=absent) for other in others]
-    try:
-        data: dict[str, Any] = connection.connection.transact_write_items(
-            condition_check_items=checks, delete_items=[], put_items=[put], update_items=[],
-            client_request_token=str(uuid.uuid4()),
-        )
-    except TransactWriteError as exc:
-        codes = [reason.code if reason is not None else None for reason in exc.cancellation_reasons or []]
-        codes += [None] * (len(checks) + 1 - len(codes))
-        if "ConditionalCheckFailed" in codes[:len(checks)]:
-            # Stored in another shard: act on that copy, as PynamoDB acts on the stored item.
-            found = relocate(target, shard)
-            if found is not None and found != shard:
-                if manager.misplaced(target, found):
-                    return _save_misplaced(target, found, condition, add_version_condition, relocations)
-                return _put(target, condition, add_version_condition)
-            if relocations < MAX_RELOCATIONS:  # deleted meanwhile: try again where it was pinned
-                return _create_alone(target, condition, add_version_condition, relocations + 1)
-        elif codes[len(checks)] == "ConditionalCheckFailed":
-            raise condition_failed(PutError, "put item", "PutItem", model.Meta.table_name, exc) from exc
-        elif "TransactionConflict" in codes and relocations < MAX_RELOCATIONS:
-            # Another transaction held one of the keys (a concurrent save of the same key):
-            # once it ends, this one's checks see what it wrote.
-            return _create_alone(target, condition, add_version_condition, relocations + 1)
-        raise PutError(f"Failed to put item: {exc.cause}", exc.cause) from exc
-    bump_local_version(target)
-    return data
+    held = item.state(target)
+    with attempts.tracking() as sent:
+        try:
+            data: dict[str, Any] = connection.connection.transact_write_items(
+                condition_check_items=checks, delete_items=[], put_items=[put], update_items=[],
+                client_request_token=str(uuid.uuid4()),
+            )
+        except BaseException as exc:
+            # Applied or not, unknown: the next save of this instance checks the other shards again.
+            held.unconfirmed_create = held.unconfirmed_create or sent.may_have_applied
+            if not isinstance(exc, TransactWriteError):
+                raise
+            failed = exc
+        else:
+            held.unconfirmed_create = False
+            bump_local_version(target)
+            return data
+    codes = [reason.code if reason is not None else None for reason in failed.cancellation_reasons or []]
+    codes += [None] * (len(checks) + 1 - len(codes))
+    table = model.Meta.table_name
+    if "ConditionalCheckFailed" in codes[:len(checks)] and relocations < MAX_RELOCATIONS:
+        # Stored in another shard: act on that copy, as PynamoDB acts on the stored item, in a
+        # transaction again (it may be deleted and created elsewhere meanwhile).
+        found = relocate(target, shard)
+        if found is not None and found != shard and manager.misplaced(target, found):
+            return _save_misplaced(target, found, condition, add_version_condition, relocations + 1)
+        # Found (pinned there), or deleted meanwhile (the pin kept): try again.
+        return _create_alone(target, condition, add_version_condition, relocations + 1)
+    if codes[len(checks)] == "ConditionalCheckFailed" and "ConditionalCheckFailed" not in codes[:len(checks)]:
+        if own_write_possible and _stored_as_put(connection, args[0], range_ser, put):
+            held.unconfirmed_create = False
+            bump_local_version(target)
+            return {}
+        raise condition_failed(PutError, "put item", "PutItem", table, failed) from failed
+    if "ValidationError" in codes:  # the put itself is refused (too large, a bad key)
+        refused = condition_failed(PutError, "put item", "PutItem", table, failed, reason_code="ValidationError")
+        raise refused from failed
+    if "TransactionConflict" in codes and relocations < MAX_RELOCATIONS:
+        # Another transaction held one of the keys (a concurrent save of the same key): once
+        # it ends, this one's checks see what it wrote.
+        return _create_alone(target, condition, add_version_condition, relocations + 1)
+    code = failed.cause_response_code if isinstance(failed.cause, ClientError) else None
+    if code not in (None, "TransactionCanceledException"):
+        # The request itself was refused (a ValidationException for an item too large, an
+        # empty key): as the PutItem would have been, naming the table once.
+        raise single_request_error(PutError, "put item", "PutItem", table, failed, code,
+                                   failed.cause_response_message or "") from failed
+    raise PutError(f"Failed to put item: {failed.cause}", failed.cause) from failed
+
+
+def _stored_as_put(connection: Any, physical: str, range_key: Any, put: dict[str, Any]) -> bool:
+    """Whether the item a transaction's ``put`` writes is stored exactly so (read consistently)."""
+    found = connection.get_item(physical, range_key=range_key, consistent_read=True)
+    return bool(found.get(ITEM) == put[ITEM])
 
 
 def _save_misplaced(
@@ -382,6 +444,9 @@ def _save_misplaced(
                 raise  # the condition or the version check failed on the stored copy
             if where is None:  # deleted meanwhile: recreated where the layout writes it
                 item.pin(target, manager, shard)
+                if checks_other_shards(target, condition, add_version_condition):
+                    # ...unless another save of the key put it in another shard meanwhile.
+                    return _create_alone(target, condition, add_version_condition, relocations + 1)
                 return _put(target, condition, add_version_condition)
             return save(target, condition, add_version_condition, relocations=relocations + 1)
     msg = (

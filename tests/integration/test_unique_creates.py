@@ -295,3 +295,88 @@ def test_async_saves_check_every_shard_too(dynamodb_models: Callable[..., Any]) 
     PICKS(5, 3)
     assert ["saved", "ConditionalCheckFailedException"] == asyncio.run(main())
     assert [(f"{BUCKET}_5", "async.jpg", 1)] == stored(RandomUpload)
+
+
+def test_a_retry_after_a_create_that_may_not_have_been_applied_checks_the_other_shards_again(
+    dynamodb_models: Callable[..., Any],
+) -> None:
+    """Every attempt of the create fails with a 500 (applied or not, unknown), another writer
+    creates the key in another shard, then the application retries ``save()`` on the same
+    instance: the retry fails as on a plain table, and one copy stays."""
+    dynamodb_models(PlainNote, RandomNote)
+    results = []
+    for model in (PlainNote, RandomNote):
+        faults = Faults(model, "TransactWriteItems" if model is RandomNote else "PutItem")
+        PICKS(2, 5)
+        absent = model.name.does_not_exist()
+        first = model(BUCKET, "k", size=1)
+        faults.plan = ["server-error"] * 4  # botocore's four attempts; none applied
+        failed = outcome(lambda: first.save(condition=absent))  # noqa: B023
+        other = outcome(lambda: model(BUCKET, "k", size=2).save(condition=absent))  # noqa: B023
+        results.append([failed, other, outcome(lambda: first.save(condition=absent))])  # noqa: B023
+    assert [["InternalServerError", "saved", "ConditionalCheckFailedException"]] * 2 == results
+    assert [(f"{BUCKET}_5", "k", 2)] == stored(RandomNote)
+
+
+def test_a_create_that_follows_the_stored_copy_checks_the_other_shards_again(
+    dynamodb_models: Callable[..., Any],
+) -> None:
+    """The create finds the key stored in shard 3 and looks for it again; held there, another
+    client deletes the item and creates the key anew in shard 6. Only one create succeeds, as on
+    a plain table whatever the order."""
+    dynamodb_models(RandomNote)
+    PICKS(3, 5, 6)
+    RandomNote(BUCKET, "k", size=1).save()
+    looked, go_on = threading.Event(), threading.Event()
+    outcomes: list[str] = []
+    creator = threading.Thread(target=lambda: outcomes.append(outcome(
+        lambda: RandomNote(BUCKET, "k", size=2).save(condition=RandomNote.name.does_not_exist()))))
+
+    def hold(model: Any, **_: Any) -> None:
+        if model.name == "BatchGetItem" and threading.current_thread() is creator:
+            looked.set()
+            assert go_on.wait(30)
+
+    events = RandomNote._get_connection().connection.client.meta.events
+    events.register("after-call.dynamodb", hold)
+    try:
+        creator.start()
+        assert looked.wait(30)
+        RandomNote.get(BUCKET, "k", consistent_read=True).delete()
+        again = RandomNote(BUCKET, "k", size=3)
+        outcomes.append(outcome(lambda: again.save(condition=RandomNote.name.does_not_exist())))
+    finally:
+        go_on.set()
+        creator.join(30)
+        events.unregister("after-call.dynamodb", hold)
+    assert ["ConditionalCheckFailedException", "saved"] == sorted(outcomes)
+    assert [(f"{BUCKET}_6", "k", 3)] == stored(RandomNote)
+
+
+def test_a_resend_after_a_lost_reply_and_throttles_finds_its_own_write(dynamodb_models: Callable[..., Any]) -> None:
+    """The first attempt is applied but its reply lost, botocore's resends are throttled, and
+    the strategy sends the save again (the count grew): its put finds the item the first
+    attempt wrote, which is this save's, and the save succeeds with one copy."""
+    dynamodb_models(DynamicUpload, UniqueShards)
+    faults = Faults(DynamicUpload, "TransactWriteItems")
+    faults.plan = ["lost", "throttle", "throttle", "throttle"]
+    PICKS(1)
+    item = DynamicUpload(BUCKET, "hot.jpg", size=1)
+    item.save()
+    assert ["lost", "throttle", "throttle", "throttle", "ok"] == faults.log
+    assert 1 == item.version
+    assert [(f"{BUCKET}_1", "hot.jpg", 1)] == stored(DynamicUpload)
+
+
+def test_a_refused_create_raises_what_the_put_item_raises(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(PlainUpload, RandomUpload)
+    errors = []
+    for model in (PlainUpload, RandomUpload):
+        for name in ("n" * 1025, ""):  # a range key too long; an empty one
+            with pytest.raises(PutError) as refused:
+                model(BUCKET, name, size=1).save()
+            errors.append((refused.value.cause_response_code, refused.value.cause_response_message,
+                           str(refused.value).count(model.Meta.table_name), "PutItem operation" in str(refused.value)))
+    assert errors[:2] == errors[2:]
+    assert {("ValidationException", 1, True)} == {(code, tables, put) for code, _, tables, put in errors}
+    assert [] == stored(RandomUpload)

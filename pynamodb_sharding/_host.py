@@ -88,6 +88,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore
+import botocore.loaders
 from botocore.model import NoShapeFoundError
 from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
@@ -126,6 +127,8 @@ __all__ = [
     "restore_connection",
     "route_http_sends",
     "set_connection",
+    "share_botocore_data",
+    "shared_data_loader",
     "table_connection",
     "table_schema",
     "throttling_reasons_in_body",
@@ -213,6 +216,39 @@ def unshared_connection(parent: type[Model]) -> Any:
         if getattr(slot, "follows_subclasses", False) is True:
             return slot
     return None
+
+
+_loaders_lock = threading.Lock()
+#: botocore's data loaders shared by the connections of classes derived at run time, by data path.
+_data_loaders: dict[str | None, Any] = {}
+
+
+def shared_data_loader(search_path: str | None) -> Any:
+    """The process's botocore loader of data files for ``search_path`` (a session's ``data_path``
+    setting): what one session using it has parsed, the next reuses."""
+    with _loaders_lock:
+        loader = _data_loaders.get(search_path)
+        if loader is None:
+            loader = _data_loaders[search_path] = botocore.loaders.create_loader(search_path)
+        return loader
+
+
+def share_botocore_data(connection: TableConnection) -> None:
+    """Make ``connection``'s botocore client, unless it exists already, now and from a session
+    that reads botocore's data files through :func:`shared_data_loader`.
+
+    A class derived at run time (a period model, a home region's metadata model) has a
+    connection of its own, and each new botocore session parses botocore's data files again
+    before its first request (the endpoint list, DynamoDB's service model and rules: about
+    200 ms of CPU): a query over 30 daily periods would spend 6 s there in every new process.
+    The data parsed is the same; sessions of one loader only read it.
+    """
+    base = connection.connection
+    if base._client is not None:
+        return
+    session = base.session  # this thread's, new: its loader is registered lazily, not made yet
+    session.register_component("data_loader", shared_data_loader(session.get_config_variable("data_path")))
+    base.client  # noqa: B018  # made here, from that session (another thread would make its own)
 
 
 def own_connection(model: type[Model], default: Any = None) -> Any:

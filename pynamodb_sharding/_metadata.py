@@ -31,6 +31,7 @@ import attrs
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from cachetools import LRUCache, TTLCache
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.connection.table import TableConnection
 from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -51,6 +52,7 @@ from pynamodb_sharding._host import (
     botocore_client,
     connection_fingerprint,
     reset_connection,
+    share_botocore_data,
     table_connection,
     unshared_connection,
 )
@@ -148,6 +150,13 @@ class ShardMetadata(Model):
     #: The connection settings the subclass's own ``Meta`` declares (before PynamoDB fills in
     #: its defaults): the others follow the sharded model's.
     declared_connection: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def _get_connection(cls) -> TableConnection:
+        connection: TableConnection = super()._get_connection()
+        if vars(cls).get("_derived_at_run_time"):  # a home region's model: botocore's data parsed once
+            share_botocore_data(connection)
+        return connection
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -279,6 +288,7 @@ def _placed(
                 "__qualname__": metadata_model.__qualname__, "DoesNotExist": metadata_model.DoesNotExist,
                 # Its own connection: PynamoDB reuses a parent's cached one for the same table name.
                 "_connection": unshared_connection(metadata_model),
+                "_derived_at_run_time": True,
             })
             _home_models[key] = found
     return found

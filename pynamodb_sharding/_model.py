@@ -32,6 +32,7 @@ from pynamodb_sharding import _writes as writes
 from pynamodb_sharding._declaration import declare
 from pynamodb_sharding._descriptor import index_owner, shard_manager
 from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
+from pynamodb_sharding._host import share_botocore_data
 from pynamodb_sharding._indexes import add_shard_attributes
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._replicas import add_replica_indexes
@@ -120,6 +121,8 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
     @classmethod
     def _get_connection(cls) -> TableConnection:
         connection = super()._get_connection()
+        if vars(cls).get("_derived_at_run_time"):  # a period model: botocore's data parsed once
+            share_botocore_data(connection)
         route = regions.current_route()
         if route is not None:  # a write sent to another region (Meta.write_region, item_home)
             connection = regions.routed_connection(cls, connection, route)

@@ -156,6 +156,7 @@ def period_model(model: type[_M], period: str) -> type[_M]:
                 "_period": period,
                 "_period_template": model,
                 "_connection": unshared_connection(model),  # its own, never a cached one of the declared model
+                "_derived_at_run_time": True,
             })
             cache[(fingerprint, period)] = found
     return found  # type: ignore[no-any-return]

@@ -247,3 +247,47 @@ def test_a_create_held_after_its_lookup_sees_a_copy_saved_meanwhile(dynamodb_mod
     assert outcome[VersionedSession] == outcome[PlainVersionedSession] == ["ConditionalCheckFailedException", "saved"]
     assert [copy[2] for copy in _copies(VersionedSession)] == ["bob"]
     assert [(i.user_id, i.version) for i in VersionedSession.query("acme")] == [("bob", 1)]
+
+
+def test_a_move_that_finds_the_item_deleted_checks_the_other_shards_before_recreating(dynamodb_models: Bind) -> None:
+    """Bob's create finds alice's copy and tries to move it (its condition fails there); held
+    after that, the item is deleted; held after its next lookup (nothing stored), dora creates
+    the key in her shard. Bob's save then recreates the key in his shard only if no other shard
+    holds it: one create of the two succeeds, one copy stays."""
+    dynamodb_models(Session)
+    Session("acme", "s-1", user_id="alice").save()
+    stops = {name: (threading.Event(), threading.Event()) for name in ("TransactWriteItems", "BatchGetItem")}
+    lookups = []
+    creator: list[threading.Thread] = []
+
+    def hold(model: Any, **_: Any) -> None:
+        if threading.current_thread() is not creator[0] or model.name not in stops:
+            return
+        if model.name == "BatchGetItem":
+            lookups.append(1)
+            if len(lookups) != 2:  # the first is save()'s own lookup; hold after the second
+                return
+        reached, release = stops[model.name]
+        reached.set()
+        assert release.wait(30)
+
+    events = Session._get_connection().connection.client.meta.events
+    events.register("after-call.dynamodb", hold)
+    outcomes: list[str] = []
+    absent = Session.session_id.does_not_exist()
+    creator.append(threading.Thread(target=lambda: outcomes.append(
+        _outcome(lambda: Session("acme", "s-1", user_id="bob").save(condition=absent)))))
+    try:
+        creator[0].start()
+        assert stops["TransactWriteItems"][0].wait(30)  # the move failed its condition on alice's copy
+        Session.get("acme", "s-1", consistent_read=True).delete()
+        stops["TransactWriteItems"][1].set()
+        assert stops["BatchGetItem"][0].wait(30)  # bob's save found nothing stored
+        outcomes.append(_outcome(lambda: Session("acme", "s-1", user_id="dora").save(condition=absent)))
+    finally:
+        for _, release in stops.values():
+            release.set()
+        creator[0].join(30)
+        events.unregister("after-call.dynamodb", hold)
+    assert ["ConditionalCheckFailedException", "saved"] == sorted(outcomes)
+    assert [copy[2] for copy in _copies(Session)] == ["dora"]

@@ -101,6 +101,9 @@ class ItemShard:
     #: not hold the key, failed so that it may not have been applied (a lost reply): the next
     #: save checks the other shards again (see ``_writes.save``).
     unconfirmed_create: bool = False
+    #: Pinned to a newly chosen shard because a lookup found it in no shard (an ``update`` of it
+    #: creates it there): the update checks that no other shard holds the key meanwhile.
+    located_absent: bool = False
 
 
 def state(item: object) -> ItemShard:
@@ -151,7 +154,7 @@ def pin(item: ShardedItem, manager: ItemLayout, shard: int) -> int:
     held = state(item)
     held.shard = shard
     held.basis = basis(item, manager)
-    held.unconfirmed_create = False
+    held.unconfirmed_create = held.located_absent = False
     return shard
 
 
@@ -160,7 +163,7 @@ def forget(item: object) -> None:
     held = state(item)
     held.shard = None
     held.basis = None
-    held.unconfirmed_create = False
+    held.unconfirmed_create = held.located_absent = False
 
 
 def known(item: ShardedItem, manager: ItemLayout) -> int | None:

@@ -408,9 +408,12 @@ def locate_for_write(item: Any) -> int:
         # (an update creates it, a delete is a no-op, a condition sees no item).
         manager.check_writable(logical_key(item, manager))
         if derived_attributes_set(item, manager):
-            found = manager.write_shard(item)
+            chosen = manager.write_shard(item)
         else:  # no user_id to compute a shard from: every candidate is equally empty
-            found = next(candidate for candidate in candidates if candidate != LEGACY_SHARD)
+            chosen = next(candidate for candidate in candidates if candidate != LEGACY_SHARD)
+        pin(item, manager, chosen)
+        state(item).located_absent = True
+        return chosen
     return pin(item, manager, found)
 
 
@@ -444,7 +447,7 @@ def adopt_stored(item: Any, raw: Mapping[str, Any] | None = None) -> None:
     held.shard = shard
     # pin() inlined: this runs for every item read back.
     held.basis = tuple(map(values.get, manager.basis_names))
-    held.unconfirmed_create = False
+    held.unconfirmed_create = held.located_absent = False
 
 
 def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,

@@ -63,6 +63,7 @@ __all__ = [
     "condition_failed",
     "delete",
     "delete_condition",
+    "keys_may_repeat",
     "new_item_shard",
     "save",
     "single_request_error",
@@ -224,9 +225,10 @@ def _stored_attributes(target: Any) -> dict[str, dict[str, Any]]:
 
 
 def save(target: Any, condition: Condition | None, add_version_condition: bool, *,
-         relocations: int = 0) -> dict[str, Any]:
+         relocations: int = 0, following: bool = False) -> dict[str, Any]:
     """Save ``target``: a new item goes where its strategy says, a known one stays put, one a
-    job may move is moved first (see the model's ``save``)."""
+    job may move is moved first (see the model's ``save``). ``following``: the save follows
+    the item to where a lookup found it after a write failed (see :func:`_save_misplaced`)."""
     model = type(target)
     check_item_condition(model, condition)  # before the strategy reads anything
     manager = shard_manager(model)
@@ -234,9 +236,11 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     if known is not None:
         if manager.misplaced(target, known):  # a job may move it: the save moves it first
             return _save_misplaced(target, known, condition, add_version_condition, relocations)
-        if item.state(target).unconfirmed_create and checks_other_shards(target, condition, add_version_condition):
-            # The last save of this new item may not have been applied (a lost reply): whether
-            # another shard holds its key is still to be checked, as that save would have.
+        if ((following or item.state(target).unconfirmed_create)
+                and checks_other_shards(target, condition, add_version_condition)):
+            # Found there by a lookup (it may be deleted and created elsewhere before the put),
+            # or the last save of this new item may not have been applied (a lost reply):
+            # whether another shard holds its key is still to be checked.
             attempts.watch(botocore_client(model))
             return _create_alone(target, condition, add_version_condition, relocations)
         return _put(target, condition, add_version_condition)
@@ -254,6 +258,11 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
         item.pin(target, manager, stored)
         if manager.misplaced(target, stored):  # an older layout, or this item's user_id moved it
             return _save_misplaced(target, stored, condition, add_version_condition, relocations)
+        if checks_other_shards(target, condition, add_version_condition):
+            # The copy found may move, or be deleted and created in another shard, before the
+            # put: the condition is checked with no other shard holding the key.
+            attempts.watch(botocore_client(model))
+            return _create_alone(target, condition, add_version_condition, relocations)
         return _put(target, condition, add_version_condition)
     item.forget(target)
 
@@ -299,15 +308,75 @@ def _put(target: Any, condition: Condition | None, add_version_condition: bool) 
     return data
 
 
+def keys_may_repeat(manager: ShardManager[Any]) -> bool:
+    """Whether two writes of one key can land in two shards: its strategy picks a shard per
+    write (random, dynamic), or derives it from attributes outside the key (``user_id``)."""
+    return not manager.keeps_keys_unique or derives_from_other_attributes(manager)
+
+
 def checks_other_shards(target: Any, condition: Condition | None, add_version_condition: bool) -> bool:
     """Whether a save of ``target`` as a new item must also check that no other shard holds its
     key: it carries a condition or a version check (PynamoDB's check of the stored item), and
-    its strategy may have put that item in any shard of the key (random, dynamic) or a
-    concurrent save with another ``user_id`` may put it in another shard meanwhile."""
-    manager = shard_manager(type(target))
-    if manager.keeps_keys_unique and not derives_from_other_attributes(manager):
+    its key may be stored in another shard (:func:`keys_may_repeat`) or put there meanwhile."""
+    if not keys_may_repeat(shard_manager(type(target))):
         return False
     return condition is not None or (add_version_condition and version_condition(target) is not None)
+
+
+def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any],
+                  condition: Condition | None, relocations: int = 0) -> dict[str, Any]:
+    """The ``UpdateItem`` of ``target``, which no shard held when it was looked for (so the
+    update creates it in the shard chosen), sent as one transaction that also requires every
+    other shard of its key to hold nothing: a save of the key elsewhere meanwhile makes it act
+    on that copy instead, as PynamoDB's update acts on the stored item. Returns what
+    ``UpdateItem`` with ``ALL_NEW`` returns (read consistently after the transaction).
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    shard = item.known(target, manager)
+    assert shard is not None  # pinned by locate_for_write
+    others = [other for other in candidate_shards(target, manager) if other != shard]
+    if len(others) + 1 > MAX_TRANSACTION_ITEMS:  # too many to check in one request: as before
+        return dict(table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
+                                                         condition=condition, actions=actions))
+    connection = table_connection(model)
+    logical = item.logical_key(target, manager)
+    absent = manager.hash_attribute.does_not_exist()
+    checks = [connection.get_operation_kwargs(manager.codec.encode(logical, other), range_key=range_key,
+                                              condition=absent) for other in others]
+    update_request = connection.get_operation_kwargs(hash_key, range_key=range_key, actions=actions,
+                                                     condition=condition)
+    table = model.Meta.table_name
+    try:
+        connection.connection.transact_write_items(
+            condition_check_items=checks, delete_items=[], put_items=[], update_items=[update_request],
+            client_request_token=str(uuid.uuid4()),
+        )
+    except TransactWriteError as failed:
+        codes = [reason.code if reason is not None else None for reason in failed.cancellation_reasons or []]
+        codes += [None] * (len(checks) + 1 - len(codes))
+        if "ConditionalCheckFailed" in codes[:len(checks)] or (
+                "TransactionConflict" in codes and relocations < MAX_RELOCATIONS):
+            # Saved in another shard meanwhile: update that copy where it is.
+            found = relocate(target, shard)
+            if found is not None and found != shard:
+                return dict(connection.update_item(addressed_key(target)[0], range_key=range_key,
+                                                   return_values="ALL_NEW", condition=condition, actions=actions))
+            if relocations < MAX_RELOCATIONS:
+                return _update_alone(target, hash_key, range_key, actions, condition, relocations + 1)
+        if codes[len(checks)] == "ConditionalCheckFailed":
+            raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed) from failed
+        if "ValidationError" in codes:
+            raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed,
+                                   reason_code="ValidationError") from failed
+        code = failed.cause_response_code if isinstance(failed.cause, ClientError) else None
+        if code not in (None, "TransactionCanceledException"):
+            raise single_request_error(UpdateError, "update item", "UpdateItem", table, failed, code,
+                                       failed.cause_response_message or "") from failed
+        raise UpdateError(f"Failed to update item: {failed.cause}", failed.cause) from failed
+    item.state(target).located_absent = False
+    found_now = connection.get_item(hash_key, range_key=range_key, consistent_read=True)
+    return {ATTRIBUTES: found_now.get(ITEM, {})}
 
 
 def _create_alone(
@@ -448,7 +517,7 @@ def _save_misplaced(
                     # ...unless another save of the key put it in another shard meanwhile.
                     return _create_alone(target, condition, add_version_condition, relocations + 1)
                 return _put(target, condition, add_version_condition)
-            return save(target, condition, add_version_condition, relocations=relocations + 1)
+            return save(target, condition, add_version_condition, relocations=relocations + 1, following=True)
     msg = (
         f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
         f"{item.range_value(target, manager)!r} must move out of shard {stored}, but every shard it could "
@@ -612,8 +681,11 @@ def update(target: Any, actions: list[Any], condition: Condition | None, add_ver
         version = version_condition(target, actions=sent)
         if add_version_condition and version is not None:
             guarded_condition &= version
-        data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
-                                                   condition=guarded_condition, actions=sent)
+        if item.state(target).located_absent and keys_may_repeat(shard_manager(model)):
+            data = _update_alone(target, hash_key, range_key, sent, guarded_condition)
+        else:
+            data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
+                                                       condition=guarded_condition, actions=sent)
         stored = data[ATTRIBUTES]
         stored_cls = discriminator_class(target, stored)
         if stored_cls and stored_cls != model:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, RandomShards, ShardConditionError, ShardedModel, Sharding, ShardMetadata
@@ -380,3 +380,73 @@ def test_a_refused_create_raises_what_the_put_item_raises(dynamodb_models: Calla
     assert errors[:2] == errors[2:]
     assert {("ValidationException", 1, True)} == {(code, tables, put) for code, _, tables, put in errors}
     assert [] == stored(RandomUpload)
+
+
+def _update_held_while_created(model: type[Model], event: str) -> dict[str, str]:
+    """An ``update()`` of ``model(BUCKET, "k")`` built by hand, held at its first request with
+    ``event`` (a sharded model: once its lookup found nothing) while another client creates the
+    key; the outcome of each."""
+    looked, go_on = threading.Event(), threading.Event()
+    outcomes: dict[str, str] = {}
+    built = model(BUCKET, "k")
+    updater = threading.Thread(target=lambda: outcomes.setdefault("update", outcome_of_update(
+        lambda: built.update(actions=[type(built).size.set(7)]))))
+
+    def hold(model: Any, **_: Any) -> None:
+        if model.name in ("BatchGetItem", "UpdateItem") and threading.current_thread() is updater:
+            looked.set()
+            assert go_on.wait(30)
+
+    events = model._get_connection().connection.client.meta.events
+    events.register(event, hold)
+    try:
+        updater.start()
+        assert looked.wait(30)
+        created = model(BUCKET, "k", size=1)
+        outcomes["create"] = outcome(lambda: created.save(condition=model.name.does_not_exist()))
+    finally:
+        go_on.set()
+        updater.join(30)
+        events.unregister(event, hold)
+    return outcomes
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["plain-update", "version-checked"])
+def test_an_update_that_found_nothing_acts_on_a_copy_created_meanwhile(
+    dynamodb_models: Callable[..., Any], versioned: bool,
+) -> None:
+    """``update()`` of an instance built by hand looks for the key, finds it nowhere (so it would
+    create it in a shard it picks), and is held there while another client creates the key in
+    another shard. As on a plain table, the update then acts on that item (or fails its version
+    check), and the table keeps one copy."""
+    plain, sharded = (PlainUpload, RandomUpload) if versioned else (PlainNote, RandomNote)
+    dynamodb_models(plain, sharded)
+    PICKS(6, 2)  # the create (sent while the update is held) picks shard 6, the update then shard 2
+    results = [_update_held_while_created(plain, "before-call.dynamodb"),
+               _update_held_while_created(sharded, "after-call.dynamodb")]
+    expected_update = "ConditionalCheckFailedException" if versioned else "updated"
+    assert [{"create": "saved", "update": expected_update}] * 2 == results
+    assert [(f"{BUCKET}_6", "k", 1 if versioned else 7)] == stored(sharded)
+
+
+def outcome_of_update(update: Callable[[], Any]) -> str:
+    try:
+        update()
+    except UpdateError as error:
+        return str(error.cause_response_code)
+    return "updated"
+
+
+def test_an_update_of_a_stored_item_sends_what_it_sent_before(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(RandomNote)
+    PICKS(4)
+    RandomNote(BUCKET, "k", size=1).save()
+    with record_requests(RandomNote) as sent:
+        RandomNote(BUCKET, "k").update(actions=[RandomNote.size.set(2)])
+    assert {"BatchGetItem": 1, "UpdateItem": 1} == dict(sent.requests)
+    with record_requests(RandomNote) as sent:
+        created = RandomNote(BUCKET, "new")
+        created.update(actions=[RandomNote.size.set(3)])  # found nowhere: created, alone
+    assert {"BatchGetItem": 1, "TransactWriteItems": 1, "GetItem": 1} == dict(sent.requests)
+    assert 3 == created.size
+    assert [("k", 2), ("new", 3)] == [(n.name, n.size) for n in RandomNote.query(BUCKET)]

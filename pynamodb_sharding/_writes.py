@@ -84,6 +84,10 @@ class _TargetTaken(Exception):
     """A move's target shard holds another item of the same primary key (random strategies)."""
 
 
+class _FoundElsewhere(Exception):
+    """An update of an item no shard held found it saved in another shard meanwhile (pinned there)."""
+
+
 @contextlib.contextmanager
 def lookups_fail_as(error: type[PynamoDBException], action: str) -> Iterator[None]:
     """Within it, a failed read that finds where an item is stored (a ``BatchGetItem`` of its
@@ -243,7 +247,7 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
             # whether another shard holds its key is still to be checked.
             attempts.watch(botocore_client(model))
             return _create_alone(target, condition, add_version_condition, relocations)
-        return _put(target, condition, add_version_condition)
+        return _put_where_stored(target, condition, add_version_condition, relocations)
     manager.check_writable(getattr(target, manager.attribute))  # before any I/O
     moved_from = item.moved_from(target, manager)
     if moved_from is not None:
@@ -263,7 +267,7 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
             # put: the condition is checked with no other shard holding the key.
             attempts.watch(botocore_client(model))
             return _create_alone(target, condition, add_version_condition, relocations)
-        return _put(target, condition, add_version_condition)
+        return _put_where_stored(target, condition, add_version_condition, relocations)
     item.forget(target)
 
     attempts.watch(botocore_client(model))
@@ -357,12 +361,13 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
         codes += [None] * (len(checks) + 1 - len(codes))
         if "ConditionalCheckFailed" in codes[:len(checks)] or (
                 "TransactionConflict" in codes and relocations < MAX_RELOCATIONS):
-            # Saved in another shard meanwhile: update that copy where it is.
+            # Saved in another shard meanwhile: update that copy where it is (write_in_place
+            # sends it there, requiring it to be still there).
             found = relocate(target, shard)
             if found is not None and found != shard:
-                return dict(connection.update_item(addressed_key(target)[0], range_key=range_key,
-                                                   return_values="ALL_NEW", condition=condition, actions=actions))
+                raise _FoundElsewhere from failed
             if relocations < MAX_RELOCATIONS:
+                item.state(target).located_absent = True
                 return _update_alone(target, hash_key, range_key, actions, condition, relocations + 1)
         if codes[len(checks)] == "ConditionalCheckFailed":
             raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed) from failed
@@ -475,6 +480,33 @@ def _create_alone(
         raise single_request_error(PutError, "put item", "PutItem", table, failed, code,
                                    failed.cause_response_message or "") from failed
     raise PutError(f"Failed to put item: {failed.cause}", failed.cause) from failed
+
+
+def _put_where_stored(
+    target: Any, condition: Condition | None, add_version_condition: bool, relocations: int,
+) -> dict[str, Any]:
+    """Put ``target`` in the shard it is known to be stored in. Where another client may have
+    moved it, or deleted it and saved the key in another shard, since (random, dynamic and
+    user_id shards), the put requires it to be still there and otherwise follows it: to where
+    it is now, or, deleted, back where it was, as PynamoDB's save recreates a deleted item."""
+    manager = shard_manager(type(target))
+    if not keys_may_repeat(manager):
+        return _put(target, condition, add_version_condition)
+    stored = item.known(target, manager)
+    assert stored is not None  # the caller's
+    try:
+        return _put(target, guarded(target, condition), add_version_condition)
+    except PutError as exc:
+        if exc.cause_response_code != "ConditionalCheckFailedException":
+            raise
+        where = relocate(target, stored)
+        if where == stored or relocations >= MAX_RELOCATIONS:
+            raise  # the condition or the version check failed there
+        if where is None:  # deleted meanwhile
+            if checks_other_shards(target, condition, add_version_condition):
+                return _create_alone(target, condition, add_version_condition, relocations + 1)
+            return _put(target, condition, add_version_condition)
+        return save(target, condition, add_version_condition, relocations=relocations + 1, following=True)
 
 
 def _stored_as_put(connection: Any, physical: str, range_key: Any, put: dict[str, Any]) -> bool:
@@ -725,10 +757,18 @@ def write_in_place(
     nothing, a condition sees no item).
     """
     manager = shard_manager(type(target))
+    repeats = keys_may_repeat(manager)
     for _ in range(MAX_RELOCATIONS + 1):
         stored = locate_for_write(target)
-        if not manager.misplaced(target, stored):
-            return send(_item_condition(target, condition))
+        misplaced = manager.misplaced(target, stored)
+        # Where another client may move the item, or delete it and save the key in another
+        # shard, after this process learnt where it is (random, dynamic and user_id shards):
+        # the request requires it to be still there, and follows it when it is not.
+        if not misplaced and not (repeats and not item.state(target).located_absent):
+            try:
+                return send(_item_condition(target, condition))
+            except _FoundElsewhere:  # an update that found no item found it on its second look
+                continue
         try:
             return send(guarded(target, _item_condition(target, condition)))
         except error as exc:
@@ -737,9 +777,14 @@ def write_in_place(
             where = relocate(target, stored)
             if where == stored:  # the condition or the version check failed there
                 raise
-            if where is None:  # deleted meanwhile
-                item.pin(target, manager, manager.move_targets(target, stored)[0])
-                return send(_item_condition(target, condition))
+            if where is None:  # deleted meanwhile: as on a plain table, a missing item
+                if misplaced:
+                    item.pin(target, manager, manager.move_targets(target, stored)[0])
+                item.state(target).located_absent = repeats
+                try:
+                    return send(_item_condition(target, condition))
+                except _FoundElsewhere:
+                    continue
     msg = (
         f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
         f"{item.range_value(target, manager)!r} moved between shards {MAX_RELOCATIONS + 1} times while "

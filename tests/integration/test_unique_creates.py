@@ -450,3 +450,77 @@ def test_an_update_of_a_stored_item_sends_what_it_sent_before(dynamodb_models: C
     assert {"BatchGetItem": 1, "TransactWriteItems": 1, "GetItem": 1} == dict(sent.requests)
     assert 3 == created.size
     assert [("k", 2), ("new", 3)] == [(n.name, n.size) for n in RandomNote.query(BUCKET)]
+
+
+def _recreate_elsewhere(model: type[Model], size: int) -> None:
+    """Another client deletes the stored item and saves the key anew (in the next picked shard)."""
+    model.get(BUCKET, "k", consistent_read=True).delete()
+    model(BUCKET, "k", size=size).save(condition=model.name.does_not_exist())
+
+
+@pytest.mark.parametrize("write", ["update", "save", "delete"])
+def test_a_loaded_item_saved_anew_elsewhere_is_written_where_it_is_now(
+    dynamodb_models: Callable[..., Any], write: str,
+) -> None:
+    """An item loaded from shard 3, then deleted and saved anew in shard 6 by another client:
+    the loaded instance's update and save change the item in shard 6 and its delete removes it,
+    as on a plain table, where the item is the key's whatever happened to it meanwhile."""
+    dynamodb_models(PlainNote, RandomNote)
+    for model in (PlainNote, RandomNote):
+        PICKS(3, 6)
+        model(BUCKET, "k", size=1).save()
+        loaded = model.get(BUCKET, "k", consistent_read=True)
+        _recreate_elsewhere(model, 2)
+        if write == "update":
+            loaded.update(actions=[model.size.set(7)])
+            assert 7 == loaded.size
+        elif write == "save":
+            loaded.size = 7
+            loaded.save()
+        else:
+            loaded.delete()
+    kept = write != "delete"
+    assert ([(f"{BUCKET}_6", "k", 7)] if kept else []) == stored(RandomNote)
+    assert ([(BUCKET, "k", 7)] if kept else []) == stored(PlainNote)
+
+
+@pytest.mark.parametrize("write", ["update", "delete"])
+def test_a_hand_built_write_held_after_its_lookup_follows_the_item(
+    dynamodb_models: Callable[..., Any], write: str,
+) -> None:
+    """``update()``/``delete()`` of an instance built by hand found the key in shard 3 and is
+    held there while another client deletes it and saves it anew in shard 6: the write acts on
+    the item in shard 6, and no copy is left beside it."""
+    dynamodb_models(RandomNote)
+    PICKS(3, 6)
+    RandomNote(BUCKET, "k", size=1).save()
+    looked, go_on = threading.Event(), threading.Event()
+    done: list[str] = []
+    built = RandomNote(BUCKET, "k")
+
+    def act() -> None:
+        if write == "update":
+            built.update(actions=[RandomNote.size.set(7)])
+        else:
+            built.delete()
+        done.append(write)
+
+    writer = threading.Thread(target=act)
+
+    def hold(model: Any, **_: Any) -> None:
+        if model.name == "BatchGetItem" and threading.current_thread() is writer and not looked.is_set():
+            looked.set()
+            assert go_on.wait(30)
+
+    events = RandomNote._get_connection().connection.client.meta.events
+    events.register("after-call.dynamodb", hold)
+    try:
+        writer.start()
+        assert looked.wait(30)
+        _recreate_elsewhere(RandomNote, 2)
+    finally:
+        go_on.set()
+        writer.join(30)
+        events.unregister("after-call.dynamodb", hold)
+    assert [write] == done
+    assert ([(f"{BUCKET}_6", "k", 7)] if write == "update" else []) == stored(RandomNote)

@@ -104,6 +104,8 @@ class ItemShard:
     #: Pinned to a newly chosen shard because a lookup found it in no shard (an ``update`` of it
     #: creates it there): the update checks that no other shard holds the key meanwhile.
     located_absent: bool = False
+    #: Pinned to the only shard its key can be in (no lookup was needed).
+    sole_candidate: bool = False
 
 
 def state(item: object) -> ItemShard:
@@ -154,7 +156,7 @@ def pin(item: ShardedItem, manager: ItemLayout, shard: int) -> int:
     held = state(item)
     held.shard = shard
     held.basis = basis(item, manager)
-    held.unconfirmed_create = held.located_absent = False
+    held.unconfirmed_create = held.located_absent = held.sole_candidate = False
     return shard
 
 
@@ -163,7 +165,7 @@ def forget(item: object) -> None:
     held = state(item)
     held.shard = None
     held.basis = None
-    held.unconfirmed_create = held.located_absent = False
+    held.unconfirmed_create = held.located_absent = held.sole_candidate = False
 
 
 def known(item: ShardedItem, manager: ItemLayout) -> int | None:

@@ -401,7 +401,9 @@ def locate_for_write(item: Any) -> int:
         raise move_refused(item, manager, "updated, deleted or refreshed")
     candidates = candidate_shards(item, manager)
     if len(candidates) == 1:
-        return pin(item, manager, candidates[0])
+        pin(item, manager, candidates[0])
+        state(item).sole_candidate = True
+        return candidates[0]
     found, _ = locate(item, candidates)
     if found is None:
         # Not stored anywhere: the request acts on a missing item, exactly as PynamoDB's would
@@ -447,7 +449,7 @@ def adopt_stored(item: Any, raw: Mapping[str, Any] | None = None) -> None:
     held.shard = shard
     # pin() inlined: this runs for every item read back.
     held.basis = tuple(map(values.get, manager.basis_names))
-    held.unconfirmed_create = held.located_absent = False
+    held.unconfirmed_create = held.located_absent = held.sole_candidate = False
 
 
 def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,

@@ -762,9 +762,11 @@ def write_in_place(
         stored = locate_for_write(target)
         misplaced = manager.misplaced(target, stored)
         # Where another client may move the item, or delete it and save the key in another
-        # shard, after this process learnt where it is (random, dynamic and user_id shards):
-        # the request requires it to be still there, and follows it when it is not.
-        if not misplaced and not (repeats and not item.state(target).located_absent):
+        # shard, after this process learnt where it is (random, dynamic and user_id shards; not
+        # when its key can be in one shard only): the request requires it to be still there,
+        # and follows it when it is not.
+        held = item.state(target)
+        if not misplaced and not (repeats and not held.located_absent and not held.sole_candidate):
             try:
                 return send(_item_condition(target, condition))
             except _FoundElsewhere:  # an update that found no item found it on its second look

@@ -24,13 +24,13 @@ from typing import Any
 
 import botocore.session
 
+from pynamodb_sharding._host import shared_data_loader
+
 __all__ = ["shared_botocore_data"]
 
 _lock = threading.Lock()
 _depth = 0
 _original: Any = None
-#: The shared loaders by data path, kept for the process: the next ``with`` reuses them.
-_loaders: dict[str | None, Any] = {}
 
 
 @contextlib.contextmanager
@@ -49,7 +49,7 @@ def shared_botocore_data() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _original = botocore.session.create_loader
-            botocore.session.create_loader = _shared(_original)
+            botocore.session.create_loader = _create_loader
         _depth += 1
     try:
         yield
@@ -61,14 +61,8 @@ def shared_botocore_data() -> Iterator[None]:
                 _original = None
 
 
-def _shared(create: Any) -> Any:
-    def create_loader(search_path_string: str | None = None) -> Any:
-        # botocore.session.Session registers its data loader as
-        # ``lambda: create_loader(self.get_config_variable('data_path'))``.
-        with _lock:
-            loader = _loaders.get(search_path_string)
-            if loader is None:
-                loader = _loaders[search_path_string] = create(search_path_string)
-            return loader
-
-    return create_loader
+def _create_loader(search_path_string: str | None = None) -> Any:
+    # botocore.session.Session registers its data loader as
+    # ``lambda: create_loader(self.get_config_variable('data_path'))``. The loaders are the
+    # process's, kept for the next ``with``, and the ones the library's derived models share.
+    return shared_data_loader(search_path_string)

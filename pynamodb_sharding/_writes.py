@@ -245,7 +245,6 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
             # Found there by a lookup (it may be deleted and created elsewhere before the put),
             # or the last save of this new item may not have been applied (a lost reply):
             # whether another shard holds its key is still to be checked.
-            attempts.watch(botocore_client(model))
             return _create_alone(target, condition, add_version_condition, relocations)
         return _put_where_stored(target, condition, add_version_condition, relocations)
     manager.check_writable(getattr(target, manager.attribute))  # before any I/O
@@ -265,7 +264,6 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
         if checks_other_shards(target, condition, add_version_condition):
             # The copy found may move, or be deleted and created in another shard, before the
             # put: the condition is checked with no other shard holding the key.
-            attempts.watch(botocore_client(model))
             return _create_alone(target, condition, add_version_condition, relocations)
         return _put_where_stored(target, condition, add_version_condition, relocations)
     item.forget(target)
@@ -344,10 +342,7 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
         return dict(table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
                                                          condition=condition, actions=actions))
     connection = table_connection(model)
-    logical = item.logical_key(target, manager)
-    absent = manager.hash_attribute.does_not_exist()
-    checks = [connection.get_operation_kwargs(manager.codec.encode(logical, other), range_key=range_key,
-                                              condition=absent) for other in others]
+    checks = _absent_from(connection, manager, item.logical_key(target, manager), others, range_key)
     update_request = connection.get_operation_kwargs(hash_key, range_key=range_key, actions=actions,
                                                      condition=condition)
     table = model.Meta.table_name
@@ -357,8 +352,7 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
             client_request_token=str(uuid.uuid4()),
         )
     except TransactWriteError as failed:
-        codes = [reason.code if reason is not None else None for reason in failed.cancellation_reasons or []]
-        codes += [None] * (len(checks) + 1 - len(codes))
+        codes = _cancellation_codes(failed, len(checks) + 1)
         if "ConditionalCheckFailed" in codes[:len(checks)] or (
                 "TransactionConflict" in codes and relocations < MAX_RELOCATIONS):
             # Saved in another shard meanwhile: update that copy where it is (write_in_place
@@ -371,14 +365,7 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
                 return _update_alone(target, hash_key, range_key, actions, condition, relocations + 1)
         if codes[len(checks)] == "ConditionalCheckFailed":
             raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed) from failed
-        if "ValidationError" in codes:
-            raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed,
-                                   reason_code="ValidationError") from failed
-        code = failed.cause_response_code if isinstance(failed.cause, ClientError) else None
-        if code not in (None, "TransactionCanceledException"):
-            raise single_request_error(UpdateError, "update item", "UpdateItem", table, failed, code,
-                                       failed.cause_response_message or "") from failed
-        raise UpdateError(f"Failed to update item: {failed.cause}", failed.cause) from failed
+        raise _refused(UpdateError, "update item", "UpdateItem", table, failed, codes) from failed
     item.state(target).located_absent = False
     found_now = connection.get_item(hash_key, range_key=range_key, consistent_read=True)
     return {ATTRIBUTES: found_now.get(ITEM, {})}
@@ -421,6 +408,7 @@ def _create_alone(
             f"lower the shard count of the key."
         )
         raise ShardConditionError(msg)
+    attempts.watch(botocore_client(model))  # for the tracking of a lost reply below
     connection = table_connection(model)
     attributes = _stored_attributes(target)
     args, kwargs = put_arguments(target, attributes, condition, add_version_condition=add_version_condition)
@@ -429,9 +417,7 @@ def _create_alone(
         condition=rewrite_condition(model, kwargs["condition"], Usage.ITEM, lambda: shard),
     )
     range_ser = manager.serialize_range(item.range_value(target, manager))
-    absent = manager.hash_attribute.does_not_exist()
-    checks = [connection.get_operation_kwargs(manager.codec.encode(logical, other), range_key=range_ser,
-                                              condition=absent) for other in others]
+    checks = _absent_from(connection, manager, logical, others, range_ser)
     held = item.state(target)
     with attempts.tracking() as sent:
         try:
@@ -449,8 +435,7 @@ def _create_alone(
             held.unconfirmed_create = False
             bump_local_version(target)
             return data
-    codes = [reason.code if reason is not None else None for reason in failed.cancellation_reasons or []]
-    codes += [None] * (len(checks) + 1 - len(codes))
+    codes = _cancellation_codes(failed, len(checks) + 1)
     table = model.Meta.table_name
     if "ConditionalCheckFailed" in codes[:len(checks)] and relocations < MAX_RELOCATIONS:
         # Stored in another shard: act on that copy, as PynamoDB acts on the stored item, in a
@@ -466,20 +451,40 @@ def _create_alone(
             bump_local_version(target)
             return {}
         raise condition_failed(PutError, "put item", "PutItem", table, failed) from failed
-    if "ValidationError" in codes:  # the put itself is refused (too large, a bad key)
-        refused = condition_failed(PutError, "put item", "PutItem", table, failed, reason_code="ValidationError")
-        raise refused from failed
-    if "TransactionConflict" in codes and relocations < MAX_RELOCATIONS:
+    if "TransactionConflict" in codes and "ValidationError" not in codes and relocations < MAX_RELOCATIONS:
         # Another transaction held one of the keys (a concurrent save of the same key): once
         # it ends, this one's checks see what it wrote.
         return _create_alone(target, condition, add_version_condition, relocations + 1)
+    raise _refused(PutError, "put item", "PutItem", table, failed, codes) from failed
+
+
+def _absent_from(connection: Any, manager: ShardManager[Any], logical: str, shards: list[int],
+                 range_key: Any) -> list[dict[str, Any]]:
+    """The ``ConditionCheck`` items of a transaction requiring ``shards`` to hold no item of the key."""
+    absent = manager.hash_attribute.does_not_exist()
+    return [connection.get_operation_kwargs(manager.codec.encode(logical, shard), range_key=range_key,
+                                            condition=absent) for shard in shards]
+
+
+def _cancellation_codes(failed: TransactWriteError, actions: int) -> list[str | None]:
+    """The code of each action's cancellation reason, in request order (``None`` where none)."""
+    codes = [reason.code if reason is not None else None for reason in failed.cancellation_reasons or []]
+    return codes + [None] * (actions - len(codes))
+
+
+def _refused(error: type[_E], action: str, operation: str, table: str, failed: TransactWriteError,
+             codes: list[str | None]) -> _E:
+    """The error of a write the library sent as a transaction, for reasons other than its
+    conditions: what the single ``operation`` would have raised when DynamoDB refused the write
+    itself (a ``ValidationException`` for an item too large or a bad key, naming the table
+    once), else PynamoDB's error around the transaction's (throttles stay recognisable)."""
+    if "ValidationError" in codes:
+        return condition_failed(error, action, operation, table, failed, reason_code="ValidationError")
     code = failed.cause_response_code if isinstance(failed.cause, ClientError) else None
     if code not in (None, "TransactionCanceledException"):
-        # The request itself was refused (a ValidationException for an item too large, an
-        # empty key): as the PutItem would have been, naming the table once.
-        raise single_request_error(PutError, "put item", "PutItem", table, failed, code,
-                                   failed.cause_response_message or "") from failed
-    raise PutError(f"Failed to put item: {failed.cause}", failed.cause) from failed
+        return single_request_error(error, action, operation, table, failed, code,
+                                    failed.cause_response_message or "")
+    return error(f"Failed to {action}: {failed.cause}", failed.cause)
 
 
 def _put_where_stored(

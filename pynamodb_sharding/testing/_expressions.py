@@ -11,12 +11,13 @@ top-level attributes and dotted or indexed paths.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["ExpressionError", "condition", "update"]
+__all__ = ["ExpressionError", "condition", "number_text", "projection", "update"]
 
 Item = dict[str, Any]
 _TOKEN = re.compile(r"\s*(<>|<=|>=|[=<>(),.\[\]+-]|#[\w-]+|:[\w-]+|\d+|[A-Za-z_][\w-]*)")
@@ -313,16 +314,30 @@ def _remove_at(item: Item, path: list[str | int]) -> None:
 
 
 def _arithmetic(a: Any, sign: str, b: Any) -> Any:
-    if a is None or b is None or "N" not in a or "N" not in b:
-        msg = "an operand of + or - is not a number (or is missing)"
+    if a is None or b is None:
+        msg = "The provided expression refers to an attribute that does not exist in the item"
+        raise ExpressionError(msg)
+    if "N" not in a or "N" not in b:
+        msg = "An operand in the update expression has an incorrect data type"
         raise ExpressionError(msg)
     total = number(a) + number(b) if sign == "+" else number(a) - number(b)
     return {"N": _number_text(total)}
 
 
-def _number_text(value: Decimal) -> str:
+def number_text(value: Decimal) -> str:
+    """A number as DynamoDB stores and returns it: no exponent, no trailing zeros (``"1.5"``,
+    ``"2"``, ``"0"``)."""
+    if value == 0:
+        return "0"
     text = format(value.normalize(), "f")
     return text
+
+
+def _number_text(value: Decimal) -> str:
+    """The result of arithmetic (``ADD``, ``+``, ``-``) as DynamoDB Local returns it: exact
+    decimal arithmetic, whose result keeps the larger scale of its operands (``70 + 0.50`` is
+    ``70.50``), without an exponent."""
+    return format(value, "f")
 
 
 def update(
@@ -331,7 +346,7 @@ def update(
     """A function applying an update expression to an item (in place); ``add_scale``
     multiplies the numbers ``ADD`` adds (what ``add_scale`` identical requests would add)."""
     parser = _Parser(text, names, values)
-    steps: list[Callable[[Item], None]] = []
+    steps: list[Callable[[Item, Item], None]] = []
     while parser.peek() is not None:
         clause = parser.take().upper()
         while True:
@@ -340,7 +355,7 @@ def update(
                 parser.take("=")
                 steps.append(_set_step(path, _value(parser)))
             elif clause == "REMOVE":
-                steps.append(lambda item, p=path: _remove_at(item, p))  # type: ignore[misc]
+                steps.append(lambda item, original, p=path: _remove_at(item, p))  # type: ignore[misc]
             elif clause in ("ADD", "DELETE"):
                 steps.append(_add_step(clause, path, parser.operand(), add_scale))
             else:
@@ -351,8 +366,11 @@ def update(
             parser.take()
 
     def apply(item: Item) -> None:
+        # Every operand reads the item as it was before the update, as DynamoDB evaluates them
+        # (``SET a = b, b = a`` swaps): the steps change ``item`` and read a copy of it.
+        original = _copy({"M": item})["M"]
         for step in steps:
-            step(item)
+            step(item, original)
 
     return apply
 
@@ -385,11 +403,11 @@ def _term(parser: _Parser) -> Callable[[Item], Any]:
     return parser.operand()
 
 
-def _set_step(path: list[str | int], value: Callable[[Item], Any]) -> Callable[[Item], None]:
-    def step(item: Item) -> None:
-        computed = value(item)
+def _set_step(path: list[str | int], value: Callable[[Item], Any]) -> Callable[[Item, Item], None]:
+    def step(item: Item, original: Item) -> None:
+        computed = value(original)
         if computed is None:
-            msg = f"SET of {path} reads an attribute that does not exist"
+            msg = "The provided expression refers to an attribute that does not exist in the item"
             raise ExpressionError(msg)
         _set_at(item, path, _copy(computed))
 
@@ -407,10 +425,10 @@ def _copy(value: Any) -> Any:
 
 def _add_step(
     clause: str, path: list[str | int], operand: Callable[[Item], Any], scale: Decimal
-) -> Callable[[Item], None]:
-    def step(item: Item) -> None:
-        given = operand(item)
-        found = resolve(item, path)
+) -> Callable[[Item, Item], None]:
+    def step(item: Item, original: Item) -> None:
+        given = operand(original)
+        found = resolve(original, path)
         ((kind, content),) = given.items()
         if clause == "ADD" and kind == "N":
             base = Decimal(0) if found is None else number(found)
@@ -430,3 +448,40 @@ def _add_step(
             _remove_at(item, path)
 
     return step
+
+
+def projection(text: str, names: Mapping[str, str]) -> Callable[[Item], Item]:
+    """A function returning what a ``ProjectionExpression`` keeps of an item: each listed path
+    that the item has (a path into a map or list keeps the enclosing documents, with only what
+    the paths name)."""
+    parser = _Parser(text, names, {})
+    paths = [parser.path()]
+    while parser.peek() == ",":
+        parser.take()
+        paths.append(parser.path())
+    parser.done()
+
+    def project(item: Item) -> Item:
+        kept: Item = {}
+        for path in paths:
+            found = resolve(item, path)
+            if found is None:
+                continue
+            if len(path) == 1:
+                kept[str(path[0])] = _copy(found)
+                continue
+            current: Any = {"M": kept}
+            for segment, following in itertools.pairwise(path):
+                container = current.get("M")
+                if container is None or not isinstance(segment, str):
+                    break
+                current = container.setdefault(segment, {"L": []} if isinstance(following, int) else {"M": {}})
+            else:
+                last = path[-1]
+                if isinstance(last, int) and "L" in current:
+                    current["L"].append(_copy(found))
+                elif isinstance(last, str) and "M" in current:
+                    current["M"][last] = _copy(found)
+        return kept
+
+    return project

@@ -40,6 +40,7 @@ endpoint (:meth:`Fleet.region_host`) it was sent to, so ``Meta.home_region``,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import heapq
@@ -48,6 +49,7 @@ import json
 import math
 import os
 import random as _random
+import re
 import types
 import zlib
 from collections import Counter, defaultdict
@@ -233,12 +235,45 @@ class _ServiceError(Exception):
 
 
 @attrs.define
+class _Index:
+    """A global secondary index of a table: its entries, kept on every write of the table."""
+
+    name: str
+    hash_key: str
+    range_key: str | None
+    #: ``ALL``, ``KEYS_ONLY`` or ``INCLUDE`` (with :attr:`included`)
+    projection: str = "ALL"
+    included: tuple[str, ...] = ()
+    #: index hash key text -> {(index range value, table hash text, table range value) -> projected item}
+    partitions: dict[str, dict[Any, dict[str, Any]]] = attrs.Factory(lambda: defaultdict(dict))
+
+    def entry(self, table: _Table, item: Mapping[str, Any] | None) -> tuple[str, Any, dict[str, Any]] | None:
+        """Where ``item`` sits in the index and what the index holds of it; ``None`` when the
+        item lacks the index's key attributes (a sparse index leaves it out)."""
+        if item is None:
+            return None
+        partition = _text(item.get(self.hash_key))
+        if partition is None or (self.range_key is not None and self.range_key not in item):
+            return None
+        rank = _key_value(item[self.range_key]) if self.range_key is not None else None
+        sort = (rank, _text(item.get(table.hash_key)), _key_value(item[table.range_key]) if table.range_key else None)
+        if self.projection == "ALL":
+            return partition, sort, dict(item)
+        keep = {table.hash_key, table.range_key, self.hash_key, self.range_key, *self.included}
+        return partition, sort, {name: value for name, value in item.items() if name in keep}
+
+
+@attrs.define
 class _Table:
     name: str
     hash_key: str
     range_key: str | None
     #: partition key text -> {range key (comparable) -> item}
     partitions: dict[str, dict[Any, dict[str, Any]]] = attrs.Factory(lambda: defaultdict(dict))
+    #: global secondary indexes (read replicas included) by name
+    indexes: dict[str, _Index] = attrs.Factory(dict)
+    #: a provisioned table's (write, read) units per second; ``None``: on-demand (no table limit)
+    provisioned: tuple[float, float] | None = None
 
 
 @attrs.frozen
@@ -257,7 +292,11 @@ class ItemLoad:
 
 def _key_value(value: Mapping[str, Any]) -> Any:
     ((kind, content),) = value.items()
-    return Decimal(content) if kind == "N" else content
+    if kind == "N":
+        return Decimal(content)
+    if kind == "B":
+        return base64.b64decode(content) if isinstance(content, str) else bytes(content)
+    return content
 
 
 def _text(value: Any) -> str | None:
@@ -268,23 +307,81 @@ def _text(value: Any) -> str | None:
     return None
 
 
-class FleetDynamoDB:
-    """Tables in memory, charged per partition as DynamoDB does (see the module docstring).
+def _normalized(value: Any) -> Any:
+    """An attribute value as DynamoDB stores it: numbers in their shortest form (``"1.50"`` is
+    stored as ``"1.5"``, ``"2.0"`` as ``"2"``), in sets and documents too."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return value
+    ((kind, content),) = value.items()
+    if kind == "N":
+        return {"N": expressions.number_text(Decimal(str(content)))}
+    if kind == "NS" and isinstance(content, list):
+        return {"NS": [expressions.number_text(Decimal(str(n))) for n in content]}
+    if kind == "L" and isinstance(content, list):
+        return {"L": [_normalized(element) for element in content]}
+    if kind == "M" and isinstance(content, Mapping):
+        return {"M": {name: _normalized(element) for name, element in content.items()}}
+    return value
 
-    Serves ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``GetItem``, ``Query`` (base tables),
-    ``BatchWriteItem``, ``TransactWriteItems`` and ``DescribeTable``; any other operation gets a ``ValidationException``
+
+def _stored(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``item`` as DynamoDB stores it (see :func:`_normalized`)."""
+    return {name: _normalized(value) for name, value in item.items()}
+
+
+def _indexes_of(model: type[Model], hash_key: str, range_key: str | None) -> dict[str, _Index]:
+    """The global secondary indexes ``model`` declares, and its read replicas
+    (``Sharding(read_replicas=N)``: indexes keyed like the table, projecting everything)."""
+    from pynamodb.indexes import GlobalSecondaryIndex
+
+    from pynamodb_sharding._descriptor import is_sharded, shard_manager
+    from pynamodb_sharding._replicas import replica_names
+
+    found: dict[str, _Index] = {}
+    for name, index in _host.indexes(model).items():
+        if not isinstance(index, GlobalSecondaryIndex):
+            continue
+        ranged = _host.index_range_attribute(index)
+        projection = index.Meta.projection
+        found[name] = _Index(
+            name, _host.index_hash_attribute(index).attr_name, None if ranged is None else ranged.attr_name,
+            str(projection.projection_type), tuple(getattr(projection, "non_key_attributes", None) or ()),
+        )
+    if is_sharded(model):
+        for name in replica_names(shard_manager(model).read_replicas):
+            found[name] = _Index(name, hash_key, range_key)
+    return found
+
+
+#: What one write asks of one bucket: (bucket table, partition key or ``None`` for the whole
+#: table, units, the throttling reason if the bucket is short).
+_Charge = tuple[str, str | None, float, str]
+
+
+class FleetDynamoDB:
+    """Tables in memory, charged per partition as DynamoDB does (see the module docstring and
+    the table of modelled behaviour in ``docs/scale.rst``).
+
+    Serves ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``GetItem``, ``Query`` (tables and global
+    secondary indexes, read replicas included), ``Scan``, ``BatchGetItem``, ``BatchWriteItem``,
+    ``TransactWriteItems``, ``TransactGetItems`` and ``DescribeTable``: every request the library
+    sends, with the responses DynamoDB Local gives (``tests/integration/test_fleet_differential.py``
+    replays the same requests against both). Any other operation gets a ``ValidationException``
     naming it. Counters (``requests``, ``throttles``, ``units``) count real requests: a request
     of a process of weight ``w`` counts ``w`` times.
 
     Args:
         clock: virtual seconds (:meth:`EventLoop.monotonic`), for the buckets and per-second loads.
-        write_units: write units per second per partition.
+        write_units: write units per second per partition (of a table or of an index).
         read_units: read units per second per partition.
-        watched: tables whose per-partition load is recorded second by second (the metadata
-            tables: :meth:`heaviest`).
+        region: the region whose ARNs throttles name.
+        record: keep every request and its response in :attr:`journal`.
 
     .. versionadded:: 0.2.0
     """
+
+    #: Seconds of unused capacity a provisioned table keeps for bursts, as DynamoDB documents.
+    BURST_SECONDS = 300.0
 
     def __init__(
         self,
@@ -293,16 +390,17 @@ class FleetDynamoDB:
         write_units: float = 1000.0,
         read_units: float = 3000.0,
         region: str = "us-east-1",
+        record: bool = False,
     ) -> None:
         self.clock = clock
         self.limits = {True: float(write_units), False: float(read_units)}
         self.region = region
         self.tables: dict[str, _Table] = {}
         self.watched: set[str] = set()
-        self._buckets: dict[tuple[str, str, bool], list[float]] = {}
+        self._buckets: dict[tuple[str, str | None, bool], list[float]] = {}
         #: (table, operation, activity) -> requests (real ones: weight-fold)
         self.requests: Counter[tuple[str, str, str]] = Counter()
-        #: (table, write) -> throttled requests (real ones)
+        #: (table, write) -> throttled requests (real ones); an index's under ``"<table>/index/<name>"``
         self.throttles: Counter[tuple[str, bool]] = Counter()
         #: (table, partition key, write) -> throttled requests (real ones), per item
         self.item_throttles: Counter[tuple[str, str, bool]] = Counter()
@@ -330,15 +428,26 @@ class FleetDynamoDB:
         self.condition_failures: Counter[str] = Counter()
         #: table -> units of replicated writes charged (global tables)
         self.replicated_units: defaultdict[str, float] = defaultdict(float)
+        #: with ``record``: (operation, request body, HTTP status, response body) of every request
+        self.journal: list[tuple[str, dict[str, Any], int, dict[str, Any]]] | None = [] if record else None
 
     # -- tables -------------------------------------------------------------------------------
 
-    def add_table(self, model: type[Model], *, watched: bool = False) -> None:
-        """Serve ``model``'s table (empty), keyed as the model declares."""
+    def add_table(self, model: type[Model], *, watched: bool = False,
+                  provisioned: tuple[float, float] | None = None) -> None:
+        """Serve ``model``'s table (empty), keyed as the model declares, with its global
+        secondary indexes and read replicas; ``provisioned``: the table's (write, read) capacity
+        units a second (with :attr:`BURST_SECONDS` of burst), else on-demand."""
         name = model.Meta.table_name
         range_key = next((a.attr_name for a in model.get_attributes().values() if a.is_range_key), None)
         if name not in self.tables:
-            self.tables[name] = _Table(name, _hash_key_name(model), range_key)
+            hash_key = _hash_key_name(model)
+            self.tables[name] = _Table(name, hash_key, range_key, indexes=_indexes_of(model, hash_key, range_key),
+                                       provisioned=provisioned)
+        else:
+            table = self.tables[name]
+            for index_name, index in _indexes_of(model, table.hash_key, table.range_key).items():
+                table.indexes.setdefault(index_name, index)
         if watched:
             self.watched.add(name)
 
@@ -349,39 +458,95 @@ class FleetDynamoDB:
 
     # -- charging -----------------------------------------------------------------------------
 
-    def _bucket(self, table: str, key: str, write: bool) -> list[float]:
+    def _bucket(self, table: str, key: str | None, write: bool, rate: float | None = None,
+                capacity: float | None = None) -> list[float]:
+        """The token bucket of a partition (``key``), or of a whole provisioned table (``key``
+        ``None``, with ``rate`` and ``capacity``), refilled up to now."""
         now = self.clock()
-        rate = self.limits[write]
+        rate = self.limits[write] if rate is None else rate
+        full = rate if capacity is None else capacity
         bucket = self._buckets.get((table, key, write))
         if bucket is None:
-            bucket = self._buckets[(table, key, write)] = [rate, now]
+            bucket = self._buckets[(table, key, write)] = [full, now]
         else:
-            bucket[0] = min(rate, bucket[0] + max(0.0, now - bucket[1]) * rate)
+            bucket[0] = min(full, bucket[0] + max(0.0, now - bucket[1]) * rate)
             bucket[1] = max(bucket[1], now)
         return bucket
+
+    def _table_bucket(self, table: _Table, write: bool) -> list[float] | None:
+        if table.provisioned is None:
+            return None
+        rate = table.provisioned[0 if write else 1]
+        return self._bucket(table.name, None, write, rate=rate, capacity=rate * self.BURST_SECONDS)
 
     def admit(self, table: str, key: str, units: float, *, write: bool, minimum: float | None = None) -> bool:
         """Take ``units`` from a partition's bucket if it holds them (a read: if it holds
         ``minimum``; the rest may go into debt); ``False`` (a throttle) otherwise."""
         bucket = self._bucket(table, key, write)
-        if bucket[0] < (units if minimum is None else minimum):
-            self.throttles[(table, write)] += current_weight()
-            self.item_throttles[(table, key, write)] += current_weight()
-            self.refused_units[(table, write)] += units
+        known = self.tables.get(table)
+        whole = None if known is None else self._table_bucket(known, write)
+        needed = units if minimum is None else minimum
+        if bucket[0] < needed or (whole is not None and whole[0] < needed):
+            self._count_throttle(table, key, units, write)
             return False
         bucket[0] -= units
+        if whole is not None:
+            whole[0] -= units
+        self._count_units(table, key, units, write)
+        return True
+
+    def _count_throttle(self, table: str, key: str, units: float, write: bool) -> None:
+        self.throttles[(table, write)] += current_weight()
+        self.item_throttles[(table, key, write)] += current_weight()
+        self.refused_units[(table, write)] += units
+
+    def _count_units(self, table: str, key: str, units: float, write: bool) -> None:
         self.units[(table, write)] += units
         if table in self.watched:
             second = int(self.clock())
             self.per_second[table][(key, second, write)] += units
             self.requests_per_second[table][(key, second, write)] += current_weight()
-        return True
+
+    def _admit_writes(self, table: _Table, partition: str, units: float, indexes: list[tuple[str, str, float]]) -> None:
+        """Take the units of one write from its partition, its table (provisioned) and each index
+        partition it changes, all or none.
+
+        Raises:
+            _ServiceError: a bucket is short: the throttle DynamoDB sends, naming the table's key
+                range, the table's capacity, or the index (back-pressure: a hot index partition
+                refuses the write to the table).
+        """
+        whole = self._table_bucket(table, True)
+        if self._bucket(table.name, partition, True)[0] < units:
+            self._count_throttle(table.name, partition, units, True)
+            raise self._throttle(table.name, write=True)
+        if whole is not None and whole[0] < units:
+            self._count_throttle(table.name, partition, units, True)
+            raise self._throttle(table.name, write=True, reason="TableWriteProvisionedThroughputExceeded")
+        for index, key, index_units in indexes:
+            scope = f"{table.name}/index/{index}"
+            if self._bucket(scope, key, True)[0] < index_units:
+                self._count_throttle(scope, key, index_units, True)
+                self._count_throttle(table.name, partition, units, True)
+                raise self._throttle(scope, write=True, reason="IndexWriteKeyRangeThroughputExceeded")
+        self._bucket(table.name, partition, True)[0] -= units
+        if whole is not None:
+            whole[0] -= units
+        self._count_units(table.name, partition, units, True)
+        for index, key, index_units in indexes:
+            scope = f"{table.name}/index/{index}"
+            self._bucket(scope, key, True)[0] -= index_units
+            self._count_units(scope, key, index_units, True)
 
     def charge_after(self, table: str, key: str, units: float) -> None:
         """Take the rest of a read's cost, once its size is known (the bucket may go into debt)."""
         if units <= 0:
             return
         self._bucket(table, key, False)[0] -= units
+        known = self.tables.get(table)
+        whole = None if known is None else self._table_bucket(known, False)
+        if whole is not None:
+            whole[0] -= units
         self.units[(table, False)] += units
         if table in self.watched:
             self.per_second[table][(key, int(self.clock()), False)] += units
@@ -410,21 +575,29 @@ class FleetDynamoDB:
         target = request.headers.get("X-Amz-Target", b"")
         operation = (target.decode() if isinstance(target, bytes) else target).rpartition(".")[2]
         body = json.loads(request.body or b"{}")
+        status, answer = self.respond(operation, body)
+        headers = {"x-amzn-requestid": "fleet", "content-type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, status, headers, _RawBody(json.dumps(answer).encode()))
+
+    def respond(self, operation: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and body DynamoDB answers ``body`` with (an error's too)."""
         try:
             status, answer = 200, self.handle(operation, body)
         except _ServiceError as error:
             status, answer = 400, error.body
         except expressions.ExpressionError as error:
             status, answer = 400, {"__type": _PREFIX + "ValidationException", "message": str(error)}
-        headers = {"x-amzn-requestid": "fleet", "content-type": "application/x-amz-json-1.0"}
-        return AWSResponse(request.url, status, headers, _RawBody(json.dumps(answer).encode()))
+        if self.journal is not None:
+            self.journal.append((operation, json.loads(json.dumps(body)), status, json.loads(json.dumps(answer))))
+        return status, answer
 
     def handle(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
         """Answer one request (the body botocore sends), or raise the error DynamoDB would."""
         handler = {
             "PutItem": self._put_item, "UpdateItem": self._update_item, "DeleteItem": self._delete_item,
-            "GetItem": self._get_item, "Query": self._query, "BatchWriteItem": self._batch_write,
-            "DescribeTable": self._describe_table, "TransactWriteItems": self._transact_write,
+            "GetItem": self._get_item, "Query": self._query, "Scan": self._scan, "BatchGetItem": self._batch_get,
+            "BatchWriteItem": self._batch_write, "DescribeTable": self._describe_table,
+            "TransactWriteItems": self._transact_write, "TransactGetItems": self._transact_get,
         }.get(operation)
         if handler is None:
             msg = f"the fleet simulator does not serve {operation}"
@@ -432,6 +605,12 @@ class FleetDynamoDB:
         table = body.get("TableName", "")
         self.sent += 1
         self.requests[(str(table), operation, current_activity())] += current_weight()
+        _check_placeholders(body)
+        for action in body.get("TransactItems") or ():
+            for request in action.values():
+                _check_placeholders(request)
+        for request in (body.get("RequestItems") or {}).values() if operation == "BatchGetItem" else ():
+            _check_placeholders(request)
         return handler(body)
 
     def _table(self, name: Any) -> _Table:
@@ -443,58 +622,106 @@ class FleetDynamoDB:
 
     def _locate(self, table: _Table, key_or_item: Mapping[str, Any]) -> tuple[str, Any]:
         partition = _text(key_or_item.get(table.hash_key))
-        if partition is None:
-            msg = f"the key of {table.name} needs {table.hash_key}"
+        if partition is None or (table.range_key is not None and table.range_key not in key_or_item):
+            msg = "The provided key element does not match the schema"
             raise _ServiceError("ValidationException", msg)
         sort = _key_value(key_or_item[table.range_key]) if table.range_key else None
         return partition, sort
 
-    def _throttle(self, table: str, *, write: bool) -> _ServiceError:
-        reason = f"Table{'Write' if write else 'Read'}KeyRangeThroughputExceeded"
+    def _key_only(self, table: _Table, key: Mapping[str, Any]) -> None:
+        """Refuse a ``Key`` that holds more than the table's key attributes, as DynamoDB does."""
+        if set(key) - {table.hash_key, table.range_key}:
+            msg = "The provided key element does not match the schema"
+            raise _ServiceError("ValidationException", msg)
+
+    def _throttle(self, table: str, *, write: bool, reason: str | None = None) -> _ServiceError:
+        reason = reason or f"Table{'Write' if write else 'Read'}KeyRangeThroughputExceeded"
         body = _throttle_body([types.SimpleNamespace(reason=reason, table=table)], self.region)  # type: ignore[list-item]
         return _ServiceError(body.pop("__type").rpartition("#")[2], body.pop("message"), **body)
+
+    def _index_writes(self, table: _Table, old: Mapping[str, Any] | None,
+                      new: Mapping[str, Any] | None) -> list[tuple[str, str, float]]:
+        """(index, index partition, write units) of each index write a change of an item costs:
+        an entry added, changed or removed costs one write of its projected size; an entry whose
+        index key changed costs two (the old one removed, the new one added); an entry the change
+        leaves as it was costs nothing."""
+        writes: list[tuple[str, str, float]] = []
+        for index in table.indexes.values():
+            before, after = index.entry(table, old), index.entry(table, new)
+            if before is not None and after is not None and before[:2] == after[:2]:
+                if before[2] != after[2]:
+                    writes.append((index.name, after[0], write_units(max(item_size(before[2]), item_size(after[2])))))
+                continue
+            for entry in (before, after):
+                if entry is not None:
+                    writes.append((index.name, entry[0], write_units(item_size(entry[2]))))
+        return writes
+
+    def _store(self, table: _Table, partition: str, sort: Any, old: dict[str, Any] | None,
+               new: dict[str, Any] | None) -> None:
+        """Put ``new`` (``None``: delete) at a key, and keep every index's entries."""
+        for index in table.indexes.values():
+            before, after = index.entry(table, old), index.entry(table, new)
+            if before is not None:
+                index.partitions.get(before[0], {}).pop(before[1], None)
+            if after is not None:
+                index.partitions[after[0]][after[1]] = after[2]
+        if new is None:
+            table.partitions.get(partition, {}).pop(sort, None)
+        else:
+            table.partitions[partition][sort] = new
 
     def _write(
         self, body: Mapping[str, Any], new: Callable[[dict[str, Any] | None], dict[str, Any] | None], *,
         charged: bool = False,
-    ) -> tuple[dict[str, Any] | None, float]:
-        """Charge, check the condition, store ``new(old)``; returns the stored item and units."""
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float, list[tuple[str, str, float]]]:
+        """Check the condition, charge, store ``new(old)``; returns the item before, the item
+        stored, the table's units and the index writes.
+
+        As DynamoDB: a condition that fails refuses the write with
+        ``ConditionalCheckFailedException`` and still costs write units, the existing item's (at
+        least one), before the update is evaluated (so an update that would read a missing
+        attribute fails its condition, not its validation); a write costs one unit per started
+        KB of the larger of the old and new item, plus its index writes
+        (:meth:`_index_writes`)."""
         table = self._table(body.get("TableName"))
-        given = body.get("Item") or body.get("Key") or {}
+        given: Mapping[str, Any] = body.get("Item") or body.get("Key") or {}
         partition, sort = self._locate(table, given)
         old = table.partitions.get(partition, {}).get(sort)
         condition = body.get("ConditionExpression")
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
-        after = new(None if old is None else json.loads(json.dumps(old)))
-        units = write_units(max(item_size(old or {}), item_size(after or {}))) * current_weight()
-        if not charged and not self.admit(table.name, partition, units, write=True):
-            raise self._throttle(table.name, write=True)
+        weight = current_weight()
         if condition and not expressions.condition(condition, names, values)(old or {}):
-            self.condition_failures[table.name] += current_weight()
+            units = write_units(item_size(old or {})) * weight
+            if not charged:
+                self._admit_writes(table, partition, units, [])
+            self.condition_failures[table.name] += weight
             msg = "The conditional request failed"
             raise _ServiceError("ConditionalCheckFailedException", msg)
+        after = new(None if old is None else json.loads(json.dumps(old)))
+        units = write_units(max(item_size(old or {}), item_size(after or {}))) * weight
+        index_writes = [(index, key, n * weight) for index, key, n in self._index_writes(table, old, after)]
+        if not charged:
+            self._admit_writes(table, partition, units, index_writes)
+        else:  # inside a transaction, admitted as a whole: its index writes are taken as they come
+            for index, key, index_units in index_writes:
+                self._bucket(f"{table.name}/index/{index}", key, True)[0] -= index_units
         if body.get("Item") is not None and current_activity() == "first-write" and table.name not in self.watched:
             self.first_writes.append((self.clock(), partition))
-        if after is None:
-            table.partitions.get(partition, {}).pop(sort, None)
-        else:
-            table.partitions[partition][sort] = after
+        self._store(table, partition, sort, old, after)
         if table.name in self.watched and after is not None:
             for callback in self.on_write:
                 callback(table.name, partition, after)
         for hook in self.on_stored:
             hook(table.name, partition, sort, after, units)
-        return after, units
+        return old, after, units, index_writes
 
     def replicate(self, table: str, partition: str, sort: Any, item: dict[str, Any] | None, units: float) -> None:
         """Apply a change another region's replica made (global tables): no condition, and
         never refused; its ``units`` are charged to the partition (which may go into debt, so
         that local writes throttle), as a replicated write takes the replica's capacity."""
         stored = self._table(table)
-        if item is None:
-            stored.partitions.get(partition, {}).pop(sort, None)
-        else:
-            stored.partitions[partition][sort] = item
+        self._store(stored, partition, sort, stored.partitions.get(partition, {}).get(sort), item)
         self._bucket(table, partition, True)[0] -= units
         self.replicated_units[table] += units
         if table in self.watched:
@@ -503,48 +730,104 @@ class FleetDynamoDB:
                 for callback in self.on_write:
                     callback(table, partition, item)
 
-    def _consumed(self, body: Mapping[str, Any], units: float) -> dict[str, Any]:
+    def _consumed(self, body: Mapping[str, Any], units: float, indexes: Mapping[str, float] | None = None, *,
+                  table_units: bool = True) -> dict[str, Any]:
+        """``ConsumedCapacity`` as asked for (``TOTAL``: the sum; ``INDEXES``: also the table's
+        and each index's share), in real units (a weighted process's request is one request)."""
         mode = body.get("ReturnConsumedCapacity")
         if mode not in ("TOTAL", "INDEXES"):
             return {}
-        real = units / current_weight()
-        consumed: dict[str, Any] = {"TableName": body.get("TableName"), "CapacityUnits": real}
+        weight = current_weight()
+        by_index = {name: n / weight for name, n in (indexes or {}).items()}
+        real = units / weight
+        consumed: dict[str, Any] = {"TableName": body.get("TableName"), "CapacityUnits": real + sum(by_index.values())}
         if mode == "INDEXES":
-            consumed["Table"] = {"CapacityUnits": real}
+            if table_units:
+                consumed["Table"] = {"CapacityUnits": real}
+            if by_index:
+                consumed["GlobalSecondaryIndexes"] = {name: {"CapacityUnits": n} for name, n in by_index.items()}
         return {"ConsumedCapacity": consumed}
 
+    @staticmethod
+    def _by_index(writes: list[tuple[str, str, float]]) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for index, _, units in writes:
+            totals[index] = totals.get(index, 0.0) + units
+        return totals
+
+    def _returned(self, body: Mapping[str, Any], old: dict[str, Any] | None, new: dict[str, Any] | None,
+                  *, allowed: tuple[str, ...]) -> dict[str, Any]:
+        """``Attributes`` for ``ReturnValues`` (``ALL_OLD``, ``ALL_NEW``, ``UPDATED_*``)."""
+        mode = body.get("ReturnValues") or "NONE"
+        if mode == "NONE":
+            return {}
+        if mode not in allowed:
+            msg = f"ReturnValues {mode} is not valid for this operation"
+            raise _ServiceError("ValidationException", msg)
+        if mode == "ALL_OLD":
+            chosen = old
+        elif mode == "ALL_NEW":
+            chosen = new
+        else:
+            source = old if mode == "UPDATED_OLD" else new
+            before, after = old or {}, new or {}
+            changed = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
+            chosen = {name: value for name, value in (source or {}).items() if name in changed}
+        return {"Attributes": chosen} if chosen else {}
+
     def _put_item(self, body: dict[str, Any]) -> dict[str, Any]:
-        _, units = self._write(body, lambda old: body["Item"])
-        return self._consumed(body, units)
+        old, _, units, writes = self._write(body, lambda old: _stored(body["Item"]))
+        return {**self._returned(body, old, None, allowed=("NONE", "ALL_OLD")),
+                **self._consumed(body, units, self._by_index(writes))}
 
     def _delete_item(self, body: dict[str, Any]) -> dict[str, Any]:
-        _, units = self._write(body, lambda old: None)
-        return self._consumed(body, units)
+        self._key_only(self._table(body.get("TableName")), body.get("Key") or {})
+        old, _, units, writes = self._write(body, lambda old: None)
+        return {**self._returned(body, old, None, allowed=("NONE", "ALL_OLD")),
+                **self._consumed(body, units, self._by_index(writes))}
 
-    def _update_item(self, body: dict[str, Any], *, charged: bool = False) -> dict[str, Any]:
+    def _updated(self, table: _Table, body: Mapping[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+        """The item ``body``'s update expression makes of ``old`` (a copy; ``old`` is left as it is).
+
+        Raises:
+            _ServiceError: the update changes a key attribute.
+            expressions.ExpressionError: it reads an attribute the item lacks, or is not valid.
+        """
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         expression = body.get("UpdateExpression")
-        # A process of weight w stands for w processes sending this request: their ADDs add up.
-        scale = Decimal(str(current_weight()))
-        apply = expressions.update(expression, names, values, add_scale=scale) if expression else (lambda item: None)
+        item: dict[str, Any] = json.loads(json.dumps(old if old is not None else _stored(body.get("Key") or {})))
+        if expression:
+            # A process of weight w stands for w processes sending this request: their ADDs add up.
+            scale = Decimal(str(current_weight()))
+            expressions.update(expression, names, values, add_scale=scale)(item)
+        for name in (table.hash_key, table.range_key):
+            if name is not None and item.get(name) != (body.get("Key") or {}).get(name):
+                msg = (f"One or more parameter values were invalid: Cannot update attribute {name}. "
+                       f"This attribute is part of the key")
+                raise _ServiceError("ValidationException", msg)
+        return item
 
-        def new(old: dict[str, Any] | None) -> dict[str, Any]:
-            item = old if old is not None else json.loads(json.dumps(body["Key"]))
-            apply(item)
-            return item
-
-        after, units = self._write(body, new, charged=charged)
-        answer = self._consumed(body, units)
-        if body.get("ReturnValues") == "ALL_NEW" and after is not None:
-            answer["Attributes"] = after
-        return answer
+    def _update_item(self, body: dict[str, Any]) -> dict[str, Any]:
+        table = self._table(body.get("TableName"))
+        self._key_only(table, body.get("Key") or {})
+        if body.get("UpdateExpression"):  # an expression that cannot be read is refused before anything
+            expressions.update(body["UpdateExpression"], body.get("ExpressionAttributeNames") or {},
+                               body.get("ExpressionAttributeValues") or {})
+        old, after, units, writes = self._write(body, lambda old: self._updated(table, body, old))
+        return {**self._returned(body, old, after, allowed=("NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD",
+                                                           "UPDATED_NEW")),
+                **self._consumed(body, units, self._by_index(writes))}
 
     def _transact_write(self, body: dict[str, Any]) -> dict[str, Any]:
-        """ConditionChecks, Puts, Updates and Deletes, all or nothing: every condition checked
-        first, then every write made; each item charged twice its units, as DynamoDB does. A
-        failed condition cancels the transaction with its reasons."""
+        """ConditionChecks, Puts, Updates and Deletes, all or nothing, as DynamoDB does: each item
+        costs twice the write units of the larger of its old and new versions, taken from its
+        partition before the conditions are checked (a cancelled transaction costs them too); a
+        partition short of them cancels the transaction (``ThrottlingError`` for that item), and
+        so does a failed condition (``ConditionalCheckFailed``), naming each item's reason."""
         actions = body.get("TransactItems") or []
-        reasons: list[dict[str, Any]] = []
+        weight = current_weight()
+        plans: list[tuple[str, dict[str, Any], _Table, str, Any, dict[str, Any] | None, bool, float]] = []
+        seen: set[tuple[str, str, Any]] = set()
         for action in actions:
             (kind, request), = action.items()
             if kind not in ("ConditionCheck", "Put", "Update", "Delete"):
@@ -552,72 +835,167 @@ class FleetDynamoDB:
                 raise _ServiceError("ValidationException", msg)
             table = self._table(request.get("TableName"))
             partition, sort = self._locate(table, request.get("Item") or request.get("Key") or {})
+            if (table.name, partition, sort) in seen:
+                msg = "Transaction request cannot include multiple operations on one item"
+                raise _ServiceError("ValidationException", msg)
+            seen.add((table.name, partition, sort))
             old = table.partitions.get(partition, {}).get(sort)
-            size = max(item_size(old or {}), item_size(request.get("Item") or {}))
-            if not self.admit(table.name, partition, 2.0 * write_units(size) * current_weight(), write=True):
-                raise self._throttle(table.name, write=True)
             condition = request.get("ConditionExpression")
             names = request.get("ExpressionAttributeNames") or {}
             values = request.get("ExpressionAttributeValues") or {}
-            failed = condition and not expressions.condition(condition, names, values)(old or {})
-            if failed:
-                self.condition_failures[table.name] += current_weight()
-            reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
-                           if failed else {"Code": "None"})
-        if any(reason["Code"] != "None" for reason in reasons):
+            failed = bool(condition) and not expressions.condition(condition, names, values)(old or {})
+            new: dict[str, Any] | None = old
+            if not failed:
+                if kind == "Put":
+                    new = _stored(request["Item"])
+                elif kind == "Update":
+                    new = self._updated(table, request, old)
+                elif kind == "Delete":
+                    new = None
+            units = 2.0 * write_units(max(item_size(old or {}), item_size(new or {}))) * weight
+            plans.append((kind, request, table, partition, sort, new, failed, units))
+        short = [not self._bucket(table.name, partition, True)[0] >= units
+                 for _, _, table, partition, _, _, _, units in plans]
+        if any(short):
+            for (_, _, table, partition, _, _, _, units), refused in zip(plans, short, strict=True):
+                if refused:
+                    self._count_throttle(table.name, partition, units, True)
+            reasons = [{"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity of your table "
+                        "or index."} if refused else {"Code": "None"} for refused in short]
             codes = ", ".join(reason["Code"] for reason in reasons)
             msg = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
             raise _ServiceError("TransactionCanceledException", msg, CancellationReasons=reasons)
-        for action in actions:
-            (kind, request), = action.items()
-            unconditional = {**request, "ConditionExpression": None}
-            if kind == "Update":
-                self._update_item(unconditional, charged=True)
-            elif kind == "Put":
-                self._write(unconditional, lambda old, item=request["Item"]: item, charged=True)  # type: ignore[misc]
-            elif kind == "Delete":
-                self._write(unconditional, lambda old: None, charged=True)
+        for _, _, table, partition, _, _, _, units in plans:
+            self._bucket(table.name, partition, True)[0] -= units
+            self._count_units(table.name, partition, units, True)
+        if any(failed for *_, failed, _ in plans):
+            for *_, table, _, _, _, failed, _ in plans:
+                if failed:
+                    self.condition_failures[table.name] += weight
+            reasons = [{"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
+                       if failed else {"Code": "None"} for *_, failed, _ in plans]
+            codes = ", ".join(reason["Code"] for reason in reasons)
+            msg = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+            raise _ServiceError("TransactionCanceledException", msg, CancellationReasons=reasons)
+        for kind, request, _, _, _, new, _, _ in plans:
+            if kind != "ConditionCheck":
+                unconditional = {**request, "ConditionExpression": None}
+                self._write(unconditional, lambda old, new=new: new, charged=True)  # type: ignore[misc]
+        if body.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+            per_table: dict[str, float] = {}
+            for _, _, table, _, _, _, _, units in plans:
+                per_table[table.name] = per_table.get(table.name, 0.0) + units / weight
+            return {"ConsumedCapacity": [{"TableName": name, "CapacityUnits": units}
+                                         for name, units in per_table.items()]}
         return {}
+
+    def _read_one(self, table: _Table, key: Mapping[str, Any], consistent: bool, *,
+                  batch: bool = False) -> tuple[dict[str, Any] | None, float]:
+        """Admit and charge a read of one item; returns the item and its units (a missing item
+        costs the minimum, except in a ``BatchGetItem``, where it costs nothing, as DynamoDB
+        Local charges)."""
+        partition, sort = self._locate(table, key)
+        weight = current_weight()
+        least = read_units(0, consistent=consistent) * weight
+        if not self.admit(table.name, partition, 0.0, write=False, minimum=least):
+            raise self._throttle(table.name, write=False)
+        item = table.partitions.get(partition, {}).get(sort)
+        units = 0.0 if item is None and batch else read_units(item_size(item or {}), consistent=consistent) * weight
+        self.charge_after(table.name, partition, units)
+        return item, units
 
     def _get_item(self, body: dict[str, Any]) -> dict[str, Any]:
         table = self._table(body.get("TableName"))
-        partition, sort = self._locate(table, body.get("Key") or {})
-        consistent = bool(body.get("ConsistentRead"))
-        weight = current_weight()
-        least = read_units(0, consistent=consistent) * weight
-        if not self.admit(table.name, partition, least, write=False, minimum=least):
-            raise self._throttle(table.name, write=False)
-        item = table.partitions.get(partition, {}).get(sort)
-        units = read_units(item_size(item or {}), consistent=consistent) * weight
-        self.charge_after(table.name, partition, units - least)
+        self._key_only(table, body.get("Key") or {})
+        item, units = self._read_one(table, body.get("Key") or {}, bool(body.get("ConsistentRead")))
         answer = self._consumed(body, units)
         if item is not None:
-            answer["Item"] = item
+            answer["Item"] = _projected(item, body)
         return answer
+
+    def _batch_get(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Each key read as a ``GetItem`` of its own (charged per item); keys whose partition is
+        throttled come back in ``UnprocessedKeys``, or, when every key is, the throttle."""
+        responses: dict[str, list[dict[str, Any]]] = {}
+        unprocessed: dict[str, dict[str, Any]] = {}
+        consumed: dict[str, float] = {}
+        requested = 0
+        for name, request in (body.get("RequestItems") or {}).items():
+            table = self._table(name)
+            responses.setdefault(name, [])
+            for key in request.get("Keys") or []:
+                requested += 1
+                try:
+                    item, units = self._read_one(table, key, bool(request.get("ConsistentRead")), batch=True)
+                except _ServiceError as error:
+                    if not error.body["__type"].endswith("ProvisionedThroughputExceededException"):
+                        raise
+                    unprocessed.setdefault(name, {**request, "Keys": []})["Keys"].append(key)
+                    continue
+                consumed[name] = consumed.get(name, 0.0) + units / current_weight()
+                if item is not None:
+                    responses[name].append(_projected(item, request))
+        if requested and sum(len(entry["Keys"]) for entry in unprocessed.values()) == requested:
+            raise self._throttle(next(iter(unprocessed)), write=False)
+        answer: dict[str, Any] = {"Responses": responses, "UnprocessedKeys": unprocessed}
+        if body.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+            answer["ConsumedCapacity"] = [{"TableName": name, "CapacityUnits": units}
+                                          for name, units in consumed.items()]
+        return answer
+
+    def _transact_get(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Every item read consistently, at twice the read units, as DynamoDB charges."""
+        found: list[dict[str, Any]] = []
+        for action in body.get("TransactItems") or []:
+            request = action.get("Get") or {}
+            table = self._table(request.get("TableName"))
+            partition, sort = self._locate(table, request.get("Key") or {})
+            weight = current_weight()
+            if not self.admit(table.name, partition, 2.0 * weight, write=False, minimum=2.0 * weight):
+                raise _ServiceError("TransactionCanceledException", "Transaction cancelled",
+                                    CancellationReasons=[{"Code": "ThrottlingError"}])
+            item = table.partitions.get(partition, {}).get(sort)
+            self.charge_after(table.name, partition, 2.0 * read_units(item_size(item or {}), consistent=True) * weight
+                              - 2.0 * weight)
+            found.append({} if item is None else {"Item": _projected(item, request)})
+        return {"Responses": found}
+
+    def _index(self, table: _Table, name: str) -> _Index:
+        index = table.indexes.get(name)
+        if index is None:
+            msg = f"The table does not have the specified index: {name}"
+            raise _ServiceError("ValidationException", msg)
+        return index
 
     def _query(self, body: dict[str, Any]) -> dict[str, Any]:
         table = self._table(body.get("TableName"))
-        if body.get("IndexName"):
-            msg = f"the fleet simulator does not serve queries of indexes ({body['IndexName']})"
-            raise _ServiceError("ValidationException", msg)
-        partition = _equality_value(table.hash_key, body)
+        index = None if not body.get("IndexName") else self._index(table, body["IndexName"])
+        hash_key = table.hash_key if index is None else index.hash_key
+        partition = _equality_value(hash_key, body)
         if partition is None:
-            msg = f"a query of {table.name} needs {table.hash_key} = :value"
+            msg = "Query condition missed key schema element"
             raise _ServiceError("ValidationException", msg)
         consistent = bool(body.get("ConsistentRead"))
+        if index is not None and consistent:
+            msg = "Consistent reads are not supported on global secondary indexes"
+            raise _ServiceError("ValidationException", msg)
         weight = current_weight()
+        scope = table.name if index is None else f"{table.name}/index/{index.name}"
         least = read_units(0, consistent=consistent) * weight
-        if not self.admit(table.name, partition, least, write=False, minimum=least):
-            raise self._throttle(table.name, write=False)
+        if not self.admit(scope, partition, 0.0, write=False, minimum=least):
+            reason = None if index is None else "IndexReadKeyRangeThroughputExceeded"
+            raise self._throttle(scope, write=False, reason=reason)
         names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         key_condition = expressions.condition(body["KeyConditionExpression"], names, values)
-        stored = table.partitions.get(partition, {})
-        order = sorted(stored, reverse=not body.get("ScanIndexForward", True)) if table.range_key else list(stored)
+        stored = (table.partitions if index is None else index.partitions).get(partition, {})
+        forward = body.get("ScanIndexForward", True)
+        ranged = table.range_key if index is None else index.range_key
+        order = sorted(stored, key=_sortable, reverse=not forward) if ranged or index is not None else list(stored)
         start = body.get("ExclusiveStartKey")
-        if start is not None and table.range_key:
-            after = _key_value(start[table.range_key])
-            forward = body.get("ScanIndexForward", True)
-            order = [k for k in order if (k > after if forward else k < after)]
+        if start is not None:
+            after = _position(table, index, start)
+            mark = _sortable(after)
+            order = [k for k in order if (_sortable(k) > mark if forward else _sortable(k) < mark)]
         limit = body.get("Limit")
         matched, size, last = [], 0, None
         for sort in order:
@@ -631,35 +1009,98 @@ class FleetDynamoDB:
                 break
         else:
             last = None
-        units = read_units(size, consistent=consistent) * weight
-        self.charge_after(table.name, partition, units - least)
+        # A page that read nothing costs nothing (DynamoDB Local's figure; it was admitted on the
+        # minimum all the same: a request to a partition out of capacity is throttled).
+        units = read_units(size, consistent=consistent) * weight if matched else 0.0
+        self.charge_after(scope, partition, units)
+        filtered = matched
+        if body.get("FilterExpression"):
+            keep = expressions.condition(body["FilterExpression"], names, values)
+            filtered = [item for item in matched if keep(item)]
+        by_index = None if index is None else {index.name: units}
+        answer: dict[str, Any] = {
+            "Count": len(filtered), "ScannedCount": len(matched),
+            **self._consumed(body, 0.0 if index is not None else units, by_index),
+        }
+        if body.get("Select") != "COUNT":
+            answer["Items"] = [_projected(item, body) for item in filtered]
+        if last is not None:
+            keys = [table.hash_key, table.range_key] + ([] if index is None else [index.hash_key, index.range_key])
+            answer["LastEvaluatedKey"] = {name: last[name] for name in dict.fromkeys(keys) if name is not None}
+        return answer
+
+    def _scan(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A scan of a table (or index), partition by partition in the order of a hash of their
+        keys (``Segment`` of ``TotalSegments``: the partitions whose hash falls in it), charged to
+        the table as a whole: no partition's bucket (a scan's reads spread over every partition)."""
+        table = self._table(body.get("TableName"))
+        index = None if not body.get("IndexName") else self._index(table, body["IndexName"])
+        consistent = bool(body.get("ConsistentRead"))
+        if index is not None and consistent:
+            msg = "Consistent reads are not supported on global secondary indexes"
+            raise _ServiceError("ValidationException", msg)
+        partitions = table.partitions if index is None else index.partitions
+        total, segment = int(body.get("TotalSegments") or 1), int(body.get("Segment") or 0)
+        keys = sorted((zlib.crc32(key.encode()), key) for key in partitions if partitions[key])
+        keys = [entry for entry in keys if entry[0] * total // 2**32 == segment]
+        order = [(rank, key, sort) for rank, key in keys for sort in sorted(partitions[key], key=_sortable)]
+        start = body.get("ExclusiveStartKey")
+        if start is not None:
+            start_key = _text(start.get(table.hash_key if index is None else index.hash_key)) or ""
+            here = (zlib.crc32(start_key.encode()), start_key, _position(table, index, start))
+            order = [entry for entry in order if (entry[0], entry[1], _sortable(entry[2])) >
+                     (here[0], here[1], _sortable(here[2]))]
+        limit = body.get("Limit")
+        matched, size, last = [], 0, None
+        for _, key, sort in order:
+            item = partitions[key][sort]
+            matched.append(item)
+            size += item_size(item)
+            last = item
+            if (limit is not None and len(matched) >= limit) or size >= _PAGE_BYTES:
+                break
+        else:
+            last = None
+        units = read_units(size, consistent=consistent) * current_weight()
+        whole = self._table_bucket(table, False)
+        if whole is not None:
+            whole[0] -= units
+        self.units[(table.name, False)] += units
+        names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
         filtered = matched
         if body.get("FilterExpression"):
             keep = expressions.condition(body["FilterExpression"], names, values)
             filtered = [item for item in matched if keep(item)]
         answer: dict[str, Any] = {"Count": len(filtered), "ScannedCount": len(matched), **self._consumed(body, units)}
         if body.get("Select") != "COUNT":
-            answer["Items"] = filtered
+            answer["Items"] = [_projected(item, body) for item in filtered]
         if last is not None:
-            answer["LastEvaluatedKey"] = {
-                name: last[name] for name in (table.hash_key, table.range_key) if name is not None
-            }
+            keys_of = [table.hash_key, table.range_key] + ([] if index is None else [index.hash_key, index.range_key])
+            answer["LastEvaluatedKey"] = {name: last[name] for name in dict.fromkeys(keys_of) if name is not None}
         return answer
 
     def _batch_write(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Each entry written on its own; entries whose partition is throttled come back in
+        ``UnprocessedItems``, or, when every entry is, the throttle, as DynamoDB does."""
         unprocessed: dict[str, list[Any]] = {}
+        entries_sent = 0
+        error: _ServiceError | None = None
         for name, entries in (body.get("RequestItems") or {}).items():
             for entry in entries:
+                entries_sent += 1
                 single = {"TableName": name, **(entry.get("PutRequest") or entry.get("DeleteRequest") or {})}
                 try:
                     if "PutRequest" in entry:
-                        self._write(single, lambda old, s=single: s["Item"])  # type: ignore[misc]
+                        self._write(single, lambda old, s=single: _stored(s["Item"]))  # type: ignore[misc]
                     else:
                         self._write(single, lambda old: None)
-                except _ServiceError as error:
-                    if not error.body["__type"].endswith("ProvisionedThroughputExceededException"):
+                except _ServiceError as refused:
+                    if not refused.body["__type"].endswith("ProvisionedThroughputExceededException"):
                         raise
+                    error = refused
                     unprocessed.setdefault(name, []).append(entry)
+        if error is not None and sum(len(entries) for entries in unprocessed.values()) == entries_sent:
+            raise error
         return {"UnprocessedItems": unprocessed}
 
     def _describe_table(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -667,7 +1108,60 @@ class FleetDynamoDB:
         schema = [{"AttributeName": table.hash_key, "KeyType": "HASH"}]
         if table.range_key:
             schema.append({"AttributeName": table.range_key, "KeyType": "RANGE"})
-        return {"Table": {"TableName": table.name, "TableStatus": "ACTIVE", "KeySchema": schema}}
+        described: dict[str, Any] = {"TableName": table.name, "TableStatus": "ACTIVE", "KeySchema": schema}
+        if table.indexes:
+            described["GlobalSecondaryIndexes"] = [
+                {"IndexName": index.name, "IndexStatus": "ACTIVE",
+                 "KeySchema": [{"AttributeName": index.hash_key, "KeyType": "HASH"}]
+                 + ([{"AttributeName": index.range_key, "KeyType": "RANGE"}] if index.range_key else []),
+                 "Projection": {"ProjectionType": index.projection}}
+                for index in table.indexes.values()
+            ]
+        return {"Table": described}
+
+
+_EXPRESSIONS = ("ConditionExpression", "UpdateExpression", "KeyConditionExpression", "FilterExpression",
+                "ProjectionExpression")
+_PLACEHOLDER = re.compile(r"[#:][\w-]+")
+
+
+def _check_placeholders(request: Mapping[str, Any]) -> None:
+    """Refuse names and values a request gives but none of its expressions uses, as DynamoDB does."""
+    used = set()
+    for field in _EXPRESSIONS:
+        text = request.get(field)
+        if isinstance(text, str):
+            used.update(_PLACEHOLDER.findall(text))
+    for field in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        unused = sorted(set(request.get(field) or {}) - used)
+        if unused:
+            msg = f"Value provided in {field} unused in expressions: keys: {{{', '.join(unused)}}}"
+            raise _ServiceError("ValidationException", msg)
+
+
+def _sortable(key: Any) -> Any:
+    """A table's range key, or an index entry's ``(index range, table hash, table range)``, in a
+    form that sorts (``None`` first)."""
+    if isinstance(key, tuple):
+        return tuple((0, "") if part is None else (1, part) for part in key)
+    return (0, "") if key is None else (1, key)
+
+
+def _position(table: _Table, index: _Index | None, start: Mapping[str, Any]) -> Any:
+    """Where an ``ExclusiveStartKey`` points in a partition's order (see :func:`_sortable`)."""
+    sort = _key_value(start[table.range_key]) if table.range_key and table.range_key in start else None
+    if index is None:
+        return sort
+    rank = _key_value(start[index.range_key]) if index.range_key and index.range_key in start else None
+    return (rank, _text(start.get(table.hash_key)), sort)
+
+
+def _projected(item: dict[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a read returns of ``item`` for its ``ProjectionExpression`` (all of it without one)."""
+    text = body.get("ProjectionExpression")
+    if not text:
+        return item
+    return expressions.projection(text, body.get("ExpressionAttributeNames") or {})(item)
 
 
 # -- global tables ------------------------------------------------------------------------------
@@ -827,6 +1321,7 @@ class Fleet:
             with ``Meta = Fleet.meta(table, region=...)`` (that region's endpoint,
             :meth:`region_host`).
         replication_lag: the lowest and highest replication lag, seconds (uniform).
+        record: keep every request and response (:attr:`FleetDynamoDB.journal`).
 
     .. versionadded:: 0.2.0
     """
@@ -834,7 +1329,8 @@ class Fleet:
     host = "http://127.0.0.1:9"  # never contacted: before-send answers every request
 
     def __init__(self, *, write_units: float = 1000.0, read_units: float = 3000.0, seed: int = 0,
-                 regions: tuple[str, ...] = ("us-east-1",), replication_lag: tuple[float, float] = (0.5, 1.5)) -> None:
+                 regions: tuple[str, ...] = ("us-east-1",), replication_lag: tuple[float, float] = (0.5, 1.5),
+                 record: bool = False) -> None:
         if not regions or len(set(regions)) != len(regions):
             msg = f"Fleet: regions={regions!r}; name one region or more, each once"
             raise ValueError(msg)
@@ -842,7 +1338,8 @@ class Fleet:
         self.regions = tuple(regions)
         #: region -> its in-memory DynamoDB
         self.dbs = {
-            region: FleetDynamoDB(self.loop.monotonic, write_units=write_units, read_units=read_units, region=region)
+            region: FleetDynamoDB(self.loop.monotonic, write_units=write_units, read_units=read_units, region=region,
+                                  record=record)
             for region in self.regions
         }
         #: the first region's in-memory DynamoDB

@@ -26,7 +26,7 @@ from pynamodb.models import Model
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import ShardingError
 from pynamodb_sharding._fanout import count_by_shard
-from pynamodb_sharding._host import reset_connection
+from pynamodb_sharding._host import reset_connection, table_connection
 from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._model import with_companions
 
@@ -565,6 +565,19 @@ class HeatRow:
         }
 
 
+def _raw_scan(model: type[Model], condition: Any) -> Iterator[dict[str, Any]]:
+    """Every item of ``model``'s table that ``condition`` keeps, as DynamoDB JSON (what a
+    model instance leaves out, attributes it does not declare, included)."""
+    connection = table_connection(model)
+    start: Any = None
+    while True:
+        page = connection.scan(filter_condition=condition, exclusive_start_key=start, consistent_read=True)
+        yield from page.get("Items", ())
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return
+
+
 def heat_report(ref: ModelRef) -> list[HeatRow]:
     """Every key with a metadata item, in the table's and its sharded indexes' key spaces,
     hottest first: the highest write rate, then the most shards, then the most recent change."""
@@ -583,9 +596,11 @@ def heat_report(ref: ModelRef) -> list[HeatRow]:
         namespace = strategy._namespace(manager.space)
         meta = strategy.metadata_model
         now = strategy.clock()
-        for item in meta.scan(meta.model == namespace):
+        for raw in _raw_scan(meta, meta.model == namespace):
+            item = meta.from_raw_data(raw)
             state = state_from_item(item, owner=where(model), max_shards=strategy.max_shards)
-            window = stored_window(item, strategy.rate_interval)
+            # The raw item: its rate windows are attributes named by their start (rate_units@...).
+            window = stored_window(raw, strategy.rate_interval, now)
             rate = None if window is None else window.per_second(now)
             headroom = None
             if strategy.target_utilization is not None:

@@ -124,8 +124,10 @@ _hook_lock = threading.Lock()
 _in_write = ContextLocal("dynamic.in_write")
 
 
-#: A rise of the reported rate within this share of it is noise (sampled reports), not a ramp.
-_RISE_NOISE = 0.1
+#: Standard deviations of the rate estimate's noise a growth on the rate must stand clear of
+#: (one-sided, about 1 in 160 per window): with the confirmation by a second window that a
+#: steady key's growth waits for, noise alone grows a steady key about once in 25,000 windows.
+RATE_CONFIDENCE = 2.5
 
 
 class _EarlyThrottle(Exception):
@@ -529,6 +531,10 @@ class DynamicShards:
         self.quiet_units = quiet
         # Sampled reports drop nothing: a quiet process's units are sampled (sampled_report).
         self.local_writes = LocalWrites(self.rate_interval, 0.0 if rate_reports is not None else quiet, timer=timer)
+        # The units a window held at this process's last report of each key (see _written).
+        self._seen_units: dict[tuple[str, str], float] = {}
+        # The rate window (index) of this process's last report of each key (see _boundary_spread).
+        self._last_report_window: dict[tuple[str, str], int] = {}
         # The write units of the last acknowledged put of each key: what a throttled one counts
         # (a plain dict: one assignment is atomic; cleared when it holds too many keys).
         self._last_units: dict[tuple[str, str], float] = {}
@@ -775,17 +781,38 @@ class DynamicShards:
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     def _written(self, space: KeySpace, key: str, units: float) -> None:
-        """Proactive growth after a successful put: count its units, and once per
-        ``rate_interval`` report them and grow (or shrink) the key by the rate of all writers.
+        """Proactive growth after a successful put: count its units, report them to the key's
+        item each time they reach the report quantum (or, sampled, when the interval ends with
+        less), and grow (or shrink) the key by the rate of all writers.
 
         Best effort: the item is written; a failure here is logged and the next report tries again.
         """
         namespace = self._namespace(space)
         cached = self.store.cached(namespace, key) or self._hinted_state(namespace, key)
+        count = 1 if cached is None else cached.count
         may_shrink = self.shrink_utilization is not None and cached is not None and cached.count > self.initial
-        due = self.local_writes.add((namespace, key), units, report_quiet=may_shrink)
-        if due is not None and self.rate_reports is not None:
-            due = self.sampled_report(due, 1 if cached is None else cached.count)
+        spread = 0.0
+        if self.rate_reports is None:
+            due: float | None = self.local_writes.add((namespace, key), units, report_quiet=may_shrink)
+        else:
+            # Never more than twice rate_reports a window, however far the key's load is past its
+            # threshold (at max_shards, or while a ramp outruns its growth): the quantum grows
+            # with the units a window held at this process's last report.
+            seen = self._seen_units.get((namespace, key), 0.0)
+            quantum = max(self.report_quantum(count), seen / (2 * self.rate_reports))
+            counted = self.local_writes.count((namespace, key), units, quantum=quantum)
+            if counted is None:
+                return
+            if counted.exact:
+                due = counted.units
+            else:
+                due = self.sampled_report(counted.units, count)
+                if due is not None:
+                    spread = self.report_spread(counted.units, due)
+            if due is not None:
+                # Where the reports fall, and the writes' own randomness: the units of a window
+                # vary as a count of random arrivals does (variance: units x one put's units).
+                spread += self._boundary_spread(namespace, key, quantum) + due * units
         if due is None:
             return
         try:
@@ -796,9 +823,13 @@ class DynamicShards:
                     # A key reported for the first time gets its item (it is no longer cold).
                     self.store.create(namespace, key, self.initial, self.clock(), owner=self._owner(space))
                 reported = self.store.report_writes(
-                    namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space)
+                    namespace, key, due, self.clock(), self.rate_interval, owner=self._owner(space), spread=spread,
                 )
                 if reported is not None:
+                    if len(self._seen_units) >= _FUTURE_CHANGES_KEPT:
+                        self._seen_units.clear()
+                    window = reported[1]
+                    self._seen_units[(namespace, key)] = max(window.units, window.previous)
                     self._follow_rate(space, key, *reported)
                     self._publish(space, key, reported[0], changed_here=False)  # keeps a hot key's entry alive
         except Exception as exc:
@@ -811,9 +842,22 @@ class DynamicShards:
                 self._owner(space), key, self.metadata_model.Meta.table_name, exc_info=True,
             )
 
+    def _boundary_spread(self, namespace: str, key: str, quantum: float) -> float:
+        """The variance a process's first report in a window adds for where its reports fall:
+        up to one quantum of its units lands in the window before or after (``quantum² / 4``)."""
+        start = math.floor(self.clock() / self.rate_interval)
+        marker = (namespace, key)
+        if self._last_report_window.get(marker) == start:
+            return 0.0
+        if len(self._last_report_window) >= _FUTURE_CHANGES_KEPT:
+            self._last_report_window.clear()
+        self._last_report_window[marker] = start
+        return quantum * quantum / 4
+
     def report_quantum(self, count: int) -> float:
-        """The units ``q`` of a sampled rate report of a key with ``count`` shards: the growth
-        threshold's units per ``rate_interval`` over all its shards, divided by ``rate_reports``.
+        """The units ``q`` of a rate report of a key with ``count`` shards: the growth threshold's
+        units per ``rate_interval`` over all its shards, divided by ``rate_reports``. A process
+        reports a key each time it has written ``q`` units of it.
 
         .. versionadded:: 0.2.0
         """
@@ -821,14 +865,15 @@ class DynamicShards:
         return count * self.growth_threshold * self.rate_interval / reports
 
     def sampled_report(self, units: float, count: int) -> float | None:
-        """What a process that wrote ``units`` to a key with ``count`` shards in one interval
-        reports: ``units`` when they reach the quantum ``q`` (:meth:`report_quantum`); below it,
-        ``q`` with probability ``units / q`` and nothing otherwise, so the sum over all processes
-        is the key's units on average, and the number of reports stays near ``rate_reports``
-        per interval however thinly the units are spread. Under 1 % of the threshold's units
-        per interval (a quiet writer, which 0.1 did not report at all) the quantum is the
-        threshold's whole units per interval: a key written by ten thousand quiet processes
-        still shows its rate, and a cold key costs one report per that many units at most.
+        """What a process reports of the ``units`` of a key with ``count`` shards it counted
+        below the quantum ``q`` (:meth:`report_quantum`) when its interval ended: ``q`` with
+        probability ``units / q`` and nothing otherwise, so the sum over all processes is the
+        key's units on average, and the number of reports stays near the key's units over ``q``
+        per interval however thinly they are spread (``units`` at or above ``q`` are reported
+        as they are). Under 1 % of the threshold's units per interval (a quiet writer, which 0.1
+        did not report at all) the quantum is the threshold's whole units per interval: a key
+        written by ten thousand quiet processes still shows its rate, and a cold key costs one
+        report per that many units at most.
 
         .. versionadded:: 0.2.0
         """
@@ -841,45 +886,68 @@ class DynamicShards:
             return None
         return quantum
 
-    def projected_rate(self, window: RateWindow, now: float) -> float:
-        """The write rate (units/s) a growth of a key decided at ``now``
-        must serve: the rate of the windows, plus, while it rises, its rise per second over the
-        time until the next growth can be in effect (this one's :attr:`activation_delay`, the
-        rate cooldown of two windows, and the window the rate lags by). A key ramping up (a
-        viral key) then grows ahead of its load instead of one step behind it.
+    @staticmethod
+    def report_spread(units: float, reported: float) -> float:
+        """The variance a sampled report adds to its window: ``reported (reported - units)``,
+        the unbiased estimate of the sampling's variance (0 for units reported as they are).
 
-        Only a rise that means something is projected: the previous window had writes (a key
-        just starting to be written is not ramping), the rate rose by more than a tenth (the
-        sampled reports' noise), and the key takes at least one shard's worth at the growth
-        threshold (a quiet key's sampled estimate swings widely).
+        .. versionadded:: 0.3.0
+        """
+        return max(0.0, reported * (reported - units))
+
+    @property
+    def _growth_horizon(self) -> float:
+        """Seconds from a growth on the rate to when the next one can be in effect: this one's
+        :attr:`activation_delay`, the rate cooldown of two windows, and the window the rate lags by."""
+        return self.activation_delay + self._rate_cooldown + self.rate_interval
+
+    def projected_rate(self, window: RateWindow, now: float) -> float:
+        """The write rate (units/s) a growth of a key decided at ``now`` must serve: the rate
+        its windows confirm (:meth:`RateWindow.confirmed`: two consecutive windows' lower
+        confidence bounds, :data:`RATE_CONFIDENCE` standard deviations of the sampled reports'
+        noise below the estimate), or, while it rises by more than the noise over three windows
+        (:meth:`RateWindow.rise`), its lower bound plus its rise per second over the time until
+        the next growth can be in effect (this one's :attr:`activation_delay`, the rate cooldown
+        of two windows, and the window the rate lags by). A key ramping up (a viral key) then
+        grows ahead of its load instead of one step behind it; a steady key is never sized for
+        more than its measured load.
+
+        Only a rise that means something is projected, and only for a key taking at least one
+        shard's worth at the growth threshold (a quiet key's sampled estimate swings widely).
 
         .. versionadded:: 0.2.0
         """
-        rate = window.per_second(now)
-        previous = window.previous / window.interval
-        if previous <= 0 or rate <= previous * (1 + _RISE_NOISE) or rate < self.growth_threshold:
-            return rate
-        rise = (rate - previous) / window.interval
-        return rate + rise * (self.activation_delay + self._rate_cooldown + window.interval)
+        z = RATE_CONFIDENCE
+        rise = window.rise(now, z)
+        low, _ = window.bounds(now, z)
+        if rise <= 0 or low < self.growth_threshold:
+            return window.confirmed(now, z)
+        return low + rise * self._growth_horizon
 
     def _follow_rate(self, space: KeySpace, key: str, state: ShardState, window: RateWindow) -> None:
-        """Grow ``key`` when its rate per shard passes the threshold; shrink it (opt-in) when
-        the rate stayed low for two windows."""
+        """Grow ``key`` when the lower confidence bound of its rate per shard passes the threshold
+        in two consecutive windows (or, rising beyond the noise over three, sized for where it is
+        heading); shrink it (opt-in) when its rate stayed low for two windows."""
         now = self.clock()
-        rate = window.per_second(now)
-        needed = max(self.initial, math.ceil(rate / self.growth_threshold))
-        wanted = max(self.initial, math.ceil(self.projected_rate(window, now) / self.growth_threshold))
+        threshold = self.growth_threshold
+        rising = window.rise(now, RATE_CONFIDENCE) > 0 and window.bounds(now, RATE_CONFIDENCE)[0] >= threshold
+        rate = self.projected_rate(window, now)
+        wanted = max(self.initial, math.ceil(rate / threshold - 1e-9))
         if wanted > state.count:
             if state.count >= self.max_shards or self._in_cooldown(space, key, state, self._rate_cooldown):
                 return
-            new = min(self.max_shards, max(wanted, self._next_count(space, state.count)))
+            # A steady key gets what its measured load needs; a rising one at least the policy's step.
+            new = min(self.max_shards, max(wanted, self._next_count(space, state.count)) if rising else wanted)
             self._change(space, key, state, new, reason="rate")
             return
         if self.shrink_utilization is None or state.count <= self.initial:
             return
+        estimate = window.per_second(now)
+        needed = max(self.initial, math.ceil(estimate / threshold - 1e-9))
         low = self.shrink_utilization * self.partition_write_units * state.count
+        previous = window.previous / window.interval
         quiet_for = now - state.last_updated
-        if (rate < low and window.previous / window.interval < low and needed < state.count
+        if (estimate < low and previous < low and needed < state.count
                 and quiet_for >= max(self.cooldown, 10 * self.rate_interval)):
             changed = self.store.change(self._namespace(space), key, state, needed, now, owner=self._owner(space))
             if changed is not None:

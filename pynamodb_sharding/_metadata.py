@@ -60,7 +60,15 @@ from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._pool import pause, single_flight
 from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding._throttling import error_chain
-from pynamodb_sharding._write_rate import RateWindow, window_start
+from pynamodb_sharding._write_rate import (
+    RATE_SPREAD_PREFIX,
+    RATE_UNITS_PREFIX,
+    RateWindow,
+    rate_attribute_names,
+    stored_window,
+    window_attribute,
+    window_start,
+)
 
 __all__ = [
     "HOME_RECORD_KEY",
@@ -127,9 +135,10 @@ class ShardMetadata(Model):
     number_of_shards = NumberAttribute(null=True)
     last_updated = NumberAttribute(null=True)
     shard_history = UnicodeSetAttribute(null=True)
-    #: Proactive growth (``DynamicShards(target_utilization=...)``): the start of the current
-    #: rate window (epoch seconds), the write units every writer process reported in it, and
-    #: in the window before.
+    #: Proactive growth (``DynamicShards(target_utilization=...)``) as 0.2 kept it: the start of
+    #: the current rate window (epoch seconds), the write units every writer process reported
+    #: in it, and in the window before. Read, never written: reports now go to one attribute
+    #: per window, ``rate_units@<window start>`` (see ``_write_rate``).
     rate_window = NumberAttribute(null=True)
     rate_units = NumberAttribute(null=True)
     rate_previous_units = NumberAttribute(null=True)
@@ -625,8 +634,10 @@ class ShardCountStore:
         self._cache: TTLCache[_CacheKey, ShardState] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._loading: dict[_CacheKey, Future[ShardState | None]] = {}
         self._creating: dict[_CacheKey, Future[ShardState | None]] = {}
-        # The rate window each key's item had at this process's last report (a hint only).
-        self._rate_windows: TTLCache[_CacheKey, float] = TTLCache(maxsize=maxsize, ttl=3600, timer=timer)
+        # The rate-window attributes each key's item held at this process's last report: the
+        # next report removes the ones that are out of date.
+        self._rate_names: TTLCache[_CacheKey, tuple[tuple[str, float], ...]] = TTLCache(
+            maxsize=maxsize, ttl=3600, timer=timer)
         # Keys read without an item, and keys this process wrote without reading (cold keys).
         self._absent: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._seen: TTLCache[_CacheKey, bool] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
@@ -958,8 +969,6 @@ class ShardCountStore:
             raise MetadataError(msg, exc) from exc
         if item is None:
             return None, region
-        # The guess of report_writes' first try, from what was read anyway.
-        self._rate_windows[(namespace, key)] = -math.inf if item.rate_window is None else float(item.rate_window)
         state = state_from_item(item, owner=owner, max_shards=self.max_shards)
         return (attrs.evolve(state, moving=True) if moving else state), region
 
@@ -1071,7 +1080,6 @@ class ShardCountStore:
             if state is None:  # deleted between our insert and our read: try once more
                 return self.create(namespace, key, count, now, owner=owner)
             return state
-        self._rate_windows[(namespace, key)] = -math.inf  # a new item has no rate window
         state = ShardState(count=count, last_updated=at, history=(entry,), home=region)
         return self.remember(namespace, key, state, at_home=self._remote(region))
 
@@ -1103,7 +1111,6 @@ class ShardCountStore:
                 return None
         with self._lock:
             self._absent.pop((namespace, key), None)
-            self._rate_windows[(namespace, key)] = -math.inf
         state = ShardState(count=count, last_updated=at, history=(start, entry), home=region)
         return self.remember(namespace, key, state, at_home=self._remote(region))
 
@@ -1207,80 +1214,60 @@ class ShardCountStore:
         return self.remember(namespace, key, state, at_home=self._remote(region))
 
     def report_writes(
-        self, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str
+        self, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str,
+        spread: float = 0.0,
     ) -> tuple[ShardState, RateWindow] | None:
         """Add ``units`` written to ``key`` by this process to the current rate window of its item.
 
-        One ``UpdateItem`` in the usual case (``ADD`` to the current window); when the window
-        has moved on, the first writer of the new window shifts it (the current units become
-        the previous window's, or zero when the item's window is older than that), with a
-        condition on the window it saw, so racing processes shift it once. The first try is
-        chosen from the window this process saw at its last report of the key: a report costs
-        one request when that guess is right, two (one conditional failure) when another
-        process opened the window first. Lock values and the
+        One ``UpdateItem``, whatever other processes report meanwhile: it adds ``units`` (and
+        their variance ``spread``, when sampled) to the current window's attributes and removes
+        the windows this process last saw that are older than the two before (see
+        ``_write_rate``). Its only condition is that the key has an item. Lock values and the
         count are not touched. A lost reply that botocore resends may count the units twice:
         the estimate then errs high (an early growth), never low.
 
         Returns:
             The key's state and its rate windows as stored after the report (the state is
-            cached), or ``None`` when the key has no metadata item (nothing is written then)
-            or the window kept moving under this report.
+            cached), or ``None`` when the key has no metadata item (nothing is written then).
         """
         region = self.home_of(self.cached(namespace, key))
-        reported = self._report_at(region, namespace, key, units, now, interval, owner=owner)
+        reported = self._report_at(region, namespace, key, units, now, interval, owner=owner, spread=spread)
         if reported is None and self.declared_home is not None:
-            # Nothing matched there: the window kept moving, or the item's home moved.
+            # Nothing matched there: the item's home moved.
             state = self.load(namespace, key, owner=owner, home=True)
             if state is not None and self.home_of(state) != region:
-                reported = self._report_at(self.home_of(state), namespace, key, units, now, interval, owner=owner)
+                reported = self._report_at(self.home_of(state), namespace, key, units, now, interval, owner=owner,
+                                           spread=spread)
         return reported
 
     def _report_at(
         self, region: str | None, namespace: str, key: str, units: float, now: float, interval: float, *, owner: str,
+        spread: float = 0.0,
     ) -> tuple[ShardState, RateWindow] | None:
         meta = self.writer if region is None else self.model_at(region)
         start = window_start(now, interval)
         exists = self._fenced(meta, region, meta.partition_key.exists() & meta.number_of_shards.exists())
-        # The window is current: add to it.
-        add: tuple[list[Action], Condition] = ([meta.rate_units.add(units)], exists & (meta.rate_window == start))
-        # The window before is stored: it becomes the previous one.
-        shift: tuple[list[Action], Condition] = (
-            [meta.rate_previous_units.set(meta.rate_units), meta.rate_units.set(units), meta.rate_window.set(start)],
-            exists & (meta.rate_window == start - interval),
-        )
-        # No window, or an older one: the previous window had no reports.
-        reset: tuple[list[Action], Condition] = (
-            [meta.rate_previous_units.set(0), meta.rate_units.set(units), meta.rate_window.set(start)],
-            exists & (meta.rate_window.does_not_exist() | (meta.rate_window < start - interval)),
-        )
-        # Try first what the window this process last saw makes likely; the last ``add``
-        # covers another process opening the window between our tries.
-        seen = self._rate_windows.get((namespace, key))
-        if seen == start - interval:
-            variants = (shift, add, reset, add)
-        elif seen is not None and seen < start - interval:
-            variants = (reset, add, shift, add)
-        else:
-            variants = (add, shift, reset, add)
+        actions: list[Action] = [NumberAttribute(attr_name=window_attribute(RATE_UNITS_PREFIX, start)).add(units)]
+        if spread > 0:
+            actions.append(NumberAttribute(attr_name=window_attribute(RATE_SPREAD_PREFIX, start)).add(spread))
+        # Windows older than the two before the current one are out of date (a half window's
+        # margin: the starts are read back from rounded names).
+        stale = [name for name, at in self._rate_names.get((namespace, key), ())
+                 if at < start - 2 * interval - interval / 2]
+        actions += [NumberAttribute(attr_name=name).remove() for name in stale]
         item = meta(key, namespace)
-        for actions, condition in variants:
-            try:
-                self._send(meta, lambda: item.update(actions=actions, condition=condition))  # noqa: B023
-            except UpdateError as exc:
-                if exc.cause_response_code != _CONDITION_FAILED:
-                    raise
-                continue
-            stored = state_from_item(item, owner=owner, max_shards=self.max_shards)
-            state = self.remember(namespace, key, stored, at_home=self._remote(region))
-            self._rate_windows[(namespace, key)] = start
-            window = RateWindow(
-                start=float(item.rate_window if item.rate_window is not None else start),
-                units=float(item.rate_units or 0),
-                previous=float(item.rate_previous_units or 0),
-                interval=interval,
-            )
-            return state, window
-        return None
+        try:
+            data = self._send(meta, lambda: item.update(actions=actions, condition=exists))
+        except UpdateError as exc:
+            if exc.cause_response_code != _CONDITION_FAILED:
+                raise
+            return None
+        attributes: Mapping[str, Any] = (data or {}).get("Attributes") or {}
+        self._rate_names[(namespace, key)] = tuple(rate_attribute_names(attributes).items())
+        stored = state_from_item(item, owner=owner, max_shards=self.max_shards)
+        state = self.remember(namespace, key, stored, at_home=self._remote(region))
+        window = stored_window(attributes, interval, now) or RateWindow(start, units, 0.0, interval, spread)
+        return state, window
 
     def trim_history(self, namespace: str, key: str, seen: ShardState, *, owner: str) -> ShardState | None:
         """Drop every history entry but the current count's, if nobody changed ``key`` since ``seen``.

@@ -199,6 +199,29 @@ def current_weight() -> int:
     return int(getattr(greenlet.getcurrent(), "fleet_weight", 1))
 
 
+def _note_throttle() -> None:
+    """Count a throttle against the running process (see :func:`throttles_met`)."""
+    import greenlet
+
+    current = greenlet.getcurrent()
+    setattr(current, "fleet_throttles", getattr(current, "fleet_throttles", 0) + 1)  # noqa: B010
+
+
+@contextlib.contextmanager
+def throttles_met() -> Iterator[list[int]]:
+    """Within the block, count the throttles the running process's requests meet (retried or
+    not): the list yielded holds that count once the block ends."""
+    import greenlet
+
+    current = greenlet.getcurrent()
+    before = getattr(current, "fleet_throttles", 0)
+    met = [0]
+    try:
+        yield met
+    finally:
+        met[0] = getattr(current, "fleet_throttles", 0) - before
+
+
 def current_activity() -> str:
     """What the running process said it is doing (``"write"``, ``"query"``...; ``""``)."""
     import greenlet
@@ -499,6 +522,7 @@ class FleetDynamoDB:
         self.throttles[(table, write)] += current_weight()
         self.item_throttles[(table, key, write)] += current_weight()
         self.refused_units[(table, write)] += units
+        _note_throttle()
 
     def _count_units(self, table: str, key: str, units: float, write: bool) -> None:
         self.units[(table, write)] += units
@@ -1344,6 +1368,7 @@ class Fleet:
         }
         #: the first region's in-memory DynamoDB
         self.db = self.dbs[self.regions[0]]
+        self.seed = seed
         self._seeds = _random.Random(seed)
         #: the global tables between the regions (``None`` with one region)
         self.replication = None if len(self.regions) == 1 else Replication(
@@ -1485,13 +1510,18 @@ class Fleet:
         (the fan-out pool runs each call at once: a simulated process is one greenlet)."""
         real = botocore.endpoint.time
         pool = (_pool._executor, _pool._executor_pid)
-        botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=real.time)
+        # What draws from the random module's shared generator (botocore's retry jitter, a read
+        # replica's pick) draws a sequence the fleet's seed fixes: a seed gives one result.
+        shared = _random.getstate()
+        _random.seed(f"fleet:{self.seed}")
+        botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=self.loop.time)
         _pool._executor, _pool._executor_pid = _InlineExecutor(), os.getpid()  # type: ignore[assignment]
         try:
             yield self.loop
         finally:
             botocore.endpoint.time = real
             _pool._executor, _pool._executor_pid = pool
+            _random.setstate(shared)
 
 
 class _InlineExecutor:
@@ -1554,6 +1584,9 @@ class Scenario:
         partition_write_units: write units per second per partition.
         partition_read_units: read units per second per partition.
         max_shards: ``DynamicShards(max_shards=)``.
+        read_replicas: ``Sharding(read_replicas=)``: eventually consistent reads spread over the
+            table and this many replicas (global indexes keyed like the table), each with a
+            partition's read units of its own.
         readers: simulated reader processes of the viral key (weight 1), one query per ``read_every`` s.
         read_every: seconds between two queries of a viral-key reader.
         check_every: a cold-key writer reads back one key in this many.
@@ -1581,6 +1614,7 @@ class Scenario:
     partition_write_units: float = 1000.0
     partition_read_units: float = 3000.0
     max_shards: int = 256
+    read_replicas: int = 0
     readers: int = 0
     read_every: float = 2.0
     check_every: int = 10
@@ -1613,11 +1647,13 @@ VIRAL = Scenario(
     scale="full size; 10,000 processes simulated as 50 of weight 200",
 )
 #: A hot read key: 20,000 merged queries/s over 16 shards from 2,000 processes, 20 s,
-#: simulated as 5 processes of weight 400.
+#: simulated as 5 processes of weight 400. Each query reads its 16 shards (half a read unit
+#: each, eventually consistent): 160,000 read units a second over 16 partition keys, more than
+#: three times the 3,000 a partition serves; 3 read replicas make 4 copies of each, 12,000 each.
 HOT_READ = Scenario(
     name="hot_read", kind="hot_read", seconds=20.0, processes=(2_000, 2_000), weight=400,
-    write_units=(20.0, 20.0), queries=20_000.0, shards=16,
-    scale="full size, 20 s; 2,000 processes simulated as 5 of weight 400",
+    write_units=(20.0, 20.0), queries=20_000.0, shards=16, read_replicas=3,
+    scale="full size, 20 s; 2,000 processes simulated as 5 of weight 400; 3 read replicas",
 )
 #: A million cold keys written once each from 1,000 processes in 60 s, scaled down 100 times:
 #: 10,000 keys from 10 processes (each process's rate, 16.7 new keys/s, as at full size).
@@ -1656,7 +1692,7 @@ class FleetReport:
     steady_write_pct: float  #: the same, % of the write limit
     mean_read_pct: float  #: the heaviest metadata item's mean load over the second half, % of the read limit
     mean_write_pct: float  #: the same, % of the write limit
-    metadata_requests_per_query: float | None  #: in steady state (the second half)
+    metadata_requests_per_query: float | None  #: per merged query begun (served or not), in the second half
     metadata_requests_per_write: float | None  #: over the whole run
     metadata_throttles: float
     missed_writes: int  #: acknowledged items a later read did not return
@@ -1664,9 +1700,9 @@ class FleetReport:
     growth_lag: float | None  #: seconds until the count writers may use covers the load (viral)
     key_range_throttle_pct: float  #: data-table write throttles, % of write attempts
     first_write_share: float | None  #: max over shards of first writes / fair share of the count in effect (viral)
-    writes: float
-    queries: float
-    errors: dict[str, int]
+    writes: float  #: acknowledged writes (real ones)
+    queries: float  #: merged queries served (real ones)
+    errors: dict[str, int]  #: failed requests by error (simulated ones)
     requests: int  #: simulated requests sent (not weighted)
     stored_items: int  #: items in the data table at the end (weight 1: one per acknowledged write)
     final_count: int
@@ -1694,6 +1730,23 @@ class FleetReport:
     #: the first misses (up to 10), described: where and when the read ran, where the item was
     #: written, on which shard, and when it arrived in the read's region
     misses: tuple[str, ...] = ()
+    #: merged queries begun (real ones): served (:attr:`queries`) or failed
+    offered_queries: float = 0
+    #: merged queries that raised (after botocore's retries)
+    failed_queries: float = 0
+    #: served merged queries that met a throttle on the way (retried, or moved to another copy)
+    throttled_queries: float = 0
+    #: writes begun (real ones): acknowledged (:attr:`writes`) or failed
+    offered_writes: float = 0
+    #: writes that raised
+    failed_writes: float = 0
+    #: throttled read requests of the data table and its read replicas (real ones)
+    data_read_throttles: float = 0
+    #: the run's length in virtual seconds (ramp and hold): rates are counts over it
+    seconds: float = 0
+    #: metadata requests of merged queries a second in the second half (real ones): one per
+    #: process per ``cache_ttl`` with cached reads, whatever the query rate
+    metadata_reads_per_second: float = 0
 
 
 _KEY = "hot"
@@ -1727,7 +1780,7 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
         model = type(f"FleetItem{index}", (base,), {
             "__module__": __name__,
             "Meta": Fleet.meta("fleet_items", region=region, max_retry_attempts=3, max_pool_connections=64),
-            "shards": Sharding(strategy, max_workers=1),
+            "shards": Sharding(strategy, max_workers=1, read_replicas=scenario.read_replicas),
         })
         models.append(fleet.bind(model))
     return models
@@ -1811,7 +1864,8 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     checks = {"reads": 0, "missed": 0}
     by_region_checks: dict[str, list[int]] = {region: [0, 0] for region in regions}  # missed, reads
     errors: Counter[str] = Counter()
-    done = {"writes": 0.0, "queries": 0.0}
+    done = {"writes": 0.0, "queries": 0.0, "offered_writes": 0.0, "failed_writes": 0.0, "offered_queries": 0.0,
+            "failed_queries": 0.0, "throttled_queries": 0.0}
     counts: list[tuple[float, int]] = [(0.0, 1)]
 
     def follow_count(table: str, key: str, item: dict[str, Any]) -> None:
@@ -1841,11 +1895,13 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
 
     def write(model: type[Model], key: str, first: bool) -> bool:
         item = model(key, f"t{loop.now:012.3f}#{next(serial)}")
+        done["offered_writes"] += current_weight()
         try:
             with activity("first-write" if first else "write"):
                 item.save()
         except Exception as error:
             errors[type(error).__name__] += 1
+            done["failed_writes"] += current_weight()
             return False
         done["writes"] += current_weight()
         acked.append((loop.now, key, item.at))  # type: ignore[attr-defined]
@@ -1862,13 +1918,17 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
             at for t, k, at in acked
             if k == key and t < began and at >= bound and (there is None or there.get(at, math.inf) < began)
         }
+        weight = current_weight()
+        done["offered_queries"] += weight
         try:
-            with activity("query"):
+            with activity("query"), throttles_met() as met:
                 got = {item.at for item in model.query(key, model.at >= bound)}  # type: ignore[attr-defined]
         except Exception as error:
             errors[type(error).__name__] += 1
+            done["failed_queries"] += weight
             return
-        done["queries"] += current_weight()
+        done["queries"] += weight
+        done["throttled_queries"] += weight if met[0] else 0
         checks["reads"] += 1
         checks["missed"] += len(wanted - got)
         for at in sorted(wanted - got)[:max(0, 10 - len(misses))]:
@@ -1946,12 +2006,15 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         loop.spawn(prepare)
         per_process = scenario.queries / scenario.processes[1]
         for index in range(simulated):
-            def querier(model: type[Model] = models[index]) -> None:
-                loop.sleep(1.0 + rng.random() / per_process)
+            # Open loop: queries arrive at the scenario's rate whatever happens to the ones before
+            # (a process serves them on threads), so what is offered is what the scenario says and
+            # a slow or throttled query does not lower it.
+            def arrivals(model: type[Model] = models[index]) -> None:
+                loop.sleep(rng.random() / per_process)
                 while loop.now < scenario.end:
-                    check(model, _KEY, loop.now - 5.0)
+                    loop.spawn(weighted(functools.partial(check, model, _KEY, loop.now - 5.0), weight))
                     loop.sleep(rng.expovariate(per_process))
-            loop.spawn(weighted(querier, weight))
+            loop.spawn(arrivals)
     elif scenario.kind == "cold_keys":
         per_process = scenario.load_at(0) / scenario.processes[1]
         for index in range(simulated):
@@ -1972,7 +2035,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     with fleet.running():
         loop.run(steady)
         before = sum((Counter(db.requests) for db in dbs), Counter())
-        queries_before = done["queries"]
+        queries_before = done["offered_queries"]
         loop.run(scenario.end + 60.0)  # let every process finish what it started, and replication settle
 
     def heaviest(write: bool, start: float = 0.0) -> ItemLoad | None:
@@ -1986,7 +2049,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
     steady_read, steady_write = heaviest(False, steady), heaviest(True, steady)
     after = sum((Counter(db.requests) for db in dbs), Counter())
     steady_meta_queries = sum(n for (t, _, a), n in (after - before).items() if t == meta and a == "query")
-    steady_queries = done["queries"] - queries_before
+    steady_queries = done["offered_queries"] - queries_before
     meta_writes = sum(n for (t, _, a), n in after.items() if t == meta and a in ("write", "first-write"))
     attempts_total = sum(n for (t, op, _), n in after.items() if t == data and op == "PutItem")
     throttles: Counter[tuple[str, bool]] = sum((Counter(db.throttles) for db in dbs), Counter())
@@ -2029,6 +2092,7 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         mean_read_pct=100 * mean(False) / scenario.partition_read_units,
         mean_write_pct=100 * mean(True) / scenario.partition_write_units,
         metadata_requests_per_query=None if not steady_queries else steady_meta_queries / steady_queries,
+        metadata_reads_per_second=steady_meta_queries / max(1e-9, scenario.end - steady),
         metadata_requests_per_write=None if not done["writes"] else meta_writes / done["writes"],
         metadata_throttles=throttles[(meta, True)] + throttles[(meta, False)],
         missed_writes=checks["missed"],
@@ -2038,6 +2102,14 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         first_write_share=share,
         writes=done["writes"],
         queries=done["queries"],
+        offered_queries=done["offered_queries"],
+        failed_queries=done["failed_queries"],
+        throttled_queries=done["throttled_queries"],
+        offered_writes=done["offered_writes"],
+        failed_writes=done["failed_writes"],
+        data_read_throttles=sum(n for (table, write), n in throttles.items()
+                                if not write and (table == data or table.startswith(f"{data}/index/"))),
+        seconds=scenario.end,
         errors=dict(errors),
         requests=sum(db.sent for db in dbs),
         stored_items=sum(1 for _ in home_db.items(data)),

@@ -10,8 +10,9 @@ Proves:
   after it, so the reader's cached count covers every shard written (raw table checked);
 - 40 processes x 25 merged queries of a grown key send one metadata read per process per
   ``cache_ttl`` (fresh reads: one per query);
-- 40 processes reporting their write rate send at most 10 metadata writes a second to the
-  key's item with ``rate_reports`` (every process every interval without), and the key grows;
+- 40 processes reporting their write rate send the reports their load needs (about
+  ``rate_reports`` a window at the growth threshold), one write each that no condition refuses
+  (every process every interval without sampling), and the key grows;
 - with ``hot_key_hints`` writers of a hot key read only the hint copies (never the key's item),
   a state the item no longer holds is never published, and a lowered count reaches the hints
   before ``migrate compact`` moves items off the shards above it.
@@ -197,15 +198,32 @@ def run_reporting_fleet(fleet: list[type[FleetLog]], seconds: int) -> tuple[list
     return per_second, int(item.number_of_shards)
 
 
-def test_forty_reporting_processes_send_at_most_ten_metadata_writes_a_second(dynamodb_models: Bind) -> None:
-    fleet = reporting_fleet(rate_reports=2)
+def test_forty_reporting_processes_send_the_reports_their_load_needs(dynamodb_models: Bind) -> None:
+    """120 units/s over a quantum of 0.5 x 100 x 1 s / 10 = 5 units a shard: 24 reports a second
+    at 1 shard, 12 at 2, however many processes write (tests/unit/test_rate_reports.py: the
+    same at 10, 20 and 40 processes), each one write, none refused by a condition."""
+    fleet = reporting_fleet(rate_reports=10)
     dynamodb_models(FleetLog)
     CLOCK.at(1000)
-    per_second, count = run_reporting_fleet(fleet, 8)
+    refused: list[str] = []
+
+    def on_update(parsed: Any = None, **_: Any) -> None:
+        code = (parsed or {}).get("Error", {}).get("Code")
+        if code:
+            refused.append(code)
+
+    client = FleetShards._get_connection().connection.client
+    client.meta.events.register("after-call.dynamodb.UpdateItem", on_update, unique_id="test.refused")
+    try:
+        per_second, count = run_reporting_fleet(fleet, 8)
+    finally:
+        client.meta.events.unregister("after-call.dynamodb.UpdateItem", unique_id="test.refused")
     print("metadata writes per second, sampled:", per_second)
-    assert max(per_second) <= 10, per_second
-    assert sum(per_second) >= 8  # reports were sent
+    # On average at most 24 a second (and a growth); processes that start together report what
+    # is left of their units together, so the seconds are lumpy.
+    assert 8 <= sum(per_second) / len(per_second) <= 24 + 2, per_second
     assert count >= 2  # 120 units/s over 50 per shard: the key grew (once: the cooldown is 30 s)
+    assert refused == []  # one write per report: none refused by a condition
 
 
 def test_every_process_reports_without_sampling(dynamodb_models: Bind) -> None:

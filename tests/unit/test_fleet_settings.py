@@ -178,26 +178,28 @@ def _growth(**options: Any) -> DynamicShards:
                          **options)  # growth threshold 700 units/s per shard; rate cooldown 10 s
 
 
-@pytest.mark.parametrize(("previous", "units", "expected"), [
-    (0.0, 5000.0, 1000.0),      # a key just starting to be written: no ramp, its rate
-    (2500.0, 5000.0, 2500.0),   # 500 -> 1000 units/s: +100 a second, over 0 + 10 + 5 s to come
-    (4800.0, 5000.0, 1000.0),   # 960 -> 1000: within the reports' noise
-    (100.0, 2000.0, 400.0),     # 20 -> 400: under one shard's worth, a quiet key's estimate
-    (5000.0, 2500.0, 1000.0),   # falling: the complete window counts, nothing projected
+@pytest.mark.parametrize(("earlier", "previous", "units", "spread", "expected"), [
+    (5000.0, 5000.0, 5000.0, 0.0, 1000.0),     # steady at 1,000 units/s: its rate
+    (2500.0, 3750.0, 5000.0, 0.0, 1750.0),     # 500 -> 750 -> 1000 units/s: +50 a second, over 0 + 10 + 5 s to come
+    (4800.0, 4900.0, 5000.0, 2500.0, 955.0),   # a rise within the noise (sd 50 units): no ramp, the bound
+    (100.0, 1000.0, 2000.0, 0.0, 200.0),       # under one shard's worth: a quiet key's estimate, confirmed
+    (7500.0, 5000.0, 2500.0, 0.0, 1000.0),     # falling: what two windows confirm, nothing projected
+    (0.0, 2500.0, 5000.0, 0.0, 500.0),         # a key just starting to be written is not ramping
 ])
 def test_proactive_growth_sizes_for_the_rate_a_rising_key_is_heading_to(
-    previous: float, units: float, expected: float,
+    earlier: float, previous: float, units: float, spread: float, expected: float,
 ) -> None:
     from pynamodb_sharding._write_rate import RateWindow
 
-    window = RateWindow(start=100.0, units=units, previous=previous, interval=5.0)
-    assert _growth().projected_rate(window, 104.9) == pytest.approx(expected)
+    window = RateWindow(start=100.0, units=units, previous=previous, interval=5.0, spread=spread,
+                        previous_spread=spread, earlier=earlier, earlier_spread=spread)
+    assert _growth().projected_rate(window, 105.0 - 1e-7) == pytest.approx(expected)
 
 
 def test_a_delayed_growth_projects_over_its_delay_too() -> None:
     from pynamodb_sharding._write_rate import RateWindow
 
-    window = RateWindow(start=100.0, units=5000.0, previous=2500.0, interval=5.0)
+    window = RateWindow(start=100.0, units=5000.0, previous=3750.0, interval=5.0, earlier=2500.0)
     cached = _growth(fresh_reads=False)  # growths in use 10 + 1 s after they are made
     assert cached.activation_delay == 11.0
-    assert cached.projected_rate(window, 104.9) == pytest.approx(1000.0 + 100.0 * (11 + 10 + 5))
+    assert cached.projected_rate(window, 105.0 - 1e-7) == pytest.approx(1000.0 + 50.0 * (11 + 10 + 5))

@@ -1254,7 +1254,11 @@ class Replication:
         self._random = random or _random.Random(0)
         self.lag_of = lag_of
         self._serial = itertools.count()
+        # Per region and item: the version of the change it holds, and every change it has seen
+        # (the element-wise maximum of the version vectors it took): a change made there next
+        # is on top of all of them.
         self._versions: dict[str, dict[tuple[str, str, Any], _Version]] = {region: {} for region in self.regions}
+        self._seen: dict[str, dict[tuple[str, str, Any], tuple[int, ...]]] = {region: {} for region in self.regions}
         #: changes copied to another region (one per change and destination)
         self.copied = 0
         #: copies that arrived after a later change made on top of them: skipped (nothing lost)
@@ -1275,11 +1279,12 @@ class Replication:
         """A change ``region``'s replica took from a client: version it, send it to the others."""
         key = (table, partition, sort)
         mine = self.regions.index(region)
-        current = self._versions[region].get(key)
-        clock = list(current[3]) if current is not None else [0] * len(self.regions)
+        seen = self._seen[region].get(key)
+        clock = list(seen) if seen is not None else [0] * len(self.regions)
         clock[mine] += 1
         version: _Version = (self.loop.now, next(self._serial), region, tuple(clock))
         self._versions[region][key] = version
+        self._seen[region][key] = version[3]
         for callback in self.on_arrival:
             callback(region, table, partition, sort, item)
         for target in self.regions:
@@ -1294,10 +1299,12 @@ class Replication:
         self.pending -= 1
         self.copied += 1
         current = self._versions[region].get(key)
-        if current is not None:
-            if _covers(current[3], version[3]):
+        seen = self._seen[region].get(key)
+        if current is not None and seen is not None:
+            if _covers(seen, version[3]):
                 self.superseded += 1  # this replica has it already, or a change made on top of it
                 return
+            self._seen[region][key] = tuple(max(mine, theirs) for mine, theirs in zip(seen, version[3], strict=True))
             if not _covers(version[3], current[3]):
                 # Concurrent: neither change saw the other. The later one wins everywhere.
                 loser, winner = sorted((current, version))
@@ -1306,6 +1313,8 @@ class Replication:
                                      LostChange(table, partition, loser[2], loser[0], winner[2]))
                 if version < current:
                     return
+        else:
+            self._seen[region][key] = version[3]
         self._versions[region][key] = version
         self.replicas[region].replicate(key[0], key[1], key[2], item, units)
         for callback in self.on_arrival:

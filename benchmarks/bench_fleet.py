@@ -1,25 +1,30 @@
-"""Benchmark: the library's own metadata at fleet scale, today's DynamicShards against the new one.
+"""Benchmark: the library's own metadata and the merged queries of a fleet, per design.
 
 Runs each scenario of :mod:`pynamodb_sharding.testing.fleet` (a viral key, a hot read key, cold
-keys, a growth race across three regions) in the fleet simulator three times: "today"
-(``DynamicShards`` with today's behaviour spelled out: ``fresh_reads=True`` and the new options
-of issue 26 off), "new" (the fleet settings of docs/scale.rst) and "new, viral settings" (plus
-``cache_ttl=7, cooldown=8.5, growth="quadruple", hot_key_hints=16``), and prints side by side:
-the heaviest metadata item's busiest second as % of a partition's read and write limits,
-metadata requests per merged query in steady state, acknowledged writes missed by a read, how
-long the viral key's count takes to cover its load (against 2 x cooldown), key-range throttles
-as % of writes, and the most any shard took of the first writes of new processes against its
-fair share.
+keys, a growth race across three regions) in the fleet simulator with each design:
 
-The growth race across regions also runs "new" without ``home_region`` (the negative control:
-each region changes counts in its own replica), and gets a table of its own: metadata changes
-refused by their condition (races resolved at home), changes lost to a concurrent change in
-another region, decreases of a replica's count, growths missing from a final history, replicas
-differing once replication settled, and per region the acknowledged writes (that had arrived
-there) a read there missed. When this checkout's ``DynamicShards`` lacks the new options, only
-"today" runs and the report says so.
+* "0.2 defaults": ``DynamicShards`` as declared by default on a metadata table that stores no
+  fleet protocol (a table of 0.2): every process follows its own declaration, so merged reads
+  read the key's item each time and growths are used at once;
+* "default protocol": the same declaration on a table storing the default fleet protocol
+  (``store_fleet_protocol(Model)``: cached reads, ``cache_ttl=10``, ``clock_skew=1``);
+* "default protocol + hints": and ``hot_key_hints=8``;
+* "viral settings": the protocol with ``cache_ttl=7`` and ``cooldown=8.5, growth="quadruple",
+  hot_key_hints=16`` (docs/scale.rst).
+
+Every design has ``target_utilization=0.7`` (the scenarios'), other options at their defaults.
+It prints, side by side: the merged queries offered, served, throttled (met a throttle on the
+way, retried or moved to another copy) and failed, and the data reads throttled; the heaviest
+metadata item's mean load over the second half as % of a partition's read and write limits;
+metadata requests per merged query begun and per second; acknowledged writes a read missed; how
+long the viral key's count takes to cover its load; key-range throttles as % of writes; failed
+writes; the most any shard took of new processes' first writes against its fair share.
+
+The growth race across regions also runs the viral settings without ``home_region`` (the
+negative control) and gets a table of its own.
 
 No DynamoDB Local: every request is answered in memory, on virtual time (see docs/scale.rst).
+A seed gives one result.
 
 Run::
 
@@ -29,57 +34,57 @@ Run::
 from __future__ import annotations
 
 import argparse
-import inspect
 from typing import Any
 
 import attrs
 
-from pynamodb_sharding import DynamicShards
+from pynamodb_sharding import FleetProtocol
 from pynamodb_sharding.testing.fleet import SCENARIOS, FleetReport, Scenario, run_scenario
 
 import report
 from charts import Bars, Chart, Lines, Series, Target
 from report import Report
 
-#: Today's behaviour, spelled out: each name is passed only if this checkout's DynamicShards has it.
-TODAY: dict[str, Any] = {"fresh_reads": True, "rate_reports": None, "hot_key_hints": 0}
-#: The new design (issue 26): cached reads with delayed growth, sampled reports (the default), hot-key hints.
-NEW: dict[str, Any] = {"fresh_reads": False, "hot_key_hints": 8}
-#: The new design with the settings docs/scale.rst gives for a viral key: a shorter cache_ttl (the
-#: growth delay cache_ttl + clock_skew is 8 s; writers of a hot key read the hints, spread over 16
-#: copies, not its item), a cooldown just past that delay, and four times the shards per growth.
-VIRAL_SETTINGS: dict[str, Any] = {**NEW, "hot_key_hints": 16, "cache_ttl": 7.0, "cooldown": 8.5, "growth": "quadruple"}
-#: The options the new design adds (all must exist for the "new" run).
-NEW_OPTIONS = ("rate_reports", "clock_skew", "hot_key_hints")
+#: (design, DynamicShards options, the protocol the table stores or None)
+DESIGNS: list[tuple[str, dict[str, Any], FleetProtocol | None]] = [
+    ("0.2 defaults", {}, None),
+    ("default protocol", {}, FleetProtocol()),
+    ("default protocol + hints", {"hot_key_hints": 8}, FleetProtocol()),
+    ("viral settings", {"hot_key_hints": 16, "cache_ttl": 7.0, "cooldown": 8.5, "growth": "quadruple"},
+     FleetProtocol(cache_ttl=7.0)),
+]
 COOLDOWN = 30.0  # DynamicShards' default
-#: The growth race's negative control: "new" without Meta.home_region.
-CONTROL = "new, no home region (control)"
-
-
-def accepted(options: dict[str, Any]) -> dict[str, Any]:
-    names = inspect.signature(DynamicShards.__init__).parameters
-    return {name: value for name, value in options.items() if name in names}
-
-
-def landed() -> bool:
-    names = inspect.signature(DynamicShards.__init__).parameters
-    return all(name in names for name in NEW_OPTIONS)
+VIRAL_COOLDOWN = 8.5
+#: The growth race's negative control: the viral settings without Meta.home_region.
+CONTROL = "viral settings, no home region (control)"
 
 
 def cell(value: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def row(design: str, scenario: Scenario, result: FleetReport) -> str:
+def per_second(value: float, result: FleetReport) -> str:
+    return f"{value / max(result.seconds, 1e-9):,.0f}"
+
+
+def query_row(design: str, scenario: Scenario, result: FleetReport) -> str:
+    return (
+        f"| {scenario.name} | {design} | {per_second(result.offered_queries, result)} | "
+        f"{per_second(result.queries, result)} | {result.throttled_queries:,.0f} | {result.failed_queries:,.0f} | "
+        f"{result.data_read_throttles:,.0f} | {cell(result.metadata_requests_per_query, '{:.3f}')} | "
+        f"{result.metadata_reads_per_second:,.0f} | {result.mean_read_pct:.1f} | "
+        f"{result.missed_writes} of {result.reads_checked} reads |"
+    )
+
+
+def write_row(design: str, scenario: Scenario, result: FleetReport) -> str:
     lag = (f"not within the run ({scenario.end:.0f} s)" if result.growth_lag is None and scenario.kind == "viral"
            else cell(result.growth_lag, "{:.1f}"))
     return (
-        f"| {scenario.name} | {design} | {result.metadata_read_pct:.1f} | {result.metadata_write_pct:.1f} | "
-        f"{result.mean_read_pct:.1f} | {result.mean_write_pct:.1f} | "
-        f"{cell(result.metadata_requests_per_query)} | {cell(result.metadata_requests_per_write, '{:.3f}')} | "
-        f"{result.missed_writes} of {result.reads_checked} reads | {lag} | {result.final_count} | "
-        f"{result.key_range_throttle_pct:.1f} | {cell(result.first_write_share)} | {result.writes:,.0f} | "
-        f"{result.queries:,.0f} | {sum(result.errors.values())} | {result.requests:,} | {result.wall_seconds:.0f} |"
+        f"| {scenario.name} | {design} | {per_second(result.offered_writes, result)} | "
+        f"{per_second(result.writes, result)} | {result.failed_writes:,.0f} | {result.key_range_throttle_pct:.1f} | "
+        f"{result.mean_write_pct:.1f} | {cell(result.metadata_requests_per_write, '{:.3f}')} | {lag} | "
+        f"{result.final_count} | {cell(result.first_write_share)} | {result.requests:,} | {result.wall_seconds:.0f} |"
     )
 
 
@@ -87,47 +92,50 @@ def run(args: argparse.Namespace, out: Report) -> None:
     scenarios = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
     if args.quick:
         scenarios = [attrs.evolve(s, seconds=s.seconds / 4, hold=s.hold / 4) for s in scenarios]
-    designs = [("today", accepted(TODAY))]
-    if landed():
-        designs.append(("new", NEW))
-        designs.append(("new, viral settings", VIRAL_SETTINGS))
     results: list[tuple[str, Scenario, FleetReport]] = []
     for scenario in scenarios:
-        runs = [(design, scenario, options) for design, options in designs]
-        if scenario.kind == "regions" and landed():
-            runs.append((CONTROL, attrs.evolve(scenario, home_region=None), NEW))
-        for design, ran, options in runs:
-            results.append((design, ran, run_scenario(ran, seed=args.seed, **options)))
+        runs = [(design, scenario, options, protocol) for design, options, protocol in DESIGNS]
+        if scenario.kind == "regions":
+            _, viral, viral_protocol = DESIGNS[-1]
+            runs.append((CONTROL, attrs.evolve(scenario, home_region=None), viral, viral_protocol))
+        for design, ran, options, protocol in runs:
+            results.append((design, ran, run_scenario(ran, seed=args.seed, protocol=protocol, **options)))
 
-    out("# Metadata load of a fleet: today's DynamicShards against the new design")
+    out("# Merged queries of a fleet: offered, served, throttled, failed")
     out()
-    out("| scenario | design | metadata read % of limit | metadata write % of limit | steady mean metadata read % | "
-        "steady mean metadata write % | metadata requests per "
-        "query | metadata requests per write | missed acknowledged writes | s to cover the viral load | "
-        "final count | key-range throttles % of writes | max first-write share | writes | queries | errors | "
-        "simulated requests | wall s |")
-    out("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out("| scenario | design | offered queries/s | served queries/s | throttled queries | failed queries | "
+        "throttled data reads | metadata requests per query | metadata reads/s | steady mean metadata read % | "
+        "missed acknowledged writes |")
+    out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for design, scenario, result in results:
-        out(row(design, scenario, result))
+        out(query_row(design, scenario, result))
     out()
-    if not landed():
-        out(f"- \"new\": not run; this checkout's DynamicShards has none of {', '.join(NEW_OPTIONS)} yet "
-            f"(issue 26's design); today's options passed: {accepted(TODAY)}")
-    out("- targets (issue 26): every metadata item below 10 % of a partition's read and write limits; 0 metadata "
-        f"requests per merged query in steady state; 0 missed acknowledged writes; the viral key covered within "
-        f"2 x cooldown = {2 * COOLDOWN:.0f} s ({2 * VIRAL_SETTINGS['cooldown']:.0f} s with the viral settings' "
-        f"cooldown of {VIRAL_SETTINGS['cooldown']:g} s); key-range throttles <= 1 % of writes; no shard above "
-        "1.5 x its share of first writes")
-    out("- the viral key's shard count, its time to cover the load and the first-write shares are of the count "
-        "in effect for writers: a growth counts from cache_ttl + clock_skew after it is stored where growths are "
-        "delayed (fresh_reads=False); the first-write share is over the 50 simulated processes' first writes "
-        "(one per process of weight 200), so a share of 1.5 x is about one write above the fair share")
-    out("- every design here has 0.2's demand-counted rate (a throttled write counts once) and rate growth every "
-        "two windows; \"today\" turns off only what 0.2 made optional")
-    out("- a metadata item's % is of its busiest second (units charged: a throttled request is not charged, so "
-        "an item over its limit shows about 100 % and throttles); with weights, one simulated request is "
-        "weight real ones at once, so a busiest second overstates lumps: \"steady mean\" is the heaviest "
-        "item's mean over the run's second half (unbiased by the weight); requests per query: in the second half")
+    out("- queries are merged queries begun (offered: they arrive at the scenario's rate whatever happens to "
+        "the ones before; served: returned; failed: raised after botocore's retries); throttled queries are "
+        "served ones that met a throttle on the way (retried, or moved to another read replica); throttled "
+        "data reads are the throttled requests of the data table and its replicas; counts are of real queries "
+        "(weight-fold) over the whole run, rates over the run's length")
+    out("- metadata requests per query: in the run's second half, per query begun; with cached reads, one read "
+        "per process per cache_ttl whatever the query rate (metadata reads/s = processes / cache_ttl)")
+    out("- a metadata item's % is the heaviest item's mean load over the run's second half (weights make a "
+        "busiest second overstate lumps)")
+    out()
+    out("# Writes and growth of a fleet")
+    out()
+    out("| scenario | design | offered writes/s | acknowledged writes/s | failed writes | key-range throttles % "
+        "of write attempts | steady mean metadata write % | metadata requests per write | s to cover the viral "
+        "load | final count | max first-write share | simulated requests | wall s |")
+    out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for design, scenario, result in results:
+        out(write_row(design, scenario, result))
+    out()
+    out(f"- the viral key's count, its time to cover the load and the first-write shares are of the count in "
+        f"effect for writers (a growth counts from its delay on where growths are delayed); targets: covered "
+        f"within 2 x cooldown ({2 * COOLDOWN:.0f} s, {2 * VIRAL_COOLDOWN:.0f} s with the viral settings), "
+        f"key-range throttles <= 1 % of writes, every metadata item below 10 % of a partition's limits, 0 "
+        f"missed writes")
+    out("- every design has target_utilization=0.7; a table storing a protocol stores it before the start "
+        "(store_fleet_protocol(..., immediately=True): a new table)")
     for scenario in scenarios:
         out(f"- {scenario.name}: {scenario.scale}")
     out()
@@ -178,13 +186,26 @@ def run(args: argparse.Namespace, out: Report) -> None:
 
 CHARTS = [
     Chart(
-        heading="Metadata load",
+        heading="Merged queries of a fleet",
+        panels=(
+            Bars(category="scenario", split="design", value_label="merged queries a second",
+                 series=(Series("offered", "offered queries/s"), Series("served", "served queries/s")),
+                 value_format="{:,.0f}"),
+        ),
+    ),
+    Chart(
+        heading="Merged queries of a fleet",
         arrange="columns",
         panels=(
             Bars(category="scenario", split="design",
                  value_label="heaviest metadata item, mean read load in steady state, % of a partition's limit",
                  series=(Series("read %", "steady mean metadata read %"),),
                  targets=(Target("target: below 10 %", 10.0),), value_format="{:.1f} %"),
+        ),
+    ),
+    Chart(
+        heading="Writes and growth of a fleet",
+        panels=(
             Bars(category="scenario", split="design",
                  value_label="heaviest metadata item, mean write load in steady state, % of a partition's limit",
                  series=(Series("write %", "steady mean metadata write %"),),

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         DeliveryNotReadyError,
         DerivedAttributeUpdateError,
         FixedShardCountError,
+        FleetProtocolError,
         GrowthPolicyError,
         HomeHandoverError,
         HostContractError,
@@ -65,11 +66,13 @@ if TYPE_CHECKING:
         WriteRegionError,
     )
     from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
+    from pynamodb_sharding._fleet import fleet_protocol, store_fleet_protocol
     from pynamodb_sharding._home import HomeMove, move_home
     from pynamodb_sharding._metadata import ShardMetadata
     from pynamodb_sharding._model import ShardedIndex, ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
     from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
+    from pynamodb_sharding._protocol import FleetProtocol, StoredProtocol
     from pynamodb_sharding._regions import write_connection
     from pynamodb_sharding._replicas import add_read_replicas
     from pynamodb_sharding._schedule import Schedule
@@ -111,6 +114,8 @@ __all__ = [
     "DynamicShards",
     "FanoutPoolWarning",
     "FixedShardCountError",
+    "FleetProtocol",
+    "FleetProtocolError",
     "GrowthPolicyError",
     "HashedShards",
     "HistoryEntry",
@@ -156,6 +161,7 @@ __all__ = [
     "ShardingError",
     "ShrinkTargetError",
     "SortKeyTypeError",
+    "StoredProtocol",
     "Throttle",
     "ThrottleKind",
     "ThrottleReason",
@@ -167,10 +173,12 @@ __all__ = [
     "classify",
     "classify_response",
     "fanout_threads",
+    "fleet_protocol",
     "keep_throttling_reasons",
     "move_home",
     "set_fanout_threads",
     "shard_manager",
+    "store_fleet_protocol",
     "write_connection",
 ]
 
@@ -182,7 +190,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "AmbiguousLegacyKeyError", "ArchiveError", "CapacityThrottleError", "ConsistentIndexReadError",
         "CursorError", "DeliveryConflictError", "DeliveryDataError", "DeliveryError", "DeliveryExistsError",
         "DeliveryInputError", "DeliveryNotFoundError", "DeliveryNotReadyError", "DerivedAttributeUpdateError",
-        "FixedShardCountError", "GrowthPolicyError", "HomeHandoverError", "HostContractError", "IndexNotReadyError",
+        "FixedShardCountError", "FleetProtocolError", "GrowthPolicyError", "HomeHandoverError", "HostContractError",
+        "IndexNotReadyError",
         "IndexThrottleError",
         "ItemLocationError", "LegacyMoveError", "LogicalKeyError", "MetadataError", "MetadataRequestError",
         "MigrationError", "PartialItemError", "PeriodRangeError", "PeriodsMissingError", "PeriodsMissingWarning",
@@ -192,11 +201,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "WriteRegionError",
     ),
     "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
+    "_fleet": ("fleet_protocol", "store_fleet_protocol",),
     "_home": ("HomeMove", "move_home",),
     "_metadata": ("ShardMetadata",),
     "_model": ("ShardedIndex", "ShardedModel"),
     "_periods": ("PeriodTable", "TimePartitioned",),
     "_pool": ("fanout_threads", "set_fanout_threads",),
+    "_protocol": ("FleetProtocol", "StoredProtocol",),
     "_regions": ("write_connection",),
     "_replicas": ("add_read_replicas",),
     "_schedule": ("Schedule",),

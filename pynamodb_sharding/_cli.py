@@ -29,6 +29,7 @@ from pynamodb_sharding._fanout import count_by_shard
 from pynamodb_sharding._host import reset_connection, table_connection
 from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._model import with_companions
+from pynamodb_sharding._protocol import FleetProtocol
 
 __all__ = ["CommandError", "main"]
 
@@ -288,10 +289,14 @@ def tables_create(model_spec: str, dry_run: bool, endpoint: str | None, region: 
     """Create the tables of MODULE:Model and wait until they are active.
 
     Billing is on-demand unless the model's Meta sets billing_mode or capacity units.
-    Tables that already exist are left as they are.
+    Tables that already exist are left as they are. A metadata table created here stores the
+    fleet protocol the model declares (see the protocol command).
     """
+    from pynamodb_sharding._fleet import protocol_for_created_tables
+
     ref = load_model(model_spec)
     connect(ref, endpoint, region)
+    created: list[type[Model]] = []
     for model in ref.all_models:
         billing = _billing(model)
         if model.exists():
@@ -301,6 +306,9 @@ def tables_create(model_spec: str, dry_run: bool, endpoint: str | None, region: 
         else:
             model.create_table(wait=True, billing_mode=_create_billing_mode(model))
             click.echo(f"created  {where(model)} ({model.__name__}, {billing})")
+            created.append(model)
+    for metadata_model, record in protocol_for_created_tables(ref.model, created):
+        click.echo(f"protocol {where(metadata_model)}: {describe_protocol(record.current)}")
 
 
 @tables.command("delete")
@@ -540,6 +548,75 @@ def status(model_spec: str, key: str | None, as_json: bool, top: int, period: st
         return
     for line in report.lines():
         click.echo(line)
+
+
+@cli.command(short_help="Show or store the fleet protocol every process follows.")
+@click.argument("model_spec", metavar="MODULE:Model")
+@click.option("--store", "store_it", is_flag=True,
+              help="Store the protocol (the options given; the rest as stored, or as the model declares).")
+@click.option("--cached-reads/--fresh-reads", "cached_reads", default=None,
+              help="Merged reads use a cached count (no metadata request per query), or read it each time.")
+@click.option("--cache-ttl", type=click.FloatRange(min=0.0), default=None, metavar="S",
+              help="The longest a process caches a count.")
+@click.option("--clock-skew", type=click.FloatRange(min=0.0), default=None, metavar="S",
+              help="How far two processes' clocks may differ, plus a request's time.")
+@click.option("--replication-lag", type=click.FloatRange(min=0.0), default=None, metavar="S",
+              help="Global tables: seconds within which a change reaches every region.")
+@click.option("--immediately", is_flag=True,
+              help="In force at once, with no period of the safer settings: only when no process of the table runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_endpoint_options
+def protocol(model_spec: str, store_it: bool, cached_reads: bool | None, cache_ttl: float | None,
+             clock_skew: float | None, replication_lag: float | None, immediately: bool, as_json: bool,
+             endpoint: str | None, region: str | None) -> None:
+    """Show the fleet protocol MODULE:Model's metadata table stores, or --store one.
+
+    Every process of the table follows the stored protocol (a process declared otherwise logs it
+    once); a change is in force everywhere PROTOCOL_TTL (300) seconds plus the longer cache TTL
+    after it is stored, the safer settings meanwhile (--immediately: at once, for a table no process
+    runs on yet). A table that stores none (written by 0.2, or created outside pynamodb-sharding) is
+    read as 0.2 read it, each process by its own declaration: store one once no process of 0.2 runs.
+    """
+    import json
+
+    from pynamodb_sharding._fleet import fleet_protocol, store_fleet_protocol
+
+    ref = load_model(model_spec)
+    require_sharded(ref)
+    connect(ref, endpoint, region)
+    changes = (cached_reads, cache_ttl, clock_skew, replication_lag)
+    if (immediately or any(change is not None for change in changes)) and not store_it:
+        raise click.UsageError("--cached-reads, --fresh-reads, --cache-ttl, --clock-skew, --replication-lag and "
+                               "--immediately say what --store stores: add --store")
+    if store_it:
+        records = store_fleet_protocol(ref.model, cached_reads=cached_reads, cache_ttl=cache_ttl,
+                                       clock_skew=clock_skew, replication_lag=replication_lag,
+                                       immediately=immediately)
+        record = records[0]
+    else:
+        found = fleet_protocol(ref.model)
+        if found is None:
+            if as_json:
+                click.echo("null")
+            else:
+                click.echo(f"{ref.spec}: no fleet protocol stored: each process follows its own declaration, as with "
+                           f"0.2; store one with --store")
+            return
+        record = found
+    if as_json:
+        click.echo(json.dumps(json.loads(record.to_json()), indent=2, sort_keys=True))
+        return
+    click.echo(f"{ref.spec}: {describe_protocol(record.current)}")
+    if record.previous is not None:
+        stamp = datetime.datetime.fromtimestamp(record.effective_at, tz=datetime.UTC)
+        click.echo(f"  changing: in force everywhere from {stamp:%Y-%m-%d %H:%M:%S} UTC; until then every process "
+                   f"follows the safer of it and the settings before")
+
+
+def describe_protocol(protocol: FleetProtocol) -> str:
+    """A fleet protocol in one line: ``cached reads, cache_ttl 10 s, clock_skew 1 s, replication_lag 2 s``."""
+    return (f"{'cached reads' if protocol.cached_reads else 'fresh reads'}, cache_ttl {protocol.cache_ttl:g} s, "
+            f"clock_skew {protocol.clock_skew:g} s, replication_lag {protocol.replication_lag:g} s")
 
 
 @attrs.frozen

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+import attrs
 from pynamodb.exceptions import PynamoDBException
 
 from pynamodb_sharding import _attempts as attempts
@@ -59,6 +60,7 @@ from pynamodb_sharding._metadata import (
 )
 from pynamodb_sharding._periods import template_of
 from pynamodb_sharding._pool import pause
+from pynamodb_sharding._protocol import FleetProtocol, InForce, ProtocolFollower, StoredProtocol
 from pynamodb_sharding._regions import current_route
 from pynamodb_sharding._strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
 from pynamodb_sharding._throttling import Throttle, ThrottleKind, classify, classify_response
@@ -323,23 +325,29 @@ class DynamicShards:
             cooldown waits a random time in this range before growing, so that many writers
             throttled together do not all race for the growth. Retries inside the cooldown
             pause a random time up to ``low`` doubled per retry, capped at ``high``.
-        cache_ttl: seconds a key's count stays cached in this process (10.0) for writers. A
-            growth by another process is seen by writers within this time (or at this
-            process's next throttle).
-        fresh_reads: ``True`` (default): reads (``query``, ``count``, ``get``) read the
-            key's metadata item (one consistent GetItem) before fanning out, so they cover
-            shards another process added a moment ago, and a grown count is written to at
-            once. ``False``: reads use the cached count too (no metadata request per read,
-            what a fleet of processes needs: see :doc:`/scale`), and a grown count is
-            written to only ``cache_ttl + clock_skew`` seconds after the growth, so that every
-            reader's cached count covers each shard written; a write throttled meanwhile
-            retries on the shards in use (proactive growth, ``target_utilization``, grows
-            early enough to hide the wait).
-        delayed_growth: whether writers use a grown count only ``cache_ttl + clock_skew``
-            seconds after the growth. ``None`` (default): when ``fresh_reads=False``. Set it to
-            ``True`` with ``fresh_reads=True`` for the first step of switching a running
-            deployment to cached reads: once every process delays growths, deploy
-            ``fresh_reads=False`` (see :doc:`/scale`).
+        cache_ttl: seconds a key's count stays cached in this process (10.0): for writers, and
+            with cached reads for merged reads too. A growth by another process is seen within
+            this time (or at this process's next throttle). Part of the fleet protocol: a
+            process caches for the ``cache_ttl`` its metadata table stores, or its own when
+            shorter (see :doc:`/scale`).
+        fresh_reads: ``None`` (default): merged reads (``query``, ``count``, ``get``) do as the
+            fleet protocol stored in the metadata table says. The default protocol, which
+            ``create_table`` stores in a metadata table it creates, has cached reads: a merged
+            read uses the count this process cached (no metadata request per read, one
+            ``GetItem`` per process per ``cache_ttl``), and a grown count is written to only
+            ``cache_ttl + clock_skew`` seconds after the growth, so that every reader's cached
+            count covers each shard written; a write throttled meanwhile retries on the shards
+            in use (proactive growth, ``target_utilization``, grows early enough to hide the
+            wait). ``True``: this process's merged reads read the key's metadata item (one
+            consistent ``GetItem``) whatever the protocol (always safe; it still delays its
+            growths as the protocol says). ``False``: as ``None`` on a table storing a protocol.
+            On a table that stores none (0.2's, or one created outside the library), each
+            process follows its own declaration as 0.2 did: ``None`` and ``True`` read fresh
+            and write a growth at once, ``False`` reads the cache and delays growths.
+            :func:`~pynamodb_sharding.store_fleet_protocol` stores one (see :doc:`/scale`).
+        delayed_growth: on a metadata table that stores no fleet protocol only (0.2's
+            setting): whether writers use a grown count only ``cache_ttl + clock_skew``
+            seconds after the growth. ``None`` (default): when ``fresh_reads=False``.
         hot_key_hints: ``0`` (default): a process's first write of a key within ``cache_ttl``
             reads no count and goes to one of its initial shards (right for cold keys).
             ``N``: every change of a key's count is published, with the count, in a list of
@@ -355,9 +363,11 @@ class DynamicShards:
             reads), so that a reader in any region, whose replica shows the items written on
             the new shards before the count, reads those shards too (see
             :doc:`/global_tables`). Raise it to the replication latency your tables show at
-            their worst (CloudWatch ``ReplicationLatency``).
+            their worst (CloudWatch ``ReplicationLatency``). Part of the fleet protocol: the
+            stored one is followed.
         clock_skew: seconds (1.0) the clocks of two processes may differ by, plus the time a
             metadata request takes; a delayed growth waits this much longer than ``cache_ttl``.
+            Part of the fleet protocol: the stored one is followed.
         growth: ``"double"`` (default), ``"add_one"``, ``"quadruple"`` (a viral key: see
             :doc:`/scale`), or a callable ``count -> new count``;
             the result is capped by ``max_shards``.
@@ -419,7 +429,7 @@ class DynamicShards:
         cache_ttl: float = 10.0,
         growth: Literal["double", "add_one", "quadruple"] | GrowthPolicy = "double",
         max_attempts: int = 10,
-        fresh_reads: bool = True,
+        fresh_reads: bool | None = None,
         delayed_growth: bool | None = None,
         hot_key_hints: int = 0,
         clock_skew: float = 1.0,
@@ -458,12 +468,12 @@ class DynamicShards:
                 f"the reports of a key per rate_interval at its growth threshold (e.g. 100), got {rate_reports!r}."
             )
             raise ShardingDefinitionError(msg)
-        for name, flag in (("fresh_reads", fresh_reads), ("delayed_growth", delayed_growth)):
-            if not isinstance(flag, bool) and not (name == "delayed_growth" and flag is None):
-                allowed = "True or False" if name == "fresh_reads" else "None, True or False"
-                msg = f"{where}: {name} must be {allowed}, got {flag!r}."
+        flags: tuple[tuple[str, object], ...] = (("fresh_reads", fresh_reads), ("delayed_growth", delayed_growth))
+        for name, flag in flags:  # users pass anything; check it at run time
+            if not isinstance(flag, bool) and flag is not None:
+                msg = f"{where}: {name} must be None, True or False, got {flag!r}."
                 raise ShardingDefinitionError(msg)
-        if not fresh_reads and delayed_growth is False and cache_ttl > 0:
+        if fresh_reads is False and delayed_growth is False and cache_ttl > 0:
             msg = (
                 f"{where}: fresh_reads=False with delayed_growth=False lets a read miss items written "
                 f"to shards grown within the last cache_ttl seconds; drop delayed_growth=False (cached "
@@ -496,8 +506,12 @@ class DynamicShards:
         self.cooldown = float(cooldown)
         self.backoff = (float(backoff[0]), float(backoff[1]))
         self.max_attempts = max_attempts
+        #: As declared (``None``: as the table's protocol says; see :doc:`/scale`).
         self.fresh_reads = fresh_reads
-        self.delayed_growth = (not fresh_reads) if delayed_growth is None else delayed_growth
+        # On a table of 0.2 (no protocol stored), what 0.2 did with this declaration: fresh
+        # reads unless declared False, growths delayed with cached reads or when asked.
+        legacy_fresh = fresh_reads is not False
+        self.delayed_growth = (not legacy_fresh) if delayed_growth is None else delayed_growth
         self.hot_key_hints = hot_key_hints
         self._hints = None if hot_key_hints == 0 else HotKeyHints(
             metadata_model, copies=hot_key_hints, ttl=cache_ttl, clock=clock, timer=timer, random=random,
@@ -513,6 +527,16 @@ class DynamicShards:
             "best_effort_pause": rate_interval,
         }
         self._store = ShardCountStore(metadata_model, **self._store_settings)
+        #: The fleet protocol this process follows (see :mod:`pynamodb_sharding._protocol`).
+        self.declared_protocol = FleetProtocol(
+            cached_reads=fresh_reads is not True, cache_ttl=float(cache_ttl), clock_skew=float(clock_skew),
+            replication_lag=float(replication_lag),
+        )
+        self._protocol = ProtocolFollower(
+            lambda: self._store, self.declared_protocol, legacy=(not legacy_fresh, self.delayed_growth),
+            owner=lambda: repr(self), clock=clock, timer=timer, follows_table=fresh_reads is None,
+            on_change=self._follow_protocol,
+        )
         # The stores of other regions' replicas, for writes sent there (Meta.write_region, item_home).
         self._region_stores: dict[type[ShardMetadata], ShardCountStore] = {}
         #: Best-effort requests to the home region given up because it could not be reached
@@ -624,7 +648,7 @@ class DynamicShards:
 
     def read_shards(self, shard_key: ShardKey) -> tuple[int, ...]:
         space, key = shard_key.space, shard_key.value
-        if self.fresh_reads:
+        if self._fresh_reads():
             state = self.store.load(self._namespace(space), key, owner=self._owner(space))
         else:
             state = self._state(space, key)
@@ -632,14 +656,14 @@ class DynamicShards:
 
     def likely_read_count(self, shard_key: ShardKey) -> int | None:
         """How many shards a read of ``key`` probably covers, known without a request: the
-        count this process last read, else ``initial``. ``None`` unless reads fetch the count
-        (``fresh_reads=True``): merged queries then start shard 1's query while the count is
-        read, and the guess only sizes that first page (the shards read are the ones read
-        from the table).
+        count this process last read, else ``initial``. ``None`` when reads use the cached
+        count (the fleet protocol's cached reads): with fresh reads, merged queries start shard
+        1's query while the count is read, and the guess only sizes that first page (the
+        shards read are the ones read from the table).
 
         .. versionadded:: 0.1.0
         """
-        if not self.fresh_reads:
+        if self._protocol.known() and not self._fresh_reads():
             return None
         cached = self.store.cached(self._namespace(shard_key.space), shard_key.value)
         return self.initial if cached is None else cached.read_count
@@ -652,7 +676,7 @@ class DynamicShards:
         .. versionadded:: 0.1.0
         """
         space, key = shard_key.space, shard_key.value
-        if fresh and self.fresh_reads:
+        if fresh and self._fresh_reads():
             state = self.store.load(self._namespace(space), key, owner=self._owner(space))
         else:
             state = self._state(space, key)
@@ -664,19 +688,64 @@ class DynamicShards:
 
     @property
     def activation_delay(self) -> float:
-        """Seconds after a growth before writers use its new shards: ``cache_ttl + clock_skew``
-        with ``delayed_growth`` (the default with ``fresh_reads=False``), so that a reader's
-        cached count covers every shard written; with a home region (global tables) also
-        ``replication_lag`` (plus ``clock_skew`` when not counted already), so that every
-        region's replica shows the count before any item on its new shards can reach it;
-        else ``0``.
+        """Seconds after a growth before writers use its new shards, as the fleet protocol in
+        force says (:meth:`protocol_in_force`): ``cache_ttl + clock_skew`` with cached reads,
+        so that a reader's cached count covers every shard written; with a home region (global
+        tables) also ``replication_lag`` (plus ``clock_skew`` when not counted already), so
+        that every region's replica shows the count before any item on its new shards can
+        reach it; else ``0``. On a table that stores no protocol, as 0.2 did:
+        ``cache_ttl + clock_skew`` with ``delayed_growth``.
 
         .. versionadded:: 0.2.0
         """
-        delay = self.cache_ttl + self.clock_skew if self.delayed_growth and self.cache_ttl > 0 else 0.0
-        if self.store.declared_home is not None:
-            delay += self.replication_lag + (0.0 if delay else self.clock_skew)
-        return delay
+        in_force = self.protocol_in_force()
+        return in_force.home_delay if self.store.declared_home is not None else in_force.delay
+
+    def protocol_in_force(self, *, refresh: bool = False) -> InForce:
+        """What this process follows now: the fleet protocol its metadata table stores (read once
+        per ``PROTOCOL_TTL``; ``refresh``: now), or on a table of 0.2, which stores none, its
+        own declaration.
+        """
+        if refresh:
+            self._protocol.refresh()
+        return self._protocol.in_force()
+
+    def store_protocol(self, protocol: FleetProtocol, *, immediately: bool = False) -> StoredProtocol:
+        """Store ``protocol`` as the fleet protocol of this strategy's metadata table (see
+        :func:`pynamodb_sharding.store_fleet_protocol`); returns the record stored.
+        """
+        record = self._protocol.store(protocol, home=self.store.declared_home is not None, immediately=immediately)
+        self.protocol_in_force()
+        return record
+
+    def table_created(self) -> StoredProtocol | None:
+        """Store this declaration's fleet protocol in the metadata table, created just now (by
+        ``create_table``), unless it holds one already; returns what the table holds. A table
+        created by 0.3 thus starts with its protocol (cached reads by default), and only a table
+        that stores none (0.2's, or one created outside the library) is read as 0.2 read it.
+        """
+        record = self._protocol.store_if_absent()
+        self.protocol_in_force()
+        return record
+
+    def settle_seconds(self) -> float:
+        """Seconds after a change of a key's count before no process uses the count before it:
+        the longest ``cache_ttl`` plus ``clock_skew`` any process of the table follows.
+        """
+        return self.protocol_in_force().settle
+
+    def _fresh_reads(self) -> bool:
+        """Whether a merged read reads the key's item now: the protocol says reads are not
+        cached, or this process was declared ``fresh_reads=True`` (always safe)."""
+        return self.fresh_reads is True or not self.protocol_in_force().cached_reads
+
+    def _follow_protocol(self, in_force: InForce) -> None:
+        """Cache counts for what the protocol in force allows (this process's ``cache_ttl`` at most)."""
+        self._store_settings["ttl"] = in_force.cache_ttl  # the stores of regions met later too
+        for store in (self._store, *self._region_stores.values()):
+            store.retime(in_force.cache_ttl)
+        if self._hints is not None:
+            self._hints.retime(in_force.cache_ttl)
 
     def write_count(self, state: ShardState) -> int:
         """The shards a new item of a key in ``state`` may be written to now: ``1..write_count``
@@ -685,14 +754,35 @@ class DynamicShards:
 
         .. versionadded:: 0.2.0
         """
+        if state.write_count <= 1 or not state.stored:
+            return state.write_count  # no growth to wait for: no need of the protocol
         delay = self.activation_delay
-        if delay <= 0 or state.write_count <= 1:
+        if delay <= 0:
             return state.write_count
         return min(state.write_count, state.count_at(self.clock() - delay))
 
+    def _write_count(self, space: KeySpace, key: str, state: ShardState) -> int:
+        """:meth:`write_count` of ``key``, a change dated in the future (by a host whose clock
+        runs fast) counting from when this process first saw it: it was made before then, so
+        every reader's cache covers it one delay later, and clock skew holds a growth back by
+        that delay, not until the fast clock's time comes."""
+        now = self.clock()
+        if state.last_updated <= now + _SKEW_TOLERANCE or state.write_count <= 1 or not state.stored:
+            return self.write_count(state)
+        seen = (self._namespace(space), key, state.last_updated)
+        if len(self._future_changes) >= _FUTURE_CHANGES_KEPT:
+            self._future_changes.clear()
+        first_seen = self._future_changes.setdefault(seen, now)
+        past = tuple(entry for entry in state.history if entry.at <= now + _SKEW_TOLERANCE)
+        future = [entry for entry in state.history if entry.at > now + _SKEW_TOLERANCE]
+        if future:  # the last of them is the count in effect once they all are
+            past += (HistoryEntry(at=first_seen, count=max(future, key=lambda entry: entry.at).count),)
+        return self.write_count(attrs.evolve(state, history=past, last_updated=first_seen))
+
     def write_shard(self, item: ItemKey) -> int:
-        state = self._state_for_write(item.key.space, item.key.value)
-        return self._random.randint(1, self.write_count(state))
+        space, key = item.key.space, item.key.value
+        state = self._state_for_write(space, key)
+        return self._random.randint(1, self._write_count(space, key, state))
 
     def point_shards(self, item: ItemKey) -> tuple[int, ...]:
         return self.read_shards(item.key)
@@ -724,7 +814,7 @@ class DynamicShards:
         demand_counted = False
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
-            shard = pinned if pinned is not None else self._random.randint(1, self.write_count(state))
+            shard = pinned if pinned is not None else self._random.randint(1, self._write_count(space, key, state))
             error: Exception | None = None
             written = False
             with attempts.tracking() as sent:
@@ -810,9 +900,7 @@ class DynamicShards:
                 if due is not None:
                     spread = self.report_spread(counted.units, due)
             if due is not None:
-                # Where the reports fall, and the writes' own randomness: the units of a window
-                # vary as a count of random arrivals does (variance: units x one put's units).
-                spread += self._boundary_spread(namespace, key, quantum) + due * units
+                spread += self._boundary_spread(namespace, key, quantum)  # where the reports fall
         if due is None:
             return
         try:
@@ -890,8 +978,6 @@ class DynamicShards:
     def report_spread(units: float, reported: float) -> float:
         """The variance a sampled report adds to its window: ``reported (reported - units)``,
         the unbiased estimate of the sampling's variance (0 for units reported as they are).
-
-        .. versionadded:: 0.3.0
         """
         return max(0.0, reported * (reported - units))
 
@@ -1006,7 +1092,7 @@ class DynamicShards:
         space, key = shard_key.space, shard_key.value
         with self._metadata_requests(space, key):
             state = self._state_for_write(space, key)
-            return self.write_count(self._after_key_range_throttle(space, key, state, attempt))
+            return self._write_count(space, key, self._after_key_range_throttle(space, key, state, attempt))
 
     @contextmanager
     def _metadata_requests(self, space: KeySpace, key: str) -> Iterator[None]:
@@ -1244,7 +1330,7 @@ class DynamicShards:
         # A count changed at home and not yet in this region's replica, or a growth not in
         # effect yet (fresh_reads=False): its new shards are not to be used yet, and growing
         # again would not add any either.
-        pending = self.write_count(state) < state.count
+        pending = self._write_count(space, key, state) < state.count
         if pending or state.count >= self.max_shards or self._in_cooldown(space, key, state):
             low, high = self.backoff
             self.sleep(self._random.uniform(0, min(high, low * 2 ** min(throttled - 1, 16))))

@@ -24,7 +24,7 @@ ends with that section's URL::
         │   ├── MetadataRequestError                            (also PutError)
         │   │   └── HomeHandoverError
         │   └── FixedShardCountError, GrowthPolicyError, ShrinkTargetError,
-        │       ShardCountConflictError
+        │       ShardCountConflictError, FleetProtocolError
         ├── MigrationError                jobs and adoption
         │   └── AmbiguousLegacyKeyError, LegacyMoveError, ArchiveError
         └── DeliveryError                 the delivery recipe
@@ -75,6 +75,7 @@ __all__ = [  # noqa: RUF022 - in the order of the tree above, group by group
     "GrowthPolicyError",
     "ShrinkTargetError",
     "ShardCountConflictError",
+    "FleetProtocolError",
     "MigrationError",
     "AmbiguousLegacyKeyError",
     "LegacyMoveError",
@@ -367,6 +368,14 @@ class ShardCountConflictError(MetadataError):
     """
 
     code = "count-conflict"
+
+
+class FleetProtocolError(MetadataError):
+    """The fleet protocol stored in a metadata table cannot be read, or cannot be changed now
+    (another change is under way). See ``store_fleet_protocol``.
+    """
+
+    code = "fleet-protocol"
 
 
 class MigrationError(ShardingError):

@@ -40,6 +40,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb_sharding._exceptions import HomeHandoverError, ShardingDefinitionError
 from pynamodb_sharding._keys import MAX_SHARDS
 from pynamodb_sharding._metadata import HOME_RECORD_KEY, ShardCountStore, ShardMetadata
+from pynamodb_sharding._protocol import PROTOCOL_KEY
 
 __all__ = ["HomeMove", "move_home"]
 
@@ -171,8 +172,10 @@ def _close(at_old: type[ShardMetadata], old: str, to: str, declared: str) -> Non
 
 
 def _items(model: type[ShardMetadata]) -> Iterator[Any]:
+    """The items whose changes the home takes: not the table-wide records (the home record, and
+    the fleet protocol, which is changed where new keys are created)."""
     for item in model.scan(consistent_read=True):
-        if (item.partition_key, item.model) != HOME_RECORD_KEY:
+        if (item.partition_key, item.model) not in (HOME_RECORD_KEY, PROTOCOL_KEY):
             yield item
 
 

@@ -154,11 +154,19 @@ class HotKeyHints:
         self.clock = clock
         self._random = random if random is not None else _random.Random()
         # namespace -> {key: its newest entry} as last read (or published here).
+        self._timer = timer
         self._lists: TTLCache[str, dict[str, HintEntry]] = TTLCache(maxsize=1024, ttl=max(ttl, 1e-9), timer=timer)
         # namespace -> the read of its list in flight, which the threads missing it meanwhile wait for.
         self._reading: dict[str, Future[dict[str, HintEntry]]] = {}
         self._lock = threading.Lock()
         keep_across_forks(self)
+
+    def retime(self, ttl: float) -> None:
+        """Keep a list read for ``ttl`` seconds from now on (what is cached is dropped).
+        """
+        with self._lock:
+            if self._lists.ttl != max(ttl, 1e-9):
+                self._lists = TTLCache(maxsize=1024, ttl=max(ttl, 1e-9), timer=self._timer)
 
     def _before_fork(self) -> None:
         self._lock.acquire()

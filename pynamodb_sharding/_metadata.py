@@ -152,6 +152,10 @@ class ShardMetadata(Model):
     #: Hot-key hints (``DynamicShards(hot_key_hints=N)``): in the items of a namespace's hint
     #: list, ``"<expires>:<key>"`` for each key grown lately (see ``_hot_keys``).
     hot_keys = UnicodeSetAttribute(null=True)
+    #: In the table's protocol record (``_protocol.PROTOCOL_KEY``): the settings every process
+    #: follows (cached reads, cache TTL, clock skew, replication lag), as JSON, and during a
+    #: change the ones before it and when the change is in force everywhere.
+    fleet_protocol = UnicodeAttribute(null=True)
 
     #: The billing mode a subclass's ``Meta`` gets when it does not set one.
     default_billing_mode: ClassVar[str] = "PAY_PER_REQUEST"
@@ -789,6 +793,13 @@ class ShardCountStore:
         home: str | None = getattr(self.metadata_model.Meta, "home_region", None)
         return home
 
+    @property
+    def at_home(self) -> bool:
+        """Whether this region's replica takes the table-wide changes (no ``Meta.home_region``,
+        or this is it)."""
+        declared = self.declared_home
+        return declared is None or not self._remote(declared)
+
     def host_of(self, region: str) -> str | None:
         """The endpoint of the metadata table's replica in ``region`` (``None``: AWS's): the
         home region's ``Meta.home_host``, ``Meta.region_hosts``, or this region's own host."""
@@ -820,6 +831,38 @@ class ShardCountStore:
         if declared is None:
             return None
         return state.home if state is not None and state.home else declared
+
+    @property
+    def table_writer(self) -> type[ShardMetadata]:
+        """The model a table-wide record (the fleet protocol) is changed through: the current
+        home region's (where new keys' items are created, see :mod:`pynamodb_sharding._home`),
+        this region's without a home region."""
+        home, _ = self._new_key_home()
+        return self.metadata_model if home is None else self.model_at(home)
+
+    def record(self, key: tuple[str, str]) -> ShardMetadata | None:
+        """A table-wide record (``(partition_key, model)``: the protocol record, the home record)
+        as this region's replica holds it, read consistently; ``None`` when absent."""
+        return self._get(self.metadata_model, key[1], key[0])
+
+    def send(self, model: type[ShardMetadata], call: Callable[[], _R]) -> _R:
+        """``call()``, a request through ``model``: at a home region, retried while it cannot
+        be reached (see :meth:`_send`)."""
+        return self._send(model, call)
+
+    def retime(self, ttl: float) -> None:
+        """Cache counts (and absences, first sights, the home record) for ``ttl`` seconds from
+        now on: what this process caches is dropped (it is read again when needed).
+        """
+        with self._lock:
+            if ttl == self.ttl:
+                return
+            self.ttl = ttl
+            maxsize = self._cache.maxsize
+            self._cache = TTLCache(maxsize=maxsize, ttl=ttl, timer=self._timer)
+            self._absent = TTLCache(maxsize=maxsize, ttl=ttl, timer=self._timer)
+            self._seen = TTLCache(maxsize=maxsize, ttl=ttl, timer=self._timer)
+            self._record = TTLCache(maxsize=1, ttl=ttl, timer=self._timer)
 
     def home_record(self, region: str | None = None) -> ShardMetadata | None:
         """The table's home record (:data:`HOME_RECORD_KEY`) as ``region``'s replica holds it

@@ -29,6 +29,7 @@ from pynamodb_sharding._conditions import Usage, rewrite_condition
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import PeriodRangeError, ShardingDefinitionError
 from pynamodb_sharding._fanout import merged_count, merged_query
+from pynamodb_sharding._fleet import protocol_for_created_tables
 from pynamodb_sharding._host import (
     arm_client,
     client_hooks_armed,
@@ -217,15 +218,22 @@ class TableRoutes:
 
     def create_table(self, wait: bool, read_capacity_units: int | None, write_capacity_units: int | None,
                      billing_mode: str | None, ignore_update_ttl_errors: bool) -> Any:
-        """Create the model's table and the tables of its companion models that are missing."""
+        """Create the model's table and the tables of its companion models that are missing.
+
+        A companion is waited for: a metadata table created here gets the declared fleet
+        protocol (see :func:`pynamodb_sharding.store_fleet_protocol`) before any process uses it.
+        """
         model = self.model
         result = Model.create_table.__func__(  # type: ignore[attr-defined]  # PynamoDB's, for this class
             model, wait=wait, read_capacity_units=read_capacity_units, write_capacity_units=write_capacity_units,
             billing_mode=billing_mode, ignore_update_ttl_errors=ignore_update_ttl_errors,
         )
+        created = []
         for companion in self.companion_models():
             if not companion.exists():
-                companion.create_table(wait=wait)
+                companion.create_table(wait=True)
+                created.append(companion)
+        protocol_for_created_tables(model, created)
         return result
 
     def delete_table(self, wait: bool) -> Any:

@@ -13,8 +13,11 @@ sampled remainders.
 
 The item holds one attribute per rate window (the current one and the two before it):
 ``rate_units@<window start>``, the units reported in it, and ``rate_spread@<window start>``, the
-variance of that figure (the sampled remainders', where reports fall, and the writes' own
-randomness), so that growth decides on a lower confidence bound, not on noise. A report adds
+variance of that figure (of the sampled remainders, and of where reports fall), so that growth
+decides on a lower confidence bound, not on noise. A window's units are what its writes needed,
+so a steady key's bound leaves out the writes' own randomness; a rise is projected only when it
+stands clear of that too (a window's units vary as a count of random arrivals does: their
+variance is about their number). A report adds
 to the current window's attributes (``ADD``) and removes the windows older than the two before
 (``REMOVE``), in one request that no other report can make fail: one write per report.
 :class:`RateWindow` turns the windows into units per second. Items written by 0.2
@@ -162,7 +165,8 @@ class RateWindow:
         return max(min(earlier, previous), min(previous, current))
 
     def rise(self, now: float, z: float) -> float:
-        """How much the rate rises per second, counting only what is beyond the noise: from the
+        """How much the rate rises per second, counting only what is beyond the noise (of the
+        reports, and of the writes' arrivals): from the
         window before the previous one to the previous one, the previous window's lower bound over
         the earlier one's upper bound, when the current window (still filling) already holds more
         than the previous one's upper bound, so the rise goes on. 0 otherwise, and for a key whose
@@ -170,12 +174,16 @@ class RateWindow:
         its first windows fill as its writers start)."""
         if now - self.start >= self.interval or self.earlier <= 0:
             return 0.0
-        previous_low = self._low(self.previous, self.previous_spread, z)
-        if previous_low <= self._high(self.earlier, self.earlier_spread, z):
+        # A rise must also stand clear of the writes' own randomness: a window's units vary as
+        # a count of random arrivals does (variance: about the units, for puts of one unit).
+        previous_low = self._low(self.previous, self.previous_spread + self.previous, z)
+        earlier_high = self._high(self.earlier, self.earlier_spread + self.earlier, z)
+        if previous_low <= earlier_high:
             return 0.0
-        if self._low(self.units, self.spread, z) <= self._high(self.previous, self.previous_spread, z):
+        if self._low(self.units, self.spread + self.units, z) <= self._high(self.previous,
+                                                                           self.previous_spread + self.previous, z):
             return 0.0
-        return (previous_low - self._high(self.earlier, self.earlier_spread, z)) / self.interval
+        return (previous_low - earlier_high) / self.interval
 
 
 def _number(value: Any) -> float | None:

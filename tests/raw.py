@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from pynamodb.models import Model
 
+from pynamodb_sharding._protocol import PROTOCOL_KEY
+
 if TYPE_CHECKING:
     from pynamodb_sharding.testing import DynamoDBLocal
 
@@ -37,6 +39,21 @@ def raw_items(model: type[Model]) -> list[dict[str, Any]]:
     for page in paginator.paginate(TableName=model.Meta.table_name, ConsistentRead=True):
         items.extend(page["Items"])
     return items
+
+
+def count_items(metadata_model: type[Model]) -> list[dict[str, Any]]:
+    """Every item of a metadata table but its fleet protocol record (which ``create_table``
+    stores in a metadata table it creates): the keys' counts, hint copies, the home record."""
+    return [raw for raw in raw_items(metadata_model) if raw["partition_key"]["S"] != PROTOCOL_KEY[0]]
+
+
+def drop_fleet_protocol(metadata_model: type[Model], *models: type[Model]) -> None:
+    """Make a metadata table one of 0.2, which stores no fleet protocol: delete the record
+    ``create_table`` stored, and have each of ``models``' ``DynamicShards`` read the table again."""
+    raw_client(metadata_model).delete_item(TableName=metadata_model.Meta.table_name, Key={
+        "partition_key": {"S": PROTOCOL_KEY[0]}, "model": {"S": PROTOCOL_KEY[1]}})
+    for model in models:
+        model.shards.strategy.protocol_in_force(refresh=True)  # type: ignore[attr-defined]
 
 
 def put_raw(model: type[Model], items: list[dict[str, Any]], batch: int = 25) -> None:

@@ -67,9 +67,11 @@ def make_region(name: str, endpoint: str, tables: str, *, log_meta: dict[str, An
     })
     # Replication here is the test's own (a Replicator it settles or pauses): a growth is used
     # as soon as the writer's replica shows it, with no wait for a replication bound (that
-    # wait, replication_lag, is tested by test_global_replication_lag.py and the fleet tests).
+    # wait, replication_lag, is tested by test_global_replication_lag.py and the fleet tests),
+    # nor for readers' caches: reads are fresh (the fleet protocol the home region's metadata
+    # table stores when it is created, which reaches the other regions when replication runs).
     settings = {"initial": 1, "max_shards": 32, "cache_ttl": 0, "replication_lag": 0.0, "clock_skew": 0.0,
-                **(dynamic or {})}
+                "fresh_reads": True, **(dynamic or {})}
     log = type(f"Log_{name}", (ShardedModel,), {
         "Meta": type("Meta", (), {"table_name": f"{tables}_log", "max_pool_connections": 32,
                                   **connection, **(log_meta or {})}),

@@ -289,7 +289,11 @@ def _models(config: DemoConfig) -> tuple[type[Model], type[ShardedModel]]:
                 max_shards=config.max_shards,
                 cooldown=config.cooldown,
                 backoff=(0.05, max(0.05, config.cooldown / 4)),
-                cache_ttl=1.0,
+                # One process on one host: a growth is in use one cooldown after it is made
+                # (cache_ttl + clock_skew, the default fleet protocol's delay, stored when the
+                # demo creates its metadata table).
+                cache_ttl=config.cooldown / 2,
+                clock_skew=config.cooldown / 2,
             )
         )
 

@@ -445,6 +445,9 @@ class ReshardJob(Job):
         the change's time is the changing process's clock, this job's is its own)."""
         manager = self.target.manager
         assert manager is not None
+        settle = getattr(manager.strategy, "settle_seconds", None)
+        if callable(settle):  # the fleet protocol's: what every process of the table follows
+            return float(settle())
         store = getattr(manager.strategy, "store", None)
         if not isinstance(store, ShardCountStore) or store.ttl <= 0:
             return 0.0  # no cache: every write reads the count

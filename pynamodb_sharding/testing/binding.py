@@ -37,9 +37,11 @@ from pynamodb_sharding._host import (
     table_schema,
     ttl_attribute_name,
 )
+from pynamodb_sharding._metadata import ShardMetadata
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._partitioned import existing_periods, period_model
 from pynamodb_sharding._periods import TimePartitioned, is_time_partitioned
+from pynamodb_sharding._protocol import PROTOCOL_KEY
 from pynamodb_sharding.testing.botocore_data import shared_botocore_data
 from pynamodb_sharding.testing.local import DynamoDBLocal
 
@@ -448,6 +450,8 @@ class ModelBinding:
         Much faster than new tables between tests (a scan of the keys and 25-item batch
         deletes instead of ``DeleteTable`` and ``CreateTable``). The shard counts that bound
         ``DynamicShards`` models cached are forgotten too, since their metadata items are gone.
+        A metadata table keeps its fleet protocol record, which ``create_table`` stored in it:
+        the tables stay as they were created.
         """
         deleted = 0
         for table in self._tables:
@@ -501,12 +505,14 @@ def _delete_every_item(model: type[Model]) -> int:
     table = model.Meta.table_name
     key_names = [entry["AttributeName"] for entry in client.describe_table(TableName=table)["Table"]["KeySchema"]]
     names = {f"#k{n}": name for n, name in enumerate(key_names)}
+    protocol = {name: {"S": value} for name, value in zip(("partition_key", "model"), PROTOCOL_KEY, strict=True)}
+    kept = protocol if isinstance(model, type) and issubclass(model, ShardMetadata) else None
     deleted = 0
     start: dict[str, Any] | None = None
     while True:
         page = client.scan(TableName=table, ProjectionExpression=", ".join(names), ExpressionAttributeNames=names,
                            ConsistentRead=True, **({"ExclusiveStartKey": start} if start else {}))
-        keys = page.get("Items", [])
+        keys = [key for key in page.get("Items", []) if key != kept]
         for first in range(0, len(keys), 25):
             requests = [{"DeleteRequest": {"Key": key}} for key in keys[first:first + 25]]
             while requests:

@@ -1424,17 +1424,30 @@ class Fleet:
             "aws_access_key_id": "fleet", "aws_secret_access_key": "fleet", **settings,
         })
 
-    def bind(self, model: type[Model]) -> type[Model]:
+    def bind(self, model: type[Model], *, store_protocol: bool = True) -> type[Model]:
         """Serve ``model``'s table and its companions' (the metadata table, watched) from the
         fleet, in every region; models of one table and region share one connection (one
         botocore client). A metadata model's connections to the other regions' replicas
-        (``Meta.home_region``, ``Meta.region_hosts``) are served too. Returns ``model``."""
+        (``Meta.home_region``, ``Meta.region_hosts``) are served too. Returns ``model``.
+
+        A metadata table the fleet did not serve yet is a new table: as ``create_table`` does,
+        it stores the fleet protocol ``model`` declares (one ``PutItem``; in its home region,
+        with ``Meta.home_region``), unless ``store_protocol=False`` (a table of 0.2, which
+        stores none).
+        """
+        from pynamodb_sharding._fleet import protocol_for_created_tables
         from pynamodb_sharding._metadata import ShardMetadata
 
+        created = []
         for bound in with_companions([model]):
+            if bound is not model and all(bound.Meta.table_name not in db.tables for db in self.dbs.values()):
+                created.append(bound)
             self._bind_one(bound, watched=bound is not model)
             if isinstance(bound, type) and issubclass(bound, ShardMetadata) and len(self.regions) > 1:
                 self._bind_replicas(bound)
+        if store_protocol and created:
+            with self.running():
+                protocol_for_created_tables(model, created)
         return model
 
     def _bind_replicas(self, metadata: type[Model]) -> None:
@@ -1791,7 +1804,7 @@ def _process_models(fleet: Fleet, scenario: Scenario, count: int, options: Mappi
             "Meta": Fleet.meta("fleet_items", region=region, max_retry_attempts=3, max_pool_connections=64),
             "shards": Sharding(strategy, max_workers=1, read_replicas=scenario.read_replicas),
         })
-        models.append(fleet.bind(model))
+        models.append(fleet.bind(model, store_protocol=False))  # run_scenario stores it
     return models
 
 
@@ -1829,9 +1842,15 @@ def _weighted_shards() -> type[Any]:
     return WeightedShards
 
 
-def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetReport:
+def run_scenario(scenario: Scenario, *, seed: int = 0, protocol: Any = "declared", **options: Any) -> FleetReport:
     """Run ``scenario`` with ``DynamicShards(**options)`` (beyond the scenario's own settings
     and ``target_utilization=0.7``) in every process; returns what it measured.
+
+    ``protocol``: the fleet protocol the metadata table stores from the start, which every
+    process follows: ``"declared"`` (default) the one the processes declare, as
+    ``create_table`` stores in a metadata table it creates; a
+    :class:`~pynamodb_sharding.FleetProtocol`; or ``None``: the table stores none (a table of
+    0.2), and each process follows its own declaration.
 
     .. versionadded:: 0.2.0
     """
@@ -2040,6 +2059,13 @@ def run_scenario(scenario: Scenario, *, seed: int = 0, **options: Any) -> FleetR
         msg = f"unknown scenario kind {scenario.kind!r}: use 'viral', 'hot_read', 'cold_keys' or 'regions'"
         raise ValueError(msg)
 
+    if protocol is not None:
+        from pynamodb_sharding._fleet import store_fleet_protocol
+
+        founder: Any = models[0] if models else next(iter(by_region.values()))[0]
+        stored = founder.shards.strategy.declared_protocol if protocol == "declared" else protocol
+        with fleet.running():  # a new table: in force at once
+            store_fleet_protocol(founder, immediately=True, **stored.as_dict())
     steady = scenario.end / 2
     with fleet.running():
         loop.run(steady)

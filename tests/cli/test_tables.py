@@ -69,6 +69,11 @@ def test_create_and_delete_include_the_metadata_table(
     created = run_cli("tables", "create", spec, cwd=project.directory, env=cli_env)
     assert created.returncode == 0, created.stderr
     assert created.stdout.count("created") == 2
+    # The metadata table it created stores the model's declared fleet protocol.
+    protocol_lines = [line for line in created.stdout.splitlines() if line.startswith("protocol ")]
+    assert len(protocol_lines) == 1
+    assert protocol_lines[0].startswith(f"protocol table '{project.table('audit_log_shards')}' at ")
+    assert protocol_lines[0].endswith(": cached reads, cache_ttl 10 s, clock_skew 1 s, replication_lag 2 s")
     assert expected == _tables(dynamodb, project.prefix)
     assert _billing_mode(dynamodb, project.table("audit_log_shards")) == "PAY_PER_REQUEST"
 

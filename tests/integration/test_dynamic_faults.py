@@ -41,7 +41,7 @@ from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding._strategies import RandomShards
 from pynamodb_sharding.signals import shard_count_changed
 from tests.faults import Faults
-from tests.raw import raw_items
+from tests.raw import count_items, raw_items
 
 KEY = "/shared/firetvGen2.txt"
 START = 1_700_000_000.0
@@ -287,7 +287,7 @@ class TestMetadataFailuresArePutErrors:
         assert isinstance(info.value, MetadataRequestError)
         assert isinstance(info.value.cause, PutError)
         assert logical_items(sharded) == [(KEY, 0)]
-        assert raw_items(FaultShards) == []
+        assert count_items(FaultShards) == []
 
 
 class TestShrinkWithoutHistory:

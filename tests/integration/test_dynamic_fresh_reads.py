@@ -1,9 +1,11 @@
 """Readers cover shards another process added a moment ago, even with a warm cache.
 
-Proves: with the default ``fresh_reads=True`` a reader whose cache still holds the old count
-reads the metadata item before fanning out and returns the items written to the new shards;
-with ``fresh_reads=False`` the same reader (stale cache) misses them — the control that shows
-the first assertion can fail.
+On a metadata table that stores no fleet protocol (0.2's), where each process follows its own
+declaration and the writer (0.2's default, fresh reads) uses a growth at once. Proves: a reader
+declared ``fresh_reads=True`` whose cache still holds the old count reads the metadata item
+before fanning out and returns the items written to the new shards; one declared
+``fresh_reads=False`` (stale cache) misses them, the control that shows the first assertion can
+fail, and what a stored protocol rules out (``test_fleet_protocol.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from tests.raw import drop_fleet_protocol
 
 KEY = "/hot"
 
@@ -48,6 +51,7 @@ def test_reader_with_warm_cache_sees_growth_elsewhere(
         shards = Sharding(DynamicShards(FreshShards, max_shards=8, cache_ttl=3600, fresh_reads=fresh_reads))
 
     dynamodb_models(WriterLog)
+    drop_fleet_protocol(FreshShards, WriterLog, ReaderLog)
     WriterLog(KEY, 0).save()
     WriterLog.shards.grow(KEY)  # 2 shards
     assert [item.accessed_at for item in ReaderLog.query(KEY)] == [0]  # warms the reader's cache: 2 shards

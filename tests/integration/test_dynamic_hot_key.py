@@ -70,6 +70,9 @@ class HotAuditLog(ShardedModel):
             backoff=(0.05, 0.2),
             cache_ttl=5.0,
             max_attempts=1000,
+            # Growths written to at once (the fleet protocol of fresh reads, stored when the
+            # table is created): the writes after the last growth reach every shard in the run.
+            fresh_reads=True,
         )
     )
 

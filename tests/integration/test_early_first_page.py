@@ -1,13 +1,15 @@
 """A merged query reads the shard count and shard 1's first page at the same time (DynamoDB Local).
 
-Proves: with ``fresh_reads=True`` (the default) the metadata ``GetItem`` of a merged query is
-in flight while shard 1's ``Query`` is (checked by holding the ``GetItem`` until the ``Query``
-is sent: the control without overlap would wait in vain); a cold key's query costs one
+Proves: with fresh reads (``fresh_reads=True``, and the fleet protocol of fresh reads its table
+stores) the metadata ``GetItem`` of a merged query is in flight while shard 1's ``Query`` is
+(checked by holding the ``GetItem`` until the ``Query`` is sent: the control without overlap
+would wait in vain); a cold key's query costs one
 ``GetItem`` and one ``Query``, a grown key's one ``Query`` per shard, never one more; the
 shards read are the ones the metadata read returned, so items another process wrote to shards
 it added a moment ago are returned (raw check that they are in other shards); the results equal
 a plain ``Model``'s over the same items in both directions, with limits and resumed cursors;
-a ``fresh_reads=False`` model and a query with a cursor send nothing early.
+a process following a stored protocol of cached reads, and a query with a cursor, send nothing
+early.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, store_fleet_protocol
 from pynamodb_sharding.testing import record_requests
 from tests.raw import raw_items
 
@@ -38,19 +40,22 @@ class EarlyLog(ShardedModel):
 
     file_path = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
-    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=3600))
+    # Reads fresh; the metadata table it creates stores the fleet protocol of fresh reads, so
+    # growths are written to at once.
+    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=3600, fresh_reads=True))
 
 
 class OtherProcessLog(EarlyLog):
     """Another process: the same tables, its own cache."""
 
-    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=3600))
+    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=3600, fresh_reads=True))
 
 
 class CachedLog(EarlyLog):
-    """Reads from the cached count: no request to find the shards, nothing sent early."""
+    """Follows the table's protocol: where it stores cached reads, no request to find the
+    shards, nothing sent early."""
 
-    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=3600, fresh_reads=False))
+    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=3600))
 
 
 class PlainLog(Model):
@@ -88,6 +93,7 @@ def _metadata_waits_for_the_query(model: type[Model]) -> tuple[list[bool], Calla
 def test_the_count_is_read_while_shard_1_is_queried(dynamodb_models: Callable[..., Any]) -> None:
     dynamodb_models(EarlyLog)
     EarlyLog(KEY, 1).save()
+    EarlyLog.shards.strategy.protocol_in_force()  # read once per process per 300 s
     overlapped, unhook = _metadata_waits_for_the_query(EarlyLog)
     try:
         with record_requests(EarlyLog) as sent:
@@ -99,8 +105,9 @@ def test_the_count_is_read_while_shard_1_is_queried(dynamodb_models: Callable[..
     assert sent.requests == {"GetItem": 1, "Query": 1}  # a cold key: one round trip
 
 
-def test_without_fresh_reads_nothing_is_sent_early(dynamodb_models: Callable[..., Any]) -> None:
+def test_with_cached_reads_nothing_is_sent_early(dynamodb_models: Callable[..., Any]) -> None:
     dynamodb_models(EarlyLog)
+    store_fleet_protocol(EarlyLog, cached_reads=True, immediately=True)  # before any process runs
     EarlyLog(KEY, 1).save()
     EarlyLog.shards.grow(KEY)
     assert [item.accessed_at for item in CachedLog.query(KEY)] == [1]

@@ -29,7 +29,7 @@ import pytest
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
 
-from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding import DynamicShards, FleetProtocol, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.testing.fleet import Fleet, Scenario, run_scenario
 from pynamodb_sharding.testing.plugin import BindModels
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
@@ -41,19 +41,45 @@ PROCESSES = 3
 START = 1_767_225_600.0
 
 
+TINY = Scenario(
+    name="tiny", kind="viral", seconds=10.0, processes=(2, 10), write_units=(0.0, 150.0),
+    partition_write_units=50.0, partition_read_units=150.0, max_shards=16, readers=1, read_every=1.0,
+)
+# 20 reports a window at the threshold: a report per 1.75 units a shard (0.7 x 50 x 1 s / 20),
+# where a metadata partition takes 50 writes a second.
+TINY_OPTIONS: dict[str, Any] = {
+    "cooldown": 2.0, "rate_interval": 1.0, "cache_ttl": 2.0, "backoff": (0.1, 0.5), "rate_reports": 20,
+}
+
+
 def test_a_tiny_fleet_grows_before_it_throttles_and_misses_no_acknowledged_write() -> None:
-    tiny = Scenario(
-        name="tiny", kind="viral", seconds=10.0, processes=(2, 10), write_units=(0.0, 150.0),
-        partition_write_units=50.0, partition_read_units=150.0, max_shards=16, readers=1, read_every=1.0,
-    )
-    report = run_scenario(tiny, cooldown=2.0, rate_interval=1.0, cache_ttl=2.0, backoff=(0.1, 0.5))
+    """On a table whose fleet protocol says fresh reads, a growth is written to at once."""
+    report = run_scenario(TINY, protocol=FleetProtocol(cached_reads=False, cache_ttl=2.0), **TINY_OPTIONS)
     assert report.errors == {}
     assert report.writes > 500
+    assert report.offered_writes == report.writes
     assert report.stored_items == report.writes  # weight 1: every acknowledged write stored once
     assert report.reads_checked >= 9
     assert report.missed_writes == 0
     assert report.final_count >= 3  # 150 units/s needs 3 shards of 50
     assert report.key_range_throttle_pct < 1.0
+    assert report.growth_lag is not None
+    assert report.growth_lag < 2 * 2.0
+
+
+def test_on_the_default_protocol_a_growth_waits_for_the_readers_caches() -> None:
+    """The processes' declared protocol (cached reads), as ``create_table`` stores it: each growth
+    is written to ``cache_ttl + clock_skew`` (3 s) after it is made. The fleet misses no write;
+    a load rising from nothing to three partitions in 10 s outruns a growth that waits 3 s, so
+    some writes are throttled (and retried) meanwhile: the price of reads that send no metadata
+    request, which a longer rise (or a growth made ahead of the load) does not pay."""
+    report = run_scenario(TINY, **TINY_OPTIONS)
+    assert report.errors == {}
+    assert report.offered_writes == report.writes == report.stored_items
+    assert report.missed_writes == 0
+    assert report.reads_checked >= 9
+    assert report.final_count >= 3
+    assert 1.0 < report.key_range_throttle_pct < 15.0  # 11.9 % (seed 0)
     assert report.growth_lag is not None
     assert report.growth_lag < 2 * 2.0
 

@@ -5,11 +5,13 @@ its own (its own cache, counters and random source) and one shared hand-driven c
 step is repeatable: nothing sleeps.
 
 Proves:
-- with ``fresh_reads=False`` a grown key is read whole by another process right after the
-  writes are acknowledged: a growth is written to only ``cache_ttl + clock_skew`` seconds
-  after it, so the reader's cached count covers every shard written (raw table checked);
+- with cached reads (the fleet protocol the table stores) a grown key is read whole by another
+  process right after the writes are acknowledged: a growth is written to only
+  ``cache_ttl + clock_skew`` seconds after it, so the reader's cached count covers every shard
+  written (raw table checked); on a table storing no protocol (0.2's), a writer declared for
+  fresh reads makes the cached reader miss items (the control);
 - 40 processes x 25 merged queries of a grown key send one metadata read per process per
-  ``cache_ttl`` (fresh reads: one per query);
+  ``cache_ttl`` (processes declared ``fresh_reads=True``: one per query);
 - 40 processes reporting their write rate send the reports their load needs (about
   ``rate_reports`` a window at the growth threshold), one write each that no condition refuses
   (every process every interval without sampling), and the key grows;
@@ -33,11 +35,12 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _pool
 from pynamodb_sharding._hot_keys import hint_item_key, parse_entry
+from pynamodb_sharding._protocol import PROTOCOL_KEY
 from pynamodb_sharding.migration import CompactJob, JobOptions, compact
 from pynamodb_sharding.migration._jobs import Wait
 from pynamodb_sharding.testing import record_requests
 from tests.forked import fork_running
-from tests.raw import raw_items
+from tests.raw import drop_fleet_protocol, raw_items
 
 KEY = "/shared/firetvGen2.txt"
 TTL = 10.0
@@ -93,7 +96,14 @@ def process(seed: int, **options: Any) -> type[FleetLog]:
 
 
 def metadata_reads(sent: Any) -> int:
-    return sum(1 for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name)
+    """GetItems of key items and hint copies (not of the fleet protocol record, read once per
+    process per PROTOCOL_TTL)."""
+    return sum(1 for body in metadata_gets(sent))
+
+
+def metadata_gets(sent: Any) -> list[dict[str, Any]]:
+    return [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name
+            and body["Key"]["partition_key"]["S"] != PROTOCOL_KEY[0]]
 
 
 def shards_written(start: int) -> Counter[str]:
@@ -128,11 +138,13 @@ def test_a_growth_is_read_whole_by_a_cached_reader(dynamodb_models: Bind) -> Non
 
 
 def test_a_writer_without_delayed_growth_is_what_a_cached_reader_would_miss(dynamodb_models: Bind) -> None:
-    """The control: a growth written to at once (``fresh_reads=True``, the default) puts items
-    on a shard a cached reader does not read. Every process of a model must use the same
-    settings (docs/scale.rst says how to switch a running fleet)."""
+    """The control, on a metadata table that stores no fleet protocol (0.2's, where each process
+    follows its own declaration): a growth written to at once (0.2's default, fresh reads) puts
+    items on a shard a cached reader does not read. A stored protocol rules it out
+    (test_fleet_protocol.py)."""
     writer, reader = process(3), process(4, fresh_reads=False)
     dynamodb_models(FleetLog)
+    drop_fleet_protocol(FleetShards, writer, reader)
     CLOCK.at(100)
     writer(KEY, 0).save()
     assert [item.accessed_at for item in reader.query(KEY)] == [0]
@@ -146,7 +158,7 @@ def test_a_writer_without_delayed_growth_is_what_a_cached_reader_would_miss(dyna
 def test_forty_processes_query_a_grown_key_with_one_metadata_read_each(dynamodb_models: Bind) -> None:
     grower = process(5, fresh_reads=False)
     fleet = [process(100 + n, fresh_reads=False) for n in range(40)]
-    fresh = [process(200 + n) for n in range(2)]  # fresh_reads=True: one read per query
+    fresh = [process(200 + n, fresh_reads=True) for n in range(2)]  # declared so: one read per query
     dynamodb_models(FleetLog)
     CLOCK.at(200)
     grower.shards.grow(KEY)  # 2 shards
@@ -248,6 +260,7 @@ def test_new_processes_spread_their_first_writes_of_a_hinted_hot_key(dynamodb_mo
     grower(KEY, 0).save()
     grower.shards.grow(KEY)
     grower.shards.grow(KEY)  # 4 shards, listed in every hint copy
+    CLOCK.sleep(TTL + 1.5)  # the growth is in effect (cached reads: cache_ttl + clock_skew after it)
     stored = {raw["partition_key"]["S"]: raw for raw in raw_items(FleetShards) if "#hot-keys" in raw["model"]["S"]}
     assert sorted(stored) == [f"#hot-keys#{n}" for n in range(4)]
 
@@ -259,7 +272,7 @@ def test_new_processes_spread_their_first_writes_of_a_hinted_hot_key(dynamodb_mo
     assert sum(count for key, count in written.items() if key.startswith(KEY)) == 40
     assert set(key for key in written if key.startswith(KEY)) == {f"{KEY}_{n}" for n in range(1, 5)}
     assert max(count for key, count in written.items() if key.startswith(KEY)) <= 15  # 1.5 x 10
-    reads = [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name]
+    reads = metadata_gets(sent)
     hint_reads = [body for body in reads if body["Key"]["partition_key"]["S"].startswith("#hot-keys#")]
     assert len(hint_reads) == 40  # one per process (a cache_ttl)
     assert reads == hint_reads  # the hinted key's count comes with the hints; nothing for cold keys
@@ -303,7 +316,7 @@ def test_writers_of_a_hinted_hot_key_read_only_the_hints(dynamodb_models: Bind) 
             for n, model in enumerate(writers):
                 model(key, 10_000 + 100 * step + n).save()
             CLOCK.sleep(TTL / 2)
-    reads = [body for body in sent.bodies("GetItem") if body["TableName"] == FleetShards.Meta.table_name]
+    reads = metadata_gets(sent)
     assert reads, "the writers read the hints"
     assert all(body["Key"]["partition_key"]["S"].startswith("#hot-keys#") for body in reads)
     assert all(body["ConsistentRead"] for body in reads)

@@ -56,9 +56,10 @@ def regions(dynamodb_local: DynamoDBLocal, second_server: DynamoDBLocal) -> Iter
 
 
 def raw_metadata(region: Region) -> list[dict[str, Any]]:
+    """The metadata items but the fleet protocol record (a table-wide record, not stamped)."""
     pages = region.client().get_paginator("scan").paginate(TableName=region.shards.Meta.table_name,
                                                            ConsistentRead=True)
-    return [item for page in pages for item in page["Items"]]
+    return [item for page in pages for item in page["Items"] if item["partition_key"]["S"] != "#protocol"]
 
 
 def record(region: Region) -> dict[str, Any]:

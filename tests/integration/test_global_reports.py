@@ -98,17 +98,22 @@ def test_a_due_report_never_makes_a_save_wait(cut_off: Region, clocks: Clocks) -
         dropped.append({"sender": sender, **extra})
 
     with home_request_dropped.connected_to(record):
-        log(key="k", at=0.0).save()  # counting starts
-        clocks.now += 5.0
-        log(key="k", at=1.0).save()  # a report is due: the home region is unreachable
+        # A put is four quanta at these limits (0.5 x 10 units x 5 s over 100 reports): a report
+        # is due at once, and the home region is unreachable.
+        log(key="k", at=0.0).save()
         assert clocks.waits == []
         assert len(sent) == 1  # one attempt, not retried by botocore
         assert log.shards.strategy.home_requests_dropped == 1
         assert [(entry["sender"], entry["key"], entry["request"]) for entry in dropped] == [(log, "k", "rate report")]
-        clocks.now += 5.0
-        log(key="k", at=2.0).save()  # due again, within the pause after the failure: not sent
+        clocks.now += 1.0
+        log(key="k", at=1.0).save()  # due again, within the pause after the failure: not sent
         assert len(sent) == 1
         assert log.shards.strategy.home_requests_dropped == 2
+        assert clocks.waits == []
+        clocks.now += 5.0
+        log(key="k", at=2.0).save()  # past the pause: tried again, once
+        assert len(sent) == 2
+        assert log.shards.strategy.home_requests_dropped == 3
         assert clocks.waits == []
     assert raw_log(cut_off) == [("k_1", 0.0), ("k_1", 1.0), ("k_1", 2.0)]
     assert history(cut_off, "k") == set()  # nothing written to the local metadata replica
@@ -117,9 +122,14 @@ def test_a_due_report_never_makes_a_save_wait(cut_off: Region, clocks: Clocks) -
 def test_a_throttled_save_goes_on_when_its_growth_cannot_reach_home(cut_off: Region, clocks: Clocks) -> None:
     log = cut_off.log
     Faults(log, "PutItem").plan = ["throttle", "throttle"]
-    log(key="hot", at=0.0).save()
+    dropped: list[str] = []
+    with home_request_dropped.connected_to(lambda sender, **extra: dropped.append(extra["request"])):
+        log(key="hot", at=0.0).save()
     assert clocks.waits == [0.0, 0.0]  # the throttle backoffs (0 here), none on the home region
-    assert log.shards.strategy.home_requests_dropped == 2  # one growth per throttle, dropped
+    # The throttled put counted once in the rate (a report at once: a put is four quanta here),
+    # then one growth per throttle.
+    assert dropped == ["rate report", "growth", "growth"]
+    assert log.shards.strategy.home_requests_dropped == 3
     assert raw_log(cut_off) == [("hot_1", 0.0)]
     assert history(cut_off, "hot") == set()
 

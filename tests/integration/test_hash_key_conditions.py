@@ -128,7 +128,8 @@ class DynamicLog(ShardedModel):
     file_path = UnicodeAttribute(hash_key=True)
     accessed_at = NumberAttribute(range_key=True)
     user_id = UnicodeAttribute()
-    shards = Sharding(DynamicShards(DynamicLogShards))
+    # Growths written to at once (the fleet protocol of fresh reads, stored with the table).
+    shards = Sharding(DynamicShards(DynamicLogShards, fresh_reads=True))
 
 
 SHARDED = [RandomLog, HashedLog]

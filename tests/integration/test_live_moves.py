@@ -255,6 +255,7 @@ def grown(dynamodb_models: Callable[..., Any]) -> None:
     LiveLog.shards.grow(KEY)
     LiveLog.shards.grow(KEY)
     assert 4 == LiveLog.shards.shard_count(KEY)
+    CLOCK.now += 60 + 1 + 1  # the growths are in effect (cached reads: cache_ttl + clock_skew later)
     for at in range(40):
         LiveLog(KEY, at, value=at).save()
     assert 4 == OtherProcess.shards.shard_count(KEY)  # cached in the other process

@@ -115,6 +115,8 @@ class EventShards(ShardMetadata):
 
 
 def dynamic(clock: Clock, **kwargs: Any) -> DynamicShards:
+    # Growths written to at once (the fleet protocol of fresh reads, stored with the table).
+    kwargs.setdefault("fresh_reads", True)
     return DynamicShards(EventShards, initial=1, max_shards=8, cooldown=0, backoff=(0, 0),
                          growth="double", clock=clock, sleep=clock.advance, **kwargs)
 

@@ -39,6 +39,7 @@ from pynamodb_sharding import (
     ShardedModel,
     Sharding,
     ShardMetadata,
+    store_fleet_protocol,
 )
 from pynamodb_sharding._throttling import classify
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
@@ -100,9 +101,9 @@ class Upload(ShardedModel):
 
 
 class GrowingUpload(Upload):
-    """The same table, for the test of a growth: writers use a grown count at once (fresh
-    reads), which ``fresh_reads=False`` delays by ``cache_ttl + clock_skew`` (the clock here
-    never moves)."""
+    """The same table, for the test of a growth: on a table whose fleet protocol says fresh
+    reads, writers use a grown count at once, which cached reads delay by ``cache_ttl +
+    clock_skew`` (the clock here never moves)."""
 
     shards = Sharding(
         DynamicShards(
@@ -172,6 +173,7 @@ def test_every_reason_has_its_test() -> None:
 
 def test_table_write_key_range_grows_and_the_save_succeeds(upload: None) -> None:
     reason = "TableWriteKeyRangeThroughputExceeded"
+    store_fleet_protocol(GrowingUpload, cached_reads=False, immediately=True)  # before any process runs
     with simulate_partition_limits(Upload, **{**LIMITED, **LIMITS[reason]}) as simulator:
         for at in (90, 91):  # empty the key's only partition (deletes of absent items cost a unit)
             GrowingUpload("/hot", at).delete()

@@ -92,7 +92,9 @@ class DynamicUpload(ShardedModel):
     name = UnicodeAttribute(range_key=True)
     size = NumberAttribute()
     version = VersionAttribute()
-    shards = Sharding(DynamicShards(UniqueShards, initial=2, max_shards=8, cooldown=0, random=PICKS))
+    # Growths written to at once (the fleet protocol of fresh reads, stored with the table).
+    shards = Sharding(DynamicShards(UniqueShards, initial=2, max_shards=8, cooldown=0, random=PICKS,
+                                    fresh_reads=True))
 
 
 class PlainNote(Model):

@@ -11,6 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding._metadata import ShardMetadata
+from pynamodb_sharding._protocol import PROTOCOL_KEY
 from pynamodb_sharding.testing.binding import ModelBinding
 from tests.raw import raw_items
 
@@ -58,7 +59,9 @@ def test_truncate_empties_every_bound_table(empty: ModelBinding) -> None:
     Growing.shards.grow("/g")
     assert Growing.shards.shard_count("/g") == 2
     assert empty.truncate() == 60 + 1 + 1  # the readings, the growing item, its metadata item
-    assert raw_items(Reading) == raw_items(Growing) == raw_items(ModuleShards) == []
+    assert raw_items(Reading) == raw_items(Growing) == []
+    # The metadata table keeps the fleet protocol create_table stored in it: it stays as created.
+    assert [(raw["partition_key"]["S"], raw["model"]["S"]) for raw in raw_items(ModuleShards)] == [PROTOCOL_KEY]
     assert Growing.shards.shard_count("/g") == 1  # the cached count went with its item
     assert empty.table_names == names  # the same tables, kept
 

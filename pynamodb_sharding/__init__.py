@@ -64,8 +64,9 @@ if TYPE_CHECKING:
         UnknownIndexError,
         WriteRegionError,
     )
-    from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
+    from pynamodb_sharding._fanout import FanoutPoolWarning
     from pynamodb_sharding._home import HomeMove, move_home
+    from pynamodb_sharding._merged_results import MergedPageIterator, MergedResultIterator
     from pynamodb_sharding._metadata import ShardMetadata
     from pynamodb_sharding._model import ShardedIndex, ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
@@ -191,7 +192,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ShardRequestError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
         "WriteRegionError",
     ),
-    "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
+    "_fanout": ("FanoutPoolWarning",),
+    "_merged_results": ("MergedPageIterator", "MergedResultIterator",),
     "_home": ("HomeMove", "move_home",),
     "_metadata": ("ShardMetadata",),
     "_model": ("ShardedIndex", "ShardedModel"),

@@ -3,7 +3,7 @@
 Each runs the sync method of the same name on the caller's event loop through
 :mod:`~pynamodb_sharding._async_transport`, so its items, order, cursors, page tokens and errors
 are the sync method's. A merged query's result is :class:`AsyncMergedResult`: an async iterator
-over the same :class:`~pynamodb_sharding._fanout.MergedResultIterator` the sync ``query``
+over the same :class:`~pynamodb_sharding._merged_results.MergedResultIterator` the sync ``query``
 returns, each ``__anext__`` one ``next()`` of it on the loop.
 
 Cancellation: a cancelled read abandons its requests in flight and closes the merged query (its
@@ -25,7 +25,7 @@ from pynamodb_sharding._periods import is_time_partitioned
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
-    from pynamodb_sharding._fanout import MergedResultIterator
+    from pynamodb_sharding._merged_results import MergedResultIterator
 
 __all__ = ["AsyncMergedResult", "read", "write"]
 

@@ -40,7 +40,7 @@ from pynamodb_sharding._routes import TableRoutes
 
 if TYPE_CHECKING:
     from pynamodb_sharding._async_results import AsyncMergedResult
-    from pynamodb_sharding._fanout import MergedResultIterator
+    from pynamodb_sharding._merged_results import MergedResultIterator
 
 __all__ = ["ShardedModel", "with_companions"]
 

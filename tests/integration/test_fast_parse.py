@@ -26,8 +26,8 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
-from pynamodb_sharding import _fanout as fanout
 from pynamodb_sharding import _fastparse as fastparse
+from pynamodb_sharding import _query_plan as query_plan
 from pynamodb_sharding._host import BEFORE_PARSE_HOOK
 from pynamodb_sharding.testing import record_requests
 
@@ -180,7 +180,7 @@ def test_a_large_limit_reads_pages_no_larger_than_the_memory_bound(
         with model.batch_write() as batch:
             for at in range(1200):
                 batch.save(model("s1", at))
-    monkeypatch.setattr(fanout, "DEFAULT_BUFFERED_ITEMS", 800)  # 100 items a page over 4 shards
+    monkeypatch.setattr(query_plan, "DEFAULT_BUFFERED_ITEMS", 800)  # 100 items a page over 4 shards
     with record_requests(Reading) as sent:
         merged = [item.at for item in Reading.query("s1", limit=1000)]
     assert merged == [item.at for item in PlainReading.query("s1", limit=1000)]

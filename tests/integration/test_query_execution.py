@@ -23,9 +23,10 @@ from pynamodb.exceptions import QueryError
 from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
-from pynamodb_sharding import _fanout as fanout
+from pynamodb_sharding import _query_plan as query_plan
 from pynamodb_sharding._exceptions import ShardingDefinitionError
-from pynamodb_sharding._fanout import FanoutPoolWarning, MergedResultIterator
+from pynamodb_sharding._fanout import FanoutPoolWarning
+from pynamodb_sharding._merged_results import MergedResultIterator
 from pynamodb_sharding._pool import fanout_threads
 from pynamodb_sharding._strategies import ItemKey, ShardKey
 from pynamodb_sharding.testing import record_requests
@@ -196,7 +197,7 @@ def test_fewest_items_reads_about_each_shards_share(dynamodb_models: BindModels,
 @pytest.mark.parametrize("limit", [5, 12, 20, 50, 120])
 def test_one_round_trip_by_default(dynamodb_models: BindModels, limit: int) -> None:
     """By default each shard is first asked for enough that a page rarely needs a second
-    request (``fanout.one_round_trip_share``): on evenly spread data, exactly one per shard."""
+    request (``query_plan.one_round_trip_share``): on evenly spread data, exactly one per shard."""
     dynamodb_models(EvenMetric)
     with EvenMetric.batch_write() as batch:
         for at in range(200):
@@ -206,8 +207,8 @@ def test_one_round_trip_by_default(dynamodb_models: BindModels, limit: int) -> N
         got = [int(m.at) for m in results]
     assert got == list(range(limit))
     assert len(bodies) == 4
-    assert {body["Limit"] for body in bodies} == {fanout.one_round_trip_share(limit, 4)}
-    assert fanout.one_round_trip_share(limit, 4) < limit or limit < 8  # far below the limit per shard
+    assert {body["Limit"] for body in bodies} == {query_plan.one_round_trip_share(limit, 4)}
+    assert query_plan.one_round_trip_share(limit, 4) < limit or limit < 8  # far below the limit per shard
 
 
 @pytest.mark.parametrize("model", [Metric, LeanMetric], ids=["one_round_trip", "fewest_items"])

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynamodb_sharding import _fanout as fanout
+from pynamodb_sharding import _shard_requests as shard_requests
 from pynamodb_sharding._cursor import RawItem, RawKey
 from pynamodb_sharding._merge import Page, ShardMerge, sort_value
 from pynamodb_sharding._pool import fanout_threads
@@ -445,7 +446,7 @@ class TestFork:
 
     def test_module_locks_are_fresh_in_a_child(self) -> None:
         """A lock a parent's thread held at the fork is not held forever in the child."""
-        limiter = fanout._SharedRateLimiter(10.0)
+        limiter = shard_requests._SharedRateLimiter(10.0)
         with fanout._warned_lock, limiter._lock:
             child = fork_running(
                 lambda: fanout._warned_lock.acquire(timeout=2) and limiter._lock.acquire(timeout=2),

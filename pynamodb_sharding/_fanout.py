@@ -25,11 +25,20 @@ from pynamodb.constants import CAMEL_COUNT, LAST_EVALUATED_KEY
 from pynamodb.expressions.condition import Condition
 
 from pynamodb_sharding._conditions import Usage, rewrite_condition
-from pynamodb_sharding._cursor import CursorState, RawItem, RawKey, TokenCodec, decode_cursor
+from pynamodb_sharding._cursor import (
+    CursorState,
+    MergePosition,
+    RawItem,
+    RawKey,
+    RawValue,
+    TokenCodec,
+    decode_cursor,
+)
 from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import sharded_index
-from pynamodb_sharding._merge import SHARE_SLACK, Page, ShardMerge, SortValue, sort_value
+from pynamodb_sharding._merge import SHARE_SLACK, STARTS_AT_POSITION, Page, ShardMerge, SortValue, Start, sort_value
 from pynamodb_sharding._merged_results import MergedResultIterator
 from pynamodb_sharding._point_reads import (
     index_entries,
@@ -40,6 +49,9 @@ from pynamodb_sharding._point_reads import (
 from pynamodb_sharding._pool import BoundedSubmitter, fanout_threads, on_event_loop
 from pynamodb_sharding._query_plan import (
     SHARE_MIN_PER_SHARD,
+    QueryPlan,
+    admits,
+    closed_end,
     copies_of_moving_items,
     default_page_size,
     default_workers,
@@ -196,14 +208,28 @@ def merged_query(
                                     max_workers=max_workers, first_only=until is not None)
              if shards is None and index_name is None and last_evaluated_key is None else None)
     plan = plan_query(model, hash_key, shards, index_name, consistent_read, forward, until=until)
+    meta = table_connection(model).get_meta_table()
+    table_sort = meta.range_keyname
+    # What breaks a tie at a sort value: the item's table key, as stored.
+    tie_names = (meta.hash_keyname, *(() if table_sort is None else (table_sort,)))
     state = CursorState()
     tokens = TokenCodec(plan.scope, plan.key_names, plan.hash_name, shard_manager(model).cursor_secrets(),
-                        shard_name=plan.shard_name)
+                        shard_name=plan.shard_name, sort_name=plan.sort_name, tie_names=tie_names,
+                        tie_shard=tie_shard(model, hash_key) if index_name is None else None)
     if last_evaluated_key is not None:
         state = decode_cursor(last_evaluated_key, plan.scope, key_names=plan.key_names,
                               hash_name=plan.hash_name, hash_value=plan.hash_value, secrets=tokens.secrets,
-                              shard_name=plan.shard_name)
-    starts = {shard: state.positions.get(shard) for shard in plan.hash_values}
+                              shard_name=plan.shard_name, sort_name=plan.sort_name, tie_names=tie_names)
+    starts = resume_starts(plan, state)
+    after = state.after
+    resume_at = None
+    if after is not None and after.value is not None and plan.sort_name is not None:
+        if admits(range_key_condition, after.value):
+            resume_at = (plan.sort_name, after.value)
+        else:
+            # A cursor of a query under another range condition: DynamoDB refuses a start key
+            # outside the range, as it refuses PynamoDB's.
+            starts = outside_starts(plan, after)
 
     hash_values = dict(plan.hash_values)
     first_reads = plan.first_reads
@@ -215,7 +241,8 @@ def merged_query(
         send.page_size = size
     else:
         send = ShardQuery(model, rate_limit, **query_options, limit=size, replicas=not first_reads,
-                           attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names))
+                          attributes_to_get=with_key_attributes(attributes_to_get, plan.key_names),
+                          resume_at=resume_at)
 
     observer = query_observer
     trace = observer(model, index_name, len(hash_values), "query") if observer is not None else None
@@ -236,7 +263,7 @@ def merged_query(
             return page
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
-    def fetch_page(shard: int, start: RawKey | None) -> Page:
+    def fetch_page(shard: int, start: Start) -> Page:
         if first_reads:
             read_first.wait()
             first = read_first.take(shard, start) if shard in first_reads else None
@@ -248,13 +275,13 @@ def merged_query(
         data = traced(trace, shard, lambda: send(hash_values[shard], start))
         return current(as_page(data))
 
-    def fetch_share(shard: int, start: RawKey | None, size: int) -> Page:
+    def fetch_share(shard: int, start: Start, size: int) -> Page:
         sent = early.take(shard, start, hash_values[shard]) if early is not None else None
         if sent is not None:
             return current(as_page(traced(trace, shard, sent.result)))
         return current(as_page(traced(trace, shard, lambda: send(hash_values[shard], start, size))))
 
-    def send_first(shard: int, start: RawKey | None) -> dict[str, Any]:
+    def send_first(shard: int, start: Start) -> dict[str, Any]:
         return traced(trace, shard, lambda: send(hash_values[shard], start))
 
     read_first = ReadFirst(send_first, {shard: starts.get(shard) for shard in first_reads}, limit,
@@ -272,8 +299,6 @@ def merged_query(
     if starts:
         _check_pool(model, min(workers, len(starts)))
     identity: Callable[[RawItem], Any] | None = None
-    meta = table_connection(model).get_meta_table()
-    table_sort = meta.range_keyname
     if first_reads and sharded_index(model, index_name) is not None:
         # A sharded index's bare stream: its entries are items of any table key, and an item
         # rewritten (``migrate reindex``) while the query runs may be seen in both streams.
@@ -303,6 +328,11 @@ def merged_query(
     merge = ShardMerge(fetch_page, starts, sort_key=sort_key, key_names=plan.key_names, forward=forward,
                        limit=limit, max_workers=workers, shadowed=first_reads, identity=identity, copies=copies,
                        resumes_after=resumes_after, returned=state.returned, also_returned=state.also_returned,
+                       sort_name=plan.sort_name, after=after, tie_names=tie_names,
+                       # An adopted index's bare value: the application rewrites its entries into
+                       # shards under new sort values while the query runs.
+                       unique_streams=first_reads if index_name is not None else (),
+                       unique_keys=shard_manager(model).keeps_keys_unique,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),
@@ -315,7 +345,53 @@ def merged_query(
                                 shard_query=send, tokens=tokens,
                                 given_state=state if last_evaluated_key is not None else None,
                                 partial=leaves_out_keys(attributes_to_get, shard_manager(model).key_names),
-                                filtered=query_options["filter_condition"] is not None)
+                                filtered=query_options["filter_condition"] is not None,
+                                last_value=(closed_end(range_key_condition, forward)
+                                            if index_name is None and plan.sort_name is not None else None))
+
+
+def tie_shard(model: type[Any], hash_key: Any) -> Callable[[RawValue], int | None]:
+    """The shard of a physical key of ``hash_key`` (a table query's tie), else ``None``."""
+    codec = shard_manager(model).codec
+
+    def shard(value: RawValue) -> int | None:
+        try:
+            logical, number = codec.decode(value.get("S"))
+        except ShardKeyError:
+            return None
+        return number if logical == hash_key else None
+
+    return shard
+
+
+def resume_starts(plan: QueryPlan, state: CursorState) -> dict[int, Start]:
+    """Where each stream of ``plan`` starts for a query resuming from ``state``.
+
+    From a position (a cursor of this version, or plain PynamoDB's): a stream the cursor names
+    resumes right after its own key, every other one at the position's sort value
+    (:data:`~pynamodb_sharding._merge.STARTS_AT_POSITION`), where the merge skips what the
+    position returned. From a version 1 cursor: each stream right after its own key, the others
+    from their start.
+    """
+    if state.after is None:
+        return {shard: state.positions.get(shard) for shard in plan.hash_values}
+    return {shard: state.positions.get(shard, STARTS_AT_POSITION) for shard in plan.hash_values}
+
+
+def outside_starts(plan: QueryPlan, after: MergePosition) -> dict[int, Start]:
+    """Each stream's start key at a position its query's key condition does not admit: DynamoDB
+    answers those with the error it gives a PynamoDB query resuming outside its range."""
+    (kind,) = plan.scope.key
+    tie = after.ties[-1].key if after.ties else {}
+    starts: dict[int, Start] = {}
+    for shard in plan.hash_values:
+        start: RawKey = {**tie, plan.hash_name: {kind: plan.hash_value(shard)}}
+        if plan.sort_name is not None and after.value is not None:
+            start[plan.sort_name] = after.value
+        if plan.shard_name is not None:
+            start[plan.shard_name] = {"N": str(shard)}
+        starts[shard] = start
+    return starts
 
 
 def merged_count(

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,7 +24,7 @@ from pynamodb.constants import (
 
 from pynamodb_sharding._cursor import CursorScope, CursorState, RawItem, TokenCodec, encode_cursor
 from pynamodb_sharding._exceptions import CursorError
-from pynamodb_sharding._merge import ShardMerge
+from pynamodb_sharding._merge import ShardMerge, sort_value
 from pynamodb_sharding._point_reads import mark_partial
 from pynamodb_sharding._query_plan import DEFAULT_BUFFERED_ITEMS
 
@@ -72,6 +72,7 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         tokens: TokenCodec | None = None,
         given_state: CursorState | None = None,
         filtered: bool = False,
+        last_value: Mapping[str, Any] | None = None,
     ) -> None:
         self._merge = merge
         self._scope = scope
@@ -83,6 +84,9 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         #: What a plain query's pages would hold: its ``Limit`` (``page_size``, else ``limit``).
         self._plain_page_size = page_size
         self._filtered = filtered
+        #: The last sort key a table query's key condition admits, included: nothing follows an
+        #: item there, and DynamoDB gives no ``LastEvaluatedKey`` for a page ending on it.
+        self._last_value = sort_value(last_value) if last_value is not None else None
         self._shard_query = shard_query
         self._default_request_limit = shard_query.page_size if shard_query is not None else None
         self._is_last_page = False
@@ -196,16 +200,22 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         query's pages are the items returned, ``page_size`` at a time: after ``r`` items it has
         a cursor when ``r`` is a multiple of the page size, otherwise only when an item follows.
         A filter hides where DynamoDB's ``Limit`` cut the items it evaluated: a query with a
-        page size then has a cursor until a ``next()`` found the end.
+        page size then has a cursor until a ``next()`` found the end. A table query's page that
+        ends on the last sort key its key condition admits has none, as DynamoDB's.
         """
         merge = self._merge
-        state, remaining = merge.state()
+        state, remaining = merge.state(self._given_state)
         if merge.exhausted:
             return None  # a next() found the end: a plain query's last page has no key
         if merge.returned == 0:
             return state if remaining else None
+        # On the last sort key the key condition admits, DynamoDB's page ends without a key:
+        # a cursor only if an item follows (a second copy of a duplicated key, in another shard).
+        after = state.after
+        at_end = (self._last_value is not None and after is not None and after.value is not None
+                  and sort_value(after.value) == self._last_value)
         size = self._plain_page_size
-        if size is not None and (self._filtered or merge.returned % size == 0):
+        if size is not None and not at_end and (self._filtered or merge.returned % size == 0):
             return state
         if not remaining:
             return None
@@ -270,6 +280,7 @@ class MergedResultIterator(Iterator[_M]):
         given_state: CursorState | None = None,
         partial: bool = False,
         filtered: bool = False,
+        last_value: Mapping[str, Any] | None = None,
     ) -> None:
         self._model = model
         self._from_raw_data: Callable[[dict[str, Any]], _M] = model.from_raw_data
@@ -279,6 +290,7 @@ class MergedResultIterator(Iterator[_M]):
         self.page_iter = MergedPageIterator(
             merge, scope, given_cursor=given_cursor, key_names=key_names, page_size=page_size,
             shard_query=shard_query, tokens=tokens, given_state=given_state, filtered=filtered,
+            last_value=last_value,
         )
 
     def __iter__(self) -> MergedResultIterator[_M]:

@@ -34,7 +34,9 @@ __all__ = [
     "SHARE_MIN_PER_SHARD",
     "IndexPartition",
     "QueryPlan",
+    "admits",
     "closed_end",
+    "condition_from",
     "copies_of_moving_items",
     "default_page_size",
     "default_workers",
@@ -162,8 +164,8 @@ def range_end(model: type[Any], condition: Condition | None, index_name: str | N
 
 def closed_end(condition: Condition | None, forward: bool) -> Mapping[str, Any] | None:
     """The last value a table query's key ``condition`` admits in the reading direction, when it
-    is a bound the condition includes (``<=`` or ``BETWEEN``'s upper bound read forward, ``>=``
-    or its lower bound read backward); else ``None``.
+    is a bound the condition includes (``=``; ``<=`` or ``BETWEEN``'s upper bound read forward,
+    ``>=`` or its lower bound read backward); else ``None``.
 
     A shard whose resume key sits on that value has nothing left, and DynamoDB refuses the
     request ("The provided starting key does not match the range key predicate"), so
@@ -175,7 +177,7 @@ def closed_end(condition: Condition | None, forward: bool) -> Mapping[str, Any] 
     operands = condition.values
     if condition.operator == "BETWEEN" and len(operands) == 3:
         bound = operands[2] if forward else operands[1]
-    elif condition.operator == ("<=" if forward else ">=") and len(operands) == 2:
+    elif condition.operator in ("=", "<=" if forward else ">=") and len(operands) == 2:
         bound = operands[1]
     else:
         return None
@@ -388,3 +390,84 @@ def is_sharded_index(model: type[Any], index_name: str) -> bool:
     meta = table_connection(model).get_meta_table()
     return bool(meta.get_index_hash_keyname(index_name) == meta.hash_keyname)
 
+
+
+#: The longest sort key DynamoDB stores, in bytes: every string with a given prefix sorts at or
+#: below the prefix padded to it with the highest characters.
+_MAX_SORT_KEY_BYTES = 1024
+# The highest character of each UTF-8 length (1 to 4 bytes).
+_HIGHEST = {1: "\x7f", 2: "\u07ff", 3: "\uffff", 4: "\U0010ffff"}
+
+
+def _highest_with_prefix(prefix: Mapping[str, Any]) -> dict[str, Any]:
+    """The highest sort key that begins with ``prefix`` (an ``S`` or ``B`` value): the prefix
+    padded to DynamoDB's longest sort key with the highest characters (bytes)."""
+    ((kind, inner),) = prefix.items()
+    if kind == "B":
+        raw = bytes(inner) if isinstance(inner, bytes | bytearray) else inner.encode()
+        return {"B": raw + b"\xff" * max(0, _MAX_SORT_KEY_BYTES - len(raw))}
+    text = str(inner)
+    left = max(0, _MAX_SORT_KEY_BYTES - len(text.encode("utf-8")))
+    tail = _HIGHEST[4] * (left // 4) + (_HIGHEST[left % 4] if left % 4 else "")
+    return {"S": text + tail}
+
+
+def condition_from(
+    condition: Condition | None, name: str, value: Mapping[str, Any], forward: bool,
+) -> tuple[Condition, Callable[[RawItem], bool] | None]:
+    """The key condition of a stream that a resumed index query starts at a position's sort key
+    ``value``, included: ``condition`` (the query's own, on the sort key ``name``) from ``value``
+    on in the reading direction, and a check of each item read that is ``None`` when the
+    condition admits exactly what it should, else keeps only what ``condition`` admits (a
+    strict bound read as an inclusive one: DynamoDB's key conditions have one clause).
+
+    ``value`` is the sort key of an item the query returned, so ``condition`` admits it.
+    """
+    path = Path([name])
+    at = Value(dict(value))
+    operator = condition.operator if condition is not None else None
+    operands: list[Any] = ([getattr(operand, "value", None) for operand in condition.values[1:]]
+                           if condition is not None else [])
+    if condition is None or (operator in (">", ">=") if forward else operator in ("<", "<=")):
+        return (path >= at if forward else path <= at), None
+    if operator == "=":
+        return condition, None
+    if operator == "BETWEEN":
+        return (path.between(at, Value(operands[1])) if forward else path.between(Value(operands[0]), at)), None
+    if operator == "begins_with":
+        prefix = operands[0]
+        if forward:
+            return path.between(at, Value(_highest_with_prefix(prefix))), None
+        return path.between(Value(prefix), at), None
+    # A bound on the other side: between the position and it, a strict one dropped by the check.
+    (bound,) = operands
+    bounded = path.between(at, Value(bound)) if forward else path.between(Value(bound), at)
+    if operator in ("<=", ">="):
+        return bounded, None
+    excluded = sort_value(bound)
+    return bounded, lambda item: sort_value(item[name]) != excluded
+
+
+def admits(condition: Condition | None, value: Mapping[str, Any]) -> bool:
+    """Whether a key ``condition`` on the sort key admits ``value`` (a raw key value); ``True``
+    for a condition it cannot judge (DynamoDB does)."""
+    if condition is None:
+        return True
+    operands: list[Any] = [getattr(operand, "value", None) for operand in condition.values[1:]]
+    if not all(isinstance(operand, dict) and len(operand) == 1 for operand in operands):
+        return True
+    if any(set(operand) != set(value) for operand in operands):
+        return False  # another type: DynamoDB refuses such a start key
+    have: Any = sort_value(value)
+    bounds: list[Any] = [sort_value(operand) for operand in operands]
+    operator = condition.operator
+    if operator == "BETWEEN":
+        return bool(bounds[0] <= have <= bounds[1])
+    if operator == "begins_with":
+        return bool(have[:len(bounds[0])] == bounds[0])
+    comparisons: dict[str, Callable[[Any, Any], bool]] = {
+        "=": lambda a, b: bool(a == b), "<": lambda a, b: bool(a < b), "<=": lambda a, b: bool(a <= b),
+        ">": lambda a, b: bool(a > b), ">=": lambda a, b: bool(a >= b),
+    }
+    compare = comparisons.get(operator)
+    return True if compare is None else compare(have, bounds[0])

@@ -29,16 +29,23 @@ from pynamodb.constants import (
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.pagination import RateLimiter
 
-from pynamodb_sharding._cursor import RawItem, RawKey
+from pynamodb_sharding._cursor import RawItem, RawValue
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._fastparse import parsed_quickly
 from pynamodb_sharding._hedging import hedged
-from pynamodb_sharding._host import range_keyname, table_connection
+from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import index_not_ready
-from pynamodb_sharding._merge import Page, sort_value
+from pynamodb_sharding._merge import Page, Start, sort_value
 from pynamodb_sharding._point_reads import with_key_attributes
 from pynamodb_sharding._pool import fanout_executor, hedging_scheduler, new_future, new_lock, pause
-from pynamodb_sharding._query_plan import IndexPartition, closed_end, default_page_size, default_workers, first_share
+from pynamodb_sharding._query_plan import (
+    IndexPartition,
+    closed_end,
+    condition_from,
+    default_page_size,
+    default_workers,
+    first_share,
+)
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 __all__ = ["EarlyFirstPages", "QueryTrace", "ReadFirst", "ShardQuery", "as_page", "traced"]
@@ -51,10 +58,14 @@ class ShardQuery:
 
     ``replicas=False``: the table only (a query of a key whose items a job is moving reads the
     places they leave before the places they reach, which only holds on one copy).
+    ``resume_at``: an index query resumed from a position, ``(sort-key attribute, value)``: every
+    request reads from that value on (included), within the query's own key condition, and a
+    stream started :data:`~pynamodb_sharding._merge.STARTS_AT_POSITION` sends no
+    ``ExclusiveStartKey``.
     """
 
     def __init__(self, model: type[Any], rate_limit: float | None, *, replicas: bool = True,
-                 **query_kwargs: Any) -> None:
+                 resume_at: tuple[str, RawValue] | None = None, **query_kwargs: Any) -> None:
         self._model = model
         self._copies = read_copies(model, consistent_read=query_kwargs.get("consistent_read"),
                                    index_name=query_kwargs.get("index_name")) if replicas else None
@@ -70,12 +81,17 @@ class ShardQuery:
         forward = query_kwargs.get("scan_index_forward") is not False
         self._end = (closed_end(query_kwargs.get("range_key_condition"), forward)
                      if query_kwargs.get("index_name") is None else None)
-        self._sort_name = range_keyname(model)
+        self._sort_name = self._connection.get_meta_table().range_keyname  # as stored (attr_name)
+        self._keep: Callable[[RawItem], bool] | None = None
+        if resume_at is not None:
+            name, value = resume_at
+            condition, self._keep = condition_from(query_kwargs.get("range_key_condition"), name, value, forward)
+            self._kwargs["range_key_condition"] = condition
 
-    def _read_to_the_end(self, start: RawKey | None) -> bool:
+    def _read_to_the_end(self, start: Start) -> bool:
         """``start`` sits on the last value the key condition admits."""
         end, name = self._end, self._sort_name
-        if end is None or start is None or name is None or name not in start:
+        if end is None or not isinstance(start, dict) or name is None or name not in start:
             return False
         resumed = start[name]
         return set(resumed) == set(end) and sort_value(resumed) == sort_value(end)
@@ -90,9 +106,10 @@ class ShardQuery:
     def page_size(self, limit: int | None) -> None:
         self._kwargs["limit"] = limit
 
-    def __call__(self, hash_value: Any, start: RawKey | None, limit: int | None = None) -> dict[str, Any]:
+    def __call__(self, hash_value: Any, start: Start, limit: int | None = None) -> dict[str, Any]:
         if self._read_to_the_end(start):  # DynamoDB would refuse that start key; nothing follows it
             return {ITEMS: [], CAMEL_COUNT: 0, SCANNED_COUNT: 0}
+        exclusive_start_key = start if isinstance(start, dict) else None
         limiter = self._limiter
         if limiter is not None:
             limiter.acquire()
@@ -112,7 +129,8 @@ class ShardQuery:
             def send() -> dict[str, Any]:
                 with failing_over(fail_over):  # on the thread that sends it (a hedge has its own)
                     return parsed_quickly(connection.connection.client,
-                                          lambda: connection.query(hash_value, exclusive_start_key=start, **sent))
+                                          lambda: connection.query(hash_value, exclusive_start_key=exclusive_start_key,
+                                                                           **sent))
 
             # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins
             # (on an event loop, the attempts are tasks of the loop and the waits yield to it).
@@ -133,6 +151,12 @@ class ShardQuery:
             raise
         if limiter is not None:
             limiter.consume(data.get(CONSUMED_CAPACITY, {}).get(CAPACITY_UNITS, 0))
+        keep = self._keep
+        if keep is not None and data.get(ITEMS):
+            items = data[ITEMS]
+            kept = [item for item in items if keep(item)]
+            if len(kept) != len(items):
+                data = {**data, ITEMS: kept, CAMEL_COUNT: data[CAMEL_COUNT] - (len(items) - len(kept))}
         return data
 
 
@@ -256,7 +280,7 @@ class EarlyFirstPages:
             pages[shard] = (hash_value, executor.submit(send, hash_value, None, size))
         return cls(send, pages)
 
-    def take(self, shard: int, start: RawKey | None, hash_value: object) -> Future[dict[str, Any]] | None:
+    def take(self, shard: int, start: Start, hash_value: object) -> Future[dict[str, Any]] | None:
         """The early page of ``shard`` if this is the merge's first request of it, once."""
         if start is not None:
             return None
@@ -286,7 +310,7 @@ class ReadFirst:
     request of the query waits until these reads are done.
     """
 
-    def __init__(self, send: Callable[[int, RawKey | None], dict[str, Any]], starts: Mapping[int, RawKey | None],
+    def __init__(self, send: Callable[[int, Start], dict[str, Any]], starts: Mapping[int, Start],
                  limit: int | None, current: Callable[[Page], Page] | None = None) -> None:
         self._send = send
         # What the query keeps of a page (without stale bare copies), applied before any other
@@ -329,7 +353,7 @@ class ReadFirst:
             self._pages = pages
         mine.set_result(pages)
 
-    def take(self, shard: int, start: RawKey | None) -> Page | None:
+    def take(self, shard: int, start: Start) -> Page | None:
         """The page that was read, for the first request of ``shard``'s stream (from ``start``)."""
         with self._lock:
             if shard in self._handed or self._pages is None or start != self._starts.get(shard):
@@ -337,7 +361,7 @@ class ReadFirst:
             self._handed.add(shard)
             return self._pages.get(shard)
 
-    def _read(self, shard: int, start: RawKey | None) -> Page:
+    def _read(self, shard: int, start: Start) -> Page:
         items: list[RawItem] = []
         count = scanned = 0
         consumed: float | None = None

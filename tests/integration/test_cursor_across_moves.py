@@ -1,0 +1,268 @@
+"""A cursor is a position in the merged order: it resumes right after the last item returned in
+every stream the resumed query reads, wherever the items live by then.
+
+Each test pages a key, moves items between two pages the way a job or the application does
+(``migrate reshard`` of adopted legacy items, a ``HashedShards(4)`` -> 8 reshard, ``migrate
+reindex`` of an index adopted in place), and checks that every item that existed throughout is
+returned exactly once, in order, and that the raw table holds each item once. A cursor that
+plain PynamoDB gave before the deploy resumes on a model adopted in place; a page that ends on
+the bound of a range condition resumes with key attributes declared under other names
+(``attr_name``), as PynamoDB does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
+from pynamodb_sharding.migration import JobOptions, reindex, reshard
+from tests.raw import index_items, raw_items
+
+KEY = "stream-1"
+ITEMS = 100
+
+
+class PlainEvent(Model):
+    """What wrote the table before the deploy."""
+
+    class Meta:
+        table_name = "cursor_moves_events"
+
+    stream = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    body = UnicodeAttribute(null=True)
+
+
+class AdoptedEvent(ShardedModel):
+    """The same table, adopted in place."""
+
+    Meta = PlainEvent.Meta
+
+    stream = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    body = UnicodeAttribute(null=True)
+    shards = Sharding(RandomShards(4), legacy_unsharded=True)
+
+
+class Layout4(ShardedModel):
+    class Meta:
+        table_name = "cursor_moves_layouts"
+
+    stream = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(4))
+
+
+class Layout8(ShardedModel):
+    Meta = Layout4.Meta
+
+    stream = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(8, previous_counts=(4,)))
+
+
+class PlainOrdersByState(GlobalSecondaryIndex["PlainOrder"]):
+    class Meta:
+        index_name = "by_state"
+        projection = AllProjection()
+
+    state = UnicodeAttribute(hash_key=True)
+    placed_at = NumberAttribute(range_key=True)
+
+
+class PlainOrder(Model):
+    class Meta:
+        table_name = "cursor_moves_orders"
+
+    order_id = UnicodeAttribute(hash_key=True)
+    state = UnicodeAttribute()
+    placed_at = NumberAttribute()
+    by_state = PlainOrdersByState()
+
+
+class OrdersByState(GlobalSecondaryIndex["Order"]):
+    class Meta:
+        index_name = "by_state"
+        projection = AllProjection()
+
+    state = UnicodeAttribute(hash_key=True)
+    placed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(8), legacy_unsharded=True)
+
+
+class Order(ShardedModel):
+    Meta = PlainOrder.Meta
+
+    order_id = UnicodeAttribute(hash_key=True)
+    state = UnicodeAttribute()
+    placed_at = NumberAttribute()
+    by_state = OrdersByState()
+
+
+class PlainRenamed(Model):
+    """Key attributes stored under other names than the Python ones."""
+
+    class Meta:
+        table_name = "cursor_moves_renamed"
+
+    sensor = UnicodeAttribute(hash_key=True, attr_name="s")
+    at = NumberAttribute(range_key=True, attr_name="t")
+
+
+class Renamed(ShardedModel):
+    class Meta:
+        table_name = "cursor_moves_renamed_sharded"
+
+    sensor = UnicodeAttribute(hash_key=True, attr_name="s")
+    at = NumberAttribute(range_key=True, attr_name="t")
+    shards = Sharding(RandomShards(4))
+
+
+def page(query: Callable[..., Any], cursor: Any, limit: int, **kwargs: Any) -> tuple[list[Any], Any]:
+    """One page, and its cursor as a client stores it (JSON round trip)."""
+    result = query(limit=limit, last_evaluated_key=cursor, **kwargs)
+    items = list(result)
+    next_cursor = result.last_evaluated_key
+    return items, None if next_cursor is None else json.loads(json.dumps(next_cursor))
+
+
+def rest(query: Callable[..., Any], cursor: Any, limit: int, **kwargs: Any) -> list[Any]:
+    items: list[Any] = []
+    while cursor is not None:
+        more, cursor = page(query, cursor, limit, **kwargs)
+        items.extend(more)
+    return items
+
+
+@pytest.fixture
+def options(checkpoint_table: str) -> JobOptions:
+    return JobOptions(total_segments=2, page_size=25, checkpoint_table=checkpoint_table)
+
+
+@pytest.mark.parametrize("limit", [7, 20, 33])
+def test_legacy_items_moved_between_pages_are_returned_once(
+    dynamodb_models: Callable[..., Any], options: JobOptions, limit: int,
+) -> None:
+    """``migrate reshard`` moves the bare items into shards between two pages: the rest of the
+    pages returns each remaining item once, in order (before: 125 items for 100)."""
+    dynamodb_models(PlainEvent, AdoptedEvent)
+    with PlainEvent.batch_write() as batch:
+        for at in range(ITEMS):
+            batch.save(PlainEvent(KEY, at, body="old"))
+    first, cursor = page(AdoptedEvent.query, None, limit, hash_key=KEY)
+    report = reshard(AdoptedEvent, options)
+    assert report.tally.moved == ITEMS
+    assert all(raw["stream"]["S"] != KEY for raw in raw_items(PlainEvent))  # every item moved
+    returned = [int(item.at) for item in first + rest(AdoptedEvent.query, cursor, limit, hash_key=KEY)]
+    assert list(range(ITEMS)) == returned
+
+
+@pytest.mark.parametrize("limit", [9, 25])
+def test_a_reshard_between_pages_returns_each_item_once(
+    dynamodb_models: Callable[..., Any], options: JobOptions, limit: int,
+) -> None:
+    """A ``HashedShards(4)`` -> 8 reshard between pages (before: 116 items for 100)."""
+    dynamodb_models(Layout4, Layout8)
+    with Layout4.batch_write() as batch:
+        for at in range(ITEMS):
+            batch.save(Layout4(KEY, at))
+    first, cursor = page(Layout8.query, None, limit, hash_key=KEY)
+    reshard(Layout8, options)
+    returned = [int(item.at) for item in first + rest(Layout8.query, cursor, limit, hash_key=KEY)]
+    assert list(range(ITEMS)) == returned
+    assert len(raw_items(Layout4)) == ITEMS
+
+
+@pytest.mark.parametrize("token", [False, True], ids=["cursor", "page_token"])
+def test_an_index_reindexed_between_pages_returns_each_item_once(
+    dynamodb_models: Callable[..., Any], options: JobOptions, token: bool,
+) -> None:
+    """docs/indexes.rst's orders/by_state: ``migrate reindex`` between pages (before: 39 items
+    for 30, out of order)."""
+    dynamodb_models(PlainOrder, Order)
+    with PlainOrder.batch_write() as batch:
+        for n in range(30):
+            batch.save(PlainOrder(f"o-{n}", state="pending", placed_at=n))
+    result = Order.by_state.query("pending", limit=7)
+    returned = [int(order.placed_at) for order in result]
+    cursor = result.next_page_token if token else json.loads(json.dumps(result.last_evaluated_key))
+    reindex(Order, "by_state", options)
+    assert all(entry["state"]["S"] != "pending" for entry in index_items(PlainOrder, "by_state"))
+    while cursor is not None:
+        result = Order.by_state.query("pending", limit=7, last_evaluated_key=cursor)
+        returned.extend(int(order.placed_at) for order in result)
+        cursor = result.next_page_token if token else result.last_evaluated_key
+    assert list(range(30)) == returned
+
+
+def test_a_plain_pynamodb_cursor_resumes_on_the_adopted_table(dynamodb_models: Callable[..., Any]) -> None:
+    """A client paging across the deploy sends the cursor plain PynamoDB gave it: the adopted
+    model resumes right after it (before: CursorError), also once some items were moved."""
+    dynamodb_models(PlainEvent, AdoptedEvent)
+    with PlainEvent.batch_write() as batch:
+        for at in range(ITEMS):
+            batch.save(PlainEvent(KEY, at, body="old"))
+    plain = PlainEvent.query(KEY, limit=30)
+    before = [int(item.at) for item in plain]
+    cursor = json.loads(json.dumps(plain.last_evaluated_key))
+    assert {"stream": {"S": KEY}, "at": {"N": "29"}} == cursor
+    AdoptedEvent(KEY, 55, body="new").save()  # a write after the deploy moves it to a shard
+    after = [(int(item.at), item.body) for item in AdoptedEvent.query(KEY, last_evaluated_key=cursor)]
+    assert list(range(30)) == before
+    assert [(at, "new" if at == 55 else "old") for at in range(30, ITEMS)] == after
+    # Backwards too, as plain PynamoDB would.
+    plain = PlainEvent.query(KEY, limit=10, scan_index_forward=False)
+    list(plain)
+    backwards = AdoptedEvent.query(KEY, scan_index_forward=False, last_evaluated_key=plain.last_evaluated_key)
+    assert list(range(89, -1, -1)) == [int(item.at) for item in backwards]
+
+
+def test_a_plain_pynamodb_index_cursor_resumes_on_the_adopted_index(dynamodb_models: Callable[..., Any]) -> None:
+    dynamodb_models(PlainOrder, Order)
+    with PlainOrder.batch_write() as batch:
+        for n in range(30):
+            batch.save(PlainOrder(f"o-{n}", state="pending", placed_at=n))
+    plain = PlainOrder.by_state.query("pending", limit=12)
+    assert list(range(12)) == [int(order.placed_at) for order in plain]
+    cursor = json.loads(json.dumps(plain.last_evaluated_key))
+    Order("o-40", state="pending", placed_at=40).save()  # a new order: stored sharded
+    resumed = Order.by_state.query("pending", last_evaluated_key=cursor)
+    assert [*range(12, 30), 40] == [int(order.placed_at) for order in resumed]
+
+
+@pytest.mark.parametrize("limit", [2, 5])
+@pytest.mark.parametrize(("condition", "forward"), [("le", True), ("between", True), ("ge", False), ("eq", True)])
+def test_a_page_ending_on_the_range_bound_resumes_with_renamed_keys(
+    dynamodb_models: Callable[..., Any], condition: str, forward: bool, limit: int,
+) -> None:
+    """Pages that end on the bound a range condition includes, on keys declared with
+    ``attr_name``: the same pages and cursors as plain PynamoDB's, which has no cursor after an
+    item on the bound (before: QueryError "The provided starting key does not match the range
+    key predicate" when resuming there)."""
+    dynamodb_models(PlainRenamed, Renamed)
+    for model in (PlainRenamed, Renamed):
+        with model.batch_write() as batch:
+            for at in range(10):
+                batch.save(model("s-1", at))
+    results: dict[type[Any], list[list[int]]] = {}
+    for model in (PlainRenamed, Renamed):
+        conditions = {"le": model.at <= 4, "between": model.at.between(2, 6), "ge": model.at >= 5, "eq": model.at == 3}
+        pages_read: list[list[int]] = []
+        cursor = None
+        while True:
+            result = model.query("s-1", conditions[condition], scan_index_forward=forward, limit=limit,
+                                 last_evaluated_key=cursor)
+            pages_read.append([int(item.at) for item in result])
+            cursor = result.last_evaluated_key
+            if cursor is None:
+                break
+        results[model] = pages_read
+    assert results[PlainRenamed] == results[Renamed]
+    assert results[Renamed][-1] != []  # no empty page after the bound, as DynamoDB gives none

@@ -146,7 +146,7 @@ class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
     __slots__ = ("at_position", "index", "items", "keys", "last", "loaded", "page_key", "pending", "shard",
-                 "start", "start_returned")
+                 "skipped", "start", "start_returned")
 
     def __init__(self, shard: int, start: Start) -> None:
         self.shard = shard
@@ -157,15 +157,17 @@ class _ShardStream:
         self.at_position = isinstance(start, StartAt)
         self.items: list[RawItem] = []
         self.last: RawItem | None = None  # the last item of the pages before this one
+        self.skipped: RawItem | None = None  # the last item skipped as a copy, not returned
         self.keys: list[Any] | None = None  # the items' sort values, once a batch needed them
         self.index = 0
         self.page_key: RawKey | None = None  # DynamoDB's LastEvaluatedKey of the current page
         self.pending: Future[Page] | None = None
         self.loaded = False
 
-    def consumed(self) -> RawItem | None:
-        """The last item the merge took from this stream (returned, or skipped as a copy)."""
-        return self.items[self.index - 1] if self.index > 0 else self.last
+    def returned(self) -> RawItem | None:
+        """The last item the merge took from this stream, if it returned it (not skipped it)."""
+        item = self.items[self.index - 1] if self.index > 0 else self.last
+        return None if item is self.skipped else item
 
     def next_start(self) -> Start:
         """The exclusive start key of the request that follows the current page."""
@@ -594,6 +596,7 @@ class ShardMerge:
                 break
             if self._identity(item) not in self._tie_ids:
                 break
+            stream.skipped = item
             self._advance(stream)
             self.shadowed_dropped += 1
             dropped = True
@@ -709,6 +712,7 @@ class ShardMerge:
             if not (stands_for_copies or self._tie_marker(item) in self._resume_keys):
                 stream.at_position = False
                 return
+            stream.skipped = item
             stream.index += 1
             self.copies_dropped += 1
 
@@ -819,6 +823,7 @@ class ShardMerge:
         sort_name = self._sort_name
         value = last[sort_name] if sort_name is not None else None
         names = self._tie_names
+        # Ties name the items returned only: one skipped as a copy stood for one returned.
         if self._copies is not None:
             at = self._copy_value
             ties = [Tie({name: key[name] for name in names}, _told(flag)) for _, key, flag in self._copy_keys]
@@ -828,7 +833,7 @@ class ShardMerge:
             at = self._sort_key(last)
             ties = [tie for tie in self._resume_ties if at == self._resume_value]
             for stream in self._streams:
-                item = stream.consumed()
+                item = stream.returned()
                 if item is not None and self._sort_key(item) == at:
                     ties.append(Tie({name: item[name] for name in names},
                                     self._unique_keys or stream.shard in self._shadowed))

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from pynamodb_sharding import _fanout as fanout
 from pynamodb_sharding import _shard_requests as shard_requests
-from pynamodb_sharding._cursor import RawItem, RawKey
-from pynamodb_sharding._merge import Page, ShardMerge, sort_value
+from pynamodb_sharding._cursor import CursorState, MergePosition, RawItem, RawKey, Tie
+from pynamodb_sharding._merge import STARTS_AT_POSITION, Page, ShardMerge, Start, StartAt, sort_value
 from pynamodb_sharding._pool import fanout_threads
 from tests.forked import fork_running
 
@@ -53,13 +53,21 @@ class Paginator:
         }
         self.calls: Counter[int] = Counter()
         self.lock = threading.Lock()
+        self.forward = forward
+        self.at: Decimal | None = None  # the sort value a stream started at a position reads from
 
-    def __call__(self, shard: int, start: RawKey | None) -> Page:
+    def __call__(self, shard: int, start: Start) -> Page:
         with self.lock:
             self.calls[shard] += 1
         items = self.items[shard]
         begin = 0
-        if start is not None:
+        if isinstance(start, StartAt):
+            assert self.at is not None
+            at = self.at
+            begin = next((i for i, item in enumerate(items)
+                          if (Decimal(item["sk"]["N"]) >= at if self.forward else Decimal(item["sk"]["N"]) <= at)),
+                         len(items))
+        elif start is not None:
             begin = next(i for i, item in enumerate(items) if item["sk"] == start["sk"]) + 1
         end = len(items) if self.page_size is None else min(len(items), begin + self.page_size)
         evaluated = items[begin:end]
@@ -83,8 +91,20 @@ def sk_of(item: RawItem) -> Decimal | str | bytes:
     return sort_value(item["sk"])
 
 
-def merge(paginator: Paginator, starts: dict[int, RawKey | None], **kwargs: Any) -> ShardMerge:
-    return ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4, **kwargs)
+def merge(paginator: Any, starts: dict[int, Start], **kwargs: Any) -> ShardMerge:
+    return ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4, sort_name="sk",
+                      tie_names=KEY_NAMES, **kwargs)
+
+
+def resumed(paginator: Paginator, state: CursorState, shards: Iterable[int]) -> tuple[dict[int, Start], dict[str, Any]]:
+    """Where a query resuming from ``state`` starts each shard, and the merge's ``after``, as
+    ``merged_query`` does it: every stream at the position's sort value."""
+    after = state.after
+    if after is None:
+        return {shard: state.positions.get(shard) for shard in shards}, {}
+    assert after.value is not None
+    paginator.at = Decimal(after.value["N"])
+    return {shard: state.positions.get(shard, STARTS_AT_POSITION) for shard in shards}, {"after": after}
 
 
 def drain(merged: ShardMerge) -> list[tuple[int, int]]:
@@ -184,31 +204,35 @@ class TestResumption:
         self, shards: dict[int, list[int]], page_size: int | None, forward: bool, cuts: list[int]
     ) -> None:
         paginator = Paginator(shards, page_size=page_size, forward=forward)
-        starts: dict[int, RawKey | None] = dict.fromkeys(shards)
+        starts: dict[int, Start] = dict.fromkeys(shards)
+        given: dict[str, Any] = {}
         got: list[tuple[int, int]] = []
         for cut in [*cuts, 10_000]:
-            merged = merge(paginator, starts, forward=forward, limit=cut)
+            merged = merge(paginator, starts, forward=forward, limit=cut, **given)
             got.extend(drain(merged))
             state, remaining = merged.state()
-            starts = {s: state.positions.get(s) for s in shards}
+            starts, given = resumed(paginator, state, shards)
             if not remaining:
                 break
         assert paginator.expected(forward) == got
 
     def test_state_before_start_is_the_given_start(self) -> None:
         start = {"pk": {"S": "k_1"}, "sk": {"N": "3"}}
+        given = CursorState(positions={1: start})
         merged = merge(Paginator({1: [1, 2, 3, 4]}, page_size=2), {1: start, 2: None})
-        state, remaining = merged.state()
+        state, remaining = merged.state(given)
         assert remaining
-        assert {1: start} == dict(state.positions)
+        assert given == state
 
-    def test_everything_returned_leaves_nothing(self) -> None:
+    def test_everything_returned_leaves_a_position_after_the_last_item(self) -> None:
+        """Read to the end, a cursor resumes after the last item returned, in every shard: items
+        written later ahead of it are read, as a plain query's cursor reads them."""
         merged = merge(Paginator({1: [1, 2], 2: [3]}, page_size=None), {1: None, 2: None})
         assert len(drain(merged)) == 3
         state, remaining = merged.state()
         assert not remaining
-        # each shard read to its end resumes after its last item: later writes ahead are read
-        assert {1: 2, 2: 3} == {shard: int(key["sk"]["N"]) for shard, key in state.positions.items()}
+        tie = Tie({"pk": {"S": "k_2"}, "sk": {"N": "3"}}, copy=False)
+        assert CursorState(after=MergePosition({"N": "3"}, (tie,))) == state
 
 
 class TestFailuresAndThreads:
@@ -292,7 +316,7 @@ class Flaky:
         self.calls = 0
         self.lock = threading.Lock()
 
-    def __call__(self, shard: int, start: RawKey | None) -> Page:
+    def __call__(self, shard: int, start: Start) -> Page:
         with self.lock:
             self.calls += 1
             call = self.calls
@@ -344,16 +368,15 @@ class TestErrorsMidway:
         self, shards: dict[int, list[int]], page_size: int, forward: bool, failing: int
     ) -> None:
         paginator = Paginator(shards, page_size=page_size, forward=forward)
-        merged = ShardMerge(Flaky(paginator, {failing}), dict.fromkeys(shards), sort_key=sk_of,
-                            key_names=KEY_NAMES, forward=forward, max_workers=3)
+        merged = merge(Flaky(paginator, {failing}), dict.fromkeys(shards), forward=forward)
         got: list[tuple[int, int]] = []
         try:
             got.extend((shard, int(item["sk"]["N"])) for shard, item in merged)
         except Boom:
             state, _remaining = merged.state()
             merged.close()
-            resumed = merge(paginator, {s: state.positions.get(s) for s in shards}, forward=forward)
-            got.extend(drain(resumed))
+            starts, given = resumed(paginator, state, shards)
+            got.extend(drain(merge(paginator, starts, forward=forward, **given)))
         assert paginator.expected(forward) == got
 
     def test_a_failed_conversion_leaves_the_item_next(self) -> None:
@@ -499,7 +522,7 @@ class SharePaginator(Paginator):
         self.read = 0
         self.limits: list[int] = []
 
-    def share(self, shard: int, start: RawKey | None, limit: int) -> Page:
+    def share(self, shard: int, start: Start, limit: int) -> Page:
         with self.lock:
             self.limits.append(limit)
         self.page_size = limit
@@ -522,14 +545,14 @@ class TestShareMode:
         self, shards: dict[int, list[int]], limit: int, forward: bool, cuts: list[int],
     ) -> None:
         paginator = SharePaginator(shards, forward=forward)
-        starts: dict[int, RawKey | None] = dict.fromkeys(shards)
+        starts: dict[int, Start] = dict.fromkeys(shards)
+        given: dict[str, Any] = {}
         got: list[tuple[int, int]] = []
         for cut in itertools.cycle([min(cut, limit) for cut in cuts]):  # pages of a limit each
-            merged = ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4,
-                                forward=forward, limit=cut, fetch_share=paginator.share)
+            merged = merge(paginator, starts, forward=forward, limit=cut, fetch_share=paginator.share, **given)
             got.extend(drain(merged))
             state, remaining = merged.state()
-            starts = {s: state.positions.get(s) for s in shards}
+            starts, given = resumed(paginator, state, shards)
             if not remaining:
                 break
             assert len(got) <= 200, "the pages do not advance"

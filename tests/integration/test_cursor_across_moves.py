@@ -13,6 +13,7 @@ the bound of a range condition resumes with key attributes declared under other 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -266,3 +267,67 @@ def test_a_page_ending_on_the_range_bound_resumes_with_renamed_keys(
         results[model] = pages_read
     assert results[PlainRenamed] == results[Renamed]
     assert results[Renamed][-1] != []  # no empty page after the bound, as DynamoDB gives none
+
+
+def test_an_order_saved_with_a_new_sort_key_during_an_index_query_is_returned_once(
+    dynamodb_models: Callable[..., Any],
+) -> None:
+    """The application saves an order with a new ``placed_at`` after the query read the bare
+    value and before it reads the shards: its bare entry was read, its new sharded entry is read
+    too. It is one order: returned once (before: 21 items for 20), as a plain GSI query returns it."""
+    dynamodb_models(PlainOrder, Order)
+    with PlainOrder.batch_write() as batch:
+        for n in range(20):
+            batch.save(PlainOrder(f"o-{n}", state="pending", placed_at=n))
+    events = Order._get_connection().connection.client.meta.events
+    saved: list[int] = []
+    lock = threading.Lock()
+
+    def save_before_the_shards(params: dict[str, Any], **_: Any) -> None:
+        # Every shard's request waits here until the save is done (the bare value's is done).
+        value = params.get("ExpressionAttributeValues", {}).get(":0", {}).get("S", "")
+        with lock:
+            if value.startswith("pending_") and not saved:
+                saved.append(1)
+                order = Order.get("o-5", consistent_read=True)
+                order.placed_at = 100
+                order.save()
+
+    events.register("before-parameter-build.dynamodb.Query", save_before_the_shards)
+    try:
+        found = [(order.order_id, int(order.placed_at)) for order in Order.by_state.query("pending")]
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", save_before_the_shards)
+    assert saved == [1]
+    assert [f"o-{n}" for n in range(20)] == sorted((order_id for order_id, _ in found), key=lambda o: int(o[2:]))
+    assert [entry["placed_at"]["N"] for entry in index_items(PlainOrder, "by_state")
+            if entry["order_id"]["S"] == "o-5"] == ["100"]
+
+
+def version_1_cursor(model: type[Any], scope_key: str, items: list[Any], *, index: str | None = None) -> Any:
+    """The cursor the release before this one gave after returning ``items`` of a table query:
+    per shard, the key of the last item returned from it (its layout, ``encode_cursor`` of a
+    state without a position, is pinned against that release's literal cursors in
+    tests/unit/test_merge_position.py)."""
+    from pynamodb_sharding._cursor import CursorScope, CursorState, encode_cursor
+
+    positions: dict[int, Any] = {}
+    for item in items:
+        raw = item.serialize()
+        shard = item.shards
+        positions[shard] = {"stream": {"S": model.shards.physical_key(scope_key, shard)}, "at": raw["at"]}
+    scope = CursorScope(model.__name__, model.Meta.table_name, {"S": scope_key}, index, True)
+    return json.loads(json.dumps(encode_cursor(scope, CursorState(positions=positions))))
+
+
+def test_a_cursor_of_the_release_before_resumes(dynamodb_models: Callable[..., Any]) -> None:
+    """A client that holds a cursor given before the upgrade resumes after its last item."""
+    dynamodb_models(Layout4)
+    with Layout4.batch_write() as batch:
+        for at in range(60):
+            batch.save(Layout4(KEY, at))
+    first = list(Layout4.query(KEY, limit=25))
+    cursor = version_1_cursor(Layout4, KEY, first)
+    assert cursor["version"] == 1
+    rest_of_it = [int(item.at) for item in Layout4.query(KEY, last_evaluated_key=cursor)]
+    assert list(range(25, 60)) == rest_of_it

@@ -20,6 +20,7 @@ from pynamodb_sharding._descriptor import Sharding, ShardManager, register_model
 from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding._host import hash_keyname, range_keyname
 from pynamodb_sharding._indexes import bind_sharded_indexes, declares_sharded_index
+from pynamodb_sharding._keys import MAX_TRANSACTION_ITEMS
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._routes import TableRoutes, bind_routes
 from pynamodb_sharding._strategies import UnshardedKeys
@@ -93,6 +94,8 @@ def declare(model: type[Any]) -> TableRoutes | None:
     regions.check_declaration(model)
     manager = register_model(model, declared[0])  # binds the class: its key space and its one codec
     manager.validate()
+    if manager.unique_keys:
+        _check_unique_keys(model, manager)
     if manager.written_at is not None:
         _check_written_at(model, manager)
     bind_sharded_indexes(model)
@@ -100,6 +103,26 @@ def declare(model: type[Any]) -> TableRoutes | None:
     if is_time_partitioned(model):
         partitioned.check_declaration(model)
     return bind_routes(model)
+
+
+def _check_unique_keys(model: type[Any], manager: ShardManager[Any]) -> None:
+    """``Sharding(unique_keys=True)``: every save of a new instance checks the other shards of
+    its key in one transaction, which holds at most :data:`MAX_TRANSACTION_ITEMS` actions."""
+    keys = set(manager.key_attributes)
+    if manager.keeps_keys_unique and all(name in keys for name in manager.derived_attributes):
+        return  # one shard per key: nothing to check, a save is one PutItem as without the flag
+    shards = manager.strategy.max_shards + (1 if manager.legacy_unsharded else 0)
+    if shards > MAX_TRANSACTION_ITEMS:
+        msg = (
+            f"{model.__name__}.{manager.attribute}: Sharding(..., unique_keys=True) makes every save of a "
+            f"new instance one transaction that checks each shard its key may be in, and "
+            f"{manager.strategy!r} may put a key in {shards} shards"
+            f"{' (counting the bare legacy key)' if manager.legacy_unsharded else ''}, more than one "
+            f"transaction holds ({MAX_TRANSACTION_ITEMS}); lower the strategy's shard count (max_shards) "
+            f"to {MAX_TRANSACTION_ITEMS - (1 if manager.legacy_unsharded else 0)} or fewer, or use "
+            f"HashedShards, whose keys are unique without it."
+        )
+        raise ShardingDefinitionError(msg)
 
 
 def _check_written_at(model: type[Any], manager: ShardManager[Any]) -> None:

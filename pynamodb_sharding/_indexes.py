@@ -282,6 +282,13 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                 f"the model's: set cursor_secret on the model's Sharding); remove it from the index."
             )
             raise ShardingDefinitionError(msg)
+        if sharding.unique_keys:
+            msg = (
+                f"{where}: the sharded index {index_name!r} takes no unique_keys (index values are not "
+                f"unique: many items share one); declare Sharding(..., unique_keys=True) on the model, "
+                f"whose primary keys it keeps unique."
+            )
+            raise ShardingDefinitionError(msg)
         if sharding.read_replicas:
             msg = (
                 f"{where}: the sharded index {index_name!r} takes no read_replicas (a global index "

@@ -221,6 +221,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return_values_on_condition_failure: str | None = None,
     ) -> dict[str, Any]:
         def build() -> dict[str, Any]:
+            writes.check_transaction_put(self)  # TransactWrite.save: before a shard is drawn
             kwargs: dict[str, Any] = Model.get_save_kwargs_from_instance(
                 self, condition, return_values_on_condition_failure)
             return kwargs

@@ -15,11 +15,13 @@ from botocore.exceptions import ClientError
 
 from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._keys import MAX_TRANSACTION_ITEMS
+from pynamodb_sharding._sizes import transaction_write_units
 from pynamodb_sharding.migration._checkpoints import CheckpointStore
 from pynamodb_sharding.migration._engine import JobOptions, current_pass, item_write_units
 from pynamodb_sharding.migration._jobs import CompactJob, CopyJob, Job, Move, Put, ReindexJob, Rewrite
 
-__all__ = ["MigrationPlan", "plan"]
+__all__ = ["MigrationPlan", "move_write_units", "plan"]
 
 #: Parallel-scan segments the sample is drawn from.
 _SAMPLE_SEGMENTS = 16
@@ -70,6 +72,16 @@ class MigrationPlan:
             yield f"undecodable: {key!r} is not a key of the source model; it would be left alone"
 
 
+def move_write_units(move: Move) -> int:
+    """The write units a move costs, as the job counts them: one transaction putting the new copy
+    and deleting the old one; a legacy move also checks the key's other shards (when they fit in
+    the transaction; else a read checks them first)."""
+    checks = len(move.new_hash_keys) - 1 if move.legacy else 0
+    if checks > MAX_TRANSACTION_ITEMS - 2:
+        checks = 0
+    return transaction_write_units([move.item, move.item], checks=checks)
+
+
 def _sample(job: Job, sample_size: int) -> list[dict[str, Any]]:
     client = botocore_client(job.source.model)
     per_segment = max(1, sample_size // _SAMPLE_SEGMENTS)
@@ -113,7 +125,7 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
             keys.add(action.logical_key)
         elif isinstance(action, Move):
             moves += 1
-            units += 4 * item_write_units(action.item)
+            units += move_write_units(action)
             keys.add(action.logical_key)
         elif isinstance(action, Rewrite):
             rewrites += 1

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     )
     from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
     from pynamodb_sharding._home import HomeMove, move_home
-    from pynamodb_sharding._metadata import ShardMetadata
+    from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardMetadata
     from pynamodb_sharding._model import ShardedIndex, ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
     from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
@@ -141,6 +141,7 @@ __all__ = [
     "Schedule",
     "ShardConditionError",
     "ShardCountConflictError",
+    "ShardCountsKeptWarning",
     "ShardKey",
     "ShardKeyError",
     "ShardLocationError",
@@ -193,7 +194,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
     "_home": ("HomeMove", "move_home",),
-    "_metadata": ("ShardMetadata",),
+    "_metadata": ("ShardCountsKeptWarning", "ShardMetadata",),
     "_model": ("ShardedIndex", "ShardedModel"),
     "_periods": ("PeriodTable", "TimePartitioned",),
     "_pool": ("fanout_threads", "set_fanout_threads",),

@@ -523,9 +523,22 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                                            ignore_update_ttl_errors)
 
     @classmethod
-    def delete_table(cls, *, wait: bool = False) -> Any:
-        """Delete this model's table; a time-partitioned model deletes every period's table."""
-        return cls._routing().delete_table(wait)
+    def delete_table(cls, *, wait: bool = False, shard_metadata: bool | None = None) -> Any:
+        """Delete this model's table; a time-partitioned model deletes every period's table.
+
+        The shard counts of its keys (and of its sharded indexes' values) that a
+        ``DynamicShards`` strategy keeps in a metadata table outlive the table by default: a
+        table created again under the same name starts from them. ``shard_metadata=True``
+        deletes those items too (a scan of the metadata table, then batched deletes; the
+        metadata table itself stays, as other models may use it); ``False`` keeps them;
+        ``None`` (the default) keeps them and says so with a
+        :class:`~pynamodb_sharding.ShardCountsKeptWarning` when the model has such
+        counts.
+
+        .. versionchanged:: 0.2.0
+           ``shard_metadata``.
+        """
+        return cls._routing().delete_table(wait, shard_metadata)
 
     @classmethod
     def exists(cls) -> bool:

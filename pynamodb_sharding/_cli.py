@@ -964,22 +964,32 @@ def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, *
 @migrate.command("reindex")
 @click.argument("model_spec", metavar="MODEL")
 @click.argument("index_name", metavar="INDEX")
+@click.option("--values", "values", multiple=True, metavar="V",
+              help="Rewrite only entries whose index value is V (repeat for each of MODEL's values).")
+@click.option("--key-prefix", default=None, metavar="P",
+              help="Rewrite only items whose table hash key starts with P (MODEL's items in a shared table).")
 @_job_options
-def migrate_reindex(model_spec: str, index_name: str, endpoint: str | None, region: str | None,
-                    **options: Any) -> None:
+def migrate_reindex(model_spec: str, index_name: str, values: tuple[str, ...], key_prefix: str | None,
+                    endpoint: str | None, region: str | None, **options: Any) -> None:
     """Rewrite the entries of MODEL's sharded index INDEX that are not stored sharded.
 
     For an index adopted in place (Sharding(..., legacy_unsharded=True) on the index): bare
     values become suffixed ones, or, with layout="multi_attribute", items get their shard
     attribute. Each rewrite is one update conditional on the value read, so an application
     write meanwhile wins; then remove legacy_unsharded from the index.
+
+    In a table other models share, only MODEL's entries are rewritten: name them with --values
+    or --key-prefix (a model with a DiscriminatorAttribute takes its own items); the job is
+    refused when another model stores the index's attribute and nothing names MODEL's. The dry
+    run lists the entries per index value, and those it leaves to other models.
     """
     from pynamodb_sharding.migration import ReindexJob
 
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    _run_job(lambda: ReindexJob(ref.model, index_name), (ref,), **options)
+    _run_job(lambda: ReindexJob(ref.model, index_name, values=values or None, key_prefix=key_prefix),
+             (ref,), **options)
 
 
 @migrate.command("verify")

@@ -91,6 +91,7 @@ def declare(model: type[Any]) -> TableRoutes | None:
             f"GlobalSecondaryIndex; a table's hash key is always stored suffixed: remove layout."
         )
         raise ShardingDefinitionError(msg)
+    _check_discriminator_root(model)
     regions.check_declaration(model)
     manager = register_model(model, declared[0])  # binds the class: its key space and its one codec
     manager.validate()
@@ -103,6 +104,28 @@ def declare(model: type[Any]) -> TableRoutes | None:
     if is_time_partitioned(model):
         partitioned.check_declaration(model)
     return bind_routes(model)
+
+
+def _check_discriminator_root(model: type[Any]) -> None:
+    """Refuse a sharded class of a PynamoDB discriminator hierarchy whose root is a plain model:
+    the root's reads (``Root.query``, ``Root.scan``, ``Root.get``) return every class's items, and
+    would return this class's with their physical keys, or miss them."""
+    name = getattr(model, "_discriminator", None)
+    if not name:
+        return
+    root = next((klass for klass in reversed(model.__mro__)
+                 if isinstance(klass, type) and name in vars(klass).get("_attributes", {})
+                 and getattr(klass, "_discriminator", None) == name), None)
+    if root is None or getattr(root, "_is_sharded_model", False):
+        return
+    msg = (
+        f"{model.__name__}: its discriminator {name!r} is declared on {root.__name__}, a plain Model, whose "
+        f"reads ({root.__name__}.query, scan, get) return every class's items and would return "
+        f"{model.__name__}'s with their physical keys; shard the hierarchy at its root: derive "
+        f"{root.__name__} from ShardedModel (with its Sharding, or one on an index), so every class "
+        f"reads one layout. See 'Sharding a model of an existing hierarchy' in the adoption docs."
+    )
+    raise ShardingDefinitionError(msg)
 
 
 def _check_unique_keys(model: type[Any], manager: ShardManager[Any]) -> None:

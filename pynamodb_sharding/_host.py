@@ -110,6 +110,7 @@ __all__ = [
     "botocore_client",
     "bump_local_version",
     "client_hooks_armed",
+    "connection_owner",
     "discriminator_attribute",
     "discriminator_class",
     "guard_keys",
@@ -202,6 +203,21 @@ def reset_connection(model: type[Model]) -> Any:
     previous = model.__dict__.get("_connection")
     model._connection = None
     return previous
+
+
+def connection_owner(model: type[Model]) -> type[Model] | None:
+    """The class whose cached connection (``Model._connection``, a class attribute PynamoDB
+    reuses down a hierarchy for the same table name) ``model`` would use: the first class of
+    its MRO that caches one; ``None`` when none does yet (or the test tools' loopback guard
+    holds the slot)."""
+    for cls in model.__mro__:
+        slot = vars(cls).get("_connection", None)
+        if slot is None:
+            continue
+        if getattr(slot, "follows_subclasses", False) is True:
+            return None
+        return cls
+    return None
 
 
 def unshared_connection(parent: type[Model]) -> Any:

@@ -32,7 +32,7 @@ from pynamodb_sharding import _writes as writes
 from pynamodb_sharding._declaration import declare
 from pynamodb_sharding._descriptor import index_owner, shard_manager
 from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
-from pynamodb_sharding._host import share_botocore_data
+from pynamodb_sharding._host import connection_owner, reset_connection, share_botocore_data
 from pynamodb_sharding._indexes import add_shard_attributes
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._replicas import add_replica_indexes
@@ -120,6 +120,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _get_connection(cls) -> TableConnection:
+        owner = connection_owner(cls)
+        if owner is not None and owner is not cls and not getattr(owner, "_is_sharded_model", False):
+            # A plain base of the application (class Event(AppModel, ShardedModel)) cached its
+            # connection: this model's client gets the key guard, so it needs one of its own.
+            reset_connection(cls)
         connection = super()._get_connection()
         if vars(cls).get("_derived_at_run_time"):  # a period model: botocore's data parsed once
             share_botocore_data(connection)

@@ -41,7 +41,12 @@ from pynamodb_sharding._host import (
     table_connection,
 )
 from pynamodb_sharding._hot_keys import hint_item_key
-from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of, write_growing_indexes
+from pynamodb_sharding._indexes import (
+    check_index_agreement,
+    sharded_index,
+    sharded_indexes_of,
+    write_growing_indexes,
+)
 from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardCountStore, ShardMetadata, delete_namespaces
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._point_reads import without_stale_bare_copies
@@ -196,6 +201,8 @@ class TableRoutes:
                 limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
                 page_size=page_size, rate_limit=rate_limit,
             )
+        if index_name is not None and sharded_index(model, index_name) is not None:
+            check_index_agreement(model)
         return merged_query(
             model, hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
             consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
@@ -214,6 +221,8 @@ class TableRoutes:
             return plain(model, hash_key, rewrite_condition(model, range_key_condition, Usage.KEY),
                          rewrite_condition(model, filter_condition, Usage.FILTER), consistent_read, index_name,
                          limit, rate_limit)
+        if index_name is not None and sharded_index(model, index_name) is not None:
+            check_index_agreement(model)
         return merged_count(model, hash_key, range_key_condition=range_key_condition,
                             filter_condition=filter_condition, consistent_read=consistent_read,
                             index_name=index_name, limit=limit, rate_limit=rate_limit)

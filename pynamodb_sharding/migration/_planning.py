@@ -25,6 +25,8 @@ __all__ = ["MigrationPlan", "move_write_units", "plan"]
 
 #: Parallel-scan segments the sample is drawn from.
 _SAMPLE_SEGMENTS = 16
+#: Index values a reindex plan lists by name (``--json`` has them all).
+_VALUES_LISTED = 50
 
 
 @attrs.frozen
@@ -49,6 +51,9 @@ class MigrationPlan:
     undecodable_keys: tuple[str, ...] = ()
     #: Index entries ``reindex`` would rewrite in place (one conditional update each).
     estimated_rewrites: int = 0
+    #: ``reindex``: per logical index value, ``(value, entries rewritten, entries left as they
+    #: are because they are other models')``, estimated like the rest.
+    index_values: tuple[tuple[str, int, int], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"event": "plan", **attrs.asdict(self)}
@@ -61,6 +66,11 @@ class MigrationPlan:
         if self.job.startswith(f"{ReindexJob.kind} "):
             yield f"writes:     {self.estimated_rewrites} index entries rewritten in place, " \
                   f"about {self.estimated_write_units} write units"
+            for value, rewrites, left in self.index_values[:_VALUES_LISTED]:
+                yield f"value:      {value!r}: {rewrites} entries rewritten" + \
+                      (f", {left} left as they are (other models')" if left else "")
+            if len(self.index_values) > _VALUES_LISTED:
+                yield f"values:     and {len(self.index_values) - _VALUES_LISTED} more (--json lists them all)"
         else:
             yield f"writes:     {self.estimated_writes} copies, {self.estimated_moves} moves " \
                   f"(one transaction each), about {self.estimated_write_units} write units"
@@ -113,6 +123,9 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
     writes = moves = rewrites = units = 0
     keys: set[str] = set()
     undecodable: list[str] = []
+    per_value: dict[str, int] = {}
+    if isinstance(job, ReindexJob):
+        job.foreign.clear()
     for item in sample:
         try:
             action = job.plan(item)
@@ -131,6 +144,7 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
             rewrites += 1
             units += action.units
             keys.add(action.logical_key)
+            per_value[action.logical_key] = per_value.get(action.logical_key, 0) + 1
         elif not isinstance(job, ReindexJob):
             keys.add(job.source.decode(item[job.source.hash_name]["S"])[0])
     items = max(table_items, len(sample))
@@ -165,4 +179,13 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
         ambiguous_keys=_ambiguous_keys(job),
         undecodable_keys=tuple(undecodable[:20]),
         estimated_rewrites=round(rewrites * scale),
+        index_values=_index_values(job, per_value, scale),
     )
+
+
+def _index_values(job: Job, rewrites: dict[str, int], scale: float) -> tuple[tuple[str, int, int], ...]:
+    if not isinstance(job, ReindexJob):
+        return ()
+    values = sorted(set(rewrites) | set(job.foreign))
+    return tuple((value, round(rewrites.get(value, 0) * scale), round(job.foreign.get(value, 0) * scale))
+                 for value in values)

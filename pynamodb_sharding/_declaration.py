@@ -18,7 +18,7 @@ from pynamodb_sharding import _regions as regions
 from pynamodb_sharding import _replicas as replicas
 from pynamodb_sharding._descriptor import Sharding, ShardManager, register_model
 from pynamodb_sharding._exceptions import ShardingDefinitionError
-from pynamodb_sharding._host import hash_keyname, range_keyname
+from pynamodb_sharding._host import discriminator_attribute, discriminator_root, hash_keyname, range_keyname
 from pynamodb_sharding._indexes import bind_sharded_indexes, declares_sharded_index
 from pynamodb_sharding._keys import MAX_TRANSACTION_ITEMS
 from pynamodb_sharding._periods import is_time_partitioned
@@ -110,14 +110,10 @@ def _check_discriminator_root(model: type[Any]) -> None:
     """Refuse a sharded class of a PynamoDB discriminator hierarchy whose root is a plain model:
     the root's reads (``Root.query``, ``Root.scan``, ``Root.get``) return every class's items, and
     would return this class's with their physical keys, or miss them."""
-    name = getattr(model, "_discriminator", None)
-    if not name:
-        return
-    root = next((klass for klass in reversed(model.__mro__)
-                 if isinstance(klass, type) and name in vars(klass).get("_attributes", {})
-                 and getattr(klass, "_discriminator", None) == name), None)
+    root = discriminator_root(model)
     if root is None or getattr(root, "_is_sharded_model", False):
         return
+    name = discriminator_attribute(model).attr_name
     msg = (
         f"{model.__name__}: its discriminator {name!r} is declared on {root.__name__}, a plain Model, whose "
         f"reads ({root.__name__}.query, scan, get) return every class's items and would return "

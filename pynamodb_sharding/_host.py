@@ -113,6 +113,7 @@ __all__ = [
     "connection_owner",
     "discriminator_attribute",
     "discriminator_class",
+    "discriminator_root",
     "guard_keys",
     "hash_keyname",
     "index_hash_attribute",
@@ -360,6 +361,19 @@ def version_condition(item: Model, *, actions: list[Any] | None = None) -> Condi
     """The ``VersionAttribute`` check a write of ``item`` carries (``None`` without one); with
     ``actions``, the version's update is appended to them (``Model._handle_version_attribute``)."""
     return item._handle_version_attribute(actions=actions)
+
+
+def discriminator_root(model: type[Model]) -> type[Model] | None:
+    """The class of ``model``'s hierarchy that declares its ``DiscriminatorAttribute`` (the
+    topmost class whose attributes hold it, ``Model._discriminator`` naming it), ``None`` for a
+    model without one."""
+    name = getattr(model, "_discriminator", None)  # untyped in PynamoDB
+    if not name:
+        return None
+    for klass in reversed(model.__mro__):
+        if isinstance(klass, type) and issubclass(klass, Model) and getattr(klass, "_discriminator", None) == name:
+            return klass
+    return None
 
 
 def discriminator_class(item: Model, raw: dict[str, Any]) -> type[Model] | None:

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from pynamodb_sharding._fanout import FanoutPoolWarning
     from pynamodb_sharding._home import HomeMove, move_home
     from pynamodb_sharding._merged_results import MergedPageIterator, MergedResultIterator
-    from pynamodb_sharding._metadata import ShardMetadata
+    from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardMetadata
     from pynamodb_sharding._model import ShardedIndex, ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
     from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
@@ -142,6 +142,7 @@ __all__ = [
     "Schedule",
     "ShardConditionError",
     "ShardCountConflictError",
+    "ShardCountsKeptWarning",
     "ShardKey",
     "ShardKeyError",
     "ShardLocationError",
@@ -195,7 +196,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_fanout": ("FanoutPoolWarning",),
     "_merged_results": ("MergedPageIterator", "MergedResultIterator",),
     "_home": ("HomeMove", "move_home",),
-    "_metadata": ("ShardMetadata",),
+    "_metadata": ("ShardCountsKeptWarning", "ShardMetadata",),
     "_model": ("ShardedIndex", "ShardedModel"),
     "_periods": ("PeriodTable", "TimePartitioned",),
     "_pool": ("fanout_threads", "set_fanout_threads",),

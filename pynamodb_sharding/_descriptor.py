@@ -120,6 +120,15 @@ class Sharding:
             rarely needs a second request to any shard; ``"fewest_items"`` asks each for 1.5 x
             its share of the limit and reads again the shards that hold more, fewer items (and
             read units) for more round trips. See :doc:`query`.
+        unique_keys: with a strategy that picks a shard per write (``RandomShards``,
+            ``DynamicShards``, or ``HashedShards`` derived from attributes outside the key),
+            make every ``save()`` of an instance not loaded from the table an upsert, as
+            PynamoDB's: one transaction that puts the item and checks that no other shard of
+            its key holds it, and when one does, replaces the item there. One copy of a key is
+            ever stored, so ``get`` finds it. Each such save costs a transaction (see
+            :doc:`sharding`); batch puts of such instances are sent one by one, by ``save()``.
+
+            .. versionadded:: 0.2.0
 
     .. versionadded:: 0.1.0
     """
@@ -141,6 +150,7 @@ class Sharding:
         hedged_requests: bool = False,
         page_reads: Literal["one_round_trip", "fewest_items"] = "one_round_trip",
         read_replicas: int = 0,
+        unique_keys: bool = False,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -224,6 +234,11 @@ class Sharding:
             )
             raise ShardingDefinitionError(msg)
         self.read_replicas = read_replicas
+        unique: object = unique_keys  # checked at run time
+        if not isinstance(unique, bool):
+            msg = f"Sharding(unique_keys=...): expected True or False, got {unique_keys!r}."
+            raise ShardingDefinitionError(msg)
+        self.unique_keys = unique_keys
         self.written_at = written_at
         self.written_at_unit = written_at_unit
         self.written_at_margin = float(written_at_margin)
@@ -236,6 +251,7 @@ class Sharding:
         extra += ", legacy_unsharded=True" if self.legacy_unsharded else ""
         extra += f", layout={self.layout!r}" if self.layout != "suffixed" else ""
         extra += f", read_replicas={self.read_replicas}" if self.read_replicas else ""
+        extra += ", unique_keys=True" if self.unique_keys else ""
         return f"Sharding({self.strategy!r}, separator={self.separator!r}{extra})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
@@ -296,7 +312,8 @@ class Sharding:
                                    first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
                                    cursor_secret=self.cursor_secret, written_at=written_at,
                                    latency_window=LatencyWindow() if self.hedged_requests else None,
-                                   page_reads=self.page_reads, read_replicas=self.read_replicas)
+                                   page_reads=self.page_reads, read_replicas=self.read_replicas,
+                                   unique_keys=self.unique_keys)
             self._managers[owner] = manager
         return manager
 
@@ -369,6 +386,9 @@ class ShardManager(Generic[_M]):
     page_reads: str = attrs.field(default="one_round_trip", kw_only=True, repr=False)
     #: ``Sharding(read_replicas=N)``: global indexes keyed like the table that share its reads.
     read_replicas: int = attrs.field(default=0, kw_only=True)
+    #: ``Sharding(unique_keys=True)``: a save of an instance not loaded from the table checks
+    #: the other shards of its key and replaces the item where it is stored (one copy a key).
+    unique_keys: bool = attrs.field(default=False, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)

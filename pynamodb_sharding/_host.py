@@ -110,8 +110,10 @@ __all__ = [
     "botocore_client",
     "bump_local_version",
     "client_hooks_armed",
+    "connection_owner",
     "discriminator_attribute",
     "discriminator_class",
+    "discriminator_root",
     "guard_keys",
     "hash_keyname",
     "index_hash_attribute",
@@ -202,6 +204,21 @@ def reset_connection(model: type[Model]) -> Any:
     previous = model.__dict__.get("_connection")
     model._connection = None
     return previous
+
+
+def connection_owner(model: type[Model]) -> type[Model] | None:
+    """The class whose cached connection (``Model._connection``, a class attribute PynamoDB
+    reuses down a hierarchy for the same table name) ``model`` would use: the first class of
+    its MRO that caches one; ``None`` when none does yet (or the test tools' loopback guard
+    holds the slot)."""
+    for cls in model.__mro__:
+        slot = vars(cls).get("_connection", None)
+        if slot is None:
+            continue
+        if getattr(slot, "follows_subclasses", False) is True:
+            return None
+        return cls
+    return None
 
 
 def unshared_connection(parent: type[Model]) -> Any:
@@ -344,6 +361,19 @@ def version_condition(item: Model, *, actions: list[Any] | None = None) -> Condi
     """The ``VersionAttribute`` check a write of ``item`` carries (``None`` without one); with
     ``actions``, the version's update is appended to them (``Model._handle_version_attribute``)."""
     return item._handle_version_attribute(actions=actions)
+
+
+def discriminator_root(model: type[Model]) -> type[Model] | None:
+    """The class of ``model``'s hierarchy that declares its ``DiscriminatorAttribute`` (the
+    topmost class whose attributes hold it, ``Model._discriminator`` naming it), ``None`` for a
+    model without one."""
+    name = getattr(model, "_discriminator", None)  # untyped in PynamoDB
+    if not name:
+        return None
+    for klass in reversed(model.__mro__):
+        if isinstance(klass, type) and issubclass(klass, Model) and getattr(klass, "_discriminator", None) == name:
+            return klass
+    return None
 
 
 def discriminator_class(item: Model, raw: dict[str, Any]) -> type[Model] | None:

@@ -32,7 +32,7 @@ from pynamodb_sharding import _writes as writes
 from pynamodb_sharding._declaration import declare
 from pynamodb_sharding._descriptor import index_owner, shard_manager
 from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
-from pynamodb_sharding._host import share_botocore_data
+from pynamodb_sharding._host import connection_owner, reset_connection, share_botocore_data
 from pynamodb_sharding._indexes import add_shard_attributes
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._replicas import add_replica_indexes
@@ -120,6 +120,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _get_connection(cls) -> TableConnection:
+        owner = connection_owner(cls)
+        if owner is not None and owner is not cls and not getattr(owner, "_is_sharded_model", False):
+            # A plain base of the application (class Event(AppModel, ShardedModel)) cached its
+            # connection: this model's client gets the key guard, so it needs one of its own.
+            reset_connection(cls)
         connection = super()._get_connection()
         if vars(cls).get("_derived_at_run_time"):  # a period model: botocore's data parsed once
             share_botocore_data(connection)
@@ -221,6 +226,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return_values_on_condition_failure: str | None = None,
     ) -> dict[str, Any]:
         def build() -> dict[str, Any]:
+            writes.check_transaction_put(self)  # TransactWrite.save: before a shard is drawn
             kwargs: dict[str, Any] = Model.get_save_kwargs_from_instance(
                 self, condition, return_values_on_condition_failure)
             return kwargs
@@ -522,9 +528,22 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                                            ignore_update_ttl_errors)
 
     @classmethod
-    def delete_table(cls, *, wait: bool = False) -> Any:
-        """Delete this model's table; a time-partitioned model deletes every period's table."""
-        return cls._routing().delete_table(wait)
+    def delete_table(cls, *, wait: bool = False, shard_metadata: bool | None = None) -> Any:
+        """Delete this model's table; a time-partitioned model deletes every period's table.
+
+        The shard counts of its keys (and of its sharded indexes' values) that a
+        ``DynamicShards`` strategy keeps in a metadata table outlive the table by default: a
+        table created again under the same name starts from them. ``shard_metadata=True``
+        deletes those items too (a scan of the metadata table, then batched deletes; the
+        metadata table itself stays, as other models may use it); ``False`` keeps them;
+        ``None`` (the default) keeps them and says so with a
+        :class:`~pynamodb_sharding.ShardCountsKeptWarning` when the model has such
+        counts.
+
+        .. versionchanged:: 0.2.0
+           ``shard_metadata``.
+        """
+        return cls._routing().delete_table(wait, shard_metadata)
 
     @classmethod
     def exists(cls) -> bool:

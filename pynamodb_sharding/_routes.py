@@ -11,6 +11,7 @@ branch on which it is; a new way of routing is one new class here.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -39,7 +40,14 @@ from pynamodb_sharding._host import (
     keep_unmodelled_fields,
     table_connection,
 )
-from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of, write_growing_indexes
+from pynamodb_sharding._hot_keys import hint_item_key
+from pynamodb_sharding._indexes import (
+    check_index_agreement,
+    sharded_index,
+    sharded_indexes_of,
+    write_growing_indexes,
+)
+from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardCountStore, ShardMetadata, delete_namespaces
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._point_reads import without_stale_bare_copies
 
@@ -69,6 +77,49 @@ def _companions(model: type[Any]) -> tuple[type[Model], ...]:
     for index in sharded_indexes_of(model).values():
         companions += tuple(found for found in index.manager.companion_models() if found not in companions)
     return companions
+
+
+def shard_count_spaces(model: type[Any]) -> dict[type[ShardMetadata], list[str]]:
+    """The metadata tables (``DynamicShards``) holding the shard counts of ``model``'s keys and of
+    its sharded indexes' values, each with the namespaces (``model`` values) of those items."""
+    spaces: dict[type[ShardMetadata], list[str]] = {}
+    managers = [shard_manager(model), *(index.manager for index in sharded_indexes_of(model).values())]
+    for manager in managers:
+        strategy = manager.strategy
+        metadata_model = getattr(strategy, "metadata_model", None)
+        if not isinstance(getattr(strategy, "store", None), ShardCountStore) or metadata_model is None:
+            continue
+        declared = getattr(strategy, "namespace", None)
+        namespace = declared if declared is not None else manager.space.namespace
+        found = spaces.setdefault(metadata_model, [])
+        found.extend(name for name in (namespace, hint_item_key(namespace, 0)[1]) if name not in found)
+    return spaces
+
+
+def settle_shard_counts(model: type[Any], shard_metadata: bool | None) -> None:
+    """After ``model``'s table was deleted: delete its shard counts (``shard_metadata=True``),
+    keep them (``False``), or keep them and say so with a :class:`ShardCountsKeptWarning`
+    (``None``, the default, when the model has counts in a metadata table)."""
+    if shard_metadata is False:
+        return
+    spaces = shard_count_spaces(model)
+    for metadata_model, namespaces in spaces.items():
+        if shard_metadata:
+            delete_namespaces(metadata_model, namespaces)
+            for manager in [shard_manager(model), *(index.manager for index in sharded_indexes_of(model).values())]:
+                store = getattr(manager.strategy, "store", None)
+                if isinstance(store, ShardCountStore):
+                    store.clear()  # this process's cached counts of the deleted items
+            continue
+        listed = ", ".join(repr(name) for name in namespaces if not name.endswith("#hot-keys"))
+        msg = (
+            f"{model.__name__}: its table {model.Meta.table_name!r} was deleted, but the shard counts of "
+            f"its keys stay in the metadata table {metadata_model.Meta.table_name!r} (the items whose "
+            f"model is {listed}): a table created again under this name starts from those counts. Pass "
+            f"delete_table(shard_metadata=True) to delete them with the table, or shard_metadata=False "
+            f"to keep them without this warning."
+        )
+        warnings.warn(msg, ShardCountsKeptWarning, stacklevel=4)
 
 
 class TableRoutes:
@@ -150,6 +201,8 @@ class TableRoutes:
                 limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
                 page_size=page_size, rate_limit=rate_limit,
             )
+        if index_name is not None and sharded_index(model, index_name) is not None:
+            check_index_agreement(model)
         return merged_query(
             model, hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
             consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
@@ -168,6 +221,8 @@ class TableRoutes:
             return plain(model, hash_key, rewrite_condition(model, range_key_condition, Usage.KEY),
                          rewrite_condition(model, filter_condition, Usage.FILTER), consistent_read, index_name,
                          limit, rate_limit)
+        if index_name is not None and sharded_index(model, index_name) is not None:
+            check_index_agreement(model)
         return merged_count(model, hash_key, range_key_condition=range_key_condition,
                             filter_condition=filter_condition, consistent_read=consistent_read,
                             index_name=index_name, limit=limit, rate_limit=rate_limit)
@@ -228,8 +283,10 @@ class TableRoutes:
                 companion.create_table(wait=wait)
         return result
 
-    def delete_table(self, wait: bool) -> Any:
-        return Model.delete_table.__func__(self.model, wait=wait)  # type: ignore[attr-defined]
+    def delete_table(self, wait: bool, shard_metadata: bool | None) -> Any:
+        result = Model.delete_table.__func__(self.model, wait=wait)  # type: ignore[attr-defined]
+        settle_shard_counts(self.model, shard_metadata)
+        return result
 
     def exists(self) -> bool:
         found: bool = Model.exists.__func__(self.model)  # type: ignore[attr-defined]
@@ -400,10 +457,11 @@ class PeriodRoutes(TableRoutes):
             billing = partitioned.billing_arguments(self.model)  # Meta's, else on-demand, as rotate() does
         return self._current().create_table(wait=wait, ignore_update_ttl_errors=ignore_update_ttl_errors, **billing)
 
-    def delete_table(self, wait: bool) -> Any:
-        """Every period's table."""
+    def delete_table(self, wait: bool, shard_metadata: bool | None) -> Any:
+        """Every period's table (their keys' counts are the model's: settled once, after)."""
         for period in partitioned.existing_periods(self.model):
-            partitioned.period_model(self.model, period).delete_table(wait=wait)
+            partitioned.period_model(self.model, period).delete_table(wait=wait, shard_metadata=False)
+        settle_shard_counts(self.model, shard_metadata)
 
     def exists(self) -> bool:
         found: bool = self._current().exists()

@@ -348,11 +348,19 @@ def locate(
                 f"copies with {model.__name__}.query, keep the one in shard "
                 f"{manager.write_shard(item)} and delete the others."
             )
+        elif manager.unique_keys:
+            why = (
+                f"(saved before Sharding(..., unique_keys=True) was declared), so which copy is "
+                f"meant is ambiguous; read the copies with {model.__name__}.query and delete the "
+                f"extra ones: saves under unique_keys=True keep one copy a key."
+            )
         else:
             why = (
-                f"(random and dynamic strategies do not keep logical keys unique), so which copy "
-                f"is meant is ambiguous; read the copies with {model.__name__}.query and delete the "
-                f"extra ones, and use HashedShards where items are overwritten by key."
+                f"(random and dynamic strategies do not keep logical keys unique: an unconditional "
+                f"save() of a new instance adds a copy), so which copy is meant is ambiguous; read the "
+                f"copies with {model.__name__}.query and delete the extra ones, and declare "
+                f"Sharding(..., unique_keys=True), under which save() replaces the stored copy as "
+                f"PynamoDB's does, or use HashedShards where items are overwritten by key."
             )
         msg = (
             f"{manager.codec.where}: the item {logical!r} with range key {range_value!r} exists in "

@@ -139,6 +139,7 @@ def test_unconditional_saves_of_one_key_leave_one_item_with_the_last_values(
     with pytest.raises(ShardLocationError) as ambiguous:
         RandomEvent.get(KEY, 1)
     assert ambiguous.value.docs_url.endswith("errors.html#location")  # whose section names unique_keys
+    assert "Sharding(..., unique_keys=True)" in str(ambiguous.value)
     # With it: one item, where the first save put it, holding the last save's values.
     assert [(f"{KEY}_2", 1, "v4")] == stored(sharded)
     assert "v4" == sharded.get(KEY, 1).payload

@@ -60,6 +60,7 @@ __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
     "WouldBlockError",
     "arm",
+    "arm_clients",
     "begin",
     "close_sessions",
     "no_sends",
@@ -613,5 +614,10 @@ add_client_hook(_arm_client)
 
 def arm(models: Any) -> None:
     """Route the clients of ``models`` (model classes) through the event loops that use them."""
-    for model in models:
-        _arm_client(botocore_client(model))
+    arm_clients(botocore_client(model) for model in models)
+
+
+def arm_clients(clients: Any) -> None:
+    """Route botocore ``clients`` (a transaction's connection's) through the event loops that use them."""
+    for client in clients:
+        _arm_client(client)

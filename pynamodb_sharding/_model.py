@@ -13,6 +13,7 @@ merged reads. Nothing below calls back up into this module.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -581,6 +582,54 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         from pynamodb_sharding import _async_results as aio
 
         return aio.AsyncBatchWrite(cls, cls.batch_write(auto_commit))
+
+    # -- the table, on the event loop ----------------------------------------------------------
+
+    @classmethod
+    async def aexists(cls) -> bool:
+        """:meth:`exists` on the running event loop.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.read(cls, cls.exists)
+
+    @classmethod
+    async def adescribe_table(cls) -> Any:
+        """:meth:`describe_table` on the running event loop.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.read(cls, cls.describe_table)
+
+    @classmethod
+    async def acreate_table(
+        cls,
+        wait: bool = False,
+        read_capacity_units: int | None = None,
+        write_capacity_units: int | None = None,
+        billing_mode: str | None = None,
+        ignore_update_ttl_errors: bool = False,
+    ) -> Any:
+        """:meth:`create_table` in a worker thread (``asyncio.to_thread``): PynamoDB waits for a
+        new table with ``time.sleep``, which would stop the event loop. For an application's
+        startup; the loop goes on serving meanwhile.
+
+        .. versionadded:: 0.2.0
+        """
+        return await asyncio.to_thread(cls.create_table, wait, read_capacity_units, write_capacity_units,
+                                       billing_mode, ignore_update_ttl_errors)
+
+    @classmethod
+    async def adelete_table(cls, *, wait: bool = False) -> Any:
+        """:meth:`delete_table` in a worker thread, as :meth:`acreate_table`.
+
+        .. versionadded:: 0.2.0
+        """
+        return await asyncio.to_thread(lambda: cls.delete_table(wait=wait))
 
     # -- the table -----------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from pynamodb.transactions import TransactGet, TransactWrite
 
 from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding._exceptions import CursorError
+from pynamodb_sharding._host import result_holds_next
 from pynamodb_sharding._periods import is_time_partitioned
 
 if TYPE_CHECKING:
@@ -209,6 +210,9 @@ class AsyncResultIterator(AsyncResult[_M]):
             f"with the same arguments."
         )
         return RuntimeError(msg)
+
+    def _holds_next(self, result: Iterator[_M]) -> bool:
+        return result_holds_next(result)  # an item of the page held: no greenlet
 
     @property
     def last_evaluated_key(self) -> Any:

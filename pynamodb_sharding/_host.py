@@ -55,6 +55,10 @@ between pages with ``ResultIterator.page_iter._rate_limiter._time_module.sleep``
 ``RateLimiter(time_module=...)``, ``time`` by default), which :func:`pace_rate_limit` makes
 the library's pause (a wait that yields on the event loop); pinned by
 ``test_host_hooks.py::TestAsyncTransportHooks::test_a_scan_rate_limit_waits_with_the_given_pause``.
+``ascan`` hands over the items of a page it holds without a greenlet: a ``ResultIterator``
+whose ``_index`` is below its ``_count`` (or whose ``_limit`` is 0) answers ``next()`` from
+memory (:func:`result_holds_next`); pinned by
+``test_host_hooks.py::TestAsyncTransportHooks::test_a_result_iterator_answers_held_items_from_memory``.
 No other module names a PynamoDB or botocore private: ``tests/contract/test_internals_fence.py``
 fails the build when one does.
 
@@ -135,6 +139,7 @@ __all__ = [
     "range_keyname",
     "reset_connection",
     "restore_connection",
+    "result_holds_next",
     "route_http_sends",
     "set_connection",
     "share_botocore_data",
@@ -729,3 +734,11 @@ def pace_rate_limit(result: ResultIterator[Any], pause: Callable[[float], None])
     if limiter is not None:
         limiter._time_module = _PausingClock(pause)
     return result
+
+
+def result_holds_next(result: object) -> bool:
+    """Whether ``next(result)`` of PynamoDB's ``ResultIterator`` answers without a request: an
+    item of the page it holds is left, or its limit is reached."""
+    if not isinstance(result, ResultIterator):
+        return False
+    return bool(result._limit == 0 or result._index < result._count)

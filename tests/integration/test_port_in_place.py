@@ -153,9 +153,8 @@ def test_misses_cost_nothing_more_once_a_sample_found_only_shards(dynamodb_model
         User(f"user{n}@example.com", name="x").save()
     with requests_sent(User) as hit:
         User.get("user1@example.com")
-    with requests_sent(User) as first_miss:
-        with pytest.raises(User.DoesNotExist):
-            User.get("nobody@example.com")
+    with requests_sent(User) as first_miss, pytest.raises(User.DoesNotExist):
+        User.get("nobody@example.com")
     with requests_sent(User) as later_misses:
         for n in range(3):
             with pytest.raises(User.DoesNotExist):
@@ -170,16 +169,13 @@ def test_a_table_with_bare_keys_checks_every_miss(dynamodb_models: BindModels) -
     bare key: an item stored bare later is never answered as missing."""
     dynamodb_models(PlainUser, User)
     PlainUser("old@example.com", name="Old").save()
-    with requests_sent(User) as first_miss:
-        with pytest.raises(User.DoesNotExist):
-            User.get("nobody@example.com")
+    with requests_sent(User) as first_miss, pytest.raises(User.DoesNotExist):
+        User.get("nobody@example.com")
     PlainUser("late@example.com", name="Late").save()  # the unported app, still running
-    with requests_sent(User) as second_miss:
-        with pytest.raises(LegacyItemError):
-            User.get("late@example.com")
-    with requests_sent(User) as third_miss:
-        with pytest.raises(User.DoesNotExist):
-            User.get("nobody2@example.com")
+    with requests_sent(User) as second_miss, pytest.raises(LegacyItemError):
+        User.get("late@example.com")
+    with requests_sent(User) as third_miss, pytest.raises(User.DoesNotExist):
+        User.get("nobody2@example.com")
     assert {"GetItem": 2, "Scan": 1} == first_miss
     assert {"GetItem": 2} == second_miss == third_miss
 
@@ -189,9 +185,8 @@ def test_legacy_models_and_bare_key_requests_are_unchanged(dynamodb_models: Bind
     check's bare read leaves the key guard as it was: a bare key in a request of the model is
     still refused."""
     dynamodb_models(LegacyUser, User)
-    with requests_sent(LegacyUser) as miss:
-        with pytest.raises(LegacyUser.DoesNotExist):
-            LegacyUser.get("nobody@example.com")
+    with requests_sent(LegacyUser) as miss, pytest.raises(LegacyUser.DoesNotExist):
+        LegacyUser.get("nobody@example.com")
     assert {"BatchGetItem": 2} == miss  # the bare key, then the shard's: no GetItem, no Scan
     with pytest.raises(User.DoesNotExist):
         User.get("nobody@example.com")

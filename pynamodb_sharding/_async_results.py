@@ -127,20 +127,24 @@ class AsyncResult(Generic[_M]):
             raise self._other_loop()
         result = self._result
         if result is not None and self._holds_next(result):  # held: no request, no greenlet
-            return next(result)
+            held = next(result, _DONE)
+            if held is _DONE:  # the limit was reached
+                raise StopAsyncIteration
+            item: _M = held
+            return item
         try:
             if result is None:  # the first call arms the clients and plans the read
-                item = await read(self._model, self._next)
+                found = await read(self._model, self._next)
             else:
-                item = await transport.run(self._next)
+                found = await transport.run(self._next)
         except Exception:
             raise  # a request failed: the next __anext__ asks the sync iterator again, as next() does
         except BaseException:
             self._close()  # cancelled: nothing of this read stays in flight
             raise
-        if item is _DONE:
+        if found is _DONE:
             raise StopAsyncIteration
-        taken: _M = item
+        taken: _M = found
         return taken
 
     def _holds_next(self, result: Iterator[_M]) -> bool:

@@ -681,3 +681,39 @@ def test_an_async_transaction_runs_on_the_loop_thread(dynamodb_models: BindModel
     assert [] == blocking_sends
     assert {threading.main_thread()} == senders
     assert [(1, 5), (2, None)] == [(item.at, item.hits) for item in Event.query("/t")]
+
+
+def test_table_calls_answer_as_the_sync_ones(dynamodb_models: BindModels, loop: Loop) -> None:
+    """``aexists``, ``adescribe_table``, ``acreate_table`` (the model's table and its companions)
+    and ``adelete_table`` do what the sync calls do; the create and the delete run in a worker
+    thread, so the loop goes on meanwhile."""
+    dynamodb_models(Account)
+    assert loop.run(Account.aexists()) is Account.exists() is True
+    expected = Account.describe_table()
+    described = loop.run(Account.adescribe_table())
+    assert (described["TableName"], described["KeySchema"]) == (expected["TableName"], expected["KeySchema"])
+
+    async def recreate() -> tuple[bool, bool, int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        ticker = asyncio.ensure_future(tick())
+        await Account.adelete_table(wait=True)
+        gone = not await Account.aexists()
+        await Account.acreate_table(billing_mode="PAY_PER_REQUEST", wait=True)
+        done.set()
+        await ticker
+        return gone, await Account.aexists(), ticks
+
+    gone, back, ticks = loop.run(recreate())
+    assert (gone, back) == (True, True)
+    assert ticks > 0  # the loop ran while the tables were deleted and created
+    assert Account.exists()
+    Account("ann@example.com", name="Ann").save()
+    assert Account.get("ann@example.com").name == "Ann"

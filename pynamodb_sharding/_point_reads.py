@@ -641,21 +641,28 @@ def operation_kwargs(model: type[Any], hash_key: Any, range_key: Any, condition:
 # -- items an unported application stored under their bare key ------------------------------------
 
 
-#: What a process knows of a model's table, per table name: ``True`` once a sample of it showed
-#: only sharded keys (misses are not checked again), ``False`` once bare keys were seen in it
-#: (every miss is checked), absent until its first miss.
-_bare_key_watch: weakref.WeakKeyDictionary[type[Any], dict[str, bool]] = weakref.WeakKeyDictionary()
+# What a process knows of a model's table (per table name), for :func:`refuse_bare_copies`:
+# nothing yet; a sample being read (by the first miss: the others meanwhile read their bare
+# keys, and do not sample too); a sample showed shard keys only (misses are not checked again);
+# bare keys were seen (every miss is checked).
+_UNKNOWN, _SAMPLING, _SHARDED_ONLY, _HOLDS_BARE = range(4)
+_bare_key_watch: weakref.WeakKeyDictionary[type[Any], dict[str, int]] = weakref.WeakKeyDictionary()
 _bare_key_lock = threading.Lock()
 
 
-def _watched(model: type[Any]) -> bool | None:
+def _watched(model: type[Any]) -> int:
     with _bare_key_lock:
-        return _bare_key_watch.get(model, {}).get(model.Meta.table_name)
+        return _bare_key_watch.get(model, {}).get(model.Meta.table_name, _UNKNOWN)
 
 
-def _watch(model: type[Any], clean: bool) -> None:
+def _watch(model: type[Any], state: int, *, only_from: int | None = None) -> bool:
+    """Set what is known of the model's table (only if it was ``only_from``); whether it was set."""
     with _bare_key_lock:
-        _bare_key_watch.setdefault(model, {})[model.Meta.table_name] = clean
+        states = _bare_key_watch.setdefault(model, {})
+        if only_from is not None and states.get(model.Meta.table_name, _UNKNOWN) != only_from:
+            return False
+        states[model.Meta.table_name] = state
+        return True
 
 
 def refuse_bare_copies(model: type[Any], operation: str, keys: Sequence[tuple[str, Any]], *,
@@ -670,7 +677,8 @@ def refuse_bare_copies(model: type[Any], operation: str, keys: Sequence[tuple[st
     bare keys of the items missed (keys only) and samples :data:`BARE_KEY_SAMPLE` keys of the
     table with one Scan; a sample of sharded keys only settles it, and later misses send nothing
     more. Where the sample shows bare keys (an unported table, or another model's items in a
-    shared table), every miss reads its bare key: one more read per miss, exact answers.
+    shared table), every miss reads its bare key: one more read per miss, exact answers. Misses
+    while the first one samples read their bare keys and do not sample too.
     """
     if not keys or not _may_hold_bare_keys(model):
         return
@@ -691,10 +699,14 @@ def refuse_bare_copies(model: type[Any], operation: str, keys: Sequence[tuple[st
             bare = [data[ITEM]] if data and data.get(ITEM) else []
         else:
             bare = _batch_read(model, requests, consistent_read=consistent_read, projection=projection)
-        if _watched(model) is None:
-            _watch(model, clean=not bare and _sample_is_sharded(model))
+    if not bare and _watch(model, _SAMPLING, only_from=_UNKNOWN):  # the first miss: sample the table
+        settled = _UNKNOWN
+        try:
+            settled = _SHARDED_ONLY if _sample_is_sharded(model) else _HOLDS_BARE
+        finally:  # a sample cancelled or failed otherwise: the next miss samples again
+            _watch(model, settled)
     if bare:
-        _watch(model, clean=False)
+        _watch(model, _HOLDS_BARE)
         stored = bare[0][hash_attribute.attr_name]["S"]
         name = model.__name__
         where = f" with range key {keys[0][1]!r}" if range_attribute is not None and len(keys) == 1 else ""
@@ -713,7 +725,7 @@ def _may_hold_bare_keys(model: type[Any]) -> bool:
     """Whether a miss of ``model`` is checked: its bare keys are not read anyway
     (``legacy_unsharded``, a model sharding only an index), nor known to be absent."""
     manager = shard_manager(model)
-    return not manager.legacy_unsharded and not manager.index_only and _watched(model) is not True
+    return not manager.legacy_unsharded and not manager.index_only and _watched(model) != _SHARDED_ONLY
 
 
 def _sample_is_sharded(model: type[Any]) -> bool:

@@ -10,6 +10,7 @@ GetItem of the bare key, one Scan of a few keys); the request counts are checked
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -193,3 +194,28 @@ def test_legacy_models_and_bare_key_requests_are_unchanged(dynamodb_models: Bind
     client = User._get_connection().connection.client
     with pytest.raises(HostContractError):
         client.get_item(TableName=User.Meta.table_name, Key={"email": {"S": "nobody@example.com"}})
+
+
+def test_misses_at_once_sample_the_table_once(dynamodb_models: BindModels, loop: Loop) -> None:
+    """20 ``aget`` misses at once, the process's first: one Scan samples the table (the other
+    misses read their bare keys meanwhile), then misses send their GetItem only."""
+    dynamodb_models(User)
+    User("ann@example.com", name="Ann").save()
+
+    async def misses(prefix: str) -> int:
+        async def miss(n: int) -> int:
+            try:
+                await User.aget(f"{prefix}{n}@example.com")
+            except User.DoesNotExist:
+                return 1
+            return 0
+
+        return sum(await asyncio.gather(*(miss(n) for n in range(20))))
+
+    with requests_sent(User) as first:
+        assert loop.run(misses("nobody")) == 20
+    with requests_sent(User) as later:
+        assert loop.run(misses("other")) == 20
+    assert first["Scan"] == 1
+    assert 20 < first["GetItem"] <= 40  # each miss's GetItem, and the bare keys read before the sample settled
+    assert {"GetItem": 20} == later

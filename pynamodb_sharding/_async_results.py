@@ -18,6 +18,7 @@ put are never left half-done) and raises ``CancelledError`` once it has.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Generator, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -102,7 +103,9 @@ class AsyncResult(Generic[_M]):
     ``async for`` it as the sync iterator is iterated, or ``await`` it for a list of what is
     left. Nothing is sent before the first ``__anext__``. A result belongs to the event loop of
     its first ``__anext__``: iterating it on another loop raises ``RuntimeError`` before
-    anything is sent. ``await result.aclose()`` (or ``async with``) stops it.
+    anything is sent. ``await result.aclose()`` (or ``async with``) stops it. A result whose read
+    raised or was cancelled (a timeout) raises ``RuntimeError`` if iterated further, instead of
+    ending as if it had no more items: call ``abatch_get`` again.
 
     .. versionadded:: 0.2.0
     """
@@ -115,6 +118,9 @@ class AsyncResult(Generic[_M]):
         self._start = start
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first __anext__
         self._result: Iterator[_M] | None = None
+        self._closed = False
+        # A generator (batch_get's) that raised or was cancelled has ended: it cannot go on.
+        self._broken: BaseException | None = None
 
     def __aiter__(self) -> AsyncResult[_M]:
         return self
@@ -125,6 +131,10 @@ class AsyncResult(Generic[_M]):
             self._loop = loop
         elif loop is not self._loop:
             raise self._other_loop()
+        if self._closed:
+            raise StopAsyncIteration
+        if self._broken is not None:
+            raise self._ended_early()
         result = self._result
         if result is not None and self._holds_next(result):  # held: no request, no greenlet
             held = next(result, _DONE)
@@ -137,10 +147,16 @@ class AsyncResult(Generic[_M]):
                 found = await read(self._model, self._next)
             else:
                 found = await transport.run(self._next)
-        except Exception:
-            raise  # a request failed: the next __anext__ asks the sync iterator again, as next() does
-        except BaseException:
+        except Exception as error:
+            # A request failed: the next __anext__ asks the sync iterator again, as next() does
+            # (a query or a scan sends it again), unless it was a generator, which has ended.
+            if inspect.isgenerator(self._result):
+                self._broken = error
+            raise
+        except BaseException as error:
             self._close()  # cancelled: nothing of this read stays in flight
+            if inspect.isgenerator(self._result):
+                self._broken = error
             raise
         if found is _DONE:
             raise StopAsyncIteration
@@ -165,6 +181,15 @@ class AsyncResult(Generic[_M]):
             self._result = self._start()
         return next(self._result, _DONE)
 
+    def _ended_early(self) -> RuntimeError:
+        name = self._model.__name__
+        msg = (
+            f"{name}.{self._method}: this result stopped at an error or a cancellation "
+            f"({type(self._broken).__name__}) before its last item, and cannot go on; call "
+            f"{name}.{self._method}(...) again for the items."
+        )
+        return RuntimeError(msg)
+
     def __await__(self) -> Generator[Any, None, list[_M]]:
         return self._collect().__await__()
 
@@ -173,6 +198,7 @@ class AsyncResult(Generic[_M]):
 
     async def aclose(self) -> None:
         """Stop: cancel what the read has in flight. Iteration then ends."""
+        self._closed = True
         self._close()
 
     def _close(self) -> None:

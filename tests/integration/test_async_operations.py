@@ -36,6 +36,7 @@ from pynamodb_sharding import (
     Sharding,
     TimePartitioned,
 )
+from pynamodb_sharding._pool import pause
 from pynamodb_sharding.aio import AsyncBatchWrite, AsyncTransactGet, AsyncTransactWrite
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop
@@ -717,3 +718,40 @@ def test_table_calls_answer_as_the_sync_ones(dynamodb_models: BindModels, loop: 
     assert Account.exists()
     Account("ann@example.com", name="Ann").save()
     assert Account.get("ann@example.com").name == "Ann"
+
+
+def test_an_abatch_get_cut_short_does_not_end_as_if_complete(dynamodb_models: BindModels, loop: Loop) -> None:
+    """A batch read cancelled by a timeout (its generator is gone) raises when iterated again,
+    naming the fix, instead of ending as if no item were stored; a closed result ends."""
+    dynamodb_models(Account)
+    for n in range(3):
+        Account(f"user{n}@example.com", name="x").save()
+
+    def slow(**_: Any) -> None:
+        pause(5.0)
+
+    async def cut_short() -> str:
+        result = Account.abatch_get([f"user{n}@example.com" for n in range(3)])
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(result.__anext__(), 0.3)
+        with pytest.raises(RuntimeError) as raised:
+            await result.__anext__()
+        return str(raised.value)
+
+    events = Account._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.BatchGetItem", slow, unique_id="test-slow-batch-get")
+    try:
+        message = loop.run(cut_short())
+    finally:
+        events.unregister("before-send.dynamodb.BatchGetItem", unique_id="test-slow-batch-get")
+    assert "Account.abatch_get" in message
+    assert "call Account.abatch_get(...) again" in message
+
+    async def closed() -> list[Any]:
+        result = Account.ascan(page_size=1)
+        first = await result.__anext__()
+        await result.aclose()
+        return [first, *[item async for item in result]]
+
+    assert len(loop.run(closed())) == 1
+    assert len(loop.run(Account.abatch_get([f"user{n}@example.com" for n in range(3)]))) == 3

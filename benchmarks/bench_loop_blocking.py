@@ -19,7 +19,7 @@ are timed in CPU time of the loop's thread (``time.thread_time``: what the loop 
 not the time a busy machine took the CPU away) with ``greenlet.settrace``. A probe task waking
 every millisecond measures the loop's lag as the application sees it (wall time): the sum of
 the steps that ran before it, and the machine's share. The garbage collector is left on; its
-pauses fall into the steps that trigger them.
+pauses fall into the steps that trigger them, which are reported apart, with the pauses.
 
 The bound: no step under 100 requests at once longer than 3 x the longest step of the same
 operations run one at a time (the steps of a call must not grow with the calls in flight), and
@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import contextvars
 import cProfile
+import gc
 import io
 import pstats
 import statistics
@@ -93,14 +94,21 @@ OPERATION: contextvars.ContextVar[str] = contextvars.ContextVar("bench_operation
 
 class Steps:
     """The steps of bridged greenlets (``greenlet.settrace``): CPU time of the loop's thread per
-    stretch a greenlet of the async transport ran between two switches, by operation."""
+    stretch a greenlet of the async transport ran between two switches, by operation. A step in
+    which the garbage collector ran is counted apart (``collected``), with the collector's pauses
+    (``pauses``): its time is the interpreter's, spent in whichever step allocated when a
+    collection was due."""
 
     def __init__(self) -> None:
         from pynamodb_sharding._async_transport import _Bridged
 
         self._bridged = _Bridged
         self.times: dict[str, list[float]] = defaultdict(list)
+        self.collected: dict[str, list[float]] = defaultdict(list)
+        self.pauses: list[float] = []
         self._running: tuple[str, float] | None = None
+        self._collecting_since = 0.0
+        self._collected_in_step = False
         self._previous: Any = None
 
     def _trace(self, event: str, args: Any) -> None:
@@ -110,17 +118,27 @@ class Steps:
         now = time.thread_time()
         if self._running is not None and isinstance(origin, self._bridged):
             label, began = self._running
-            self.times[label].append(now - began)
+            (self.collected if self._collected_in_step else self.times)[label].append(now - began)
             self._running = None
         if isinstance(target, self._bridged):
             self._running = (target.gr_context.get(OPERATION, "?") if target.gr_context is not None else "?", now)
+            self._collected_in_step = False
+
+    def _on_collection(self, phase: str, _: dict[str, Any]) -> None:
+        if phase == "start":
+            self._collecting_since = time.thread_time()
+        else:
+            self.pauses.append(time.thread_time() - self._collecting_since)
+            self._collected_in_step = True
 
     def __enter__(self) -> Steps:
         self._previous = greenlet.settrace(self._trace)
+        gc.callbacks.append(self._on_collection)
         return self
 
     def __exit__(self, *_: object) -> None:
         greenlet.settrace(self._previous)
+        gc.callbacks.remove(self._on_collection)
 
     def longest(self) -> float:
         return max((max(times) for times in self.times.values() if times), default=0.0)
@@ -347,13 +365,15 @@ def run(args: argparse.Namespace, out: Report) -> None:
     out("Steps: what the loop's thread runs of one call between two waits, in CPU time of that thread.")
     out()
     out("| operation | longest step, alone (ms) | longest step, 100 at once (ms) | p99 step, 100 at once (ms) "
-        "| steps per call |")
-    out("|---|---|---|---|---|")
+        "| steps per call | longest step with a garbage collection in it, 100 at once (ms) |")
+    out("|---|---|---|---|---|---|")
     for name in alone.times:
         single, many = alone.times[name], burst.times.get(name, [])
-        per_call = len(single) / args.repeat
+        per_call = (len(single) + len(alone.collected.get(name, []))) / args.repeat
+        collected = burst.collected.get(name)
         out(f"| {name} | {max(single) * ms:.2f} | {max(many, default=0) * ms:.2f} | "
-            f"{percentile(many, 0.99) * ms:.2f} | {per_call:.0f} |")
+            f"{percentile(many, 0.99) * ms:.2f} | {per_call:.0f} | "
+            f"{f'{max(collected) * ms:.2f}' if collected else '-'} |")
     longest_alone, longest_burst = alone.longest(), burst.longest()
     ratio = longest_burst / longest_alone if longest_alone else 0.0
     bound_met = ratio <= 3 and longest_burst * ms <= args.bound
@@ -374,6 +394,12 @@ def run(args: argparse.Namespace, out: Report) -> None:
         f"(build, sign, send, parse; {found['requests_per_call']:.1f} requests per call here) was "
         f"{found['cpu_per_request'] * ms:.2f} ms, so a lag of {percentile(probe.lags, 0.99) * ms:.0f} ms is "
         f"about {percentile(probe.lags, 0.99) / found['cpu_per_request']:.0f} requests' work queued at once")
+    pauses = burst.pauses
+    out(f"- the garbage collector ran {len(pauses)} times during the 100-at-once rounds, "
+        f"{sum(pauses) * ms:.0f} ms in all, the longest pause {max(pauses, default=0) * ms:.1f} ms (a full "
+        f"collection: its length grows with the objects the process holds, botocore's models included; "
+        f"`gc.freeze()` after an application's start-up leaves those out of it); the steps it fell in are "
+        f"in the last column, not in the others")
     if found["profile"]:
         out()
         out(f"Where the loop's CPU goes, {args.requests} at once (cProfile, one more round, by own time):")

@@ -35,6 +35,7 @@ from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of
 from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
 from pynamodb_sharding._item import range_value as range_of
 from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._periods import template_of
 from pynamodb_sharding._pool import fanout_executor
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
@@ -66,7 +67,7 @@ _M = TypeVar("_M", bound=Model)
 
 #: DynamoDB's limit on keys in one BatchGetItem request.
 BATCH_GET_LIMIT = 100
-#: How many keys the first miss of a model samples from its table (see :func:`_bare_key_watch`).
+#: How many keys the first miss of a model samples from its table (see :func:`refuse_bare_copies`).
 BARE_KEY_SAMPLE = 25
 
 
@@ -708,7 +709,8 @@ def refuse_bare_copies(model: type[Any], operation: str, keys: Sequence[tuple[st
     if bare:
         _watch(model, _HOLDS_BARE)
         stored = bare[0][hash_attribute.attr_name]["S"]
-        name = model.__name__
+        declared = template_of(model)  # a period model's: the time-partitioned model the user declared
+        name = declared.__name__
         where = f" with range key {keys[0][1]!r}" if range_attribute is not None and len(keys) == 1 else ""
         msg = (
             f"{manager.codec.where}: {name}.{operation} found no item {stored!r}{where} in its shards, "
@@ -716,7 +718,7 @@ def refuse_bare_copies(model: type[Any], operation: str, keys: Sequence[tuple[st
             f"written before {name} was sharded. {name} is not declared legacy_unsharded, so its reads "
             f"do not look there. Declare Sharding(..., legacy_unsharded=True) to read the table's bare "
             f"items, then move them into shards with `pynamodb-sharding migrate reshard "
-            f"{model.__module__}:{model.__qualname__}` (see the adoption guide)."
+            f"{declared.__module__}:{declared.__qualname__}` (see the adoption guide)."
         )
         raise LegacyItemError(msg)
 

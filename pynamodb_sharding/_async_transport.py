@@ -1,6 +1,7 @@
 """The asyncio side's transport: the library's own request code, run on an event loop.
 
-The async methods (``aquery``, ``acount``, ``aget``, ``asave``, ``adelete``) run exactly the code
+The async methods (``aquery``, ``ascan``, ``acount``, ``aget``, ``abatch_get``, ``asave``,
+``aupdate``, ``adelete``, ``arefresh``, the batch writes and transactions) run exactly the code
 the sync methods run: the same planning, shard choice, metadata reads, growth, merge, cursor,
 PynamoDB's request building and botocore's serialization, signing, retries, event hooks and
 parsing. Only two things differ, and both live here:
@@ -47,7 +48,7 @@ try:
     import httptools  # noqa: F401  (used by _async_http; imported here for the message)
 except ImportError as error:  # pragma: no cover - the bare install
     msg = (
-        "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need greenlet and "
+        "pynamodb_sharding's async methods (aquery, aget, asave, aupdate...) need greenlet and "
         f"httptools, and {error.name or 'one of them'} is not installed: pip install 'pynamodb-sharding[async]'."
     )
     raise ImportError(msg) from error
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
     "WouldBlockError",
     "arm",
+    "arm_clients",
     "begin",
     "close_sessions",
     "no_sends",
@@ -613,5 +615,10 @@ add_client_hook(_arm_client)
 
 def arm(models: Any) -> None:
     """Route the clients of ``models`` (model classes) through the event loops that use them."""
-    for model in models:
-        _arm_client(botocore_client(model))
+    arm_clients(botocore_client(model) for model in models)
+
+
+def arm_clients(clients: Any) -> None:
+    """Route botocore ``clients`` (a transaction's connection's) through the event loops that use them."""
+    for client in clients:
+        _arm_client(client)

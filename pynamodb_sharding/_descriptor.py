@@ -259,7 +259,8 @@ class Sharding:
         if is_global_index_class(owner):
             # The index's async reads (the [async] extra): the model's, with the index's name;
             # a ShardedIndex has its own, typed (the same calls).
-            for method_name, method in (("aquery", _index_aquery), ("acount", _index_acount)):
+            for method_name, method in (("aquery", _index_aquery), ("acount", _index_acount),
+                                        ("ascan", _index_ascan)):
                 if getattr(owner, method_name, None) is None:
                     setattr(owner, method_name, method)
             return  # bound per model when the model is defined (see pynamodb_sharding._indexes)
@@ -1012,3 +1013,15 @@ async def _index_acount(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> 
     """
     count: int = await index_owner(self).acount(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
     return count
+
+
+def _index_ascan(self: Any, filter_condition: Any = None, segment: int | None = None,
+                 total_segments: int | None = None, limit: int | None = None, last_evaluated_key: Any = None,
+                 page_size: int | None = None, consistent_read: bool | None = None, rate_limit: float | None = None,
+                 attributes_to_get: Any = None) -> Any:
+    """``Model.ascan`` of this sharded index (the arguments of PynamoDB's ``Index.scan``).
+
+    .. versionadded:: 0.2.0
+    """
+    return index_owner(self).ascan(filter_condition, segment, total_segments, limit, last_evaluated_key, page_size,
+                                   consistent_read, self.Meta.index_name, rate_limit, attributes_to_get)

@@ -50,9 +50,17 @@ loop's connections by replacing its endpoint's ``http_session`` (``client._endpo
 ``_send`` calls ``http_session.send``) and its endpoint's ``_needs_retry`` (botocore's copy
 sleeps with ``time.sleep`` between attempts): :func:`route_http_sends`; and they verify TLS
 as that session's ``_verify`` says (:func:`http_verify`); both pinned by
-``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. No other module names a
-PynamoDB or botocore private: ``tests/contract/test_internals_fence.py`` fails the build when
-one does.
+``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. A scan's ``rate_limit`` waits
+between pages with ``ResultIterator.page_iter._rate_limiter._time_module.sleep`` (PynamoDB's
+``RateLimiter(time_module=...)``, ``time`` by default), which :func:`pace_rate_limit` makes
+the library's pause (a wait that yields on the event loop); pinned by
+``test_host_hooks.py::TestAsyncTransportHooks::test_a_scan_rate_limit_waits_with_the_given_pause``.
+``ascan`` hands over the items of a page it holds without a greenlet: a ``ResultIterator``
+whose ``_index`` is below its ``_count`` (or whose ``_limit`` is 0) answers ``next()`` from
+memory (:func:`result_holds_next`); pinned by
+``test_host_hooks.py::TestAsyncTransportHooks::test_a_result_iterator_answers_held_items_from_memory``.
+No other module names a PynamoDB or botocore private: ``tests/contract/test_internals_fence.py``
+fails the build when one does.
 
 **What older botocore releases leave out.** botocore parses DynamoDB's responses by its copy of
 DynamoDB's service model, and drops every field that copy does not name. Before 1.40.10 it has
@@ -81,8 +89,11 @@ is not a model's client; the contract tests pin that path.)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -92,7 +103,8 @@ import botocore.loaders
 from botocore.model import NoShapeFoundError
 from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
-from pynamodb.models import Model
+from pynamodb.models import Model, _ModelFuture
+from pynamodb.pagination import ResultIterator
 
 from pynamodb_sharding._exceptions import HostContractError
 from pynamodb_sharding._keys import KeyCodec
@@ -105,6 +117,7 @@ __all__ = [
     "BEFORE_PARSE_HOOK",
     "BOTOCORE_VERSION",
     "OVERRIDDEN_HOOKS",
+    "ModelFuture",
     "add_client_hook",
     "arm_client",
     "botocore_client",
@@ -123,10 +136,12 @@ __all__ = [
     "keep_unmodelled_fields",
     "missing_fields",
     "own_connection",
+    "pace_rate_limit",
     "put_arguments",
     "range_keyname",
     "reset_connection",
     "restore_connection",
+    "result_holds_next",
     "route_http_sends",
     "set_connection",
     "share_botocore_data",
@@ -137,7 +152,12 @@ __all__ = [
     "ttl_attribute_name",
     "unshared_connection",
     "version_condition",
+    "without_key_guard",
 ]
+
+#: What PynamoDB's ``TransactGet.get`` returns (``pynamodb.models._ModelFuture``): the async
+#: transaction's ``get`` returns it too.
+ModelFuture = _ModelFuture
 
 #: The private PynamoDB methods ``ShardedModel`` overrides (see the module docstring).
 OVERRIDDEN_HOOKS = (
@@ -431,7 +451,7 @@ class _KeyGuard:
         return tables
 
     def __call__(self, params: Mapping[str, Any] | None = None, model: Any = None, **_: Any) -> None:
-        if not params or model is None:
+        if not params or model is None or _bare_keys_allowed.get():
             return
         operation = getattr(model, "name", "")
         addressed = _ADDRESSED_KEYS.get(operation)
@@ -493,6 +513,22 @@ _ADDRESSED_KEYS: dict[str, Callable[[Mapping[str, Any]], Iterator[tuple[str, Any
     "PutItem": _one_key("Item"), "BatchGetItem": _batch_get_keys, "BatchWriteItem": _batch_write_keys,
     "TransactWriteItems": _transaction_keys, "TransactGetItems": _transaction_keys,
 }
+
+
+#: Set while a request deliberately addresses a bare key (:func:`without_key_guard`).
+_bare_keys_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pynamodb_sharding_bare_keys_allowed", default=False)
+
+
+@contextlib.contextmanager
+def without_key_guard() -> Iterator[None]:
+    """Within it, the requests of this thread (or greenlet) may address a bare key: a read that
+    looks for an item stored under its unsharded key on purpose (``_point_reads``)."""
+    token = _bare_keys_allowed.set(True)
+    try:
+        yield
+    finally:
+        _bare_keys_allowed.reset(token)
 
 
 def guard_keys(model: type[Model], connection: TableConnection, codec: KeyCodec) -> None:
@@ -708,3 +744,31 @@ def arm_client(client: Any) -> None:
     """Run the client hooks on ``client`` (nothing unless the asyncio side is imported)."""
     for hook in _client_hooks:
         hook(client)
+
+
+class _PausingClock:
+    """The ``time_module`` of PynamoDB's ``RateLimiter``: its waits are ``pause``."""
+
+    def __init__(self, pause: Callable[[float], None]) -> None:
+        self.sleep = pause
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+def pace_rate_limit(result: ResultIterator[Any], pause: Callable[[float], None]) -> ResultIterator[Any]:
+    """Make the ``rate_limit`` of PynamoDB's ``result`` (a scan, a query) wait between pages with
+    ``pause`` instead of ``time.sleep``; returns ``result``."""
+    limiter = getattr(result.page_iter, "_rate_limiter", None)
+    if limiter is not None:
+        limiter._time_module = _PausingClock(pause)
+    return result
+
+
+def result_holds_next(result: object) -> bool:
+    """Whether ``next(result)`` of PynamoDB's ``ResultIterator`` answers without a request: an
+    item of the page it holds is left, or its limit is reached."""
+    if not isinstance(result, ResultIterator):
+        return False
+    return bool(result._limit == 0 or result._index < result._count)

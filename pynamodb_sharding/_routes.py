@@ -38,6 +38,7 @@ from pynamodb_sharding._host import (
     index_range_attribute,
     indexes,
     keep_unmodelled_fields,
+    pace_rate_limit,
     table_connection,
 )
 from pynamodb_sharding._hot_keys import hint_item_key
@@ -50,6 +51,7 @@ from pynamodb_sharding._indexes import (
 from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardCountStore, ShardMetadata, delete_namespaces
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._point_reads import without_stale_bare_copies
+from pynamodb_sharding._pool import pause
 
 __all__ = ["PeriodRoutes", "TableRoutes", "bind_routes", "routes_of"]
 
@@ -122,6 +124,31 @@ def settle_shard_counts(model: type[Any], shard_metadata: bool | None) -> None:
         warnings.warn(msg, ShardCountsKeptWarning, stacklevel=4)
 
 
+class _LegacyScan:
+    """The scan pages of a ``legacy_unsharded`` model: without the stale bare copies of items a
+    shard also holds. A bound method of an object with the table connection's ``get_meta_table``,
+    as PynamoDB's ``connection.scan`` is: the scan's ``last_evaluated_key``, stopped by its limit
+    in the middle of the last page, reads the key names from there."""
+
+    def __init__(self, model: type[Any], connection: Any, consistent_read: bool | None) -> None:
+        self.model = model
+        self.connection = connection
+        self.consistent_read = consistent_read
+
+    def get_meta_table(self) -> Any:
+        return self.connection.get_meta_table()
+
+    def scan(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        data: dict[str, Any] = self.connection.scan(*args, **kwargs)
+        items = data.get(ITEMS)
+        if items:
+            kept = without_stale_bare_copies(self.model, items, consistent_read=self.consistent_read)
+            if len(kept) != len(items):
+                count = data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)
+                data = {**data, ITEMS: kept, CAMEL_COUNT: count}
+        return data
+
+
 class TableRoutes:
     """The requests of a sharded model with one table.
 
@@ -192,15 +219,16 @@ class TableRoutes:
         model = self.model
         if shard_manager(model).index_only and sharded_index(model, index_name) is None:
             # The table (or an unsharded index) of a model that shards only an index: PynamoDB's
-            # own query, its cursor and pages, with conditions on sharded index attributes rewritten.
-            return Model.query.__func__(  # type: ignore[attr-defined]  # PynamoDB's, for this class
+            # own query, its cursor and pages, with conditions on sharded index attributes rewritten
+            # (its rate_limit waits with the library's pause: on an event loop, by awaiting).
+            return pace_rate_limit(Model.query.__func__(  # type: ignore[attr-defined]  # PynamoDB's, for this class
                 model, hash_key,
                 range_key_condition=rewrite_condition(model, range_key_condition, Usage.KEY),
                 filter_condition=rewrite_condition(model, filter_condition, Usage.FILTER),
                 consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
                 limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
                 page_size=page_size, rate_limit=rate_limit,
-            )
+            ), pause)
         if index_name is not None and sharded_index(model, index_name) is not None:
             check_index_agreement(model)
         return merged_query(
@@ -241,17 +269,9 @@ class TableRoutes:
         connection = table_connection(model)
         scan_page: Callable[..., dict[str, Any]] = connection.scan
         if shard_manager(model).legacy_unsharded:
-            def scan_page(*args: Any, **kwargs: Any) -> dict[str, Any]:
-                data: dict[str, Any] = connection.scan(*args, **kwargs)
-                items = data.get(ITEMS)
-                if items:
-                    kept = without_stale_bare_copies(model, items, consistent_read=consistent_read)
-                    if len(kept) != len(items):
-                        count = data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)
-                        data = {**data, ITEMS: kept, CAMEL_COUNT: count}
-                return data
+            scan_page = _LegacyScan(model, connection, consistent_read).scan
 
-        return ResultIterator(
+        return pace_rate_limit(ResultIterator(
             scan_page,
             (),
             {
@@ -263,7 +283,7 @@ class TableRoutes:
             map_fn=model.from_raw_data,
             limit=limit,
             rate_limit=rate_limit,
-        )
+        ), pause)  # its rate_limit waits with the library's pause: on an event loop, by awaiting
 
     def batch_write(self, auto_commit: bool) -> Any:
         return ShardedBatchWrite(self.model, auto_commit=auto_commit)

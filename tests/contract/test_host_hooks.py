@@ -517,3 +517,53 @@ class TestAsyncTransportHooks:
         with pytest.raises(EndpointConnectionError):  # urllib3 found nothing on port 9
             client.get_item(TableName="table", Key={"k": {"S": "v"}})
         assert len(routed) == 3  # each attempt asked the route first
+
+    def test_a_scan_rate_limit_waits_with_the_given_pause(self) -> None:
+        """PynamoDB's ``ResultIterator`` waits for its ``rate_limit`` with
+        ``page_iter._rate_limiter._time_module.sleep`` (``RateLimiter(time_module=...)``):
+        :func:`pynamodb_sharding._host.pace_rate_limit` makes those waits the given pause, and a
+        result without a rate limit is left as it is."""
+        from pynamodb.pagination import ResultIterator
+
+        from pynamodb_sharding._host import pace_rate_limit
+
+        pages = iter([{"Count": 1, "ScannedCount": 1, "Items": [{}], "LastEvaluatedKey": {"k": {"S": "1"}},
+                       "ConsumedCapacity": {"CapacityUnits": 50}},
+                      {"Count": 1, "ScannedCount": 1, "Items": [{}], "ConsumedCapacity": {"CapacityUnits": 50}}])
+        pauses: list[float] = []
+        result = pace_rate_limit(ResultIterator(lambda **_: next(pages), (), {}, rate_limit=10), pauses.append)
+        assert 2 == len(list(result))
+        assert len(pauses) == 2
+        assert pauses[0] == 0  # the first page is sent at once
+        assert 4.5 < pauses[1] <= 5  # 50 units at 10 a second, less the time since the first page
+        unlimited = ResultIterator(lambda **_: {}, (), {})
+        assert pace_rate_limit(unlimited, pauses.append) is unlimited
+
+    def test_a_result_iterator_answers_held_items_from_memory(self) -> None:
+        """PynamoDB's ``ResultIterator`` answers ``next()`` from the page it holds while
+        ``_index < _count``, and stops at ``_limit == 0``, sending nothing:
+        :func:`pynamodb_sharding._host.result_holds_next` says when."""
+        from pynamodb.pagination import ResultIterator
+
+        from pynamodb_sharding._host import result_holds_next
+
+        sent: list[int] = []
+
+        def page(**_: Any) -> dict[str, Any]:
+            sent.append(1)
+            return {"Count": 2, "ScannedCount": 2, "Items": [{"n": 1}, {"n": 2}], "LastEvaluatedKey": {"k": 1}}
+
+        result = ResultIterator(page, (), {}, limit=3)
+        assert not result_holds_next(result)  # nothing read yet
+        assert next(result) == {"n": 1}
+        assert result_holds_next(result)
+        assert next(result) == {"n": 2}
+        assert len(sent) == 1
+        assert not result_holds_next(result)  # the page is used up: the next item needs a request
+        assert next(result) == {"n": 1}
+        assert len(sent) == 2
+        assert result_holds_next(result)  # the limit is reached: next() stops without a request
+        with pytest.raises(StopIteration):
+            next(result)
+        assert len(sent) == 2
+        assert not result_holds_next(iter([1]))

@@ -36,6 +36,14 @@ def test_short_demo_passes_its_check_and_writes_the_chart(
     final = re.search(r"final shard count\s+│\s+1\s+│\s+(\d+)", result.stdout)
     assert final is not None, result.stdout
     assert int(final[1]) > 1, result.stdout
+    # The growths' times, in seconds since the dynamic phase started: within its 3 seconds
+    # (and a little after, for a write in flight as it ended), not epoch seconds.
+    history = re.search(r"^dynamic shard history \(metadata table\): (.*)$", result.stdout, re.M)
+    assert history is not None, result.stdout
+    times = [float(at) for at in re.findall(r"\d+ at \+(\d+\.\d)s", history[1])]
+    assert len(times) >= 2, history[0]
+    assert 0.0 == times[0]
+    assert all(0.0 < at < 3.0 + 10.0 for at in times[1:]), history[0]
     assert f"chart: {chart}" in result.stdout
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert chart.stat().st_size > 10_000

@@ -89,13 +89,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The demo's dependencies only (the library's, and click, rich, matplotlib); the test install
-# below holds them too, so after `make test` the demo installs nothing.
+# below holds them too, so after `make test` the demo installs nothing. --no-compile: Python
+# compiles the few modules the demo imports as it imports them, instead of pip compiling every
+# module of botocore and matplotlib first (half of the install's time on a fresh machine).
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	@if [ $(VENV)/.installed-test -nt setup.cfg ] && [ $(VENV)/.installed-test -nt pyproject.toml ]; then \
 		touch $@; \
 	else \
 		echo "==> installing pynamodb-sharding with its [demo] extra into $(VENV) (pip: pynamodb, botocore, rich, matplotlib)"; \
-		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[demo]' && touch $@; \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[demo]' && touch $@; \
 	fi
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python

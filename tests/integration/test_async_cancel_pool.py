@@ -44,14 +44,16 @@ def test_an_aquery_cancelled_between_items_adds_nothing_to_a_sync_querys_count(
             batch.save(PooledHit(KEY, at))
 
     async def handler(result: AsyncMergedResult[PooledHit], seen: list[int]) -> None:
-        async for hit in result:
-            seen.append(hit.at)
-            await asyncio.Event().wait()  # a slow client: the timeout cancels the handler here
+        async with asyncio.timeout(None) as deadline:
+            async for hit in result:
+                seen.append(hit.at)
+                deadline.reschedule(asyncio.get_running_loop().time())  # its time is up now
+                await asyncio.Event().wait()  # a slow client: the timeout cancels the handler here
 
     async def timed_out() -> tuple[AsyncMergedResult[PooledHit], list[int]]:
         result, seen = PooledHit.aquery(KEY, page_size=2), []
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(handler(result, seen), 0.5)
+        with pytest.raises(TimeoutError):
+            await handler(result, seen)
         return result, seen
 
     kept, seen = loop.run(timed_out())  # the result stays referenced, its merged query open

@@ -39,7 +39,7 @@ def test_an_http_endpoint_is_sent_to_the_proxy_with_its_absolute_url_and_the_pro
             through = http.Proxy(proxy.url.replace("://", "://alice:p%40ss@"))
             url = f"http://{NAME}:{port}/"
             for _ in range(2):
-                response = await http.send(pool, prepared(url), 2, 2, True, through)
+                response = await http.send(pool, prepared(url), 10, 10, True, through)
                 assert 200 == response.status_code
             assert [("POST", url), ("POST", url)] == proxy.seen
             assert "Basic YWxpY2U6cEBzcw==" == proxy.headers[0]["Proxy-Authorization"]
@@ -61,7 +61,7 @@ def test_an_https_endpoint_is_reached_through_one_connect_tunnel(tmp_path: Path)
         with HttpProxy({NAME: ("127.0.0.1", port)}) as proxy:
             through = http.Proxy(proxy.url)
             for _ in range(3):
-                response = await http.send(pool, prepared(f"https://{NAME}:{port}/x"), 2, 2, str(bundle), through)
+                response = await http.send(pool, prepared(f"https://{NAME}:{port}/x"), 10, 10, str(bundle), through)
                 assert b'{"Items": []}' == response.content
             assert [("CONNECT", f"{NAME}:{port}")] == proxy.seen  # the proxy never sees the requests
         assert ["/x"] * 3 == [request["target"] for request in server.requests]
@@ -82,7 +82,7 @@ def test_an_https_proxy_is_reached_over_tls_and_tunnels_tls_inside(tmp_path: Pat
         port = _port(await server.start())
         with HttpProxy({NAME: ("127.0.0.1", port)}, context=proxy_context) as proxy:
             assert proxy.url.startswith("https://")
-            response = await http.send(pool, prepared(f"https://{NAME}:{port}/"), 2, 2, str(bundle),
+            response = await http.send(pool, prepared(f"https://{NAME}:{port}/"), 10, 10, str(bundle),
                                        http.Proxy(proxy.url))
             assert 200 == response.status_code
             assert [("CONNECT", f"{NAME}:{port}")] == proxy.seen
@@ -98,7 +98,7 @@ def test_a_proxy_that_refuses_the_tunnel_is_proxy_connection_error_with_its_url_
         with HttpProxy({NAME: ("127.0.0.1", port)}, credentials="alice:secret") as proxy:
             wrong = http.Proxy(proxy.url.replace("://", "://alice:wrong@"))
             with pytest.raises(ProxyConnectionError) as refused:
-                await http.send(pool, prepared(f"https://{NAME}:{port}/"), 2, 2, True, wrong)
+                await http.send(pool, prepared(f"https://{NAME}:{port}/"), 10, 10, True, wrong)
             assert "wrong" not in str(refused.value)
             assert "***:***@127.0.0.1" in str(refused.value)
             assert "Tunnel connection failed: 407 Proxy Authentication Required" == str(refused.value.kwargs["error"])
@@ -117,7 +117,7 @@ def test_a_proxy_not_listening_is_proxy_connection_error() -> None:
     async def test(pool: http.Pool) -> None:
         for url in (f"http://{NAME}/", f"https://{NAME}/"):
             with pytest.raises(ProxyConnectionError, match=f"127.0.0.1:{closed}"):
-                await http.send(pool, prepared(url), 2, 2, True, http.Proxy(f"http://127.0.0.1:{closed}"))
+                await http.send(pool, prepared(url), 10, 10, True, http.Proxy(f"http://127.0.0.1:{closed}"))
         assert 0 == pool.open
 
     run(test)

@@ -124,7 +124,7 @@ class Proxy:
         self.forwards_https = bool(settings.get("proxy_use_forwarding_for_https"))
         #: The TLS context of an https:// proxy when proxies_config names a CA bundle or a client
         #: certificate; ``None``: the endpoint's own (botocore's ``verify``).
-        self.context = _proxy_ssl_context(self.host, settings) if self.tls else None
+        self.context = _proxy_ssl_context(settings) if self.tls else None
         self.key = url
 
     def tunnels(self, target: Target) -> bool:
@@ -132,7 +132,7 @@ class Proxy:
         return target.tls and not (self.tls and self.forwards_https)
 
 
-def _proxy_ssl_context(host: str, settings: Mapping[str, Any]) -> ssl.SSLContext | None:
+def _proxy_ssl_context(settings: Mapping[str, Any]) -> ssl.SSLContext | None:
     bundle, certificate = settings.get("proxy_ca_bundle"), settings.get("proxy_client_cert")
     if bundle is None and certificate is None:
         return None

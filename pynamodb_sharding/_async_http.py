@@ -125,7 +125,8 @@ class Proxy:
         #: The TLS context of an https:// proxy when proxies_config names a CA bundle or a client
         #: certificate; ``None``: the endpoint's own (botocore's ``verify``).
         self.context = _proxy_ssl_context(settings) if self.tls else None
-        self.key = url
+        #: What a connection through it depends on: a connection is used again for the same only.
+        self.key = (url, settings.get("proxy_ca_bundle"), repr(settings.get("proxy_client_cert")), self.forwards_https)
 
     def tunnels(self, target: Target) -> bool:
         """Whether requests to ``target`` go through a ``CONNECT`` tunnel (else the proxy forwards them)."""

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import re
 import socket
-import ssl
 from pathlib import Path
-from typing import Any
 
 import pytest
 from botocore.exceptions import HTTPClientError, ProxyConnectionError
@@ -72,19 +70,24 @@ def test_an_https_endpoint_is_reached_through_one_connect_tunnel(tmp_path: Path)
 
 
 def test_an_https_proxy_is_reached_over_tls_and_tunnels_tls_inside(tmp_path: Path) -> None:
+    """The proxy's certificate checked against ``proxies_config``'s ``proxy_ca_bundle`` (another
+    authority than the endpoint's, which botocore's ``verify`` names)."""
     authority, endpoint_context = tls_pair([NAME])
-    proxy_context = ssl_server_context(authority, "127.0.0.1")
-    bundle = tmp_path / "ca.pem"
+    proxy_authority, proxy_context = tls_pair(["127.0.0.1"])
+    bundle, proxy_bundle = tmp_path / "ca.pem", tmp_path / "proxy-ca.pem"
     authority.cert_pem.write_to_path(str(bundle))
+    proxy_authority.cert_pem.write_to_path(str(proxy_bundle))
 
     async def test(pool: http.Pool) -> None:
         server = Server(answer, endpoint_context)
         port = _port(await server.start())
         with HttpProxy({NAME: ("127.0.0.1", port)}, context=proxy_context) as proxy:
             assert proxy.url.startswith("https://")
-            response = await http.send(pool, prepared(f"https://{NAME}:{port}/"), 10, 10, str(bundle),
-                                       http.Proxy(proxy.url))
+            through = http.Proxy(proxy.url, None, {"proxy_ca_bundle": str(proxy_bundle)})
+            response = await http.send(pool, prepared(f"https://{NAME}:{port}/"), 10, 10, str(bundle), through)
             assert 200 == response.status_code
+            with pytest.raises(ProxyConnectionError):  # without it, the proxy's certificate is not trusted
+                await http.send(pool, prepared(f"https://{NAME}:{port}/"), 10, 10, str(bundle), http.Proxy(proxy.url))
             assert [("CONNECT", f"{NAME}:{port}")] == proxy.seen
         await server.stop()
 
@@ -128,9 +131,3 @@ def test_a_proxy_of_another_kind_is_refused_by_name() -> None:
     named = re.escape("'socks5://127.0.0.1:1080': the async methods reach a proxy over")
     with pytest.raises(HTTPClientError, match=named):
         http.Proxy("socks5://127.0.0.1:1080")
-
-
-def ssl_server_context(authority: Any, name: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert(name).configure_cert(context)
-    return context

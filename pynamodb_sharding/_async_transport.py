@@ -55,7 +55,7 @@ except ImportError as error:  # pragma: no cover - the bare install
 from botocore.awsrequest import AWSResponse
 
 from pynamodb_sharding import _async_http, _pool
-from pynamodb_sharding._host import add_client_hook, botocore_client, http_verify, route_http_sends
+from pynamodb_sharding._host import add_client_hook, botocore_client, http_proxies, http_verify, route_http_sends
 
 __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
@@ -590,8 +590,10 @@ async def close_sessions() -> None:
 def _route(client: Any) -> Callable[[Any], AWSResponse | None]:
     config = client.meta.config
     connect, read = config.connect_timeout, config.read_timeout
-    # botocore's ``verify`` (a client made with verify=False, or a CA bundle's path).
+    # botocore's ``verify`` (a client made with verify=False, or a CA bundle's path), and its
+    # proxies (Config(proxies=...), else HTTP(S)_PROXY and NO_PROXY for the client's endpoint).
     verify = http_verify(client)
+    proxy_of = _async_http.proxies_of(http_proxies(client))
 
     def route(request: Any) -> AWSResponse | None:
         current = _current()
@@ -600,7 +602,7 @@ def _route(client: Any) -> Callable[[Any], AWSResponse | None]:
                 raise WouldBlockError("a property of an async result would have sent a request")
             return None  # a thread's request: the client's own session
         pool = _async_http.pool_of(current.loop, _limit)
-        response: AWSResponse = _await(_async_http.send(pool, request, connect, read, verify))
+        response: AWSResponse = _await(_async_http.send(pool, request, connect, read, verify, proxy_of(request.url)))
         return response
 
     return route

@@ -787,10 +787,37 @@ def _status_period(ref: ModelRef, key: str | None, period: str | None) -> type[M
     table = period_model(template, chosen)
     for model in (*ref.all_models[:-1], table):
         if not model.exists():
-            msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); the tables of "
-                   f"the current and coming periods are created by: pynamodb-sharding tables rotate {ref.spec}")
+            msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); "
+                   f"{_missing_period_hint(ref, chosen) if model is table else _ROTATE_CREATES + ref.spec}")
             raise CommandError(msg)
     return table
+
+
+_ROTATE_CREATES = "the tables of the current and coming periods are created by: pynamodb-sharding tables rotate "
+
+
+def _missing_period_hint(ref: ModelRef, period: str) -> str:
+    """Why the table of ``period`` may be missing, and what (if anything) creates it."""
+    from pynamodb_sharding._partitioned import declaration
+
+    declared = declaration(ref.model)
+    current = declared.current()
+    last = declared.after(current, declared.ahead)
+    if current <= period <= last:
+        return _ROTATE_CREATES + ref.spec
+    if period > last:
+        ahead = sum(1 for _ in declared.between(current, period)) - 1
+        return (f"rotate creates the tables of the current period and of the {declared.ahead} after it "
+                f"(TimePartitioned(ahead={declared.ahead})); this one, {ahead} ahead, is created by: "
+                f"pynamodb-sharding tables rotate {ref.spec} --ahead {ahead}")
+    retention = declared.retention
+    if retention is not None and period < declared.after(current, -retention):
+        archived = " after archiving it" if declared.archive is not None else ""
+        return (f"{period} is older than the {retention} past {declared.period}s TimePartitioned(retention="
+                f"{retention}) keeps, so rotation dropped its table{archived} (or it was never created); "
+                f"rotation does not create past periods' tables.")
+    return ("rotation creates the current and coming periods' tables, never a past one's: this one "
+            "was deleted or never created.")
 
 
 def shard_status(ref: ModelRef, key: str, period_table: type[Model] | None = None) -> ShardStatus:

@@ -126,6 +126,8 @@ _open_merges: weakref.WeakKeyDictionary[type[Any], weakref.WeakSet[ShardMerge]] 
 
 
 def _track(model: type[Any], merge: ShardMerge) -> None:
+    if on_event_loop() is not None:  # an aquery's requests use its loop's connections, not the pool
+        return
     with _warned_lock:
         merges = _open_merges.get(model)
         if merges is None:

@@ -49,7 +49,8 @@ points). The asyncio entry points send the requests of a botocore client over th
 loop's connections by replacing its endpoint's ``http_session`` (``client._endpoint``, whose
 ``_send`` calls ``http_session.send``) and its endpoint's ``_needs_retry`` (botocore's copy
 sleeps with ``time.sleep`` between attempts): :func:`route_http_sends`; and they verify TLS
-as that session's ``_verify`` says (:func:`http_verify`); both pinned by
+as that session's ``_verify`` says (:func:`http_verify`) and send through the proxies its
+``_proxy_config`` names (:func:`http_proxies`); both pinned by
 ``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. A scan's ``rate_limit`` waits
 between pages with ``ResultIterator.page_iter._rate_limiter._time_module.sleep`` (PynamoDB's
 ``RateLimiter(time_module=...)``, ``time`` by default), which :func:`pace_rate_limit` makes
@@ -691,6 +692,18 @@ def http_verify(client: Any) -> Any:
     if isinstance(session, _RoutedSession):
         session = session.own
     return getattr(session, "_verify", True)
+
+
+def http_proxies(client: Any) -> Any:
+    """botocore's proxies for ``client``'s requests, as its HTTP session holds them: a
+    ``botocore.httpsession.ProxyConfiguration`` (``proxy_url_for(url)``,
+    ``proxy_headers_for(proxy_url)``, ``settings``) of ``Config(proxies=..., proxies_config=...)``,
+    or else of ``HTTP_PROXY``/``HTTPS_PROXY`` as botocore read them for the client's endpoint
+    when it made the client (``NO_PROXY`` applied); ``None`` for a session that has none."""
+    session = client._endpoint.http_session
+    if isinstance(session, _RoutedSession):
+        session = session.own
+    return getattr(session, "_proxy_config", None)
 
 
 def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None]) -> None:

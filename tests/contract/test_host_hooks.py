@@ -469,6 +469,39 @@ class TestAsyncTransportHooks:
             route_http_sends(client, lambda request: None, lambda seconds: None)
             assert http_verify(client) == expected  # still, once routed
 
+    def test_proxies_are_what_the_client_was_made_with(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``Config(proxies=..., proxies_config=...)``; else ``HTTPS_PROXY``/``HTTP_PROXY`` for the
+        endpoint, unless ``NO_PROXY`` names it; with credentials, their ``Proxy-Authorization``."""
+        import botocore.config
+        import botocore.session
+
+        from pynamodb_sharding._host import http_proxies, route_http_sends
+
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+
+        def proxy_of(url: str, config: Any = None) -> tuple[str | None, dict[str, str], Any]:
+            client = botocore.session.get_session().create_client(
+                "dynamodb", region_name="us-east-1", endpoint_url=url, aws_access_key_id="k",
+                aws_secret_access_key="s", config=config)
+            route_http_sends(client, lambda request: None, lambda seconds: None)  # read once routed
+            proxies = http_proxies(client)
+            found = proxies.proxy_url_for(url)
+            return found, proxies.proxy_headers_for(found) if found else {}, proxies.settings
+
+        configured = botocore.config.Config(proxies={"https": "http://u:p@proxy.example:3128"},
+                                            proxies_config={"proxy_use_forwarding_for_https": True})
+        assert ("http://u:p@proxy.example:3128", {"Proxy-Authorization": "Basic dTpw"},
+                {"proxy_use_forwarding_for_https": True}) == proxy_of("https://dynamodb.example", configured)
+        assert (None, {}, {}) == proxy_of("https://dynamodb.example")
+        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+        monkeypatch.setenv("HTTP_PROXY", "proxy.example:8080")
+        assert "http://proxy.example:3128" == proxy_of("https://dynamodb.example")[0]
+        assert "http://proxy.example:8080" == proxy_of("http://127.0.0.1:8000")[0]
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,.example")
+        assert None is proxy_of("http://127.0.0.1:8000")[0]
+        assert None is proxy_of("https://dynamodb.example")[0]
+
     def test_needs_retry_is_the_method_replaced(self) -> None:
         import inspect
 

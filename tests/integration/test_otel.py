@@ -22,7 +22,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, HashedShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.contrib import otel
-from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from pynamodb_sharding.testing.simulator import LoadClock, simulate_partition_limits
 
 Bind = Callable[..., Any]
 KEY = "/secret/user-42.txt"
@@ -110,8 +110,12 @@ def test_growth_and_throttles_are_counted(
 ) -> None:
     _, reader = exported
     dynamodb_models(Hot)
-    with simulate_partition_limits(Hot, write_units=20) as simulator:
+    # 60 saves a second of the simulator's clock, whatever the machine's speed: three times
+    # what a partition takes, so the key is throttled and grows.
+    clock = LoadClock(60)
+    with simulate_partition_limits(Hot, write_units=20, clock=clock) as simulator:
         for at in range(150):
+            clock.tick()
             Hot("/hot", at).save()
     count = Hot.shards.shard_count("/hot")
     assert count > 1

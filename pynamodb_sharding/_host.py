@@ -128,22 +128,30 @@ __all__ = [
     "discriminator_attribute",
     "discriminator_class",
     "discriminator_root",
+    "dynamodb_send_signals",
+    "event_handlers",
+    "event_registry",
+    "extra_headers",
+    "frozen_credentials",
     "guard_keys",
     "hash_keyname",
     "index_hash_attribute",
     "index_model",
     "index_range_attribute",
     "indexes",
+    "instrumented",
     "keep_unmodelled_fields",
     "missing_fields",
     "own_connection",
     "pace_rate_limit",
     "put_arguments",
+    "query_operation",
     "range_keyname",
     "reset_connection",
     "restore_connection",
     "result_holds_next",
     "route_http_sends",
+    "routed_send",
     "set_connection",
     "share_botocore_data",
     "shared_data_loader",
@@ -785,3 +793,93 @@ def result_holds_next(result: object) -> bool:
     if not isinstance(result, ResultIterator):
         return False
     return bool(result._limit == 0 or result._index < result._count)
+
+
+# -- the fast path of a merged query's shard requests (pynamodb_sharding._wire) ------------------
+
+
+class _Captured(Exception):
+    """Raised by :class:`_ParamsCapture` with the request PynamoDB built."""
+
+    def __init__(self, operation_kwargs: dict[str, Any]) -> None:
+        super().__init__("captured")
+        self.operation_kwargs = operation_kwargs
+
+
+class _ParamsCapture:
+    """PynamoDB's ``Connection`` whose ``dispatch`` hands back what it would send, unsent."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> Any:
+        raise _Captured(operation_kwargs)
+
+
+def query_operation(table: TableConnection, hash_key: Any, **query_kwargs: Any) -> dict[str, Any]:
+    """The Query request PynamoDB's ``TableConnection.query(hash_key, **query_kwargs)`` would
+    send (its ``operation_kwargs``, with the ``ReturnConsumedCapacity`` its ``dispatch`` adds),
+    built by PynamoDB's own ``Connection.query`` without sending it. Pinned by
+    ``test_host_hooks.py::TestFastQueryHooks::test_query_operation_is_what_pynamodb_sends``."""
+    connection = table.connection
+    try:
+        type(connection).query(_ParamsCapture(connection), table.table_name, hash_key, **query_kwargs)  # type: ignore[arg-type]  # a Connection but for dispatch
+    except _Captured as captured:
+        kwargs = captured.operation_kwargs
+        kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")  # as Connection.dispatch does
+        return kwargs
+    msg = "PynamoDB's Connection.query returned without dispatching its request."
+    raise HostContractError(msg)
+
+
+def event_registry(client: Any) -> Any:
+    """What changes whenever a handler is registered on or unregistered from ``client``'s
+    events: botocore's emitter replaces its ``_lookup_cache`` dict then (compare by identity)."""
+    return client.meta.events._emitter._lookup_cache
+
+
+def event_handlers(client: Any, event_name: str) -> list[Any]:
+    """The handlers ``client``'s emitter calls for ``event_name``, in order (botocore's
+    ``HierarchicalEmitter._handlers.prefix_search``)."""
+    return list(client.meta.events._emitter._handlers.prefix_search(event_name))
+
+
+def frozen_credentials(client: Any) -> Any:
+    """The credentials ``client`` signs with now (``ReadOnlyCredentials``), or ``None`` for an
+    unsigned client (``client._request_signer._credentials``)."""
+    credentials = client._request_signer._credentials
+    return None if credentials is None else credentials.get_frozen_credentials()
+
+
+def extra_headers(connection: Any) -> dict[str, str] | None:
+    """PynamoDB's ``Meta.extra_headers`` of a connection (``Connection._extra_headers``), which its
+    ``before-send`` handler adds to every request."""
+    headers: dict[str, str] | None = getattr(connection, "_extra_headers", None)
+    return headers
+
+
+def routed_send(client: Any) -> Callable[[Any], Any] | None:
+    """The event loop's send of a client the asyncio side routed (:func:`route_http_sends`):
+    ``route(request)`` answers a response, or ``None`` off the loop; ``None`` when unrouted."""
+    session = client._endpoint.http_session
+    return session.route if isinstance(session, _RoutedSession) else None
+
+
+def instrumented(client: Any) -> bool:
+    """Whether botocore's request path of ``client`` is wrapped (an instrumentation such as
+    OpenTelemetry's wraps ``BaseClient._make_api_call`` with ``wrapt``, which sets
+    ``__wrapped__``): the fast path leaves its requests to that path."""
+    return hasattr(type(client)._make_api_call, "__wrapped__")
+
+
+def dynamodb_send_signals() -> tuple[Any, Any] | None:
+    """PynamoDB's ``pre_dynamodb_send`` and ``post_dynamodb_send`` signals when a receiver is
+    connected to either (``blinker``'s ``Signal.receivers``), else ``None``."""
+    from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+
+    if getattr(pre_dynamodb_send, "receivers", None) or getattr(post_dynamodb_send, "receivers", None):
+        return pre_dynamodb_send, post_dynamodb_send
+    return None

@@ -47,6 +47,7 @@ from pynamodb_sharding._query_plan import (
     first_share,
 )
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
+from pynamodb_sharding._wire import QueryWire, fast_queries_enabled
 
 __all__ = ["EarlyFirstPages", "QueryTrace", "ReadFirst", "ShardQuery", "as_page", "traced"]
 
@@ -83,6 +84,9 @@ class ShardQuery:
                      if query_kwargs.get("index_name") is None else None)
         self._sort_name = self._connection.get_meta_table().range_keyname  # as stored (attr_name)
         self._keep: Callable[[RawItem], bool] | None = None
+        self._partitions: dict[int, tuple[IndexPartition, dict[str, Any]]] = {}
+        # Shard requests below PynamoDB and botocore on their happy path (see _wire).
+        self._wire = QueryWire(self._connection) if fast_queries_enabled() else None
         if resume_at is not None:
             name, value = resume_at
             condition, self._keep = condition_from(query_kwargs.get("range_key_condition"), name, value, forward)
@@ -95,6 +99,16 @@ class ShardQuery:
             return False
         resumed = start[name]
         return set(resumed) == set(end) and sort_value(resumed) == sort_value(end)
+
+    def _partition_kwargs(self, partition: IndexPartition) -> dict[str, Any]:
+        """The query's arguments for one partition of a multi-attribute index (kept per
+        partition: the fast path keeps one request template per arguments)."""
+        kept = self._partitions.get(id(partition))
+        if kept is None or kept[0] is not partition:
+            given = self._kwargs.get("range_key_condition")
+            condition = partition.condition if given is None else partition.condition & given
+            kept = self._partitions[id(partition)] = (partition, {**self._kwargs, "range_key_condition": condition})
+        return kept[1]
 
     @property
     def page_size(self) -> int | None:
@@ -113,24 +127,34 @@ class ShardQuery:
         limiter = self._limiter
         if limiter is not None:
             limiter.acquire()
-        kwargs = self._kwargs if limit is None else {**self._kwargs, "limit": limit}
+        kwargs = self._kwargs
         partition = isinstance(hash_value, IndexPartition)
         if isinstance(hash_value, IndexPartition):  # a multi-attribute index key: value and shard
-            given = kwargs.get("range_key_condition")
-            kwargs = {**kwargs, "range_key_condition": hash_value.condition if given is None
-                      else hash_value.condition & given}
+            kwargs = self._partition_kwargs(hash_value)
             hash_value = hash_value.value
         window = self._window
         connection = self._connection
+        wire = self._wire
 
         def send_to(copy: str | None, fail_over: bool) -> dict[str, Any]:
             sent = kwargs if copy is None else {**kwargs, "index_name": copy}
+            if limit is not None:
+                sent = {**sent, "limit": limit}
+
+            def slow() -> dict[str, Any]:
+                return parsed_quickly(connection.connection.client,
+                                      lambda: connection.query(hash_value, exclusive_start_key=exclusive_start_key,
+                                                               **sent))
 
             def send() -> dict[str, Any]:
                 with failing_over(fail_over):  # on the thread that sends it (a hedge has its own)
-                    return parsed_quickly(connection.connection.client,
-                                          lambda: connection.query(hash_value, exclusive_start_key=exclusive_start_key,
-                                                                           **sent))
+                    if wire is None:
+                        return slow()
+                    data = wire.query(hash_value, exclusive_start_key, limit, kwargs, index_name=copy)
+                    if data is not None:
+                        return data
+                    with wire.learning():  # through PynamoDB and botocore, as every request would
+                        return slow()
 
             # Sharding(hedged_requests=True): a slow request is sent once more, first answer wins
             # (on an event loop, the attempts are tasks of the loop and the waits yield to it).

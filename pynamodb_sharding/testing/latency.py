@@ -84,6 +84,9 @@ class LatencyInjector:
             # on concurrent connections.
             self._sleep(self.seconds)
 
+    # It only observes: merged queries keep their fast path (pynamodb_sharding._wire).
+    _on_before_send.pynamodb_sharding_observer = True  # type: ignore[attr-defined]
+
 
 def clients_of(models: Iterable[type[Model]]) -> list[Any]:
     """The distinct botocore clients of the models and of their companion models."""

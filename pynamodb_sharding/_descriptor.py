@@ -435,7 +435,7 @@ class ShardManager(Generic[_M]):
     @property
     def attribute(self) -> str:
         """The Python name of the sharded hash-key attribute."""
-        return self.space.attribute
+        return self._space.attribute  # a renamed table changes the namespace, never this
 
     # -- the model's keys, as the layers below the model read them ---------------------------------
 
@@ -943,6 +943,9 @@ def index_hash_attribute_name(model: type[Any], index_name: str) -> str:
     raise ShardingDefinitionError(msg)
 
 
+#: The class attribute holding a sharded model class's own manager (looked up in its own
+#: ``__dict__``: a subclass has one of its own).
+_MANAGER = "__pynamodb_sharding_manager__"
 #: Each sharded model class's manager, registered when the class is defined (:func:`register_model`).
 _BY_MODEL: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
 
@@ -954,6 +957,7 @@ def register_model(model: type[Any], name: str) -> ShardManager[Any]:
     assert isinstance(descriptor, Sharding)
     manager = descriptor.bind(model, fresh=True)
     _BY_MODEL[model] = manager
+    type.__setattr__(model, _MANAGER, manager)  # read on every item built: a dict lookup
     return manager
 
 
@@ -970,7 +974,9 @@ def shard_manager(model: type[_M]) -> ShardManager[_M]:
 
     .. versionadded:: 0.1.0
     """
-    manager = _BY_MODEL.get(model)
+    manager = vars(model).get(_MANAGER) if isinstance(model, type) else None
+    if manager is None:
+        manager = _BY_MODEL.get(model)
     if manager is None:
         msg = (
             f"{getattr(model, '__name__', model)!r} has no Sharding descriptor; pass a ShardedModel "

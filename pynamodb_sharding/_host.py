@@ -92,9 +92,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import json
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -869,10 +871,11 @@ def routed_send(client: Any) -> Callable[[Any], Any] | None:
 
 
 def instrumented(client: Any) -> bool:
-    """Whether botocore's request path of ``client`` is wrapped (an instrumentation such as
-    OpenTelemetry's wraps ``BaseClient._make_api_call`` with ``wrapt``, which sets
-    ``__wrapped__``): the fast path leaves its requests to that path."""
-    return hasattr(type(client)._make_api_call, "__wrapped__")
+    """Whether botocore's request path of ``client`` is wrapped by an instrumentation (such as
+    OpenTelemetry's, which wraps ``BaseClient._make_api_call`` with a ``wrapt`` proxy): the fast
+    path leaves its requests to that path then. botocore's own decorator of that method leaves
+    a plain function."""
+    return not isinstance(inspect.getattr_static(type(client), "_make_api_call"), types.FunctionType)
 
 
 def dynamodb_send_signals() -> tuple[Any, Any] | None:

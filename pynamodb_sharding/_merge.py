@@ -730,7 +730,7 @@ class ShardMerge:
         if self._submitter is None:
             # The process-wide pool runs the requests; this merge runs at most max_workers at once.
             self._submitter = BoundedSubmitter(self._max_workers)
-            self._executor_pid = os.getpid()
+            self._executor_pid = _process.pid
             self._finalizer = weakref.finalize(self, _shutdown, self._submitter, self._streams, self._executor_pid)
         self.requests += 1
         if self._fetch_share is not None and self._limit is not None:
@@ -794,7 +794,7 @@ class ShardMerge:
         the locks of the pool and of those futures may have been held by a thread at the fork:
         the child touches none of them, it only drops its references.
         """
-        if self._submitter is None or self._executor_pid == os.getpid():
+        if self._submitter is None or self._executor_pid == _process.pid:
             return []
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -974,6 +974,23 @@ class ShardMerge:
         self._leave_parents_threads()
         if self._finalizer is not None:
             self._finalizer()
+
+
+class _Process:
+    """This process's id, kept current across forks without a system call per item."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+_process = _Process
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_Process.forked)
 
 
 def _shard_and_item(shard: int, item: RawItem) -> tuple[int, RawItem]:

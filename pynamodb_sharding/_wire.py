@@ -33,6 +33,7 @@ request, as PynamoDB sends them. ``PYNAMODB_SHARDING_FAST_QUERIES=0`` turns the 
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import hmac
 import json
@@ -70,7 +71,12 @@ from pynamodb_sharding._host import (
 from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._pool import on_event_loop
 
-__all__ = ["OBSERVER", "QueryWire", "fast_queries_enabled", "observer"]
+__all__ = ["OBSERVER", "QueryWire", "fast_queries_enabled", "observer", "sent"]
+
+#: Shard requests sent since the process started, by the way they went: ``"fast"`` (this
+#: module), or why not (``"events"``, ``"learning"``, ``"proxy"``, ``"reply"``...). Approximate
+#: under threads (diagnostics and tests).
+sent: collections.Counter[str] = collections.Counter()
 
 #: The attribute that marks a botocore ``before-send`` handler as one that only observes the
 #: requests (it returns ``None`` and changes nothing): merged queries keep their fast path and
@@ -513,17 +519,24 @@ class QueryWire:
               kwargs: Mapping[str, Any], index_name: str | None = None) -> dict[str, Any] | None:
         client = self._client
         events = _client_events(client)
-        if not events.allowed or not isinstance(hash_value, str) or instrumented(client):
+        if not events.allowed or instrumented(client):
+            sent["events"] += 1
+            return None
+        if not isinstance(hash_value, str):
+            sent["key type"] += 1
             return None
         endpoint = _endpoints.get(client, {}).get(self._table.table_name)
         if endpoint is None:
+            sent["learning"] += 1
             return None  # botocore sends it, and the request teaches the endpoint (learning())
-        if http_proxies(client) is not None and http_proxies(client).proxy_url_for(endpoint.url):
-            return None
-        if getattr(client.meta.config, "client_cert", None):
+        proxies = http_proxies(client)
+        if (proxies is not None and proxies.proxy_url_for(endpoint.url)) or getattr(client.meta.config,
+                                                                                     "client_cert", None):
+            sent["proxy"] += 1
             return None
         params, placeholder, kind = self._template(hash_value, kwargs, index_name)
         if placeholder is None:
+            sent["template"] += 1
             return None
         params = dict(params)
         values = dict(params["ExpressionAttributeValues"])
@@ -544,6 +557,7 @@ class QueryWire:
             signals[0].send(self._table.connection, operation_name="Query", table_name=self._table.table_name,
                             req_uuid=request_id)
         data = self._send(client, endpoint, events, params)
+        sent["fast" if data is not None else "reply"] += 1
         if signals is not None and data is not None:
             signals[1].send(self._table.connection, operation_name="Query", table_name=self._table.table_name,
                             req_uuid=request_id)
@@ -566,7 +580,8 @@ class QueryWire:
         reply = None
         routed = routed_send(client) if on_event_loop() is not None else None
         if "before-send" in events.emitted or routed is not None:
-            request = AWSPreparedRequest("POST", endpoint.url, HeadersDict(headers), body, False)
+            request = AWSPreparedRequest("POST", endpoint.url, HeadersDict({**headers, "Content-Length": str(len(body))}),
+                                         body, False)
             if "before-send" in events.emitted:
                 responses = client.meta.events.emit("before-send.dynamodb.Query", request=request)
                 reply = next((response for _handler, response in responses if response is not None), None)
@@ -574,8 +589,11 @@ class QueryWire:
                 request.headers.update(extra_headers(self._table.connection) or {})
                 mark_sent()
             if reply is None and routed is not None:
-                reply = routed(request)
-            headers = dict(request.headers.items())
+                try:
+                    reply = routed(request)
+                except Exception:  # a lost or refused connection: botocore's path sends it again
+                    return None
+            headers = {name: value for name, value in request.headers.items() if name.lower() != "content-length"}
         else:
             headers.update(extra_headers(self._table.connection) or {})
             mark_sent()

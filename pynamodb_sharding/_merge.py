@@ -351,6 +351,8 @@ class ShardMerge:
         self.total_scanned_count = 0
         self.total_consumed_capacity: float | None = None
         self.requests = 0
+        #: How often the other streams were read again after a later page of a stream read first.
+        self.rereads = 0
         self._items_left: tuple[int, bool] | None = None  # (returned, answer) of items_left()
 
     # -- iteration ---------------------------------------------------------------------------
@@ -663,6 +665,7 @@ class ShardMerge:
                     stream.pending = None
                 raise
             stream.pending = None
+            later_first_read = stream.loaded and stream.shard in self._shadowed
             if stream.loaded:
                 stream.start_returned = self._resumes_after is not None and self._returned_last(stream)
                 stream.start = stream.page_key
@@ -686,8 +689,43 @@ class ShardMerge:
             if (page.last_evaluated_key is not None and self._fetch_share is None
                     and self._may_need_more(len(page.items))):
                 stream.pending = self._submit(stream.shard, page.last_evaluated_key)
+            if later_first_read:
+                self._read_others_again()
         if not self._batched:
             heapq.heappush(self._heap, self._entry(stream, stream.index))
+
+    def _read_others_again(self) -> None:
+        """A stream read first (a place a job moves items out of) gave a later page, read after
+        the other streams: an item that left it for another stream in between is in neither of
+        the pages read. Every other stream is read again, from right after the last item the
+        merge took from it (nothing past that was returned: the merge needed this page to go
+        on), so that its next page is read after this one, as its first page was after the
+        stream's first."""
+        rewound: list[_ShardStream] = []
+        for other in self._streams:
+            if other.shard in self._shadowed:
+                continue
+            if other.pending is not None:
+                other.pending.cancel()  # a request in flight: its page is not used
+                other.pending = None
+            if not other.loaded:
+                continue  # its first page is asked for when it is loaded
+            consumed = other.items[other.index - 1] if other.index > 0 else None
+            restart: Start = other.start
+            if consumed is not None:
+                other.last = consumed
+                restart = self._key_of(consumed)
+            other.items, other.keys, other.index = [], None, 0
+            other.loaded = False
+            other.start = restart
+            other.at_position = isinstance(restart, StartAt)
+            rewound.append(other)
+        if rewound:
+            self.rereads += 1
+            gone = {id(stream) for stream in rewound}
+            self._heap = [entry for entry in self._heap if id(entry[2]) not in gone]
+            heapq.heapify(self._heap)
+            self._loading.extend(stream for stream in rewound if stream not in self._loading)
 
     def _drop_returned(self, stream: _ShardStream) -> None:
         """Skip the items at the head of a stream started at the resume position's sort value
@@ -922,6 +960,9 @@ class ShardMerge:
         streams = self._streams
         if any(stream.index < len(stream.items) for stream in streams):
             return True
+        if any(stream.shard in self._shadowed and not (stream.loaded and stream.page_key is None)
+               for stream in streams):
+            return True  # an item leaving a stream read first meanwhile: only a read in order would tell
         for stream in streams:
             if stream.loaded and stream.page_key is None:
                 continue  # read to its end

@@ -331,3 +331,39 @@ def test_a_cursor_of_the_release_before_resumes(dynamodb_models: Callable[..., A
     assert cursor["version"] == 1
     rest_of_it = [int(item.at) for item in Layout4.query(KEY, last_evaluated_key=cursor)]
     assert list(range(25, 60)) == rest_of_it
+
+
+def test_an_entry_moved_after_the_shards_were_read_and_before_the_bare_values_next_page_is_returned(
+    dynamodb_models: Callable[..., Any],
+) -> None:
+    """A resumed page of an adopted index whose bare value needs a second page (its first one
+    starts with the entry the cursor's position returned, skipped): that page is read after the
+    shards were. An entry rewritten into a shard between the two was in neither read; the shards
+    are read again after the bare value's later page, and it is returned (before: lost, as a new
+    user's trial of Confidant saw while `migrate reindex` ran)."""
+    dynamodb_models(PlainOrder, Order)
+    with PlainOrder.batch_write() as batch:
+        for n in range(20):
+            batch.save(PlainOrder(f"o-{n}", state="pending", placed_at=n))
+    first = Order.by_state.query("pending", limit=3)
+    assert [0, 1, 2] == [int(order.placed_at) for order in first]
+    events = Order._get_connection().connection.client.meta.events
+    moved: list[str] = []
+
+    def move_before_the_later_page(params: dict[str, Any], **_: Any) -> None:
+        value = params.get("ExpressionAttributeValues", {}).get(":0", {}).get("S", "")
+        if value == "pending" and "ExclusiveStartKey" in params and not moved:
+            moved.append("o-5")  # the shards were read; the bare value's next page is next
+            order = Order.get("o-5", consistent_read=True)
+            order.save()  # the application's save stores the sharded entry
+
+    events.register("before-parameter-build.dynamodb.Query", move_before_the_later_page)
+    try:
+        page = Order.by_state.query("pending", limit=3, last_evaluated_key=first.last_evaluated_key)
+        found = [int(order.placed_at) for order in page]
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", move_before_the_later_page)
+    assert moved == ["o-5"]
+    assert [3, 4, 5] == found
+    rest = Order.by_state.query("pending", last_evaluated_key=page.last_evaluated_key)
+    assert list(range(6, 20)) == [int(order.placed_at) for order in rest]

@@ -957,25 +957,33 @@ def migrate_copy(source_spec: str, target_spec: str, endpoint: str | None, regio
 
 @migrate.command("reshard")
 @click.argument("model_spec", metavar="MODEL")
+@click.option("--key-prefix", default=None, metavar="P",
+              help="Move only items whose table hash key starts with P (MODEL's items in a shared table).")
 @_job_options
-def migrate_reshard(model_spec: str, endpoint: str | None, region: str | None, **options: Any) -> None:
+def migrate_reshard(model_spec: str, key_prefix: str | None, endpoint: str | None, region: str | None,
+                    **options: Any) -> None:
     """Move the items of MODEL's table that are not where its current layout puts them.
 
     After a HashedShards count change (drop previous_counts afterwards), a lowered
     RandomShards/DynamicShards count, or legacy unsharded items. Each move is one transaction.
+    On a table other models share, name MODEL's items with --key-prefix (a model with a
+    DiscriminatorAttribute takes its own items); the job is refused otherwise.
     """
     from pynamodb_sharding.migration import ReshardJob
 
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    _run_job(lambda: ReshardJob(ref.model), (ref,), **options)
+    _run_job(lambda: ReshardJob(ref.model, key_prefix=key_prefix), (ref,), **options)
 
 
 @migrate.command("compact")
 @click.argument("model_spec", metavar="MODEL")
+@click.option("--key-prefix", default=None, metavar="P",
+              help="Move only items whose table hash key starts with P (MODEL's items in a shared table).")
 @_job_options
-def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, **options: Any) -> None:
+def migrate_compact(model_spec: str, key_prefix: str | None, endpoint: str | None, region: str | None,
+                    **options: Any) -> None:
     """After shrink: move MODEL's items from shards above each key's count, then trim the history.
 
     Reads of a trimmed key stop covering the shards above its count.
@@ -985,7 +993,7 @@ def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, *
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    _run_job(lambda: CompactJob(ref.model), (ref,), **options)
+    _run_job(lambda: CompactJob(ref.model, key_prefix=key_prefix), (ref,), **options)
 
 
 @migrate.command("reindex")

@@ -580,8 +580,8 @@ class QueryWire:
         reply = None
         routed = routed_send(client) if on_event_loop() is not None else None
         if "before-send" in events.emitted or routed is not None:
-            request = AWSPreparedRequest("POST", endpoint.url, HeadersDict({**headers, "Content-Length": str(len(body))}),
-                                         body, False)
+            sent_headers = HeadersDict({**headers, "Content-Length": str(len(body))})
+            request = AWSPreparedRequest("POST", endpoint.url, sent_headers, body, False)
             if "before-send" in events.emitted:
                 responses = client.meta.events.emit("before-send.dynamodb.Query", request=request)
                 reply = next((response for _handler, response in responses if response is not None), None)

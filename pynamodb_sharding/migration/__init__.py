@@ -87,29 +87,33 @@ def copy(source: type[Model], target: type[Model], options: JobOptions | None = 
 
 
 def reshard(model: type[Model], options: JobOptions | None = None,
-            *, progress: ProgressSink | None = None) -> MigrationReport:
+            *, progress: ProgressSink | None = None, key_prefix: str | None = None) -> MigrationReport:
     """Move the items of ``model``'s table that are not where its current layout puts them.
 
     Each move is one transaction (conditional put of the new copy, delete of the unchanged
-    old copy). Safe to run while the application reads and writes the table.
+    old copy). Safe to run while the application reads and writes the table. On a table other
+    models share, ``key_prefix`` (or a ``DiscriminatorAttribute``) says which items are
+    ``model``'s; the others are left as they are.
 
     Raises:
-        MigrationError: ``model`` is not a sharded model.
+        MigrationError: ``model`` is not a sharded model; or, without ``key_prefix`` or a
+            discriminator, another model class of this process stores items in its table.
     """
     options = options or JobOptions()
-    return run(ReshardJob(model), options, progress=progress)
+    return run(ReshardJob(model, key_prefix=key_prefix), options, progress=progress)
 
 
 def compact(model: type[Model], options: JobOptions | None = None,
-            *, progress: ProgressSink | None = None) -> MigrationReport:
+            *, progress: ProgressSink | None = None, key_prefix: str | None = None) -> MigrationReport:
     """:func:`reshard`, then trim the shard-count history of keys whose shards above their
     count are empty, so reads stop covering them.
 
     Raises:
-        MigrationError: ``model`` is not a sharded model.
+        MigrationError: ``model`` is not a sharded model; or, without ``key_prefix`` or a
+            discriminator, another model class of this process stores items in its table.
     """
     options = options or JobOptions()
-    return run(CompactJob(model), options, progress=progress)
+    return run(CompactJob(model, key_prefix=key_prefix), options, progress=progress)
 
 
 def reindex(model: type[Model], index_name: str, options: JobOptions | None = None,

@@ -66,9 +66,12 @@ class MigrationPlan:
         if self.job.startswith(f"{ReindexJob.kind} "):
             yield f"writes:     {self.estimated_rewrites} index entries rewritten in place, " \
                   f"about {self.estimated_write_units} write units"
+            # Counted in the sample and scaled to the table's item count: exact only when the
+            # sample is the whole table.
+            about = "" if self.sampled >= self.table_items else "about "
             for value, rewrites, left in self.index_values[:_VALUES_LISTED]:
-                yield f"value:      {value!r}: {rewrites} entries rewritten" + \
-                      (f", {left} left as they are (other models')" if left else "")
+                yield f"value:      {value!r}: {about}{rewrites} entries rewritten" + \
+                      (f", {about}{left} left as they are (other models')" if left else "")
             if len(self.index_values) > _VALUES_LISTED:
                 yield f"values:     and {len(self.index_values) - _VALUES_LISTED} more (--json lists them all)"
         else:

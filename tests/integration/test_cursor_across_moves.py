@@ -367,3 +367,24 @@ def test_an_entry_moved_after_the_shards_were_read_and_before_the_bare_values_ne
     assert [3, 4, 5] == found
     rest = Order.by_state.query("pending", last_evaluated_key=page.last_evaluated_key)
     assert list(range(6, 20)) == [int(order.placed_at) for order in rest]
+
+
+def test_a_reindex_counts_and_paces_the_index_writes_it_costs(
+    dynamodb_models: Callable[..., Any], options: JobOptions,
+) -> None:
+    """Each rewrite of a bare index value writes the item and, in the index, deletes the old
+    entry and puts the new one: 3 units for a small item, which the dry run estimates, the rate
+    limit paces and the report counts (before: 1 estimated and paced, 3 reported: a job at
+    ``--rate 40`` wrote 124 units a second, found by a new user's trial)."""
+    from pynamodb_sharding.migration import ReindexJob, plan
+
+    dynamodb_models(PlainOrder, Order)
+    with PlainOrder.batch_write() as batch:
+        for n in range(20):
+            batch.save(PlainOrder(f"o-{n}", state="pending", placed_at=n))
+    job = ReindexJob(Order, "by_state")
+    rewrites = [job.plan(raw) for raw in raw_items(PlainOrder)]
+    assert [3] * 20 == [rewrite.units for rewrite in rewrites if rewrite is not None]
+    assert 60 == plan(ReindexJob(Order, "by_state"), options).estimated_write_units
+    report = reindex(Order, "by_state", options)
+    assert (20, 60.0) == (report.tally.written, report.tally.units)

@@ -762,6 +762,14 @@ class ShardManager(Generic[_M]):
         """Whether one logical primary key always maps to one shard."""
         return bool(getattr(self.strategy, "keeps_keys_unique", False))
 
+    @property
+    def may_move_items(self) -> bool:
+        """Whether an item of this model's table may be stored under two physical keys (for a
+        moment: a move is a put and a delete; or left behind by a layout changed without its
+        ``previous_counts``): any sharded table. Not the table of a model that shards only an
+        index, whose keys are stored as they are."""
+        return self.legacy_unsharded or not self.index_only
+
     @functools.cached_property
     def derived_attributes(self) -> tuple[str, ...]:
         """Attributes besides the primary key that an item's shard is computed from."""

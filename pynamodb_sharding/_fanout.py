@@ -312,7 +312,11 @@ def merged_query(
     elif first_reads and table_sort != sort_name:  # an index query: one item is one table key
         def identity(item: RawItem) -> Any:
             return sort_value(item[table_sort]) if table_sort is not None else b""
-    moving = copies_of_moving_items(model, index_name, meta.hash_keyname, table_sort)
+    # An index query tells copies of one item apart only where an item can have two entries for
+    # a moment (a table item being moved, an entry being rewritten out of a bare value); else
+    # its pages merge a batch at a time, as a table query's.
+    moving = (copies_of_moving_items(model, index_name, meta.hash_keyname, table_sort)
+              if first_reads or shard_manager(model).may_move_items else None)
     copies, resumes_after = moving if moving is not None else (None, None)
     # With a limit and no page size: each shard is asked for about its share, not the whole
     # limit, when shares are large enough that a shard rarely needs a second round trip. Not
@@ -335,6 +339,7 @@ def merged_query(
                        # shards under new sort values while the query runs.
                        unique_streams=first_reads if index_name is not None else (),
                        unique_keys=shard_manager(model).keeps_keys_unique,
+                       ties_are_copies=index_name is None,
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),

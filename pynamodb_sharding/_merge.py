@@ -146,7 +146,7 @@ class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
     __slots__ = ("at_position", "index", "items", "keys", "last", "loaded", "page_key", "pending", "shard",
-                 "skipped", "start", "start_returned")
+                 "skipped", "start", "start_returned", "tail")
 
     def __init__(self, shard: int, start: Start) -> None:
         self.shard = shard
@@ -158,6 +158,7 @@ class _ShardStream:
         self.items: list[RawItem] = []
         self.last: RawItem | None = None  # the last item of the pages before this one
         self.skipped: RawItem | None = None  # the last item skipped as a copy, not returned
+        self.tail: list[RawItem] = []  # the last items of one sort value of its pages before (an index's)
         self.keys: list[Any] | None = None  # the items' sort values, once a batch needed them
         self.index = 0
         self.page_key: RawKey | None = None  # DynamoDB's LastEvaluatedKey of the current page
@@ -230,6 +231,9 @@ class ShardMerge:
             first sort value the merge meets it.
         unique_keys: without ``copies`` (a table query): the layout keeps logical keys unique,
             so two items of one sort value in two streams are copies of one item, never two.
+        ties_are_copies: without ``copies``: items of one sort value are copies of one logical
+            key (a table query); ``False``: they are items of their own (an index query whose
+            items never move), each told by its table key.
     """
 
     def __init__(
@@ -253,6 +257,7 @@ class ShardMerge:
         tie_names: Sequence[str] = (),
         unique_streams: Collection[int] = (),
         unique_keys: bool = False,
+        ties_are_copies: bool = True,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -316,6 +321,9 @@ class ShardMerge:
         self._resume_keys: set[tuple[Any, ...]] = set()
         self._resume_ties: tuple[Tie, ...] = ()
         self._unique_keys = unique_keys
+        self._ties_are_copies = ties_are_copies
+        #: ``id()`` of held items a batch passes over: those the position resumed from returned.
+        self._dropped: set[int] = set()
         if after is not None and after.ties:
             at = {sort_name: after.value} if sort_name is not None and after.value is not None else {}
             self._resume_value = self._sort_key({**after.ties[-1].key, **at})
@@ -383,6 +391,17 @@ class ShardMerge:
                 pos, batch = 0, self._batch
             stream = batch[pos][3]
             item = stream.items[stream.index]
+            while self._dropped and id(item) in self._dropped:  # returned by the page this one resumes
+                self._dropped.discard(id(item))
+                stream.index += 1
+                self.copies_dropped += 1
+                self._batch_pos = pos = pos + 1
+                if pos == len(batch):
+                    self._batch_taken(stream)
+                    self._next_batch()
+                    pos, batch = 0, self._batch
+                stream = batch[pos][3]
+                item = stream.items[stream.index]
             value = convert(stream.shard, item)
             self._last = item
             stream.index += 1
@@ -399,7 +418,8 @@ class ShardMerge:
     def holds_next_item(self) -> bool:
         """Whether the next :meth:`next_as` returns an item already held, sending and
         submitting nothing (not the last item of a batch, whose taking may ask for pages)."""
-        return self._batched and not self.closed and self._batch_pos + 1 < len(self._batch)
+        return (self._batched and not self.closed and not self._dropped
+                and self._batch_pos + 1 < len(self._batch))
 
     # -- copies of one item (index queries while table items move) ---------------------------
 
@@ -541,7 +561,17 @@ class ShardMerge:
                 batch.extend([(keys[i], rank, -i, stream) for i in range(start, end)])
         batch.sort(reverse=not forward)  # (value, shard, position) is unique: streams are never compared
         if self._limit is not None:
-            del batch[self._limit - self.returned:]
+            room = self._limit - self.returned
+            if self._dropped:  # entries the position returned are passed over, not counted
+                cut, counted = len(batch), 0
+                for number, entry in enumerate(batch):
+                    if id(entry[3].items[abs(entry[2])]) not in self._dropped:
+                        counted += 1
+                        if counted == room:
+                            cut = number + 1
+                            break
+                room = cut
+            del batch[room:]
         self._batch = batch
 
     def _cut(self, stream: _ShardStream, bound: tuple[Any, int]) -> int:
@@ -671,6 +701,8 @@ class ShardMerge:
                 stream.start = stream.page_key
             if stream.items:
                 stream.last = stream.items[-1]
+                if not self._ties_are_copies and self._copies is None:
+                    self._keep_tail(stream)
             stream.items = page.items
             stream.keys = None
             stream.index = 0
@@ -678,10 +710,10 @@ class ShardMerge:
                 copies = self._copies
                 assert copies is not None
                 self._unique_ids.update(copies(item)[0] for item in page.items)
-            if stream.at_position:
-                self._drop_returned(stream)
             stream.page_key = page.last_evaluated_key
             stream.loaded = True
+            if stream.at_position:
+                self._drop_returned(stream)
             self.total_count += page.count
             self.total_scanned_count += page.scanned_count
             if page.consumed_capacity is not None:
@@ -739,6 +771,9 @@ class ShardMerge:
         if self._copies is not None or self._resume_value is _NOTHING:
             stream.at_position = False
             return
+        if not self._ties_are_copies:
+            self._drop_returned_entries(stream)
+            return
         stands_for_copies = (self._unique_keys or stream.shard in self._shadowed
                              or any(tie.copy for tie in self._resume_ties))
         items = stream.items
@@ -753,6 +788,21 @@ class ShardMerge:
             stream.skipped = item
             stream.index += 1
             self.copies_dropped += 1
+
+    def _drop_returned_entries(self, stream: _ShardStream) -> None:
+        """An index query's stream started at the position's sort value: of the entries of that
+        value (which come first, in DynamoDB's order among themselves), those the position
+        returned are passed over in their place (so that a stream's position stays one in
+        DynamoDB's order); the others are returned."""
+        items = stream.items
+        at = self._resume_value
+        end = stream.index
+        while end < len(items) and self._sort_key(items[end]) == at:
+            if self._tie_marker(items[end]) in self._resume_keys:
+                self._dropped.add(id(items[end]))
+            end += 1
+        if end < len(items) or stream.page_key is None:
+            stream.at_position = False  # past the position's value: nothing more to pass over
 
     @property
     def max_workers(self) -> int:
@@ -867,20 +917,57 @@ class ShardMerge:
             ties = [Tie({name: key[name] for name in names}, _told(flag)) for _, key, flag in self._copy_keys]
             complete = self._copy_count <= MAX_TIES
         else:
-            # A table query: an item of one sort value per stream, the one its position names.
+            # A table query has an item of one sort value per stream, the one its position names;
+            # an index query's stream may have returned several there, the last ones of it.
             at = self._sort_key(last)
             ties = [tie for tie in self._resume_ties if at == self._resume_value]
+            # The position resumed from named only the latest of its ties: still so at its value.
+            seen_all = not (at == self._resume_value and self._after is not None and not self._after.complete)
             for stream in self._streams:
-                item = stream.returned()
-                if item is not None and self._sort_key(item) == at:
-                    ties.append(Tie({name: item[name] for name in names},
-                                    self._unique_keys or stream.shard in self._shadowed))
+                found, whole = self._returned_at(stream, at)
+                seen_all = seen_all and whole
+                ties.extend(Tie({name: item[name] for name in names},
+                                self._ties_are_copies and (self._unique_keys or stream.shard in self._shadowed))
+                            for item in found)
             ties = list({self._tie_marker(tie.key): tie for tie in ties}.values())
-            complete = len(ties) <= MAX_TIES
+            complete = seen_all and len(ties) <= MAX_TIES
         exact: dict[int, RawKey] = {}
         if not complete:
             exact = {shard: key for shard, key in positions.items() if self._sort_key(key) == at}
         return CursorState(positions=exact, after=MergePosition(value, tuple(ties[-MAX_TIES:]), complete)), remaining
+
+    def _keep_tail(self, stream: _ShardStream) -> None:
+        """Before a stream's page is replaced: keep its last items of one sort value (the ties a
+        cursor may have to name), with those of the pages before it if the whole page was of
+        that value, the latest ``MAX_TIES`` and one more (to tell that some were left out)."""
+        items = stream.items
+        value = self._sort_key(items[-1])
+        start = len(items) - 1
+        while start > 0 and len(items) - start <= MAX_TIES and self._sort_key(items[start - 1]) == value:
+            start -= 1
+        run = items[start:]
+        if start == 0 and stream.tail and self._sort_key(stream.tail[-1]) == value:
+            run = stream.tail + run
+        stream.tail = run[-(MAX_TIES + 1):]
+
+    def _returned_at(self, stream: _ShardStream, at: Any) -> tuple[list[RawItem], bool]:
+        """The items ``stream`` returned at the sort value ``at``, oldest first, and whether that is
+        all of them (beyond :data:`~pynamodb_sharding._cursor.MAX_TIES`, not kept)."""
+        if self._ties_are_copies:
+            item = stream.returned()
+            return ([item] if item is not None and self._sort_key(item) == at else []), True
+        items, index = stream.items, stream.index - 1
+        found: list[RawItem] = []
+        while index >= 0 and self._sort_key(items[index]) == at:
+            found.append(items[index])
+            index -= 1
+        found.reverse()
+        if index >= 0:
+            return found, True
+        tail = stream.tail
+        if not tail or self._sort_key(tail[-1]) != at:
+            return found, stream.last is None or self._sort_key(stream.last) != at
+        return tail + found, len(tail) <= MAX_TIES
 
     def _stream_positions(self) -> tuple[dict[int, RawKey], bool]:
         """Each stream's own resume key (right after the last item it returned, or DynamoDB's

@@ -206,3 +206,41 @@ def test_a_cursor_names_at_most_its_limit_of_ties_where_every_entry_ties() -> No
             break
     assert sorted(seen) == sorted(f"i{number:03}" for number in range(300))
     assert max(sizes) == MAX_TIES
+
+
+def batched(index: Index, limit: int | None, state: CursorState | None) -> ShardMerge:
+    """An index query whose items never move (a model that shards only an index): merged a batch
+    at a time, items of one sort value told apart by their table keys."""
+    starts, resumed = resume(index, state)
+    return ShardMerge(index, starts, sort_key=lambda item: sort_value(item["sk"]), key_names=KEY_NAMES,
+                      limit=limit, sort_name="sk", tie_names=("tk",), ties_are_copies=False, **resumed)
+
+
+@st.composite
+def tied_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Entries of distinct items over three streams, few sort values: many ties."""
+    count = draw(st.integers(1, 60))
+    return [entry(draw(st.integers(1, 3)), draw(st.integers(0, 3)), f"i{number}#1") for number in range(count)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=tied_entries(), page_size=st.sampled_from([None, 1, 2, 3, 7]), limit=st.integers(1, 9))
+def test_an_index_query_merged_in_batches_returns_each_item_once_across_page_breaks(
+    entries: list[dict[str, Any]], page_size: int | None, limit: int,
+) -> None:
+    index = Index(entries, set(), page_size)
+    expected = sorted((int(item["sk"]["N"]), item["tk"]["S"]) for item in entries)
+    unpaged = [(int(item["sk"]["N"]), item["tk"]["S"]) for _, item in batched(index, None, None)]
+    assert expected == sorted(unpaged)
+    assert [value for value, _ in unpaged] == sorted(value for value, _ in unpaged)
+    paged: list[tuple[int, str]] = []
+    state: CursorState | None = None
+    for _ in range(200):
+        merged = batched(index, limit, state)
+        paged += [(int(item["sk"]["N"]), item["tk"]["S"]) for _, item in merged]
+        state, remaining = merged.state(state)
+        if not remaining:
+            break
+    assert expected == sorted(paged)
+    assert len(paged) == len(set(paged))
+    assert [value for value, _ in paged] == sorted(value for value, _ in paged)

@@ -93,6 +93,7 @@ if TYPE_CHECKING:
         classify_response,
         keep_throttling_reasons,
     )
+    from pynamodb_sharding._wire import observes_only
 
 __version__ = "0.2.0"
 
@@ -173,6 +174,7 @@ __all__ = [
     "fanout_threads",
     "keep_throttling_reasons",
     "move_home",
+    "observes_only",
     "set_fanout_threads",
     "shard_manager",
     "write_connection",
@@ -210,6 +212,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy", "ShardKey",
         "ShardStrategy",
     ),
+    "_wire": ("observes_only",),
     "_throttling": (
         "Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response", "keep_throttling_reasons",
     ),

@@ -45,9 +45,9 @@ import time
 import uuid
 import weakref
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import attrs
@@ -71,7 +71,7 @@ from pynamodb_sharding._host import (
 from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._pool import on_event_loop
 
-__all__ = ["OBSERVER", "QueryWire", "fast_queries_enabled", "observer", "sent"]
+__all__ = ["OBSERVER", "QueryWire", "fast_queries_enabled", "observes_only", "sent"]
 
 #: Shard requests sent since the process started, by the way they went: ``"fast"`` (this
 #: module), or why not (``"events"``, ``"learning"``, ``"proxy"``, ``"reply"``...). Approximate
@@ -80,9 +80,10 @@ sent: collections.Counter[str] = collections.Counter()
 
 #: The attribute that marks a botocore ``before-send`` handler as one that only observes the
 #: requests (it returns ``None`` and changes nothing): merged queries keep their fast path and
-#: emit ``before-send`` to it. ``observer(handler)`` sets it.
+#: emit ``before-send`` to it. :func:`observes_only` sets it.
 OBSERVER = "pynamodb_sharding_observer"
 
+_H = TypeVar("_H", bound=Callable[..., Any])
 _TARGET = "DynamoDB_20120810.Query"
 _CONTENT_TYPE = "application/x-amz-json-1.0"
 _EVENTS = (
@@ -96,8 +97,16 @@ _EMITTED = frozenset({"provide-client-params", "before-send", "after-call"})
 _ENVIRONMENT = "PYNAMODB_SHARDING_FAST_QUERIES"
 
 
-def observer(handler: Any) -> Any:
-    """Mark a ``before-send`` handler (a function) as one that only observes requests."""
+def observes_only(handler: _H) -> _H:
+    """Mark a botocore ``before-send`` handler (a function) as one that only observes the
+    requests: it returns ``None`` and changes nothing. A merged query's shard requests then keep
+    their fast path and call it; an unmarked one sends them through botocore (a handler that
+    may answer instead of DynamoDB, as a stub or a fault injector does, needs botocore's path).
+
+    Use it as a decorator; it returns the handler.
+
+    .. versionadded:: 0.2.0
+    """
     setattr(handler, OBSERVER, True)
     return handler
 

@@ -72,11 +72,12 @@ __all__ = [
 _T = TypeVar("_T")
 
 #: Requests in flight at once on one event loop, unless ``PYNAMODB_SHARDING_ASYNC_REQUESTS`` says.
-#: One loop's thread builds, signs and parses a few hundred requests a second (botocore's work,
-#: about 2 ms each), so 64 in flight keep it busy for round trips up to about 150 ms; more
-#: would only hold more requests' state at once (memory, and the garbage collector's time
-#: scanning it: 256 cost about a fifth more CPU per request in ``benchmarks/bench_async.py``).
-DEFAULT_ASYNC_REQUESTS = 64
+#: One loop's thread sends a merged query's shard requests on their fast path (about 0.3 ms of
+#: CPU each, :mod:`pynamodb_sharding._wire`; botocore's path, for the other requests, about 2 ms),
+#: so 128 in flight keep it busy for round trips of 40 ms and more; more would only hold more
+#: requests' state at once (memory, and the garbage collector's time scanning it: 256 cost about
+#: a fifth more CPU per request in ``benchmarks/bench_async.py`` on botocore's path).
+DEFAULT_ASYNC_REQUESTS = 128
 _ENVIRONMENT = "PYNAMODB_SHARDING_ASYNC_REQUESTS"
 
 

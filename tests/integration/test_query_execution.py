@@ -10,6 +10,7 @@ about once.
 from __future__ import annotations
 
 import gc
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -344,3 +345,35 @@ def test_a_filtered_query_asks_every_shard_for_the_limit(metrics: None) -> None:
         got = list(Metric.query("cpu", filter_condition=Metric.value >= 5, limit=40))
     assert len(got) == 40
     assert {body["Limit"] for body in bodies} == {40}
+
+
+class SpreadLog(ShardedModel):
+    """Randomly spread items, the spread made repeatable by a seeded generator."""
+
+    class Meta:
+        table_name = "fanout_spread_log"
+
+    name = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(10, random=random.Random(7)), page_reads="fewest_items")
+
+
+def test_fewest_items_reads_at_most_one_and_a_half_pages_and_a_shard_each_on_random_spreads(
+    dynamodb_models: BindModels,
+) -> None:
+    """``page_reads="fewest_items"`` on randomly spread keys: first pages of 20 items over 10
+    shards read about 1.5 x 20 + 10 = 40 items on average (39 to 40 for the spreads measured; a
+    page's own figure depends on its spread, 36 to 42 here), where each shard asked for the
+    whole limit would read 200."""
+    dynamodb_models(SpreadLog)
+    with SpreadLog.batch_write() as batch:
+        for key in range(20):
+            for at in range(300):
+                batch.save(SpreadLog(f"key-{key}", at))
+    read = []
+    for key in range(20):
+        results = SpreadLog.query(f"key-{key}", limit=20)
+        assert list(range(20)) == [int(item.at) for item in results]
+        read.append(results.page_iter.total_scanned_count)
+    assert sum(read) / len(read) <= 1.05 * (1.5 * 20 + 10), read
+    assert max(read) <= 48, read

@@ -583,6 +583,7 @@ class QueryWire:
                  service=endpoint.service)
         if endpoint.user_agent is not None:
             headers["User-Agent"] = endpoint.user_agent
+        headers["Accept-Encoding"] = "identity"  # as http.client asks for botocore's requests
         trace = os.environ.get("_X_AMZN_TRACE_ID") if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else None
         if trace:  # botocore's recursion detection in AWS Lambda
             headers["X-Amzn-Trace-Id"] = quote(trace, safe="-=;:+&[]{}\"',")
@@ -614,7 +615,7 @@ class QueryWire:
                 status, reply_headers, content = self._exchange(client, endpoint, headers, body)
             except _Broken:
                 return None
-        if status != 200:
+        if status != 200 or reply_headers.get("content-encoding", "identity") != "identity":
             return None
         crc = reply_headers.get("x-amz-crc32")
         if crc is not None and zlib.crc32(content) & 0xFFFFFFFF != int(crc):

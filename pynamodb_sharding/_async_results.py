@@ -293,6 +293,15 @@ class AsyncMergedResult(AsyncResultIterator[_M]):
         self._cursors_before: tuple[dict[str, Any] | str | None, str | CursorError | None] | None = None
 
     async def __anext__(self) -> _M:
+        result = self._result
+        # An item of a batch already held: handed over at once (the common case of a long read;
+        # no request, no greenlet, none of the checks of a first or failed call to repeat).
+        if (result is not None and self._broken is None and not self._closed
+                and asyncio.get_running_loop() is self._loop and self._holds_next(result)):
+            held = next(result, _DONE)
+            if held is not _DONE:
+                item: _M = held
+                return item
         try:
             return await super().__anext__()
         except CursorError as error:

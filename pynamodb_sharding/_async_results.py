@@ -130,6 +130,8 @@ class AsyncResult(Generic[_M]):
         if self._loop is None:
             self._loop = loop
         elif loop is not self._loop:
+            if self._loop.is_closed():  # its pending pages never finish: let them go
+                transport.forget_closed_loops()
             raise self._other_loop()
         if self._closed:
             raise StopAsyncIteration

@@ -289,6 +289,13 @@ def _keep(task: asyncio.Future[Any]) -> None:
     task.add_done_callback(_running.discard)
 
 
+def forget_closed_loops() -> None:
+    """Let go of the tasks of loops closed while they were pending (a loop closed with a
+    result's pages in flight): they never finish, and would be kept for the process's life."""
+    for task in [task for task in _running if task.get_loop().is_closed()]:
+        _running.discard(task)
+
+
 _CONDITION = threading.Condition()
 
 

@@ -293,14 +293,17 @@ class AsyncMergedResult(AsyncResultIterator[_M]):
         super().__init__(model, start, given_cursor)
         # Set when a cancellation took an item that was not handed over: the cursors before it.
         self._cursors_before: tuple[dict[str, Any] | str | None, str | CursorError | None] | None = None
+        # The merged result's next() of an item it holds, else the sentinel given (a
+        # time-partitioned model's result has none).
+        self._take_held: Callable[[object], Any] | None = None
 
     async def __anext__(self) -> _M:
-        result = self._result
         # An item of a batch already held: handed over at once (the common case of a long read;
         # no request, no greenlet, none of the checks of a first or failed call to repeat).
-        if (result is not None and self._broken is None and not self._closed
-                and asyncio.get_running_loop() is self._loop and self._holds_next(result)):
-            held = next(result, _DONE)
+        take_held = self._take_held
+        if (take_held is not None and self._broken is None and not self._closed
+                and asyncio.get_running_loop() is self._loop):
+            held = take_held(_DONE)
             if held is not _DONE:
                 item: _M = held
                 return item
@@ -319,6 +322,7 @@ class AsyncMergedResult(AsyncResultIterator[_M]):
     def _next(self) -> Any:
         if self._result is None:
             self._result = self._start()
+            self._take_held = getattr(self._result, "next_held", None)
         result = self._merged()
         may_run_dry: Callable[[], bool] | None = getattr(result, "may_run_dry", None)
         before = self._cursors() if may_run_dry is not None and may_run_dry() else None

@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_U = TypeVar("_U")
 
 #: No sort value seen yet.
 _NOTHING: Any = object()
@@ -420,6 +421,22 @@ class ShardMerge:
         submitting nothing (not the last item of a batch, whose taking may ask for pages)."""
         return (self._batched and not self.closed and not self._dropped
                 and self._batch_pos + 1 < len(self._batch))
+
+    def next_held(self, convert: Callable[[int, RawItem], _T], otherwise: _U) -> _T | _U:
+        """:meth:`next_as` when :meth:`holds_next_item`, else ``otherwise`` (one call: a long
+        async read takes each held item without a second one)."""
+        pos = self._batch_pos
+        batch = self._batch
+        if not self._batched or self.closed or self._dropped or pos + 1 >= len(batch):
+            return otherwise
+        stream = batch[pos][3]
+        item = stream.items[stream.index]
+        value = convert(stream.shard, item)
+        self._last = item
+        stream.index += 1
+        self.returned += 1
+        self._batch_pos = pos + 1
+        return value
 
     # -- copies of one item (index queries while table items move) ---------------------------
 

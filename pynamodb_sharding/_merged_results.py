@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["MergedPageIterator", "MergedResultIterator"]
 
 _M = TypeVar("_M", bound="Model")
+_U = TypeVar("_U")
 
 class MergedPageIterator(Iterator[dict[str, Any]]):
     """The pages of a merged query: PynamoDB's ``PageIterator`` surface over the merged stream.
@@ -303,6 +304,10 @@ class MergedResultIterator(Iterator[_M]):
         """Whether the next ``next()`` returns an item already held, without a request (the
         async result takes such items without leaving the event loop's own code)."""
         return self._merge.holds_next_item()
+
+    def next_held(self, otherwise: _U) -> _M | _U:
+        """``next()`` when :meth:`holds_next_item`, else ``otherwise``, in one call."""
+        return self._merge.next_held(self._instance, otherwise)
 
     def may_run_dry(self) -> bool:
         """Whether the next ``next()`` may leave no item held (then :meth:`read_ahead_for_cursor`

@@ -174,6 +174,50 @@ class TestLimit:
         assert sum(paginator.calls.values()) == 0
 
 
+class TestHeldItems:
+    """``next_held`` (the async result's hand-over of an item a batch holds) takes exactly the
+    item ``next_as`` would, or nothing, and never one whose taking may need a page."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(shard_items, st.one_of(st.none(), st.integers(1, 7)), st.one_of(st.none(), st.integers(0, 30)),
+           st.lists(st.booleans(), min_size=1))
+    def test_taking_held_items_first_changes_nothing(
+        self, shards: dict[int, list[int]], page_size: int | None, limit: int | None, pattern: list[bool],
+    ) -> None:
+        reference = merge(Paginator(shards, page_size=page_size), dict.fromkeys(shards), limit=limit)
+        expected = drain(reference)
+        paginator = Paginator(shards, page_size=page_size)
+        merged = merge(paginator, dict.fromkeys(shards), limit=limit)
+        got: list[tuple[int, int]] = []
+        held_taken = 0
+        for turn in itertools.count():
+            if pattern[turn % len(pattern)]:
+                calls = sum(paginator.calls.values())
+                held = merged.next_held(lambda shard, item: (shard, int(item["sk"]["N"])), None)
+                if held is not None:
+                    assert sum(paginator.calls.values()) == calls  # nothing sent for it
+                    got.append(held)
+                    held_taken += 1
+                    continue
+            try:
+                got.append(merged.next_as(lambda shard, item: (shard, int(item["sk"]["N"]))))
+            except StopIteration:
+                break
+        assert expected == got
+        assert reference.state() == merged.state()
+        assert merged.returned == len(expected)
+        if all(pattern) and page_size is None and len(expected) > 2:
+            assert held_taken > 0  # a batch of every shard's whole items: all but its last held
+
+    def test_the_last_item_of_a_batch_is_not_held(self) -> None:
+        merged = merge(Paginator({1: [1, 3], 2: [2]}, page_size=None), {1: None, 2: None})
+        take = lambda: merged.next_held(lambda shard, item: int(item["sk"]["N"]), None)  # noqa: E731
+        assert merged.next_as(lambda shard, item: int(item["sk"]["N"])) == 1  # sorts the batch
+        assert take() == 2
+        assert take() is None  # 3 is the batch's last: its taking may ask for pages
+        assert merged.next_as(lambda shard, item: int(item["sk"]["N"])) == 3
+
+
 class TestStreaming:
     """At most the current page and one prefetched page per shard are held."""
 

@@ -7,6 +7,7 @@ as on a fresh clone: nothing is installed here.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -17,8 +18,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 def planned(target: str, venv: Path) -> list[str]:
     """The command lines ``make TARGET`` would run with ``VENV=venv``."""
-    done = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, check=True)
+    # Run from `make test` itself, make's variables would make this one a sub-make, which
+    # prints the directories it enters and leaves: ask for the plan of a make run by hand.
+    env = {name: value for name, value in os.environ.items() if name not in {"MAKEFLAGS", "MAKELEVEL", "MFLAGS"}}
+    done = subprocess.run(["make", "--no-print-directory", "-n", target, f"VENV={venv}"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 

@@ -614,13 +614,25 @@ async def send(pool: Pool, request: Any, connect_timeout: float | None, read_tim
                verify: Any, proxy: Proxy | None = None) -> AWSResponse:
     """Send botocore's prepared ``request`` on a connection of ``pool`` (through ``proxy``, if
     given); its reply, or botocore's error for what urllib3's session would raise."""
-    url = request.url
+    status, headers, body = await exchange(pool, request.method, request.url, request.headers,
+                                           _body(request.body), connect_timeout, read_timeout, verify, proxy,
+                                           request=request)
+    return AWSResponse(request.url, status, HeadersDict(headers), _Reply(body))
+
+
+async def exchange(pool: Pool, method: str, url: str, headers: Any, body: bytes, connect_timeout: float | None,
+                   read_timeout: float | None, verify: Any, proxy: Proxy | None = None, *, request: Any = None
+                   ) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Send ``method url`` with ``headers`` (botocore's, or a plain mapping that has
+    ``Content-Length``) and ``body`` on a connection of ``pool``: the reply's status, headers
+    and body, or botocore's error for what urllib3's session would raise. The merged queries'
+    fast path sends its requests here without building botocore's request and response."""
     target = _target(url)
     if proxy is not None and not proxy.tunnels(target):  # the proxy forwards it: the URL whole
-        head = _head(request.method, target.absolute, request.headers, proxy.headers)
+        head = _head(method, target.absolute, headers, proxy.headers)
     else:
-        head = _head(request.method, target.prefix, request.headers)
-    data = head + _body(request.body)
+        head = _head(method, target.prefix, headers)
+    data = head + body
     try:
         connection = await pool.acquire(target, connect_timeout, verify, proxy)
     except _ProxyFailed as exc:
@@ -633,8 +645,8 @@ async def send(pool: Pool, request: Any, connect_timeout: float | None, read_tim
     except OSError as exc:
         raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
     try:
-        status, headers, body, keep_alive = await connection.request(data, read_timeout,
-                                                                        request.method.upper() == "HEAD")
+        status, reply_headers, reply_body, keep_alive = await connection.request(data, read_timeout,
+                                                                                    method.upper() == "HEAD")
     except BaseException as exc:  # a cancellation included: the reply may still come on it
         connection.close()
         if isinstance(exc, _ReadTimeout):
@@ -643,7 +655,7 @@ async def send(pool: Pool, request: Any, connect_timeout: float | None, read_tim
             raise ConnectionClosedError(endpoint_url=url, request=request, error=exc) from exc
         raise
     pool.release(connection, keep_alive)
-    return AWSResponse(url, status, HeadersDict(headers), _Reply(body))
+    return status, reply_headers, reply_body
 
 
 class _Reply:

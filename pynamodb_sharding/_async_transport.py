@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
@@ -55,7 +55,14 @@ except ImportError as error:  # pragma: no cover - the bare install
 from botocore.awsrequest import AWSResponse
 
 from pynamodb_sharding import _async_http, _pool
-from pynamodb_sharding._host import add_client_hook, botocore_client, http_proxies, http_verify, route_http_sends
+from pynamodb_sharding._host import (
+    RawExchange,
+    add_client_hook,
+    botocore_client,
+    http_proxies,
+    http_verify,
+    route_http_sends,
+)
 
 __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
@@ -616,8 +623,26 @@ def _route(client: Any) -> Callable[[Any], AWSResponse | None]:
     return route
 
 
+def _exchange(client: Any) -> RawExchange:
+    config = client.meta.config
+    connect, read = config.connect_timeout, config.read_timeout
+    verify = http_verify(client)
+    proxy_of = _async_http.proxies_of(http_proxies(client))
+
+    def exchange(url: str, headers: Mapping[str, str], body: bytes) -> tuple[int, dict[str, str], bytes] | None:
+        current = _current()
+        if current is None:
+            return None  # off the loop: botocore's path, which says why it cannot send from here
+        pool = _async_http.pool_of(current.loop, _limit)
+        status, reply_headers, content = _await(
+            _async_http.exchange(pool, "POST", url, headers, body, connect, read, verify, proxy_of(url)))
+        return status, {name.lower(): value for name, value in reply_headers}, content
+
+    return exchange
+
+
 def _arm_client(client: Any) -> None:
-    route_http_sends(client, _route(client), _pool.pause)
+    route_http_sends(client, _route(client), _pool.pause, _exchange(client))
 
 
 add_client_hook(_arm_client)

@@ -92,7 +92,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import inspect
 import json
 import threading
 import time
@@ -115,12 +114,17 @@ from pynamodb_sharding._keys import KeyCodec
 if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
 
+#: ``exchange(url, headers, body)``: a reply's status, headers (lower-case names) and body, or
+#: ``None`` when it cannot send from where it is called (:func:`routed_exchange`).
+RawExchange = Callable[[str, Mapping[str, str], bytes], "tuple[int, dict[str, str], bytes] | None"]
+
 __all__ = [
     "BATCH_WRITE_GAVE_UP",
     "BEFORE_PARSE_HOOK",
     "BOTOCORE_VERSION",
     "OVERRIDDEN_HOOKS",
     "ModelFuture",
+    "RawExchange",
     "add_client_hook",
     "arm_client",
     "botocore_client",
@@ -153,6 +157,7 @@ __all__ = [
     "restore_connection",
     "result_holds_next",
     "route_http_sends",
+    "routed_exchange",
     "routed_send",
     "set_connection",
     "share_botocore_data",
@@ -683,9 +688,10 @@ class _RoutedSession:
     """A botocore HTTP session that asks ``route`` first: an answer is the response, ``None``
     sends the request with the client's own session (the sync path, unchanged)."""
 
-    def __init__(self, own: Any, route: Callable[[Any], Any]) -> None:
+    def __init__(self, own: Any, route: Callable[[Any], Any], exchange: RawExchange | None = None) -> None:
         self.own = own
         self.route = route
+        self.exchange = exchange
 
     def send(self, request: Any) -> Any:
         response = self.route(request)
@@ -716,10 +722,12 @@ def http_proxies(client: Any) -> Any:
     return getattr(session, "_proxy_config", None)
 
 
-def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None]) -> None:
+def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None],
+                     exchange: RawExchange | None = None) -> None:
     """Make ``client`` send each request through ``route(request)`` (a botocore
     ``AWSResponse``, or ``None`` for its own HTTP session) and wait between retries with
-    ``pause`` instead of ``time.sleep``; a client already routed stays as it is.
+    ``pause`` instead of ``time.sleep``; a client already routed stays as it is. ``exchange``
+    sends what a caller built below botocore the same way (:func:`routed_exchange`).
 
     ``pause`` replaces botocore's ``Endpoint._needs_retry``, which emits
     ``needs-retry.<service>.<Operation>`` and sleeps for the delay the retry handler returns.
@@ -728,7 +736,7 @@ def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[
     session = endpoint.http_session
     if isinstance(session, _RoutedSession):
         return
-    endpoint.http_session = _RoutedSession(session, route)
+    endpoint.http_session = _RoutedSession(session, route, exchange)
     emitter = endpoint._event_emitter
 
     def needs_retry(attempts: int, operation_model: Any, request_dict: Any, response: Any = None,
@@ -870,12 +878,22 @@ def routed_send(client: Any) -> Callable[[Any], Any] | None:
     return session.route if isinstance(session, _RoutedSession) else None
 
 
+def routed_exchange(client: Any) -> RawExchange | None:
+    """The event loop's send, for a request built below botocore, of a client the asyncio side
+    routed: ``exchange(url, headers, body)`` answers the reply's status, headers (lower-case
+    names) and body, or ``None`` off the loop; ``None`` when unrouted."""
+    session = client._endpoint.http_session
+    return session.exchange if isinstance(session, _RoutedSession) else None
+
+
 def instrumented(client: Any) -> bool:
     """Whether botocore's request path of ``client`` is wrapped by an instrumentation (such as
     OpenTelemetry's, which wraps ``BaseClient._make_api_call`` with a ``wrapt`` proxy): the fast
     path leaves its requests to that path then. botocore's own decorator of that method leaves
     a plain function."""
-    return not isinstance(inspect.getattr_static(type(client), "_make_api_call"), types.FunctionType)
+    # Read from the class, a function is itself and a wrapt proxy a proxy (getattr_static walks
+    # the classes' dicts the same way at ten times the cost, on every shard request).
+    return not isinstance(getattr(type(client), "_make_api_call", None), types.FunctionType)
 
 
 def dynamodb_send_signals() -> tuple[Any, Any] | None:

@@ -66,6 +66,7 @@ from pynamodb_sharding._host import (
     http_verify,
     instrumented,
     query_operation,
+    routed_exchange,
     routed_send,
 )
 from pynamodb_sharding._locals import ContextLocal
@@ -589,7 +590,10 @@ class QueryWire:
             headers["X-Amzn-Trace-Id"] = quote(trace, safe="-=;:+&[]{}\"',")
         reply = None
         routed = routed_send(client) if on_event_loop() is not None else None
-        if "before-send" in events.emitted or routed is not None:
+        # On an event loop with no before-send handler: the loop's connections, without
+        # botocore's request and response objects (what a handler or the routed session needs).
+        exchange = routed_exchange(client) if routed is not None and "before-send" not in events.emitted else None
+        if exchange is None and ("before-send" in events.emitted or routed is not None):
             sent_headers = HeadersDict({**headers, "Content-Length": str(len(body))})
             request = AWSPreparedRequest("POST", endpoint.url, sent_headers, body, False)
             if "before-send" in events.emitted:
@@ -610,6 +614,15 @@ class QueryWire:
         if reply is not None:
             status, reply_headers, content = (reply.status_code, {name.lower(): value for name, value in
                                                                    reply.headers.items()}, reply.content)
+        elif exchange is not None:
+            headers["Content-Length"] = str(len(body))
+            try:
+                replied = exchange(endpoint.url, headers, body)
+            except Exception:  # a lost or refused connection: botocore's path sends it again
+                return None
+            if replied is None:
+                return None
+            status, reply_headers, content = replied
         else:
             try:
                 status, reply_headers, content = self._exchange(client, endpoint, headers, body)

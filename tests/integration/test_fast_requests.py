@@ -24,9 +24,11 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
+from pynamodb_sharding import _async_http as async_http
 from pynamodb_sharding import _wire as wire
 from pynamodb_sharding.testing import bound_models, record_requests
 from pynamodb_sharding.testing.local import DynamoDBLocal
+from tests.async_loop import Loop
 from tests.http_front import HttpFront
 from tests.proxy import TlsFront, tls_pair
 
@@ -221,3 +223,110 @@ def test_tls_refuses_a_certificate_the_bundle_does_not_trust(dynamodb_local: Dyn
         _other_authority.cert_pem.write_to_path(str(trusting))
         connection = wire._Pool(endpoint, wire._tls_context(str(trusting)), 1).open(5.0)  # its own CA: verified
         connection.close()
+
+
+# -- on an event loop: aquery's shard requests on the loop's own connections -----------------------
+
+
+async def _apages(query: Callable[..., Any], **kwargs: Any) -> list[tuple[list[tuple[int, Any]], Any]]:
+    found = []
+    cursor = None
+    while True:
+        result = query(last_evaluated_key=cursor, **kwargs)
+        items = [(int(item.at), item.note) async for item in result]
+        cursor = result.last_evaluated_key
+        found.append((items, cursor))
+        if cursor is None:
+            return found
+        cursor = json.loads(json.dumps(cursor))
+
+
+ASYNC_READS: dict[str, Callable[[], Any]] = {
+    "limit": lambda: _apages(FastLog.aquery, hash_key=KEY, limit=7),
+    "backwards": lambda: _apages(FastLog.aquery, hash_key=KEY, limit=9, scan_index_forward=False),
+    "range and filter": lambda: _apages(FastLog.aquery, hash_key=KEY, range_key_condition=FastLog.at.between(10, 40),
+                                        filter_condition=FastLog.note.exists(), limit=4),
+    "index": lambda: _apages(FastLog.by_day.aquery, hash_key="d", limit=8),
+}
+
+
+class _Sends:
+    """Counts the requests the event loop's HTTP layer sent as botocore requests (``send``) and
+    as requests built below botocore (``exchange``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.botocore = self.below = 0
+        send, exchange = async_http.send, async_http.exchange
+
+        async def counted_send(*args: Any, **kwargs: Any) -> Any:
+            self.botocore += 1
+            return await send(*args, **kwargs)
+
+        async def counted_exchange(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("request") is None:  # not on behalf of send
+                self.below += 1
+            return await exchange(*args, **kwargs)
+
+        monkeypatch.setattr(async_http, "send", counted_send)
+        monkeypatch.setattr(async_http, "exchange", counted_exchange)
+
+
+@pytest.mark.parametrize("read", sorted(ASYNC_READS))
+def test_an_aquery_sends_its_shard_requests_on_the_loop_below_botocore_and_gives_what_query_gives(
+    log: None, read: str, loop: Loop, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    list(FastLog.query(KEY, limit=1))  # the endpoint is learned from a first request through botocore
+    sends = _Sends(monkeypatch)
+    found = loop.run(ASYNC_READS[read]())
+    assert sends.below > 0
+    assert sends.botocore == 0  # not one built as botocore's request and sent as one
+    sync = READS[read]()
+    assert found == sync
+    monkeypatch.setenv("PYNAMODB_SHARDING_FAST_QUERIES", "0")
+    below = sends.below
+    assert loop.run(ASYNC_READS[read]()) == sync
+    assert sends.below == below  # without the fast path: botocore's requests, on the loop too
+    assert sends.botocore > 0
+
+
+def test_an_aquery_with_a_before_send_handler_sends_botocore_s_request_to_it(
+    log: None, loop: Loop, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    list(FastLog.query(KEY, limit=1))
+    client = FastLog._get_connection().connection.client
+    seen: list[str] = []
+
+    def answers(request: Any, **_: Any) -> None:  # unmarked: it could answer instead of DynamoDB
+        seen.append(request.url)
+
+    sends = _Sends(monkeypatch)
+    client.meta.events.register("before-send.dynamodb.Query", answers)
+    try:
+        with record_requests(FastLog) as sent:
+            found = loop.run(_apages(FastLog.aquery, hash_key=KEY, page_size=10))
+    finally:
+        client.meta.events.unregister("before-send.dynamodb.Query", answers)
+    assert [at for page in found for at, _ in page[0]] == list(range(60))
+    assert sent.requests["Query"] == len(seen) >= 8
+    assert sends.below == 0
+
+
+def test_a_throttle_and_a_lost_reply_of_an_aquery_are_sent_again_through_botocore(
+    dynamodb_local: DynamoDBLocal, loop: Loop,
+) -> None:
+    with HttpFront(("127.0.0.1", _port(dynamodb_local.endpoint))) as front:
+        for _ in _front_model(dynamodb_local, front.url):
+            list(FastLog.query(KEY, limit=1))  # learned
+
+            async def read() -> list[int]:
+                return [int(item.at) async for item in FastLog.aquery(KEY)]
+
+            assert list(range(40)) == loop.run(read())
+            front.script[:] = ["throttle", "drop"]
+            queries = front.queries
+            replies = wire.sent["reply"]
+            assert list(range(40)) == loop.run(read())
+            # Both are sent again through botocore on the loop (its retries and errors): the
+            # throttled request after its retry handler's pause, the lost reply's at once.
+            assert wire.sent["reply"] - replies == 2
+            assert front.queries - queries == 4 + 2

@@ -26,6 +26,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding import _async_http as async_http
 from pynamodb_sharding import _wire as wire
+from pynamodb_sharding._host import BEFORE_PARSE_HOOK
 from pynamodb_sharding.testing import bound_models, record_requests
 from pynamodb_sharding.testing.local import DynamoDBLocal
 from tests.async_loop import Loop
@@ -145,7 +146,10 @@ def test_every_hook_a_user_registers_sees_every_shard_request(log: None, event: 
     finally:
         client.meta.events.unregister(f"{event}.dynamodb.Query", hook)
     assert sent.requests["Query"] >= 8 + 8  # every shard's pages, of the table and of the index
-    assert sent.requests["Query"] == len(seen)
+    if event == "before-parse" and not BEFORE_PARSE_HOOK:
+        assert seen == []  # botocore before 1.36 emits no before-parse, for any request
+    else:
+        assert sent.requests["Query"] == len(seen)
 
 
 def _front_model(server: DynamoDBLocal, front_url: str) -> Iterator[None]:

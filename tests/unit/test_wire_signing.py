@@ -8,8 +8,10 @@ at the endpoint's root and under a path, and across days (the signing key kept p
 from __future__ import annotations
 
 import datetime
+from typing import Any
 from unittest import mock
 
+import botocore.auth
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -25,9 +27,19 @@ WHEN = datetime.datetime(2026, 12, 3, 18, 4, 5)
 def botocore_signature(url: str, headers: dict[str, str], credentials: ReadOnlyCredentials, region: str,
                        when: datetime.datetime) -> str:
     request = AWSRequest(method="POST", url=url, data=BODY, headers=dict(headers))
-    with mock.patch("botocore.auth.get_current_datetime", return_value=when):
+    with _botocore_clock(when):
         SigV4Auth(credentials, "dynamodb", region).add_auth(request)
     return str(request.headers["Authorization"])
+
+
+def _botocore_clock(when: datetime.datetime) -> Any:
+    """botocore's signing time set to ``when``: its ``get_current_datetime`` (botocore 1.31 on),
+    or the ``datetime.datetime.utcnow`` its signers called before (the lowest version we support)."""
+    if hasattr(botocore.auth, "get_current_datetime"):
+        return mock.patch("botocore.auth.get_current_datetime", return_value=when)
+    clock = mock.Mock(wraps=datetime)
+    clock.datetime = mock.Mock(wraps=datetime.datetime, utcnow=mock.Mock(return_value=when))
+    return mock.patch("botocore.auth.datetime", clock)
 
 
 @pytest.mark.parametrize("token", [None, "FwoGZXIvYXdzEJr//////////wEaDExampleSessionToken=="])

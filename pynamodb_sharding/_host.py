@@ -107,6 +107,7 @@ from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
 from pynamodb.models import Model, _ModelFuture
 from pynamodb.pagination import ResultIterator
+from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 
 from pynamodb_sharding._exceptions import HostContractError
 from pynamodb_sharding._keys import KeyCodec
@@ -899,8 +900,6 @@ def instrumented(client: Any) -> bool:
 def dynamodb_send_signals() -> tuple[Any, Any] | None:
     """PynamoDB's ``pre_dynamodb_send`` and ``post_dynamodb_send`` signals when a receiver is
     connected to either (``blinker``'s ``Signal.receivers``), else ``None``."""
-    from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
-
     if getattr(pre_dynamodb_send, "receivers", None) or getattr(post_dynamodb_send, "receivers", None):
         return pre_dynamodb_send, post_dynamodb_send
     return None

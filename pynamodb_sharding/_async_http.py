@@ -9,7 +9,16 @@ Node's llhttp that uvicorn parses with) reads the reply; the connections are asy
 
 A general HTTP client (aiohttp, which this module replaced) did about a fifth of the loop's
 work per request in ``benchmarks/bench_async.py`` on what botocore has already done or never
-asks for: headers merged, cookies, redirects, proxies, tracing, URL checks.
+asks for: headers merged, cookies, redirects, tracing, URL checks.
+
+Proxies are botocore's (``Config(proxies=..., proxies_config=...)``, else ``HTTP_PROXY``,
+``HTTPS_PROXY`` and ``NO_PROXY`` as botocore read them for the client's endpoint), used as
+urllib3 uses them: an ``https://`` endpoint through a ``CONNECT`` tunnel (TLS to the endpoint
+inside it), an ``http://`` one by sending the request, with its absolute URL, to the proxy; the
+proxy's credentials in its URL go as ``Proxy-Authorization``; an ``https://`` proxy is reached
+over TLS (``proxies_config``'s ``proxy_ca_bundle`` and ``proxy_client_cert``, and
+``proxy_use_forwarding_for_https``). A proxy that cannot be reached or refuses the tunnel is
+botocore's ``ProxyConnectionError``, as on the sync path.
 
 Connections are kept per event loop (and process: a forked child opens its own) and per
 scheme, host and port, at most :func:`limit` at once on one loop, idle ones for up to
@@ -24,10 +33,11 @@ import os
 import select
 import ssl
 import weakref
+from base64 import b64encode
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httptools
 from botocore.awsrequest import AWSResponse, HeadersDict
@@ -35,12 +45,14 @@ from botocore.exceptions import (
     ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    HTTPClientError,
+    ProxyConnectionError,
     ReadTimeoutError,
 )
 from botocore.exceptions import SSLError as BotocoreSSLError
-from botocore.httpsession import get_cert_path
+from botocore.httpsession import get_cert_path, mask_proxy_url
 
-__all__ = ["KEEP_ALIVE", "Pool", "Target", "close_pool", "send"]
+__all__ = ["KEEP_ALIVE", "Pool", "Proxy", "Target", "close_pool", "proxies_of", "send"]
 
 #: Seconds an idle connection is kept for the next request (aiohttp's and many servers' own
 #: keep-alive is about this; a connection the server closes meanwhile is dropped when it does).
@@ -51,7 +63,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 class Target:
     """Where a request URL goes: the connection it needs and the start of its request head."""
 
-    __slots__ = ("host", "key", "port", "prefix", "tls")
+    __slots__ = ("absolute", "host", "key", "port", "prefix", "tls")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -70,6 +82,87 @@ class Target:
         #: The request line after the method, and the ``Host`` header (which urllib3 adds, and
         #: botocore signs from the URL without setting it).
         self.prefix = f" {target} HTTP/1.1\r\nHost: {host}\r\n".encode("latin-1")
+        #: The same for a proxy that forwards the request: the URL whole (urllib3's request target then).
+        self.absolute = f" {url} HTTP/1.1\r\nHost: {host}\r\n".encode("latin-1")
+
+    @property
+    def authority(self) -> str:
+        """``host:port``, as a ``CONNECT`` request names it."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+class Proxy:
+    """A proxy botocore sends a client's requests through, and how (see the module docstring).
+
+    Raises:
+        HTTPClientError: ``url`` is not an ``http://`` or ``https://`` proxy (what botocore's
+            own session raises for one, from urllib3's error).
+    """
+
+    __slots__ = ("context", "forwards_https", "headers", "host", "key", "masked", "port", "tls")
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None,
+                 settings: Mapping[str, Any] | None = None) -> None:
+        self.masked = mask_proxy_url(url)
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS or not parts.hostname:
+            problem = ValueError(f"proxy {self.masked!r}: the async methods reach a proxy over http:// or https:// "
+                                 f"only, as botocore does; name one in HTTPS_PROXY / HTTP_PROXY or Config(proxies=...)")
+            raise HTTPClientError(error=problem)
+        self.host = parts.hostname
+        self.port = parts.port or _DEFAULT_PORTS[scheme]
+        self.tls = scheme == "https"
+        if headers is None:  # botocore's ProxyConfiguration.proxy_headers_for, for a URL alone
+            headers = {}
+            if parts.username is not None and parts.password is not None:
+                pair = f"{unquote(parts.username)}:{unquote(parts.password)}".encode()
+                headers = {"Proxy-Authorization": f"Basic {b64encode(pair).decode()}"}
+        self.headers = b"".join(f"{name}: {value}\r\n".encode("latin-1") for name, value in headers.items())
+        settings = settings or {}
+        self.forwards_https = bool(settings.get("proxy_use_forwarding_for_https"))
+        #: The TLS context of an https:// proxy when proxies_config names a CA bundle or a client
+        #: certificate; ``None``: the endpoint's own (botocore's ``verify``).
+        self.context = _proxy_ssl_context(settings) if self.tls else None
+        #: What a connection through it depends on: a connection is used again for the same only.
+        self.key = (url, settings.get("proxy_ca_bundle"), repr(settings.get("proxy_client_cert")), self.forwards_https)
+
+    def tunnels(self, target: Target) -> bool:
+        """Whether requests to ``target`` go through a ``CONNECT`` tunnel (else the proxy forwards them)."""
+        return target.tls and not (self.tls and self.forwards_https)
+
+
+def _proxy_ssl_context(settings: Mapping[str, Any]) -> ssl.SSLContext | None:
+    bundle, certificate = settings.get("proxy_ca_bundle"), settings.get("proxy_client_cert")
+    if bundle is None and certificate is None:
+        return None
+    context = ssl.create_default_context(cafile=bundle)
+    if isinstance(certificate, tuple):
+        context.load_cert_chain(certificate[0], keyfile=certificate[1])
+    elif isinstance(certificate, str):
+        context.load_cert_chain(certificate)
+    return context
+
+
+def proxies_of(config: Any) -> Callable[[str], Proxy | None]:
+    """The proxy of each request URL under botocore's ``ProxyConfiguration`` ``config`` (``None``:
+    no proxies), found once per URL scheme: botocore names one proxy per scheme."""
+    found: dict[str, Proxy | None] = {}
+
+    def proxy_of(url: str) -> Proxy | None:
+        scheme = url.partition(":")[0]
+        try:
+            return found[scheme]
+        except KeyError:
+            pass
+        proxy_url = config.proxy_url_for(url) if config is not None else None
+        proxy = (Proxy(proxy_url, config.proxy_headers_for(proxy_url), config.settings)
+                 if proxy_url else None)
+        found[scheme] = proxy
+        return proxy
+
+    return proxy_of
 
 
 #: Targets by URL: an endpoint sends most requests to a few URLs.
@@ -85,8 +178,8 @@ def _target(url: str) -> Target:
     return target
 
 
-def _head(method: str, target: Target, headers: Any) -> bytes:
-    parts = [method.encode("ascii"), target.prefix]
+def _head(method: str, prefix: bytes, headers: Any, extra: bytes = b"") -> bytes:
+    parts = [method.encode("ascii"), prefix, extra]
     # botocore's headers are an email.message.Message: raw_items() gives them as set, without
     # the header policy items() runs on each (a good part of the cost of sending a request).
     raw_items = getattr(headers, "raw_items", None)
@@ -125,6 +218,37 @@ class _Lost(Exception):
 
 class _ReadTimeout(Exception):
     """No byte of the reply came for the read timeout."""
+
+
+class _ProxyFailed(Exception):
+    """The proxy could not be reached, or did not open the tunnel."""
+
+
+class _TunnelReply(asyncio.Protocol):
+    """Reads the proxy's reply to ``CONNECT``: its status line, up to the end of its head."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.status: asyncio.Future[tuple[int, str]] = loop.create_future()
+        self._data = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self.status.done():
+            return
+        self._data += data
+        if b"\r\n\r\n" not in self._data:
+            if len(self._data) > 65536:
+                self.status.set_exception(_ProxyFailed("the proxy's reply to CONNECT has no end"))
+            return
+        line = self._data.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            self.status.set_exception(_ProxyFailed(f"the proxy answered CONNECT with {line[:100]!r}"))
+            return
+        self.status.set_result((int(parts[1]), parts[2] if len(parts) > 2 else ""))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.status.done():
+            self.status.set_exception(_ProxyFailed(exc or "the proxy closed the connection before the tunnel opened"))
 
 
 class Connection(asyncio.Protocol):
@@ -308,9 +432,13 @@ class Pool:
         self._idle: dict[tuple[Any, ...], deque[Connection]] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self, target: Target, connect_timeout: float | None, verify: Any) -> Connection:
-        # A TLS connection is made for one ``verify``: another client's may not trust the same.
-        key = (*target.key, _verify_key(verify)) if target.tls else target.key
+    async def acquire(self, target: Target, connect_timeout: float | None, verify: Any,
+                      proxy: Proxy | None = None) -> Connection:
+        # A TLS connection is made for one ``verify``: another client's may not trust the same;
+        # and a connection through a proxy serves that proxy's requests only.
+        key = (*target.key, _verify_key(verify)) if target.tls or proxy is not None else target.key
+        if proxy is not None:
+            key = (*key, proxy.key)
         while True:
             idle = self._idle.get(key)
             now = self.loop.time()
@@ -334,21 +462,55 @@ class Pool:
         self.open += 1
         connection = Connection(self, key)
         try:
-            await self._connect(connection, target, connect_timeout, verify)
+            await self._connect(connection, target, connect_timeout, verify, proxy)
         except BaseException:
             connection.close()  # counted out once, a waiter woken
             raise
         return connection
 
     async def _connect(self, connection: Connection, target: Target, connect_timeout: float | None,
-                       verify: Any) -> None:
-        context = _ssl_context(verify) if target.tls else None
-        opening = self.loop.create_connection(lambda: connection, target.host, target.port, ssl=context,
-                                              server_hostname=target.host if context is not None else None)
+                       verify: Any, proxy: Proxy | None) -> None:
+        opening: Any
+        if proxy is None:
+            context = _ssl_context(verify) if target.tls else None
+            opening = self.loop.create_connection(lambda: connection, target.host, target.port, ssl=context,
+                                                  server_hostname=target.host if context is not None else None)
+        else:
+            opening = self._through(connection, target, verify, proxy)
         if connect_timeout is None:
             await opening
         else:
             await asyncio.wait_for(opening, connect_timeout)
+
+    async def _through(self, connection: Connection, target: Target, verify: Any, proxy: Proxy) -> None:
+        """Connect ``connection`` to ``target`` through ``proxy``: to the proxy itself when it
+        forwards the requests, else through a ``CONNECT`` tunnel with TLS to ``target`` in it."""
+        context = (proxy.context or _ssl_context(verify)) if proxy.tls else None
+        server_hostname = proxy.host if context is not None else None
+        tunnel = proxy.tunnels(target)
+        reply = _TunnelReply(self.loop)
+        protocol: asyncio.Protocol = reply if tunnel else connection
+        try:
+            transport, _ = await self.loop.create_connection(lambda: protocol, proxy.host, proxy.port, ssl=context,
+                                                             server_hostname=server_hostname)
+        except (OSError, ssl.SSLError) as exc:  # urllib3's ProxyError: the proxy is not reached
+            raise _ProxyFailed(exc) from exc
+        if not tunnel:
+            return
+        try:
+            transport.write(f"CONNECT {target.authority} HTTP/1.1\r\nHost: {target.authority}\r\n".encode("latin-1")
+                            + proxy.headers + b"\r\n")
+            status, reason = await reply.status
+            if not 200 <= status < 300:
+                raise _ProxyFailed(f"Tunnel connection failed: {status} {reason}".strip())
+            inner = await self.loop.start_tls(transport, connection, _ssl_context(verify),
+                                              server_hostname=target.host)
+        except BaseException:
+            transport.abort()
+            raise
+        if inner is None:  # the loop closed meanwhile
+            raise _ProxyFailed("the tunnel closed before TLS began")
+        connection.connection_made(inner)
 
     def release(self, connection: Connection, reusable: bool) -> None:
         """Take ``connection`` back after a request: idle if ``reusable``, else closed."""
@@ -449,14 +611,33 @@ def close_pool(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def send(pool: Pool, request: Any, connect_timeout: float | None, read_timeout: float | None,
-               verify: Any) -> AWSResponse:
-    """Send botocore's prepared ``request`` on a connection of ``pool``; its reply, or
-    botocore's error for what urllib3's session would raise."""
-    url = request.url
+               verify: Any, proxy: Proxy | None = None) -> AWSResponse:
+    """Send botocore's prepared ``request`` on a connection of ``pool`` (through ``proxy``, if
+    given); its reply, or botocore's error for what urllib3's session would raise."""
+    status, headers, body = await exchange(pool, request.method, request.url, request.headers,
+                                           _body(request.body), connect_timeout, read_timeout, verify, proxy,
+                                           request=request)
+    return AWSResponse(request.url, status, HeadersDict(headers), _Reply(body))
+
+
+async def exchange(pool: Pool, method: str, url: str, headers: Any, body: bytes, connect_timeout: float | None,
+                   read_timeout: float | None, verify: Any, proxy: Proxy | None = None, *, request: Any = None
+                   ) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Send ``method url`` with ``headers`` (botocore's, or a plain mapping that has
+    ``Content-Length``) and ``body`` on a connection of ``pool``: the reply's status, headers
+    and body, or botocore's error for what urllib3's session would raise. The merged queries'
+    fast path sends its requests here without building botocore's request and response."""
     target = _target(url)
-    data = _head(request.method, target, request.headers) + _body(request.body)
+    if proxy is not None and not proxy.tunnels(target):  # the proxy forwards it: the URL whole
+        head = _head(method, target.absolute, headers, proxy.headers)
+    else:
+        head = _head(method, target.prefix, headers)
+    data = head + body
     try:
-        connection = await pool.acquire(target, connect_timeout, verify)
+        connection = await pool.acquire(target, connect_timeout, verify, proxy)
+    except _ProxyFailed as exc:
+        assert proxy is not None
+        raise ProxyConnectionError(proxy_url=proxy.masked, error=exc.__cause__ or exc) from exc
     except TimeoutError as exc:
         raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
     except ssl.SSLError as exc:
@@ -464,8 +645,8 @@ async def send(pool: Pool, request: Any, connect_timeout: float | None, read_tim
     except OSError as exc:
         raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
     try:
-        status, headers, body, keep_alive = await connection.request(data, read_timeout,
-                                                                        request.method.upper() == "HEAD")
+        status, reply_headers, reply_body, keep_alive = await connection.request(data, read_timeout,
+                                                                                    method.upper() == "HEAD")
     except BaseException as exc:  # a cancellation included: the reply may still come on it
         connection.close()
         if isinstance(exc, _ReadTimeout):
@@ -474,7 +655,7 @@ async def send(pool: Pool, request: Any, connect_timeout: float | None, read_tim
             raise ConnectionClosedError(endpoint_url=url, request=request, error=exc) from exc
         raise
     pool.release(connection, keep_alive)
-    return AWSResponse(url, status, HeadersDict(headers), _Reply(body))
+    return status, reply_headers, reply_body
 
 
 class _Reply:

@@ -1,6 +1,7 @@
 """The asyncio side's transport: the library's own request code, run on an event loop.
 
-The async methods (``aquery``, ``acount``, ``aget``, ``asave``, ``adelete``) run exactly the code
+The async methods (``aquery``, ``ascan``, ``acount``, ``aget``, ``abatch_get``, ``asave``,
+``aupdate``, ``adelete``, ``arefresh``, the batch writes and transactions) run exactly the code
 the sync methods run: the same planning, shard choice, metadata reads, growth, merge, cursor,
 PynamoDB's request building and botocore's serialization, signing, retries, event hooks and
 parsing. Only two things differ, and both live here:
@@ -38,7 +39,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
@@ -47,19 +48,27 @@ try:
     import httptools  # noqa: F401  (used by _async_http; imported here for the message)
 except ImportError as error:  # pragma: no cover - the bare install
     msg = (
-        "pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need greenlet and "
+        "pynamodb_sharding's async methods (aquery, aget, asave, aupdate...) need greenlet and "
         f"httptools, and {error.name or 'one of them'} is not installed: pip install 'pynamodb-sharding[async]'."
     )
     raise ImportError(msg) from error
 from botocore.awsrequest import AWSResponse
 
 from pynamodb_sharding import _async_http, _pool
-from pynamodb_sharding._host import add_client_hook, botocore_client, http_verify, route_http_sends
+from pynamodb_sharding._host import (
+    RawExchange,
+    add_client_hook,
+    botocore_client,
+    http_proxies,
+    http_verify,
+    route_http_sends,
+)
 
 __all__ = [
     "DEFAULT_ASYNC_REQUESTS",
     "WouldBlockError",
     "arm",
+    "arm_clients",
     "begin",
     "close_sessions",
     "no_sends",
@@ -70,11 +79,12 @@ __all__ = [
 _T = TypeVar("_T")
 
 #: Requests in flight at once on one event loop, unless ``PYNAMODB_SHARDING_ASYNC_REQUESTS`` says.
-#: One loop's thread builds, signs and parses a few hundred requests a second (botocore's work,
-#: about 2 ms each), so 64 in flight keep it busy for round trips up to about 150 ms; more
-#: would only hold more requests' state at once (memory, and the garbage collector's time
-#: scanning it: 256 cost about a fifth more CPU per request in ``benchmarks/bench_async.py``).
-DEFAULT_ASYNC_REQUESTS = 64
+#: One loop's thread sends a merged query's shard requests on their fast path (about 0.3 ms of
+#: CPU each, :mod:`pynamodb_sharding._wire`; botocore's path, for the other requests, about 2 ms),
+#: so 128 in flight keep it busy for round trips of 40 ms and more; more would only hold more
+#: requests' state at once (memory, and the garbage collector's time scanning it: 256 cost about
+#: a fifth more CPU per request in ``benchmarks/bench_async.py`` on botocore's path).
+DEFAULT_ASYNC_REQUESTS = 128
 _ENVIRONMENT = "PYNAMODB_SHARDING_ASYNC_REQUESTS"
 
 
@@ -284,6 +294,13 @@ _running: set[asyncio.Future[Any]] = set()
 def _keep(task: asyncio.Future[Any]) -> None:
     _running.add(task)
     task.add_done_callback(_running.discard)
+
+
+def forget_closed_loops() -> None:
+    """Let go of the tasks of loops closed while they were pending (a loop closed with a
+    result's pages in flight): they never finish, and would be kept for the process's life."""
+    for task in [task for task in _running if task.get_loop().is_closed()]:
+        _running.discard(task)
 
 
 _CONDITION = threading.Condition()
@@ -588,8 +605,10 @@ async def close_sessions() -> None:
 def _route(client: Any) -> Callable[[Any], AWSResponse | None]:
     config = client.meta.config
     connect, read = config.connect_timeout, config.read_timeout
-    # botocore's ``verify`` (a client made with verify=False, or a CA bundle's path).
+    # botocore's ``verify`` (a client made with verify=False, or a CA bundle's path), and its
+    # proxies (Config(proxies=...), else HTTP(S)_PROXY and NO_PROXY for the client's endpoint).
     verify = http_verify(client)
+    proxy_of = _async_http.proxies_of(http_proxies(client))
 
     def route(request: Any) -> AWSResponse | None:
         current = _current()
@@ -598,14 +617,32 @@ def _route(client: Any) -> Callable[[Any], AWSResponse | None]:
                 raise WouldBlockError("a property of an async result would have sent a request")
             return None  # a thread's request: the client's own session
         pool = _async_http.pool_of(current.loop, _limit)
-        response: AWSResponse = _await(_async_http.send(pool, request, connect, read, verify))
+        response: AWSResponse = _await(_async_http.send(pool, request, connect, read, verify, proxy_of(request.url)))
         return response
 
     return route
 
 
+def _exchange(client: Any) -> RawExchange:
+    config = client.meta.config
+    connect, read = config.connect_timeout, config.read_timeout
+    verify = http_verify(client)
+    proxy_of = _async_http.proxies_of(http_proxies(client))
+
+    def exchange(url: str, headers: Mapping[str, str], body: bytes) -> tuple[int, dict[str, str], bytes] | None:
+        current = _current()
+        if current is None:
+            return None  # off the loop: botocore's path, which says why it cannot send from here
+        pool = _async_http.pool_of(current.loop, _limit)
+        status, reply_headers, content = _await(
+            _async_http.exchange(pool, "POST", url, headers, body, connect, read, verify, proxy_of(url)))
+        return status, {name.lower(): value for name, value in reply_headers}, content
+
+    return exchange
+
+
 def _arm_client(client: Any) -> None:
-    route_http_sends(client, _route(client), _pool.pause)
+    route_http_sends(client, _route(client), _pool.pause, _exchange(client))
 
 
 add_client_hook(_arm_client)
@@ -613,5 +650,10 @@ add_client_hook(_arm_client)
 
 def arm(models: Any) -> None:
     """Route the clients of ``models`` (model classes) through the event loops that use them."""
-    for model in models:
-        _arm_client(botocore_client(model))
+    arm_clients(botocore_client(model) for model in models)
+
+
+def arm_clients(clients: Any) -> None:
+    """Route botocore ``clients`` (a transaction's connection's) through the event loops that use them."""
+    for client in clients:
+        _arm_client(client)

@@ -23,13 +23,15 @@ import click
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._descriptor import is_sharded, shard_manager
 from pynamodb_sharding._exceptions import ShardingError
 from pynamodb_sharding._fanout import count_by_shard
 from pynamodb_sharding._host import reset_connection, table_connection
 from pynamodb_sharding._indexes import sharded_indexes_of
+from pynamodb_sharding._metadata import delete_namespaces
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._protocol import FleetProtocol
+from pynamodb_sharding._routes import shard_count_spaces
 
 __all__ = ["CommandError", "main"]
 
@@ -319,23 +321,50 @@ def tables_create(model_spec: str, dry_run: bool, endpoint: str | None, region: 
     is_flag=True,
     help="Delete only the model's own table (a metadata table may serve several models).",
 )
+@click.option(
+    "--delete-shard-counts",
+    is_flag=True,
+    help="With --keep-companions: also delete the model's shard counts from the metadata table it keeps "
+         "(else a table created again under this name starts from them).",
+)
 @_endpoint_options
 def tables_delete(
-    model_spec: str, dry_run: bool, keep_companions: bool, endpoint: str | None, region: str | None
+    model_spec: str, dry_run: bool, keep_companions: bool, delete_shard_counts: bool, endpoint: str | None,
+    region: str | None,
 ) -> None:
     """Delete the tables of MODULE:Model and its companion tables. Missing ones are skipped."""
     ref = load_model(model_spec)
     connect(ref, endpoint, region)
     # The model's table first: its companions may be shared, so they go last.
     models = (ref.model,) if keep_companions else (ref.model, *ref.all_models[:-1])
+    counts = shard_count_spaces(ref.model) if keep_companions and is_sharded(ref.model) else {}
     for model in models:
         if not model.exists():
             click.echo(f"missing  {where(model)} ({model.__name__})")
         elif dry_run:
             click.echo(f"would delete {where(model)} ({model.__name__})")
+        elif model is ref.model and is_sharded(model):
+            # Its companions are deleted next, or kept: its counts in them are settled below.
+            sharded: Any = model
+            sharded.delete_table(wait=True, shard_metadata=False)
+            click.echo(f"deleted  {where(model)} ({model.__name__})")
         else:
             model.delete_table(wait=True)
             click.echo(f"deleted  {where(model)} ({model.__name__})")
+    for metadata_model, namespaces in counts.items():
+        listed = ", ".join(name for name in namespaces if not name.endswith("#hot-keys"))
+        if not metadata_model.exists():
+            continue
+        if delete_shard_counts and dry_run:
+            click.echo(f"would delete the shard counts of {ref.model.__name__} ({listed}) in {where(metadata_model)}")
+        elif delete_shard_counts:
+            deleted = delete_namespaces(metadata_model, namespaces)
+            click.echo(f"deleted  {deleted} shard count item(s) of {ref.model.__name__} ({listed}) in "
+                       f"{where(metadata_model)}")
+        else:
+            click.echo(f"kept     the shard counts of {ref.model.__name__} ({listed}) in {where(metadata_model)}: "
+                       f"a table created again under this name starts from them; --delete-shard-counts "
+                       f"deletes them")
 
 
 @tables.command("add-replicas")
@@ -850,10 +879,37 @@ def _status_period(ref: ModelRef, key: str | None, period: str | None) -> type[M
     table = period_model(template, chosen)
     for model in (*ref.all_models[:-1], table):
         if not model.exists():
-            msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); the tables of "
-                   f"the current and coming periods are created by: pynamodb-sharding tables rotate {ref.spec}")
+            msg = (f"{where(model)} does not exist (needed by {ref.spec}, period {chosen}); "
+                   f"{_missing_period_hint(ref, chosen) if model is table else _ROTATE_CREATES + ref.spec}")
             raise CommandError(msg)
     return table
+
+
+_ROTATE_CREATES = "the tables of the current and coming periods are created by: pynamodb-sharding tables rotate "
+
+
+def _missing_period_hint(ref: ModelRef, period: str) -> str:
+    """Why the table of ``period`` may be missing, and what (if anything) creates it."""
+    from pynamodb_sharding._partitioned import declaration
+
+    declared = declaration(ref.model)
+    current = declared.current()
+    last = declared.after(current, declared.ahead)
+    if current <= period <= last:
+        return _ROTATE_CREATES + ref.spec
+    if period > last:
+        ahead = sum(1 for _ in declared.between(current, period)) - 1
+        return (f"rotate creates the tables of the current period and of the {declared.ahead} after it "
+                f"(TimePartitioned(ahead={declared.ahead})); this one, {ahead} ahead, is created by: "
+                f"pynamodb-sharding tables rotate {ref.spec} --ahead {ahead}")
+    retention = declared.retention
+    if retention is not None and period < declared.after(current, -retention):
+        archived = " after archiving it" if declared.archive is not None else ""
+        return (f"{period} is older than the {retention} past {declared.period}s TimePartitioned(retention="
+                f"{retention}) keeps, so rotation dropped its table{archived} (or it was never created); "
+                f"rotation does not create past periods' tables.")
+    return ("rotation creates the current and coming periods' tables, never a past one's: this one "
+            "was deleted or never created.")
 
 
 def shard_status(ref: ModelRef, key: str, period_table: type[Model] | None = None) -> ShardStatus:
@@ -993,25 +1049,33 @@ def migrate_copy(source_spec: str, target_spec: str, endpoint: str | None, regio
 
 @migrate.command("reshard")
 @click.argument("model_spec", metavar="MODEL")
+@click.option("--key-prefix", default=None, metavar="P",
+              help="Move only items whose table hash key starts with P (MODEL's items in a shared table).")
 @_job_options
-def migrate_reshard(model_spec: str, endpoint: str | None, region: str | None, **options: Any) -> None:
+def migrate_reshard(model_spec: str, key_prefix: str | None, endpoint: str | None, region: str | None,
+                    **options: Any) -> None:
     """Move the items of MODEL's table that are not where its current layout puts them.
 
     After a HashedShards count change (drop previous_counts afterwards), a lowered
     RandomShards/DynamicShards count, or legacy unsharded items. Each move is one transaction.
+    On a table other models share, name MODEL's items with --key-prefix (a model with a
+    DiscriminatorAttribute takes its own items); the job is refused otherwise.
     """
     from pynamodb_sharding.migration import ReshardJob
 
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    _run_job(lambda: ReshardJob(ref.model), (ref,), **options)
+    _run_job(lambda: ReshardJob(ref.model, key_prefix=key_prefix), (ref,), **options)
 
 
 @migrate.command("compact")
 @click.argument("model_spec", metavar="MODEL")
+@click.option("--key-prefix", default=None, metavar="P",
+              help="Move only items whose table hash key starts with P (MODEL's items in a shared table).")
 @_job_options
-def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, **options: Any) -> None:
+def migrate_compact(model_spec: str, key_prefix: str | None, endpoint: str | None, region: str | None,
+                    **options: Any) -> None:
     """After shrink: move MODEL's items from shards above each key's count, then trim the history.
 
     Reads of a trimmed key stop covering the shards above its count.
@@ -1021,28 +1085,38 @@ def migrate_compact(model_spec: str, endpoint: str | None, region: str | None, *
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    _run_job(lambda: CompactJob(ref.model), (ref,), **options)
+    _run_job(lambda: CompactJob(ref.model, key_prefix=key_prefix), (ref,), **options)
 
 
 @migrate.command("reindex")
 @click.argument("model_spec", metavar="MODEL")
 @click.argument("index_name", metavar="INDEX")
+@click.option("--values", "values", multiple=True, metavar="V",
+              help="Rewrite only entries whose index value is V (repeat for each of MODEL's values).")
+@click.option("--key-prefix", default=None, metavar="P",
+              help="Rewrite only items whose table hash key starts with P (MODEL's items in a shared table).")
 @_job_options
-def migrate_reindex(model_spec: str, index_name: str, endpoint: str | None, region: str | None,
-                    **options: Any) -> None:
+def migrate_reindex(model_spec: str, index_name: str, values: tuple[str, ...], key_prefix: str | None,
+                    endpoint: str | None, region: str | None, **options: Any) -> None:
     """Rewrite the entries of MODEL's sharded index INDEX that are not stored sharded.
 
     For an index adopted in place (Sharding(..., legacy_unsharded=True) on the index): bare
     values become suffixed ones, or, with layout="multi_attribute", items get their shard
     attribute. Each rewrite is one update conditional on the value read, so an application
     write meanwhile wins; then remove legacy_unsharded from the index.
+
+    In a table other models share, only MODEL's entries are rewritten: name them with --values
+    or --key-prefix (a model with a DiscriminatorAttribute takes its own items); the job is
+    refused when another model stores the index's attribute and nothing names MODEL's. The dry
+    run lists the entries per index value, and those it leaves to other models.
     """
     from pynamodb_sharding.migration import ReindexJob
 
     ref = load_model(model_spec)
     require_sharded(ref)
     connect(ref, endpoint, region)
-    _run_job(lambda: ReindexJob(ref.model, index_name), (ref,), **options)
+    _run_job(lambda: ReindexJob(ref.model, index_name, values=values or None, key_prefix=key_prefix),
+             (ref,), **options)
 
 
 @migrate.command("verify")

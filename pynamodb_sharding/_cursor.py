@@ -1,10 +1,16 @@
-"""The cursor of a merged query: where every shard resumes, as one JSON-serialisable value.
+"""The cursor of a merged query: a position in the merged order, as one JSON-serialisable value.
 
-A merged query's ``last_evaluated_key`` names, per shard, the key of the last item returned
-from it. :func:`encode_cursor` builds it (plain JSON types, binary keys in base64, a checksum
-over the content); :func:`decode_cursor` validates an untrusted copy against the query that
-resumes from it and refuses an edited, truncated or foreign one with a
-:class:`~pynamodb_sharding.CursorError`. No PynamoDB import: values are in botocore's shape.
+A merged query's ``last_evaluated_key`` is a :class:`MergePosition`: the sort key of the last
+item returned and what broke its tie (the table keys of the items returned at that sort key,
+where items can share it). A resumed query applies it to every stream it reads, so where items
+live by then (moved by a reshard, a compaction, a reindex or an adoption) does not matter.
+:func:`encode_cursor` builds the dict (plain JSON types, binary keys in base64, a checksum over
+the content), :class:`TokenCodec` the compact page token; :func:`decode_cursor` validates an
+untrusted copy against the query that resumes from it and refuses an edited, truncated or
+foreign one with a :class:`~pynamodb_sharding.CursorError`. It also reads the cursors of
+earlier versions (one position per shard, version 1) and the ``last_evaluated_key`` plain
+PynamoDB gives for the same logical key (a position in the merged order too). No PynamoDB
+import: values are in botocore's shape.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ __all__ = [
     "CursorScope",
     "CursorSecret",
     "CursorState",
+    "MergePosition",
     "RawItem",
     "RawKey",
     "RawValue",
+    "Tie",
     "TokenCodec",
     "decode_cursor",
     "encode_cursor",
@@ -46,8 +54,12 @@ RawItem = dict[str, RawValue]
 #: A primary key (plus index keys for an index query) in ``ExclusiveStartKey`` shape.
 RawKey = dict[str, RawValue]
 
-#: Version of the cursor layout; a cursor of another version is refused, never misread.
-CURSOR_VERSION = 1
+#: Version of the cursor layout written; a cursor of an unknown version is refused, never misread.
+#: Version 1 (one position per shard) is still read.
+CURSOR_VERSION = 2
+#: The most tie keys a cursor carries (:attr:`MergePosition.ties`); beyond, the streams' own
+#: positions at that sort key are added (:attr:`CursorState.positions`).
+MAX_TIES = 32
 
 _CHECKSUM_HEX_DIGITS = 16
 _KEY_TYPES = frozenset({"S", "N", "B"})
@@ -68,11 +80,44 @@ class CursorScope:
 
 
 @attrs.frozen
-class CursorState:
-    """A decoded cursor: where each shard resumes (right after its start key).
+class Tie:
+    """An item returned at a position's sort value: its table key as stored (physical), and
+    whether it stands for every other copy of its logical key there (it was in a place a job
+    moves items out of, or the layout keeps logical keys unique), so that a copy read there
+    after a move is the same item, not a second copy of a duplicated key."""
 
-    A shard it does not name is read from its start (a shard added after the cursor was
-    made, or one that had returned nothing).
+    key: RawKey
+    copy: bool = True
+
+
+@attrs.frozen
+class MergePosition:
+    """A place in a merged query's order: right after the last item returned.
+
+    The merged order is the sort key's; items of one sort key are ordered by stream. A resumed
+    query starts every stream it reads at ``value``, included, and skips the items ``ties``
+    names there (and their copies), so items moved from one stream to another between two pages
+    are neither repeated nor skipped.
+    """
+
+    #: The sort-key value of the last item returned (``{"N": "5"}``); ``None`` for a query
+    #: without a sort key.
+    value: RawValue | None
+    #: The items returned at ``value``, the last one returned last: what breaks the tie.
+    ties: tuple[Tie, ...] = ()
+    #: Whether ``ties`` names every item returned at ``value`` (else the latest
+    #: :data:`MAX_TIES`, and the cursor's positions say where each stream stopped at it).
+    complete: bool = True
+
+
+@attrs.frozen
+class CursorState:
+    """A decoded cursor: the position in the merged order (``after``), and where some streams
+    resume exactly (right after their start key).
+
+    With ``after``, a stream it does not name starts at that position; a version 1 cursor has
+    no ``after`` and a stream it does not name is read from its start (one added after the
+    cursor was made, or one that had returned nothing).
     """
 
     positions: Mapping[int, RawKey] = attrs.field(factory=dict)
@@ -84,6 +129,9 @@ class CursorState:
     #: where no start key stands for them: their copies behind the break are skipped (an index
     #: query while a job moves items, when items tie at that value).
     also_returned: tuple[tuple[int, RawKey], ...] = ()
+    #: The position in the merged order (version 2); ``None``: a version 1 cursor, or a query's
+    #: start.
+    after: MergePosition | None = None
 
 
 def _value_to_json(value: Mapping[str, Any]) -> dict[str, str]:
@@ -108,21 +156,28 @@ def encode_cursor(scope: CursorScope, state: CursorState) -> dict[str, Any]:
 
     The cursor holds plain JSON types only (binary key values are base64) and a checksum over
     its content, so that :func:`decode_cursor` refuses an edited or truncated copy. The
-    checksum detects accidents and misuse, not forgery: it is not a secret signature.
+    checksum detects accidents and misuse, not forgery: it is not a secret signature. A state
+    without a merged position (a version 1 cursor handed back unchanged) keeps version 1's layout.
     """
+    after = state.after
     body: dict[str, Any] = {
-        "version": CURSOR_VERSION,
+        "version": CURSOR_VERSION if after is not None else 1,
         "model": scope.model,
         "table": scope.table,
         "key": _value_to_json(scope.key),
         "index": scope.index,
         "forward": scope.forward,
-        "positions": [
-            {"shard": shard, "start_key": _key_to_json(state.positions[shard])}
-            for shard in sorted(state.positions)
-        ],
     }
-    if state.returned:  # only then: every other cursor keeps its layout
+    if after is not None:
+        body["after"] = {
+            "value": None if after.value is None else _value_to_json(after.value),
+            "ties": [{"key": _key_to_json(tie.key), "copy": tie.copy} for tie in after.ties],
+            "complete": after.complete,
+        }
+    body["positions"] = [
+        {"shard": shard, "start_key": _key_to_json(state.positions[shard])} for shard in sorted(state.positions)
+    ]
+    if state.returned:  # version 1 only, and only then: every other cursor keeps its layout
         body["returned"] = sorted(state.returned)
     if state.also_returned:
         body["also_returned"] = [{"shard": shard, "start_key": _key_to_json(key)} for shard, key in state.also_returned]
@@ -140,12 +195,17 @@ class _CursorReader:
         hash_name: str,
         hash_value: Callable[[int], object],
         shard_name: str | None = None,
+        *,
+        sort_name: str | None = None,
+        tie_names: Sequence[str] = (),
     ) -> None:
         self.scope = scope
         self.key_names = frozenset(key_names)
         self.hash_name = hash_name
         self.hash_value = hash_value
         self.shard_name = shard_name
+        self.sort_name = sort_name
+        self.tie_names = frozenset(tie_names)
 
     def fail(self, problem: str) -> CursorError:
         msg = (
@@ -159,18 +219,23 @@ class _CursorReader:
         if not isinstance(cursor, dict):
             hint = " (json.loads the stored text first)" if isinstance(cursor, bytes) else ""
             raise self.fail(f"is a {type(cursor).__name__}, not the dict a merged query returns{hint}")
-        expected_fields = {
-            "version", "model", "table", "key", "index", "forward", "positions", "checksum",
-        }
-        optional = {"returned", "also_returned"}
+        if "version" not in cursor and "checksum" not in cursor:
+            plain = self.plain(cursor)
+            if plain is not None:
+                return plain
+        version = cursor.get("version")
+        expected_fields = {"version", "model", "table", "key", "index", "forward", "positions", "checksum"}
+        optional = {"returned", "also_returned"} if version == 1 else set()
+        if version == CURSOR_VERSION:
+            expected_fields.add("after")
         if set(cursor) - optional != expected_fields:
             missing = sorted(expected_fields - set(cursor))
             extra = sorted(set(cursor) - expected_fields - optional)
             raise self.fail(
                 f"is truncated or not a merged-query cursor (missing {missing}, unexpected {extra})"
             )
-        if cursor["version"] != CURSOR_VERSION:
-            raise self.fail(f"has version {cursor['version']!r}, this library reads version {CURSOR_VERSION}")
+        if version not in (1, CURSOR_VERSION):
+            raise self.fail(f"has version {version!r}, this library reads versions 1 and {CURSOR_VERSION}")
         body = {name: value for name, value in cursor.items() if name != "checksum"}
         try:
             checksum = _checksum(body)
@@ -193,8 +258,58 @@ class _CursorReader:
                 "was made by a query in the other direction (scan_index_forward differs)"
             )
         positions = self._positions(cursor["positions"])
+        if version == CURSOR_VERSION:
+            return CursorState(positions=positions, after=self.after(cursor["after"]))
         return CursorState(positions=positions, returned=self.returned_shards(cursor.get("returned", []), positions),
                            also_returned=self._also_returned(cursor.get("also_returned", [])))
+
+    def plain(self, cursor: dict[Any, Any]) -> CursorState | None:
+        """The position of a ``last_evaluated_key`` that plain PynamoDB gave for the same logical
+        key (before the model was sharded), or ``None`` when ``cursor`` is not one.
+
+        It names one item (its table key, plus the index keys for an index query) under the
+        logical key itself: a position in the merged order, like a cursor of this library's.
+        """
+        names = self.key_names - ({self.shard_name} if self.shard_name is not None else set())
+        if set(cursor) != names or not all(isinstance(value, dict) and len(value) == 1 for value in cursor.values()):
+            return None
+        if cursor[self.hash_name] != _value_to_json(self.scope.key):
+            raise self.fail(
+                f"is a key of {self.hash_name} {cursor[self.hash_name]!r}, not of the key queried "
+                f"{_value_to_json(self.scope.key)!r}"
+            )
+        key = {name: self._raw_value(None, name, value) for name, value in cursor.items()}
+        value = key[self.sort_name] if self.sort_name is not None else None
+        ties = (Tie({name: key[name] for name in self.tie_names}),) if self.tie_names else ()
+        return CursorState(after=MergePosition(value, ties))
+
+    def after(self, value: object) -> MergePosition:
+        if not isinstance(value, dict) or set(value) != {"value", "ties", "complete"}:
+            raise self.fail(f"has a malformed position {value!r}")
+        raw, ties, complete = value["value"], value["ties"], value["complete"]
+        if not isinstance(complete, bool) or not isinstance(ties, list) or len(ties) > MAX_TIES:
+            raise self.fail(f"has a malformed position {value!r}")
+        if (raw is None) != (self.sort_name is None):
+            raise self.fail("has a position that does not fit the query's sort key")
+        sort_value = None if raw is None else self._raw_value(None, self.sort_name or "", raw)
+        return MergePosition(sort_value, tuple(self.tie(tie) for tie in ties), complete)
+
+    def position_value(self, value: RawValue) -> RawValue:
+        """A sort-key value a page token carries, checked as a cursor dict's is."""
+        return self._raw_value(None, self.sort_name or "", _value_to_json(value))
+
+    def tie(self, value: object) -> Tie:
+        if not isinstance(value, dict) or set(value) != {"key", "copy"} or not isinstance(value["copy"], bool):
+            raise self.fail(f"has a malformed tie {value!r}")
+        return Tie(self.tie_key(value["key"]), value["copy"])
+
+    def tie_key(self, value: object) -> RawKey:
+        if not isinstance(value, dict) or set(value) != self.tie_names:
+            raise self.fail(
+                f"has a tie key with attributes {sorted(value) if isinstance(value, dict) else value!r}, "
+                f"expected {sorted(self.tie_names)}"
+            )
+        return {name: self._raw_value(None, name, raw) for name, raw in value.items()}
 
     def _also_returned(self, value: object) -> tuple[tuple[int, RawKey], ...]:
         if not isinstance(value, list):
@@ -261,24 +376,25 @@ class _CursorReader:
             )
         return key
 
-    def _raw_value(self, shard: int, name: str, value: object) -> RawValue:
+    def _raw_value(self, shard: int | None, name: str, value: object) -> RawValue:
+        where = "its position" if shard is None else describe_shard(shard)
         if not isinstance(value, dict) or len(value) != 1:
-            raise self.fail(f"has a malformed value {value!r} for {name} in {describe_shard(shard)}")
+            raise self.fail(f"has a malformed value {value!r} for {name} in {where}")
         ((kind, inner),) = value.items()
         if kind not in _KEY_TYPES or not isinstance(inner, str):
-            raise self.fail(f"has a malformed value {value!r} for {name} in {describe_shard(shard)}")
+            raise self.fail(f"has a malformed value {value!r} for {name} in {where}")
         if kind == "B":
             try:
                 return {"B": base64.b64decode(inner, validate=True)}
             except (binascii.Error, ValueError):
                 raise self.fail(
-                    f"has a binary value for {name} in {describe_shard(shard)} that is not base64"
+                    f"has a binary value for {name} in {where} that is not base64"
                 ) from None
         if kind == "N":
             try:
                 Decimal(inner)
             except InvalidOperation:
-                raise self.fail(f"has a number for {name} in {describe_shard(shard)} that is not a number") from None
+                raise self.fail(f"has a number for {name} in {where} that is not a number") from None
         return {kind: inner}
 
 
@@ -291,8 +407,14 @@ def decode_cursor(
     hash_value: Callable[[int], object],
     secrets: tuple[bytes, ...] = (),
     shard_name: str | None = None,
+    sort_name: str | None = None,
+    tie_names: Sequence[str] = (),
 ) -> CursorState:
     """Validate a cursor returned by a merged query and decode it for the same query's scope.
+
+    Reads this version's cursors and page tokens, version 1's, and the ``last_evaluated_key``
+    plain PynamoDB gives for the same logical key (an unsigned dict: refused by a model that
+    signs its tokens).
 
     Args:
         cursor: what the caller passed as ``last_evaluated_key``: the cursor dict (after a
@@ -306,13 +428,17 @@ def decode_cursor(
             ``cursor_secret``); empty for unsigned tokens.
         shard_name: the number attribute a ``layout="multi_attribute"`` index stores the shard
             in: a shard's start key must hold that shard's number there.
+        sort_name: the sort-key attribute of the merged order (the index's for an index
+            query), ``None`` without one.
+        tie_names: the attributes of a tie key: the table's key.
 
     Raises:
         CursorError: the cursor is not a dict, is truncated, edited, of another model, table,
             key, index or direction, or names shards or start keys that do not fit.
     """
     if isinstance(cursor, str):
-        codec = TokenCodec(scope, tuple(key_names), hash_name, secrets, shard_name=shard_name)
+        codec = TokenCodec(scope, tuple(key_names), hash_name, secrets, shard_name=shard_name,
+                           sort_name=sort_name, tie_names=tuple(tie_names))
         return codec.decode(cursor, hash_value)
     if secrets:
         msg = (
@@ -321,13 +447,15 @@ def decode_cursor(
             f"an unsigned cursor dict; pass the query's next_page_token."
         )
         raise CursorError(msg)
-    return _CursorReader(scope, key_names, hash_name, hash_value, shard_name).read(cursor)
+    return _CursorReader(scope, key_names, hash_name, hash_value, shard_name, sort_name=sort_name,
+                         tie_names=tie_names).read(cursor)
 
 
 # -- the compact token form ---------------------------------------------------------------------
 
-#: Version byte of the token layout; a token of another version is refused, never misread.
-TOKEN_VERSION = 1
+#: Version byte of the token layout written; a token of an unknown version is refused, never
+#: misread. Version 1 (one position per shard) is still read.
+TOKEN_VERSION = 2
 #: Bytes of HMAC-SHA256 kept as a token's tag (96 bits).
 TOKEN_TAG_BYTES = 12
 # Without a secret the tag is keyed with this public constant: it detects edits, truncation and
@@ -393,6 +521,47 @@ class _Bytes:
         return self.offset == len(self.data)
 
 
+_HAS_VALUE = 1
+_COMPLETE = 2
+_TIE_COPY = 1
+_TIE_SHARD = 2
+
+
+def _pack_values(body: bytearray, names: Sequence[str], key: Mapping[str, Any], previous: dict[str, bytes]) -> None:
+    """Append the values of ``names`` in ``key``, each as the part that differs from the previous
+    value of its name after the prefix they share (sort keys of one page are close)."""
+    for name in names:
+        ((kind, inner),) = key[name].items()
+        if kind == "B":
+            raw = bytes(inner) if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
+        else:
+            raw = str(inner).encode("utf-8")
+        shared = _shared_prefix(previous[name], raw)
+        previous[name] = raw
+        body.append(_KIND_CODES[kind])
+        body += _varint(shared)
+        body += _varint(len(raw) - shared)
+        body += raw[shared:]
+
+
+def _unpack_values(data: _Bytes, names: Sequence[str], previous: dict[str, bytes], reader: _CursorReader,
+                   where: str) -> dict[str, Any]:
+    """The values :func:`_pack_values` appended, in botocore's shape (binary values as bytes)."""
+    values: dict[str, Any] = {}
+    for name in names:
+        (code,) = data.take(1)
+        kind = _CODE_KINDS.get(code)
+        if kind is None:
+            raise reader.fail(f"has an unknown value type for {name} in {where}")
+        shared = data.varint()
+        if shared > len(previous[name]):
+            raise reader.fail("is malformed")
+        raw = previous[name][:shared] + data.take(data.varint())
+        previous[name] = raw
+        values[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
+    return values
+
+
 def secret_keys(secret: CursorSecret | Callable[[], CursorSecret] | None) -> tuple[bytes, ...]:
     """The HMAC keys of a cursor secret setting, the signing one first (empty: unsigned)."""
     value = secret() if callable(secret) else secret
@@ -415,15 +584,17 @@ def secret_keys(secret: CursorSecret | Callable[[], CursorSecret] | None) -> tup
 class TokenCodec:
     """Turns a merged query's state into its compact ``next_page_token`` and back.
 
-    The token holds, per shard, the shard number and the values of the start key's attributes
-    except the queried hash attribute (which the shard number and the query's key rebuild),
-    each stored as the part that differs from the previous shard's value after their common
-    prefix (the sort keys of one page are close). A 96-bit HMAC-SHA256 tag over the query's
-    scope and the packed body follows, all base64url without padding. Neither the table, the
-    model, nor the queried key is in it: they are bound through the tag, so a token is
-    accepted only by the query it came from. With ``secrets`` the tag is a signature (the
-    first secret signs, each one is accepted); without, it is keyed with a public constant and
-    only detects edits and foreign use.
+    The token holds the merged position: the sort key of the last item returned and the table
+    keys that broke its tie (index queries), then the streams' own positions where the cursor
+    needs them (each a shard number and its start key's attributes except the queried hash
+    attribute, which the shard number and the query's key rebuild). Each value is stored as the
+    part that differs from the previous one of its attribute after their common prefix. A
+    96-bit HMAC-SHA256 tag over the query's scope and the packed body follows, all base64url
+    without padding. Neither the table, the model, nor the queried key is in it: they are bound
+    through the tag, so a token is accepted only by the query it came from. With ``secrets`` the
+    tag is a signature (the first secret signs, each one is accepted); without, it is keyed with
+    a public constant and only detects edits and foreign use. Tokens of version 1 (one position
+    per shard) are read too.
 
     .. versionadded:: 0.1.0
     """
@@ -435,31 +606,72 @@ class TokenCodec:
     #: A ``layout="multi_attribute"`` index's shard attribute: rebuilt from the shard number,
     #: never stored in the token.
     shard_name: str | None = attrs.field(default=None, kw_only=True)
+    #: The sort-key attribute of the merged order; ``None`` without one.
+    sort_name: str | None = attrs.field(default=None, kw_only=True)
+    #: The attributes of a tie key (the table's key).
+    tie_names: tuple[str, ...] = attrs.field(default=(), kw_only=True)
+    #: The shard of a tie's hash value when it is a physical key of the queried key (a table
+    #: query), else ``None``: the token stores the shard number and rebuilds the value, so that
+    #: it never holds the key.
+    tie_shard: Callable[[RawValue], int | None] | None = attrs.field(default=None, kw_only=True)
+
+    def _tie_stored(self, rebuilt_hash: bool) -> tuple[str, ...]:
+        """The tie attributes a token stores: not the sort key (the position's value) nor a hash
+        value the shard number rebuilds."""
+        left_out = {self.sort_name, self.hash_name if rebuilt_hash else None}
+        return tuple(sorted(name for name in self.tie_names if name not in left_out))
 
     @property
     def _stored_names(self) -> tuple[str, ...]:
         rebuilt = (self.hash_name, self.shard_name)
         return tuple(sorted(name for name in self.key_names if name not in rebuilt))
 
-    def _scope_bytes(self) -> bytes:
+    def _scope_bytes(self, version: int) -> bytes:
         scope = self.scope
         described = [
-            TOKEN_VERSION, scope.model, scope.table, _value_to_json(scope.key), scope.index,
+            version, scope.model, scope.table, _value_to_json(scope.key), scope.index,
             scope.forward, sorted(self.key_names), self.hash_name,
         ]
         return json.dumps(described, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     def _tag(self, key: bytes, body: bytes) -> bytes:
-        mac = hmac.new(key, self._scope_bytes(), hashlib.sha256)
+        mac = hmac.new(key, self._scope_bytes(body[0]), hashlib.sha256)
         mac.update(body)
         return mac.digest()[:TOKEN_TAG_BYTES]
 
     def encode(self, state: CursorState) -> str:
         """The token of ``state``: a URL-safe ``str`` of ``[A-Za-z0-9_-]``."""
-        body = bytearray([TOKEN_VERSION])
+        after = state.after
+        if after is None:
+            body = self._version_1(state)
+        else:
+            body = bytearray([TOKEN_VERSION])
+            flags = _HAS_VALUE if after.value is not None else 0
+            body.append(flags | (_COMPLETE if after.complete else 0))
+            if after.value is not None:
+                _pack_values(body, ("value",), {"value": after.value}, {"value": b""})
+            body += _varint(len(after.ties))
+            previous_tie = dict.fromkeys(self.tie_names, b"")
+            for tie in after.ties:
+                shard = (self.tie_shard(tie.key[self.hash_name])
+                         if self.tie_shard is not None and self.hash_name in tie.key else None)
+                body.append((_TIE_COPY if tie.copy else 0) | (_TIE_SHARD if shard is not None else 0))
+                if shard is not None:
+                    body += _varint(shard + 1)
+                _pack_values(body, self._tie_stored(shard is not None), tie.key, previous_tie)
+            body += _varint(len(state.positions))
+            previous = dict.fromkeys(self._stored_names, b"")
+            for shard in sorted(state.positions):
+                self._pack(body, shard, state.positions[shard], previous)
+        key = self.secrets[0] if self.secrets else _UNSIGNED_KEY
+        packed = bytes(body) + self._tag(key, bytes(body))
+        return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+
+    def _version_1(self, state: CursorState) -> bytearray:
+        """A version 1 token: a cursor of an earlier release handed back before any item."""
+        body = bytearray([1])
         body += _varint(len(state.positions))
-        names = self._stored_names
-        previous = dict.fromkeys(names, b"")
+        previous = dict.fromkeys(self._stored_names, b"")
         for shard in sorted(state.positions):
             self._pack(body, shard, state.positions[shard], previous)
         if state.returned or state.also_returned:  # a trailer only then: other tokens keep their layout
@@ -470,42 +682,16 @@ class TokenCodec:
             body += _varint(len(state.also_returned))
             for shard, returned_key in state.also_returned:
                 self._pack(body, shard, returned_key, previous)
-        key = self.secrets[0] if self.secrets else _UNSIGNED_KEY
-        packed = bytes(body) + self._tag(key, bytes(body))
-        return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+        return body
 
     def _pack(self, body: bytearray, shard: int, start: RawKey, previous: dict[str, bytes]) -> None:
         body += _varint(shard + 1)  # the bare legacy key is shard -1
-        for name in self._stored_names:
-            ((kind, inner),) = start[name].items()
-            if kind == "B":
-                raw = bytes(inner) if isinstance(inner, bytes | bytearray) else base64.b64decode(inner)
-            else:
-                raw = str(inner).encode("utf-8")
-            # Sort keys of one page are close (timestamps): store only what differs from the
-            # previous shard's value, after the prefix they share.
-            shared = _shared_prefix(previous[name], raw)
-            previous[name] = raw
-            body.append(_KIND_CODES[kind])
-            body += _varint(shared)
-            body += _varint(len(raw) - shared)
-            body += raw[shared:]
+        _pack_values(body, self._stored_names, start, previous)
 
     def _unpack(self, data: _Bytes, hash_value: Callable[[int], object], reader: _CursorReader,
                 previous: dict[str, bytes]) -> tuple[int, RawKey]:
         shard = data.varint() - 1
-        start: dict[str, Any] = {}
-        for name in self._stored_names:
-            (code,) = data.take(1)
-            kind = _CODE_KINDS.get(code)
-            if kind is None:
-                raise reader.fail(f"has an unknown value type for {name} in {describe_shard(shard)}")
-            shared = data.varint()
-            if shared > len(previous[name]):
-                raise reader.fail("is malformed")
-            raw = previous[name][:shared] + data.take(data.varint())
-            previous[name] = raw
-            start[name] = {kind: raw if kind == "B" else raw.decode("utf-8")}
+        start = _unpack_values(data, self._stored_names, previous, reader, describe_shard(shard))
         start[self.hash_name] = self._hash_json(hash_value, shard, reader)
         if self.shard_name is not None:
             start[self.shard_name] = {"N": str(shard)}
@@ -518,7 +704,8 @@ class TokenCodec:
             CursorError: the token is malformed, truncated, edited, signed with another secret
                 (or unsigned where a secret is required), or belongs to another query.
         """
-        reader = _CursorReader(self.scope, self.key_names, self.hash_name, hash_value, self.shard_name)
+        reader = _CursorReader(self.scope, self.key_names, self.hash_name, hash_value, self.shard_name,
+                               sort_name=self.sort_name, tie_names=self.tie_names)
         if token.lstrip().startswith("{"):
             raise reader.fail("is JSON text, not a page token (json.loads the stored cursor first)")
         try:
@@ -534,25 +721,67 @@ class TokenCodec:
                 "fails its signature: it was edited or truncated, belongs to another query "
                 "(key, index or direction), or was made with another cursor secret"
             )
-        if body[0] != TOKEN_VERSION:
-            raise reader.fail(f"has version {body[0]}, this library reads version {TOKEN_VERSION}")
+        if body[0] not in (1, TOKEN_VERSION):
+            raise reader.fail(f"has version {body[0]}, this library reads versions 1 and {TOKEN_VERSION}")
         data = _Bytes(body[1:])
-        positions: dict[int, RawKey] = {}
-        previous = dict.fromkeys(self._stored_names, b"")
-        also: list[tuple[int, RawKey]] = []
         try:
-            for _ in range(data.varint()):
-                shard, start = self._unpack(data, hash_value, reader, previous)
-                if shard in positions:
-                    raise reader.fail(f"names {describe_shard(shard)} twice")
-                positions[shard] = start
-            returned = [] if data.done else [data.varint() - 1 for _ in range(data.varint())]
-            if not data.done:
-                also = [self._unpack(data, hash_value, reader, previous) for _ in range(data.varint())]
+            state = self._read_version_1(data, hash_value, reader) if body[0] == 1 else self._read(data, hash_value,
+                                                                                                 reader)
             if not data.done:
                 raise reader.fail("has bytes after its last shard position")
         except (_TokenTruncatedError, UnicodeDecodeError):
             raise reader.fail("is malformed") from None
+        return state
+
+    def _positions(self, data: _Bytes, hash_value: Callable[[int], object], reader: _CursorReader,
+                   previous: dict[str, bytes]) -> dict[int, RawKey]:
+        positions: dict[int, RawKey] = {}
+        for _ in range(data.varint()):
+            shard, start = self._unpack(data, hash_value, reader, previous)
+            if shard in positions:
+                raise reader.fail(f"names {describe_shard(shard)} twice")
+            positions[shard] = start
+        return positions
+
+    def _read(self, data: _Bytes, hash_value: Callable[[int], object], reader: _CursorReader) -> CursorState:
+        (flags,) = data.take(1)
+        if flags & ~(_HAS_VALUE | _COMPLETE):
+            raise reader.fail("is malformed")
+        value = None
+        if flags & _HAS_VALUE:
+            value = _unpack_values(data, ("value",), {"value": b""}, reader, "its position")["value"]
+        if (value is None) != (self.sort_name is None):
+            raise reader.fail("has a position that does not fit the query's sort key")
+        previous_tie = dict.fromkeys(self.tie_names, b"")
+        count = data.varint()
+        if count > MAX_TIES:
+            raise reader.fail("is malformed")
+        ties: list[Tie] = []
+        for _ in range(count):
+            (tie_flags,) = data.take(1)
+            if tie_flags & ~(_TIE_COPY | _TIE_SHARD):
+                raise reader.fail("is malformed")
+            rebuilt = bool(tie_flags & _TIE_SHARD)
+            values = {}
+            if rebuilt:
+                values[self.hash_name] = self._hash_json(hash_value, data.varint() - 1, reader)
+            values.update(_unpack_values(data, self._tie_stored(rebuilt), previous_tie, reader, "its position"))
+            if self.sort_name in self.tie_names and value is not None:
+                values[self.sort_name] = value
+            ties.append(Tie(reader.tie_key(_key_to_json(values)), bool(tie_flags & _TIE_COPY)))
+        positions = self._positions(data, hash_value, reader, dict.fromkeys(self._stored_names, b""))
+        after = MergePosition(None if value is None else reader.position_value(value), tuple(ties),
+                              bool(flags & _COMPLETE))
+        return CursorState(positions=positions, after=after)
+
+    def _read_version_1(self, data: _Bytes, hash_value: Callable[[int], object],
+                        reader: _CursorReader) -> CursorState:
+        previous = dict.fromkeys(self._stored_names, b"")
+        positions = self._positions(data, hash_value, reader, previous)
+        returned = [] if data.done else [data.varint() - 1 for _ in range(data.varint())]
+        also: list[tuple[int, RawKey]] = []
+        if not data.done:
+            also = [self._unpack(data, hash_value, reader, previous) for _ in range(data.varint())]
         return CursorState(positions=positions, returned=reader.returned_shards(returned, positions),
                            also_returned=tuple(also))
 

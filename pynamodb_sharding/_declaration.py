@@ -18,8 +18,9 @@ from pynamodb_sharding import _regions as regions
 from pynamodb_sharding import _replicas as replicas
 from pynamodb_sharding._descriptor import Sharding, ShardManager, register_model
 from pynamodb_sharding._exceptions import ShardingDefinitionError
-from pynamodb_sharding._host import hash_keyname, range_keyname
+from pynamodb_sharding._host import discriminator_attribute, discriminator_root, hash_keyname, range_keyname
 from pynamodb_sharding._indexes import bind_sharded_indexes, declares_sharded_index
+from pynamodb_sharding._keys import MAX_TRANSACTION_ITEMS
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._routes import TableRoutes, bind_routes
 from pynamodb_sharding._strategies import UnshardedKeys
@@ -90,9 +91,12 @@ def declare(model: type[Any]) -> TableRoutes | None:
             f"GlobalSecondaryIndex; a table's hash key is always stored suffixed: remove layout."
         )
         raise ShardingDefinitionError(msg)
+    _check_discriminator_root(model)
     regions.check_declaration(model)
     manager = register_model(model, declared[0])  # binds the class: its key space and its one codec
     manager.validate()
+    if manager.unique_keys:
+        _check_unique_keys(model, manager)
     if manager.written_at is not None:
         _check_written_at(model, manager)
     bind_sharded_indexes(model)
@@ -100,6 +104,44 @@ def declare(model: type[Any]) -> TableRoutes | None:
     if is_time_partitioned(model):
         partitioned.check_declaration(model)
     return bind_routes(model)
+
+
+def _check_discriminator_root(model: type[Any]) -> None:
+    """Refuse a sharded class of a PynamoDB discriminator hierarchy whose root is a plain model:
+    the root's reads (``Root.query``, ``Root.scan``, ``Root.get``) return every class's items, and
+    would return this class's with their physical keys, or miss them."""
+    root = discriminator_root(model)
+    if root is None or getattr(root, "_is_sharded_model", False):
+        return
+    name = discriminator_attribute(model).attr_name
+    msg = (
+        f"{model.__name__}: its discriminator {name!r} is declared on {root.__name__}, a plain Model, whose "
+        f"reads ({root.__name__}.query, scan, get) return every class's items and would return "
+        f"{model.__name__}'s with their physical keys; shard the hierarchy at its root: derive "
+        f"{root.__name__} from ShardedModel (with its Sharding, or one on an index), so every class "
+        f"reads one layout. See 'Sharding a model of an existing hierarchy' in the adoption docs."
+    )
+    raise ShardingDefinitionError(msg)
+
+
+def _check_unique_keys(model: type[Any], manager: ShardManager[Any]) -> None:
+    """``Sharding(unique_keys=True)``: every save of a new instance checks the other shards of
+    its key in one transaction, which holds at most :data:`MAX_TRANSACTION_ITEMS` actions."""
+    keys = set(manager.key_attributes)
+    if manager.keeps_keys_unique and all(name in keys for name in manager.derived_attributes):
+        return  # one shard per key: nothing to check, a save is one PutItem as without the flag
+    shards = manager.strategy.max_shards + (1 if manager.legacy_unsharded else 0)
+    if shards > MAX_TRANSACTION_ITEMS:
+        msg = (
+            f"{model.__name__}.{manager.attribute}: Sharding(..., unique_keys=True) makes every save of a "
+            f"new instance one transaction that checks each shard its key may be in, and "
+            f"{manager.strategy!r} may put a key in {shards} shards"
+            f"{' (counting the bare legacy key)' if manager.legacy_unsharded else ''}, more than one "
+            f"transaction holds ({MAX_TRANSACTION_ITEMS}); lower the strategy's shard count (max_shards) "
+            f"to {MAX_TRANSACTION_ITEMS - (1 if manager.legacy_unsharded else 0)} or fewer, or use "
+            f"HashedShards, whose keys are unique without it."
+        )
+        raise ShardingDefinitionError(msg)
 
 
 def _check_written_at(model: type[Any], manager: ShardManager[Any]) -> None:

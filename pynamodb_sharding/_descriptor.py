@@ -120,6 +120,15 @@ class Sharding:
             rarely needs a second request to any shard; ``"fewest_items"`` asks each for 1.5 x
             its share of the limit and reads again the shards that hold more, fewer items (and
             read units) for more round trips. See :doc:`query`.
+        unique_keys: with a strategy that picks a shard per write (``RandomShards``,
+            ``DynamicShards``, or ``HashedShards`` derived from attributes outside the key),
+            make every ``save()`` of an instance not loaded from the table an upsert, as
+            PynamoDB's: one transaction that puts the item and checks that no other shard of
+            its key holds it, and when one does, replaces the item there. One copy of a key is
+            ever stored, so ``get`` finds it. Each such save costs a transaction (see
+            :doc:`sharding`); batch puts of such instances are sent one by one, by ``save()``.
+
+            .. versionadded:: 0.2.0
 
     .. versionadded:: 0.1.0
     """
@@ -141,6 +150,7 @@ class Sharding:
         hedged_requests: bool = False,
         page_reads: Literal["one_round_trip", "fewest_items"] = "one_round_trip",
         read_replicas: int = 0,
+        unique_keys: bool = False,
     ) -> None:
         given: object = strategy  # checked at run time: a common slip is Sharding(10)
         if isinstance(given, type) or not isinstance(given, ShardStrategy):
@@ -224,6 +234,11 @@ class Sharding:
             )
             raise ShardingDefinitionError(msg)
         self.read_replicas = read_replicas
+        unique: object = unique_keys  # checked at run time
+        if not isinstance(unique, bool):
+            msg = f"Sharding(unique_keys=...): expected True or False, got {unique_keys!r}."
+            raise ShardingDefinitionError(msg)
+        self.unique_keys = unique_keys
         self.written_at = written_at
         self.written_at_unit = written_at_unit
         self.written_at_margin = float(written_at_margin)
@@ -236,6 +251,7 @@ class Sharding:
         extra += ", legacy_unsharded=True" if self.legacy_unsharded else ""
         extra += f", layout={self.layout!r}" if self.layout != "suffixed" else ""
         extra += f", read_replicas={self.read_replicas}" if self.read_replicas else ""
+        extra += ", unique_keys=True" if self.unique_keys else ""
         return f"Sharding({self.strategy!r}, separator={self.separator!r}{extra})"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
@@ -243,7 +259,8 @@ class Sharding:
         if is_global_index_class(owner):
             # The index's async reads (the [async] extra): the model's, with the index's name;
             # a ShardedIndex has its own, typed (the same calls).
-            for method_name, method in (("aquery", _index_aquery), ("acount", _index_acount)):
+            for method_name, method in (("aquery", _index_aquery), ("acount", _index_acount),
+                                        ("ascan", _index_ascan)):
                 if getattr(owner, method_name, None) is None:
                     setattr(owner, method_name, method)
             return  # bound per model when the model is defined (see pynamodb_sharding._indexes)
@@ -296,7 +313,8 @@ class Sharding:
                                    first_shard=self.first_shard, legacy_unsharded=self.legacy_unsharded,
                                    cursor_secret=self.cursor_secret, written_at=written_at,
                                    latency_window=LatencyWindow() if self.hedged_requests else None,
-                                   page_reads=self.page_reads, read_replicas=self.read_replicas)
+                                   page_reads=self.page_reads, read_replicas=self.read_replicas,
+                                   unique_keys=self.unique_keys)
             self._managers[owner] = manager
         return manager
 
@@ -369,6 +387,9 @@ class ShardManager(Generic[_M]):
     page_reads: str = attrs.field(default="one_round_trip", kw_only=True, repr=False)
     #: ``Sharding(read_replicas=N)``: global indexes keyed like the table that share its reads.
     read_replicas: int = attrs.field(default=0, kw_only=True)
+    #: ``Sharding(unique_keys=True)``: a save of an instance not loaded from the table checks
+    #: the other shards of its key and replaces the item where it is stored (one copy a key).
+    unique_keys: bool = attrs.field(default=False, kw_only=True)
     #: Encodes and decodes this model's physical keys (the only codec of the class).
     codec: KeyCodec = attrs.field(init=False)
     _space: KeySpace = attrs.field(init=False, repr=False)
@@ -414,7 +435,7 @@ class ShardManager(Generic[_M]):
     @property
     def attribute(self) -> str:
         """The Python name of the sharded hash-key attribute."""
-        return self.space.attribute
+        return self._space.attribute  # a renamed table changes the namespace, never this
 
     # -- the model's keys, as the layers below the model read them ---------------------------------
 
@@ -741,6 +762,14 @@ class ShardManager(Generic[_M]):
         """Whether one logical primary key always maps to one shard."""
         return bool(getattr(self.strategy, "keeps_keys_unique", False))
 
+    @property
+    def may_move_items(self) -> bool:
+        """Whether an item of this model's table may be stored under two physical keys (for a
+        moment: a move is a put and a delete; or left behind by a layout changed without its
+        ``previous_counts``): any sharded table. Not the table of a model that shards only an
+        index, whose keys are stored as they are."""
+        return self.legacy_unsharded or not self.index_only
+
     @functools.cached_property
     def derived_attributes(self) -> tuple[str, ...]:
         """Attributes besides the primary key that an item's shard is computed from."""
@@ -922,6 +951,9 @@ def index_hash_attribute_name(model: type[Any], index_name: str) -> str:
     raise ShardingDefinitionError(msg)
 
 
+#: The class attribute holding a sharded model class's own manager (looked up in its own
+#: ``__dict__``: a subclass has one of its own).
+_MANAGER = "__pynamodb_sharding_manager__"
 #: Each sharded model class's manager, registered when the class is defined (:func:`register_model`).
 _BY_MODEL: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
 
@@ -933,6 +965,7 @@ def register_model(model: type[Any], name: str) -> ShardManager[Any]:
     assert isinstance(descriptor, Sharding)
     manager = descriptor.bind(model, fresh=True)
     _BY_MODEL[model] = manager
+    type.__setattr__(model, _MANAGER, manager)  # read on every item built: a dict lookup
     return manager
 
 
@@ -949,7 +982,9 @@ def shard_manager(model: type[_M]) -> ShardManager[_M]:
 
     .. versionadded:: 0.1.0
     """
-    manager = _BY_MODEL.get(model)
+    manager = vars(model).get(_MANAGER) if isinstance(model, type) else None
+    if manager is None:
+        manager = _BY_MODEL.get(model)
     if manager is None:
         msg = (
             f"{getattr(model, '__name__', model)!r} has no Sharding descriptor; pass a ShardedModel "
@@ -992,3 +1027,15 @@ async def _index_acount(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> 
     """
     count: int = await index_owner(self).acount(hash_key, *args, index_name=self.Meta.index_name, **kwargs)
     return count
+
+
+def _index_ascan(self: Any, filter_condition: Any = None, segment: int | None = None,
+                 total_segments: int | None = None, limit: int | None = None, last_evaluated_key: Any = None,
+                 page_size: int | None = None, consistent_read: bool | None = None, rate_limit: float | None = None,
+                 attributes_to_get: Any = None) -> Any:
+    """``Model.ascan`` of this sharded index (the arguments of PynamoDB's ``Index.scan``).
+
+    .. versionadded:: 0.2.0
+    """
+    return index_owner(self).ascan(filter_condition, segment, total_segments, limit, last_evaluated_key, page_size,
+                                   consistent_read, self.Meta.index_name, rate_limit, attributes_to_get)

@@ -10,6 +10,7 @@ ends with that section's URL::
         │   └── HostContractError
         ├── ItemLocationError             fix the call: its key, condition or actions
         │   ├── ShardKeyError, LogicalKeyError, SortKeyTypeError
+        │   │   └── LegacyItemError (a ShardKeyError)
         │   ├── ShardLocationError, ShardMoveError, DerivedAttributeUpdateError
         │   ├── ShardConditionError
         │   └── PartialItemError, WriteRegionError                (also ValueError)
@@ -48,6 +49,7 @@ __all__ = [  # noqa: RUF022 - in the order of the tree above, group by group
     "HostContractError",
     "ItemLocationError",
     "ShardKeyError",
+    "LegacyItemError",
     "LogicalKeyError",
     "SortKeyTypeError",
     "ShardLocationError",
@@ -158,6 +160,17 @@ class ShardKeyError(ItemLocationError):
     """A key value cannot be encoded or decoded: wrong type, too long, not a physical key."""
 
     code = "key"
+
+
+class LegacyItemError(ShardKeyError):
+    """A read found no item in the key's shards, and the item stored under its bare, unsharded
+    key (written before the model was sharded): the model is not declared
+    ``Sharding(..., legacy_unsharded=True)``, so the answer would have been ``DoesNotExist``.
+
+    .. versionadded:: 0.2.0
+    """
+
+    code = "legacy-item"
 
 
 class ShardConditionError(ItemLocationError):

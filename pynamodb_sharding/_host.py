@@ -49,10 +49,19 @@ points). The asyncio entry points send the requests of a botocore client over th
 loop's connections by replacing its endpoint's ``http_session`` (``client._endpoint``, whose
 ``_send`` calls ``http_session.send``) and its endpoint's ``_needs_retry`` (botocore's copy
 sleeps with ``time.sleep`` between attempts): :func:`route_http_sends`; and they verify TLS
-as that session's ``_verify`` says (:func:`http_verify`); both pinned by
-``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. No other module names a
-PynamoDB or botocore private: ``tests/contract/test_internals_fence.py`` fails the build when
-one does.
+as that session's ``_verify`` says (:func:`http_verify`) and send through the proxies its
+``_proxy_config`` names (:func:`http_proxies`); both pinned by
+``tests/contract/test_host_hooks.py::TestAsyncTransportHooks``. A scan's ``rate_limit`` waits
+between pages with ``ResultIterator.page_iter._rate_limiter._time_module.sleep`` (PynamoDB's
+``RateLimiter(time_module=...)``, ``time`` by default), which :func:`pace_rate_limit` makes
+the library's pause (a wait that yields on the event loop); pinned by
+``test_host_hooks.py::TestAsyncTransportHooks::test_a_scan_rate_limit_waits_with_the_given_pause``.
+``ascan`` hands over the items of a page it holds without a greenlet: a ``ResultIterator``
+whose ``_index`` is below its ``_count`` (or whose ``_limit`` is 0) answers ``next()`` from
+memory (:func:`result_holds_next`); pinned by
+``test_host_hooks.py::TestAsyncTransportHooks::test_a_result_iterator_answers_held_items_from_memory``.
+No other module names a PynamoDB or botocore private: ``tests/contract/test_internals_fence.py``
+fails the build when one does.
 
 **What older botocore releases leave out.** botocore parses DynamoDB's responses by its copy of
 DynamoDB's service model, and drops every field that copy does not name. Before 1.40.10 it has
@@ -81,8 +90,12 @@ is not a model's client; the contract tests pin that path.)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import threading
+import time
+import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -92,7 +105,9 @@ import botocore.loaders
 from botocore.model import NoShapeFoundError
 from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
-from pynamodb.models import Model
+from pynamodb.models import Model, _ModelFuture
+from pynamodb.pagination import ResultIterator
+from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 
 from pynamodb_sharding._exceptions import HostContractError
 from pynamodb_sharding._keys import KeyCodec
@@ -100,32 +115,51 @@ from pynamodb_sharding._keys import KeyCodec
 if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
 
+#: ``exchange(url, headers, body)``: a reply's status, headers (lower-case names) and body, or
+#: ``None`` when it cannot send from where it is called (:func:`routed_exchange`).
+RawExchange = Callable[[str, Mapping[str, str], bytes], "tuple[int, dict[str, str], bytes] | None"]
+
 __all__ = [
     "BATCH_WRITE_GAVE_UP",
     "BEFORE_PARSE_HOOK",
     "BOTOCORE_VERSION",
     "OVERRIDDEN_HOOKS",
+    "ModelFuture",
+    "RawExchange",
     "add_client_hook",
     "arm_client",
     "botocore_client",
     "bump_local_version",
     "client_hooks_armed",
+    "connection_owner",
     "discriminator_attribute",
     "discriminator_class",
+    "discriminator_root",
+    "dynamodb_send_signals",
+    "event_handlers",
+    "event_registry",
+    "extra_headers",
+    "frozen_credentials",
     "guard_keys",
     "hash_keyname",
     "index_hash_attribute",
     "index_model",
     "index_range_attribute",
     "indexes",
+    "instrumented",
     "keep_unmodelled_fields",
     "missing_fields",
     "own_connection",
+    "pace_rate_limit",
     "put_arguments",
+    "query_operation",
     "range_keyname",
     "reset_connection",
     "restore_connection",
+    "result_holds_next",
     "route_http_sends",
+    "routed_exchange",
+    "routed_send",
     "set_connection",
     "share_botocore_data",
     "shared_data_loader",
@@ -135,7 +169,12 @@ __all__ = [
     "ttl_attribute_name",
     "unshared_connection",
     "version_condition",
+    "without_key_guard",
 ]
+
+#: What PynamoDB's ``TransactGet.get`` returns (``pynamodb.models._ModelFuture``): the async
+#: transaction's ``get`` returns it too.
+ModelFuture = _ModelFuture
 
 #: The private PynamoDB methods ``ShardedModel`` overrides (see the module docstring).
 OVERRIDDEN_HOOKS = (
@@ -202,6 +241,21 @@ def reset_connection(model: type[Model]) -> Any:
     previous = model.__dict__.get("_connection")
     model._connection = None
     return previous
+
+
+def connection_owner(model: type[Model]) -> type[Model] | None:
+    """The class whose cached connection (``Model._connection``, a class attribute PynamoDB
+    reuses down a hierarchy for the same table name) ``model`` would use: the first class of
+    its MRO that caches one; ``None`` when none does yet (or the test tools' loopback guard
+    holds the slot)."""
+    for cls in model.__mro__:
+        slot = vars(cls).get("_connection", None)
+        if slot is None:
+            continue
+        if getattr(slot, "follows_subclasses", False) is True:
+            return None
+        return cls
+    return None
 
 
 def unshared_connection(parent: type[Model]) -> Any:
@@ -346,6 +400,19 @@ def version_condition(item: Model, *, actions: list[Any] | None = None) -> Condi
     return item._handle_version_attribute(actions=actions)
 
 
+def discriminator_root(model: type[Model]) -> type[Model] | None:
+    """The class of ``model``'s hierarchy that declares its ``DiscriminatorAttribute`` (the
+    topmost class whose attributes hold it, ``Model._discriminator`` naming it), ``None`` for a
+    model without one."""
+    name = getattr(model, "_discriminator", None)  # untyped in PynamoDB
+    if not name:
+        return None
+    for klass in reversed(model.__mro__):
+        if isinstance(klass, type) and issubclass(klass, Model) and getattr(klass, "_discriminator", None) == name:
+            return klass
+    return None
+
+
 def discriminator_class(item: Model, raw: dict[str, Any]) -> type[Model] | None:
     """The class a stored item's discriminator names (``Model._get_discriminator_class``)."""
     found: type[Model] | None = item._get_discriminator_class(raw)
@@ -401,7 +468,7 @@ class _KeyGuard:
         return tables
 
     def __call__(self, params: Mapping[str, Any] | None = None, model: Any = None, **_: Any) -> None:
-        if not params or model is None:
+        if not params or model is None or _bare_keys_allowed.get():
             return
         operation = getattr(model, "name", "")
         addressed = _ADDRESSED_KEYS.get(operation)
@@ -463,6 +530,22 @@ _ADDRESSED_KEYS: dict[str, Callable[[Mapping[str, Any]], Iterator[tuple[str, Any
     "PutItem": _one_key("Item"), "BatchGetItem": _batch_get_keys, "BatchWriteItem": _batch_write_keys,
     "TransactWriteItems": _transaction_keys, "TransactGetItems": _transaction_keys,
 }
+
+
+#: Set while a request deliberately addresses a bare key (:func:`without_key_guard`).
+_bare_keys_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pynamodb_sharding_bare_keys_allowed", default=False)
+
+
+@contextlib.contextmanager
+def without_key_guard() -> Iterator[None]:
+    """Within it, the requests of this thread (or greenlet) may address a bare key: a read that
+    looks for an item stored under its unsharded key on purpose (``_point_reads``)."""
+    token = _bare_keys_allowed.set(True)
+    try:
+        yield
+    finally:
+        _bare_keys_allowed.reset(token)
 
 
 def guard_keys(model: type[Model], connection: TableConnection, codec: KeyCodec) -> None:
@@ -606,9 +689,10 @@ class _RoutedSession:
     """A botocore HTTP session that asks ``route`` first: an answer is the response, ``None``
     sends the request with the client's own session (the sync path, unchanged)."""
 
-    def __init__(self, own: Any, route: Callable[[Any], Any]) -> None:
+    def __init__(self, own: Any, route: Callable[[Any], Any], exchange: RawExchange | None = None) -> None:
         self.own = own
         self.route = route
+        self.exchange = exchange
 
     def send(self, request: Any) -> Any:
         response = self.route(request)
@@ -627,10 +711,24 @@ def http_verify(client: Any) -> Any:
     return getattr(session, "_verify", True)
 
 
-def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None]) -> None:
+def http_proxies(client: Any) -> Any:
+    """botocore's proxies for ``client``'s requests, as its HTTP session holds them: a
+    ``botocore.httpsession.ProxyConfiguration`` (``proxy_url_for(url)``,
+    ``proxy_headers_for(proxy_url)``, ``settings``) of ``Config(proxies=..., proxies_config=...)``,
+    or else of ``HTTP_PROXY``/``HTTPS_PROXY`` as botocore read them for the client's endpoint
+    when it made the client (``NO_PROXY`` applied); ``None`` for a session that has none."""
+    session = client._endpoint.http_session
+    if isinstance(session, _RoutedSession):
+        session = session.own
+    return getattr(session, "_proxy_config", None)
+
+
+def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[float], None],
+                     exchange: RawExchange | None = None) -> None:
     """Make ``client`` send each request through ``route(request)`` (a botocore
     ``AWSResponse``, or ``None`` for its own HTTP session) and wait between retries with
-    ``pause`` instead of ``time.sleep``; a client already routed stays as it is.
+    ``pause`` instead of ``time.sleep``; a client already routed stays as it is. ``exchange``
+    sends what a caller built below botocore the same way (:func:`routed_exchange`).
 
     ``pause`` replaces botocore's ``Endpoint._needs_retry``, which emits
     ``needs-retry.<service>.<Operation>`` and sleeps for the delay the retry handler returns.
@@ -639,7 +737,7 @@ def route_http_sends(client: Any, route: Callable[[Any], Any], pause: Callable[[
     session = endpoint.http_session
     if isinstance(session, _RoutedSession):
         return
-    endpoint.http_session = _RoutedSession(session, route)
+    endpoint.http_session = _RoutedSession(session, route, exchange)
     emitter = endpoint._event_emitter
 
     def needs_retry(attempts: int, operation_model: Any, request_dict: Any, response: Any = None,
@@ -678,3 +776,130 @@ def arm_client(client: Any) -> None:
     """Run the client hooks on ``client`` (nothing unless the asyncio side is imported)."""
     for hook in _client_hooks:
         hook(client)
+
+
+class _PausingClock:
+    """The ``time_module`` of PynamoDB's ``RateLimiter``: its waits are ``pause``."""
+
+    def __init__(self, pause: Callable[[float], None]) -> None:
+        self.sleep = pause
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+def pace_rate_limit(result: ResultIterator[Any], pause: Callable[[float], None]) -> ResultIterator[Any]:
+    """Make the ``rate_limit`` of PynamoDB's ``result`` (a scan, a query) wait between pages with
+    ``pause`` instead of ``time.sleep``; returns ``result``."""
+    limiter = getattr(result.page_iter, "_rate_limiter", None)
+    if limiter is not None:
+        limiter._time_module = _PausingClock(pause)
+    return result
+
+
+def result_holds_next(result: object) -> bool:
+    """Whether ``next(result)`` of PynamoDB's ``ResultIterator`` answers without a request: an
+    item of the page it holds is left, or its limit is reached."""
+    if not isinstance(result, ResultIterator):
+        return False
+    return bool(result._limit == 0 or result._index < result._count)
+
+
+# -- the fast path of a merged query's shard requests (pynamodb_sharding._wire) ------------------
+
+
+class _Captured(Exception):
+    """Raised by :class:`_ParamsCapture` with the request PynamoDB built."""
+
+    def __init__(self, operation_kwargs: dict[str, Any]) -> None:
+        super().__init__("captured")
+        self.operation_kwargs = operation_kwargs
+
+
+class _ParamsCapture:
+    """PynamoDB's ``Connection`` whose ``dispatch`` hands back what it would send, unsent."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> Any:
+        raise _Captured(operation_kwargs)
+
+
+def query_operation(table: TableConnection, hash_key: Any, **query_kwargs: Any) -> dict[str, Any]:
+    """The Query request PynamoDB's ``TableConnection.query(hash_key, **query_kwargs)`` would
+    send (its ``operation_kwargs``, with the ``ReturnConsumedCapacity`` its ``dispatch`` adds),
+    built by PynamoDB's own ``Connection.query`` without sending it. Pinned by
+    ``test_host_hooks.py::TestFastQueryHooks::test_query_operation_is_what_pynamodb_sends``."""
+    connection = table.connection
+    try:
+        type(connection).query(_ParamsCapture(connection), table.table_name, hash_key, **query_kwargs)  # type: ignore[arg-type]  # a Connection but for dispatch
+    except _Captured as captured:
+        kwargs = captured.operation_kwargs
+        kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")  # as Connection.dispatch does
+        return kwargs
+    msg = "PynamoDB's Connection.query returned without dispatching its request."
+    raise HostContractError(msg)
+
+
+def event_registry(client: Any) -> Any:
+    """What changes whenever a handler is registered on or unregistered from ``client``'s
+    events: botocore's emitter replaces its ``_lookup_cache`` dict then (compare by identity)."""
+    return client.meta.events._emitter._lookup_cache
+
+
+def event_handlers(client: Any, event_name: str) -> list[Any]:
+    """The handlers ``client``'s emitter calls for ``event_name``, in order (botocore's
+    ``HierarchicalEmitter._handlers.prefix_search``)."""
+    return list(client.meta.events._emitter._handlers.prefix_search(event_name))
+
+
+def frozen_credentials(client: Any) -> Any:
+    """The credentials ``client`` signs with now (``ReadOnlyCredentials``), or ``None`` for an
+    unsigned client (``client._request_signer._credentials``)."""
+    credentials = client._request_signer._credentials
+    return None if credentials is None else credentials.get_frozen_credentials()
+
+
+def extra_headers(connection: Any) -> dict[str, str] | None:
+    """PynamoDB's ``Meta.extra_headers`` of a connection (``Connection._extra_headers``), which its
+    ``before-send`` handler adds to every request."""
+    headers: dict[str, str] | None = getattr(connection, "_extra_headers", None)
+    return headers
+
+
+def routed_send(client: Any) -> Callable[[Any], Any] | None:
+    """The event loop's send of a client the asyncio side routed (:func:`route_http_sends`):
+    ``route(request)`` answers a response, or ``None`` off the loop; ``None`` when unrouted."""
+    session = client._endpoint.http_session
+    return session.route if isinstance(session, _RoutedSession) else None
+
+
+def routed_exchange(client: Any) -> RawExchange | None:
+    """The event loop's send, for a request built below botocore, of a client the asyncio side
+    routed: ``exchange(url, headers, body)`` answers the reply's status, headers (lower-case
+    names) and body, or ``None`` off the loop; ``None`` when unrouted."""
+    session = client._endpoint.http_session
+    return session.exchange if isinstance(session, _RoutedSession) else None
+
+
+def instrumented(client: Any) -> bool:
+    """Whether botocore's request path of ``client`` is wrapped by an instrumentation (such as
+    OpenTelemetry's, which wraps ``BaseClient._make_api_call`` with a ``wrapt`` proxy): the fast
+    path leaves its requests to that path then. botocore's own decorator of that method leaves
+    a plain function."""
+    # Read from the class, a function is itself and a wrapt proxy a proxy (getattr_static walks
+    # the classes' dicts the same way at ten times the cost, on every shard request).
+    return not isinstance(getattr(type(client), "_make_api_call", None), types.FunctionType)
+
+
+def dynamodb_send_signals() -> tuple[Any, Any] | None:
+    """PynamoDB's ``pre_dynamodb_send`` and ``post_dynamodb_send`` signals when a receiver is
+    connected to either (``blinker``'s ``Signal.receivers``), else ``None``."""
+    if getattr(pre_dynamodb_send, "receivers", None) or getattr(post_dynamodb_send, "receivers", None):
+        return pre_dynamodb_send, post_dynamodb_send
+    return None

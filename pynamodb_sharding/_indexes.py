@@ -54,6 +54,7 @@ __all__ = [
     "backfill_pending",
     "bind_sharded_indexes",
     "check_index_actions",
+    "check_index_agreement",
     "declares_sharded_index",
     "index_not_ready",
     "index_shard_manager",
@@ -282,6 +283,13 @@ def sharded_indexes(model: type[Model]) -> dict[str, ShardedIndex]:
                 f"the model's: set cursor_secret on the model's Sharding); remove it from the index."
             )
             raise ShardingDefinitionError(msg)
+        if sharding.unique_keys:
+            msg = (
+                f"{where}: the sharded index {index_name!r} takes no unique_keys (index values are not "
+                f"unique: many items share one); declare Sharding(..., unique_keys=True) on the model, "
+                f"whose primary keys it keeps unique."
+            )
+            raise ShardingDefinitionError(msg)
         if sharding.read_replicas:
             msg = (
                 f"{where}: the sharded index {index_name!r} takes no read_replicas (a global index "
@@ -483,6 +491,68 @@ def sharded_indexes_of(model: type[Any]) -> dict[str, ShardedIndex]:
 
 def store_index_values(item: Any, data: dict[str, dict[str, Any]]) -> None:
     """Put each sharded index's entry (physical value, or shard attribute) in serialized ``data``."""
-    for index in sharded_indexes_of(type(item)).values():
+    bound = sharded_indexes_of(type(item))
+    if bound:
+        check_index_agreement(type(item))
+    for index in bound.values():
         index.store(item, data)
+
+
+#: The table (name, host, region) each model was last found to agree on its indexes with every
+#: other sharded model of that table (see check_index_agreement).
+_AGREED: weakref.WeakKeyDictionary[type[Any], tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _table_identity(model: type[Any]) -> tuple[Any, ...]:
+    meta = getattr(model, "Meta", None)
+    return (getattr(meta, "table_name", None), getattr(meta, "host", None), getattr(meta, "region", None))
+
+
+def _layout(index: ShardedIndex) -> tuple[Any, ...]:
+    """What decides where an index's entries are stored and read (``legacy_unsharded`` aside: a
+    model may stop reading bare values before another)."""
+    manager = index.manager
+    return (repr(manager.strategy), manager.separator, manager.first_shard, index.shard_attr_name, index.attr_name)
+
+
+def _describe_layout(index: ShardedIndex) -> str:
+    manager = index.manager
+    where = f"layout='multi_attribute' ({index.shard_attr_name!r})" if index.shard_attr_name else "suffixed"
+    return (f"Sharding({manager.strategy!r}, separator={manager.separator!r}, first_shard={manager.first_shard}) "
+            f"{where} on {index.attr_name!r}")
+
+
+def check_index_agreement(model: type[Any]) -> None:
+    """Refuse a sharded index of ``model`` that another sharded model of the same table (the same
+    ``table_name``, ``host`` and ``region`` now) declares sharded another way: one index's
+    entries are stored and read one way, or the models miss each other's entries and a
+    ``migrate reindex`` of one rewrites the other's. Checked once per model and table, at the
+    model's first write or index query.
+
+    Raises:
+        ShardingDefinitionError: two declarations disagree; nothing was sent.
+    """
+    bound = sharded_indexes_of(model)
+    if not bound:
+        return
+    identity = _table_identity(model)
+    if _AGREED.get(model) == identity:
+        return
+    for other, theirs in list(_BOUND.items()):
+        if other is model or _table_identity(other) != identity:
+            continue
+        for name, index in bound.items():
+            their_index = theirs.get(name)
+            if their_index is None or _layout(their_index) == _layout(index):
+                continue
+            msg = (
+                f"{model.__name__}.{index.attribute}: {model.__name__} and {other.__name__} both use the "
+                f"index {name!r} of table {identity[0]!r}, sharded differently: {_describe_layout(index)} "
+                f"against {_describe_layout(their_index)}. An index's entries are stored and read one way, "
+                f"else each model misses the other's and `migrate reindex` of one rewrites the other's; "
+                f"declare the same Sharding on both (one GlobalSecondaryIndex class they share), or keep "
+                f"the index plain in one of them; nothing was sent."
+            )
+            raise ShardingDefinitionError(msg)
+    _AGREED[model] = identity
 

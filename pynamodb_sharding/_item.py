@@ -9,6 +9,10 @@ derived attribute changed must move. A sharded index's entry is pinned the same 
 All of it is one :class:`ItemShard` per instance, reached with :func:`state`; the functions
 below are the rules, and take the item and its class's layout (:class:`ItemLayout`, which the
 class's :class:`~pynamodb_sharding.ShardManager` is).
+
+The :class:`ItemShard` is kept in a slot ``ShardedModel`` declares (:data:`SLOT`), not in the
+instance's ``__dict__``: what reads an object's ``__dict__`` (``vars()``, FastAPI's
+``jsonable_encoder``, ``copy`` keeps slots too) sees what it sees of a plain PynamoDB item.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pynamodb_sharding._exceptions import ShardMoveError
 from pynamodb_sharding._keys import KeyCodec, describe_shard
 
 __all__ = [
+    "SLOT",
     "ItemLayout",
     "ItemShard",
     "ShardedItem",
@@ -40,8 +45,9 @@ __all__ = [
     "state",
 ]
 
-#: The instance attribute holding an item's :class:`ItemShard`.
-_STATE = "_item_shard"
+#: The instance attribute holding an item's :class:`ItemShard`: a slot of ``ShardedModel``
+#: (``__slots__ = (SLOT,)``), so that it is not in the item's ``__dict__``.
+SLOT = "_item_shard"
 
 
 class ItemLayout(Protocol):
@@ -110,10 +116,10 @@ class ItemShard:
 
 def state(item: object) -> ItemShard:
     """The item's :class:`ItemShard` (an empty one the first time it is asked for)."""
-    found: ItemShard | None = item.__dict__.get(_STATE)
+    found: ItemShard | None = getattr(item, SLOT, None)
     if found is None:
         found = ItemShard()
-        item.__dict__[_STATE] = found
+        setattr(item, SLOT, found)
     return found
 
 

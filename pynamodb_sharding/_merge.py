@@ -25,20 +25,24 @@ from typing import Any, TypeVar
 
 import attrs
 
-from pynamodb_sharding._cursor import CursorState, RawItem, RawKey
+from pynamodb_sharding._cursor import MAX_TIES, CursorState, MergePosition, RawItem, RawKey, Tie
 from pynamodb_sharding._exceptions import SortKeyTypeError
 from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding._pool import BoundedSubmitter
 
 __all__ = [
+    "STARTS_AT_POSITION",
     "FetchPage",
     "Page",
     "ShardMerge",
     "SortValue",
+    "Start",
+    "StartAt",
     "sort_value",
 ]
 
 _T = TypeVar("_T")
+_U = TypeVar("_U")
 
 #: No sort value seen yet.
 _NOTHING: Any = object()
@@ -113,19 +117,26 @@ class Page:
     consumed_capacity: float | None = None
 
 
-#: Fetches one page of a shard: ``fetch_page(shard, exclusive_start_key)``.
-FetchPage = Callable[[int, "RawKey | None"], Page]
-#: Fetches one page of a shard of at most ``limit`` items: ``fetch(shard, exclusive_start_key, limit)``.
-FetchLimitedPage = Callable[[int, "RawKey | None", int], Page]
+@attrs.frozen
+class StartAt:
+    """Where a stream of a resumed index query starts: at the sort value of the position it
+    resumes from, that value included (items of one sort value may be anywhere in a stream's
+    order), with no ``ExclusiveStartKey``; the position's ties say which of them were returned."""
 
-#: The most items a cursor names as returned at the value its page ends at besides the shards'
-#: positions (``CursorState.also_returned``), the latest first: an index whose entries tie a
-#: lot (one without a range key ties them all) would otherwise carry every item returned.
-#: Beyond it, a copy behind the break of an item returned earlier at that value may come again.
-MAX_ALSO_RETURNED = 16
-#: The latest items returned at one sort value that the merge keeps to choose those from (some
-#: are left out as their shard's position stands for them).
-_COPY_KEYS_KEPT = 4 * MAX_ALSO_RETURNED
+
+#: The start of every stream of a resumed index query that names no start key of its own.
+STARTS_AT_POSITION = StartAt()
+#: Where a stream's first request starts: after an ``ExclusiveStartKey``, at the start
+#: (``None``), or at a position's sort value (:data:`STARTS_AT_POSITION`).
+Start = RawKey | StartAt | None
+#: Fetches one page of a shard: ``fetch_page(shard, start)``.
+FetchPage = Callable[[int, Start], Page]
+#: Fetches one page of a shard of at most ``limit`` items: ``fetch(shard, start, limit)``.
+FetchLimitedPage = Callable[[int, Start, int], Page]
+
+#: The latest items returned at one sort value that the merge keeps: a cursor names at most
+#: :data:`~pynamodb_sharding._cursor.MAX_TIES` of them.
+_COPY_KEYS_KEPT = MAX_TIES
 
 #: With ``fetch_share``: each shard is first asked for this many times its share of the items
 #: still wanted, so that a page of ``limit`` items reads about ``1.5 x limit + shards`` items.
@@ -135,20 +146,32 @@ SHARE_SLACK = 1.5
 class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
-    __slots__ = ("index", "items", "keys", "loaded", "page_key", "pending", "shard", "start", "start_returned")
+    __slots__ = ("at_position", "index", "items", "keys", "last", "loaded", "page_key", "pending", "shard",
+                 "skipped", "start", "start_returned", "tail")
 
-    def __init__(self, shard: int, start: RawKey | None) -> None:
+    def __init__(self, shard: int, start: Start) -> None:
         self.shard = shard
-        self.start = start  # exclusive start key of the current page's request
+        self.start: Start = start  # exclusive start key of the current page's request
         self.start_returned = False  # whether the merge returned (or skipped as a copy) that key's item
+        # Started at a position's sort value, and not past it yet: what the position returned
+        # there is skipped as it is read again.
+        self.at_position = isinstance(start, StartAt)
         self.items: list[RawItem] = []
+        self.last: RawItem | None = None  # the last item of the pages before this one
+        self.skipped: RawItem | None = None  # the last item skipped as a copy, not returned
+        self.tail: list[RawItem] = []  # the last items of one sort value of its pages before (an index's)
         self.keys: list[Any] | None = None  # the items' sort values, once a batch needed them
         self.index = 0
         self.page_key: RawKey | None = None  # DynamoDB's LastEvaluatedKey of the current page
         self.pending: Future[Page] | None = None
         self.loaded = False
 
-    def next_start(self) -> RawKey | None:
+    def returned(self) -> RawItem | None:
+        """The last item the merge took from this stream, if it returned it (not skipped it)."""
+        item = self.items[self.index - 1] if self.index > 0 else self.last
+        return None if item is self.skipped else item
+
+    def next_start(self) -> Start:
         """The exclusive start key of the request that follows the current page."""
         return self.page_key if self.loaded else self.start
 
@@ -196,12 +219,28 @@ class ShardMerge:
             ``resumes_after`` cannot tell (:attr:`CursorState.returned`).
         also_returned: with ``copies``, the other items that query returned at the sort value
             it stopped at (:attr:`CursorState.also_returned`): their copies are not returned.
+        sort_name: the attribute of the sort value (``None`` without one): a cursor's position
+            names its value in the last item returned.
+        after: the position the query resumes from (a cursor of this version): with
+            ``copies``, the items its ties name are returned already, whichever stream holds
+            them now (the streams start at its value, see ``merged_query``).
+        tie_names: the attributes of an item that break a tie at a sort value (its table key,
+            for an index query): what a position's ties name.
+        unique_streams: with ``copies``, streams whose items may reappear under another sort
+            value in another stream while the query runs (an index's bare value, whose entries
+            the application rewrites into shards): an item of theirs is returned once, at the
+            first sort value the merge meets it.
+        unique_keys: without ``copies`` (a table query): the layout keeps logical keys unique,
+            so two items of one sort value in two streams are copies of one item, never two.
+        ties_are_copies: without ``copies``: items of one sort value are copies of one logical
+            key (a table query); ``False``: they are items of their own (an index query whose
+            items never move), each told by its table key.
     """
 
     def __init__(
         self,
         fetch_page: FetchPage,
-        starts: Mapping[int, RawKey | None],
+        starts: Mapping[int, Start],
         *,
         sort_key: Callable[[RawItem], SortValue],
         key_names: Sequence[str],
@@ -214,6 +253,12 @@ class ShardMerge:
         resumes_after: Callable[[RawKey], bool] | None = None,
         returned: Collection[int] = (),
         also_returned: Sequence[tuple[int, RawKey]] = (),
+        sort_name: str | None = None,
+        after: MergePosition | None = None,
+        tie_names: Sequence[str] = (),
+        unique_streams: Collection[int] = (),
+        unique_keys: bool = False,
+        ties_are_copies: bool = True,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -245,19 +290,51 @@ class ShardMerge:
         self._copy_value: Any = _NOTHING
         self._copy_ids: dict[Any, list[CopyFlag]] = {}
         # The latest items returned at _copy_value (what a cursor names besides the positions).
-        self._copy_keys: deque[tuple[int, RawKey]] = deque(maxlen=_COPY_KEYS_KEPT)
+        self._copy_keys: deque[tuple[int, RawKey, CopyFlag]] = deque(maxlen=_COPY_KEYS_KEPT)
         self._seeded: dict[Any, dict[Any, list[CopyFlag]]] = {}
-        self._seeded_keys: dict[Any, list[tuple[int, RawKey]]] = {}
+        self._seeded_keys: dict[Any, list[tuple[int, RawKey, CopyFlag]]] = {}
+        # Items returned at _copy_value, and at each seeded value (more than MAX_TIES: the
+        # cursor then adds the streams' positions at that value).
+        self._copy_count = 0
+        self._seeded_counts: dict[Any, int] = {}
         self.copies_dropped = 0
+        self._sort_name = sort_name
+        self._tie_names = tuple(tie_names)
+        self._after = after
+        #: The last item returned, and the state of the cursor this merge resumed from.
+        self._last: RawItem | None = None
+        self._unique_streams = frozenset(unique_streams) if copies is not None else frozenset()
+        # Identities seen in those streams, and those of them returned (at any sort value).
+        self._unique_ids: set[Any] = set()
+        self._unique_returned: set[Any] = set()
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
         for stream in self._streams:
             stream.start_returned = stream.shard in returned
         self._sort_key = sort_key
         self._resumes_after = resumes_after if copies is not None else None
-        if copies is not None and resumes_after is not None:
+        if copies is not None and resumes_after is not None and after is None:
             self._seed_copies(copies, [(shard, start) for shard, start in starts.items()
-                                       if start is not None and (resumes_after(start) or shard in returned)]
+                                       if isinstance(start, dict) and (resumes_after(start) or shard in returned)]
                               + list(also_returned))
+        # The position this merge resumes from: the items its ties name, read again at its sort
+        # value, are skipped, and so are their copies (see _drop_returned, _is_copy).
+        self._resume_value: Any = _NOTHING
+        self._resume_keys: set[tuple[Any, ...]] = set()
+        self._resume_ties: tuple[Tie, ...] = ()
+        self._unique_keys = unique_keys
+        self._ties_are_copies = ties_are_copies
+        #: ``id()`` of held items a batch passes over: those the position resumed from returned.
+        self._dropped: set[int] = set()
+        if after is not None and after.ties:
+            at = {sort_name: after.value} if sort_name is not None and after.value is not None else {}
+            self._resume_value = self._sort_key({**after.ties[-1].key, **at})
+            self._resume_keys = {self._tie_marker(tie.key) for tie in after.ties}
+            self._resume_ties = after.ties
+            if copies is not None:
+                self._seed_copies(copies, [(0, {**tie.key, **at}) for tie in after.ties],
+                                  flags=[tie.copy for tie in after.ties])
+                if not after.complete:
+                    self._seeded_counts[self._resume_value] = MAX_TIES + 1
         self._key_names = tuple(key_names)
         self._forward = forward
         self._limit = limit
@@ -283,6 +360,8 @@ class ShardMerge:
         self.total_scanned_count = 0
         self.total_consumed_capacity: float | None = None
         self.requests = 0
+        #: How often the other streams were read again after a later page of a stream read first.
+        self.rereads = 0
         self._items_left: tuple[int, bool] | None = None  # (returned, answer) of items_left()
 
     # -- iteration ---------------------------------------------------------------------------
@@ -312,7 +391,20 @@ class ShardMerge:
                 self._next_batch()  # raises StopIteration at the end
                 pos, batch = 0, self._batch
             stream = batch[pos][3]
-            value = convert(stream.shard, stream.items[stream.index])
+            item = stream.items[stream.index]
+            while self._dropped and id(item) in self._dropped:  # returned by the page this one resumes
+                self._dropped.discard(id(item))
+                stream.index += 1
+                self.copies_dropped += 1
+                self._batch_pos = pos = pos + 1
+                if pos == len(batch):
+                    self._batch_taken(stream)
+                    self._next_batch()
+                    pos, batch = 0, self._batch
+                stream = batch[pos][3]
+                item = stream.items[stream.index]
+            value = convert(stream.shard, item)
+            self._last = item
             stream.index += 1
             self.returned += 1
             self._batch_pos = pos + 1
@@ -327,7 +419,24 @@ class ShardMerge:
     def holds_next_item(self) -> bool:
         """Whether the next :meth:`next_as` returns an item already held, sending and
         submitting nothing (not the last item of a batch, whose taking may ask for pages)."""
-        return self._batched and not self.closed and self._batch_pos + 1 < len(self._batch)
+        return (self._batched and not self.closed and not self._dropped
+                and self._batch_pos + 1 < len(self._batch))
+
+    def next_held(self, convert: Callable[[int, RawItem], _T], otherwise: _U) -> _T | _U:
+        """:meth:`next_as` when :meth:`holds_next_item`, else ``otherwise`` (one call: a long
+        async read takes each held item without a second one)."""
+        pos = self._batch_pos
+        batch = self._batch
+        if not self._batched or self.closed or self._dropped or pos + 1 >= len(batch):
+            return otherwise
+        stream = batch[pos][3]
+        item = stream.items[stream.index]
+        value = convert(stream.shard, item)
+        self._last = item
+        stream.index += 1
+        self.returned += 1
+        self._batch_pos = pos + 1
+        return value
 
     # -- copies of one item (index queries while table items move) ---------------------------
 
@@ -339,15 +448,20 @@ class ShardMerge:
             stream = self._heap[0][2]
             value = self._sort_key(item)
             identity, may_copy = self._is_copy(item, value)
-            if identity is None:  # a copy of one returned: skipped, not counted
+            if identity is None or identity in self._unique_returned:  # a copy of one returned: skipped
                 self._skip(stream)
                 continue
             result = convert(stream.shard, item)
             if value != self._copy_value:
                 self._copy_value, self._copy_ids = value, self._seeded.pop(value, {})
-                self._copy_keys = deque(self._seeded_keys.pop(value, ()), maxlen=_COPY_KEYS_KEPT)
+                seeded = self._seeded_keys.pop(value, ())
+                self._copy_keys = deque(seeded, maxlen=_COPY_KEYS_KEPT)
+                self._copy_count = self._seeded_counts.pop(value, len(seeded))
             self._copy_ids.setdefault(identity, []).append(may_copy)
-            self._copy_keys.append((stream.shard, self._key_of(item)))
+            self._copy_keys.append((stream.shard, self._key_of(item), may_copy))
+            self._copy_count += 1
+            if identity in self._unique_ids:
+                self._unique_returned.add(identity)
             self._take(close_at_limit=False)
             # Before the cursor is taken: it resumes past them. Telling a copy may read a key's
             # count; if that fails, the item is still returned and the next call tells again.
@@ -358,24 +472,35 @@ class ShardMerge:
             return result
 
     def _seed_copies(self, copies: Callable[[RawItem], tuple[Any, CopyFlag]],
-                     starts: list[tuple[int, RawKey]]) -> None:
+                     starts: list[tuple[int, RawKey]], *, flags: Sequence[bool] | None = None) -> None:
         """A resumed query: the items it resumes after (each stream's start key, and the other
         items returned at the value the cursor stopped at) count as returned at their sort
-        values, so that a copy of one after the page break, in any stream, is not returned again."""
-        for shard, start in starts:
+        values, so that a copy of one after the page break, in any stream, is not returned again
+        (``flags``: whether each stands for every copy, as the cursor says, else as ``copies``)."""
+        for number, (shard, start) in enumerate(starts):
             identity, may_copy = copies(start)
+            flag: CopyFlag = flags[number] if flags is not None else may_copy
             value = self._sort_key(start)
-            self._seeded.setdefault(value, {}).setdefault(identity, []).append(may_copy)
-            self._seeded_keys.setdefault(value, []).append((shard, start))
+            self._seeded.setdefault(value, {}).setdefault(identity, []).append(flag)
+            self._seeded_keys.setdefault(value, []).append((shard, start, flag))
 
     def _is_copy(self, item: RawItem, value: Any) -> tuple[Any, CopyFlag]:
         """``(None, True)`` for a copy of an item returned, else ``(identity, may be a copy)``."""
         assert self._copies is not None
         identity, may_copy = self._copies(item)
         returned = self._copy_ids if value == self._copy_value else self._seeded.get(value)
-        if returned and identity in returned and (_told(may_copy) or any(map(_told, returned[identity]))):
+        if returned and identity in returned and (_told(may_copy) or any(map(_told, returned[identity]))
+                                                  or self._returned_at_position(item, value)):
             return None, True
         return identity, may_copy
+
+    def _returned_at_position(self, item: RawItem, value: Any) -> bool:
+        """Whether ``item`` is, as stored, an item the position this merge resumes from returned
+        (read again: every stream starts at the position's sort value, included)."""
+        return value == self._resume_value and self._tie_marker(item) in self._resume_keys
+
+    def _tie_marker(self, key: RawKey) -> tuple[Any, ...]:
+        return tuple(sort_value(key[name]) for name in self._tie_names)
 
     def _skip(self, stream: _ShardStream) -> None:
         self.copies_dropped += 1
@@ -453,7 +578,17 @@ class ShardMerge:
                 batch.extend([(keys[i], rank, -i, stream) for i in range(start, end)])
         batch.sort(reverse=not forward)  # (value, shard, position) is unique: streams are never compared
         if self._limit is not None:
-            del batch[self._limit - self.returned:]
+            room = self._limit - self.returned
+            if self._dropped:  # entries the position returned are passed over, not counted
+                cut, counted = len(batch), 0
+                for number, entry in enumerate(batch):
+                    if id(entry[3].items[abs(entry[2])]) not in self._dropped:
+                        counted += 1
+                        if counted == room:
+                            cut = number + 1
+                            break
+                room = cut
+            del batch[room:]
         self._batch = batch
 
     def _cut(self, stream: _ShardStream, bound: tuple[Any, int]) -> int:
@@ -510,6 +645,7 @@ class ShardMerge:
                 break
             if self._identity(item) not in self._tie_ids:
                 break
+            stream.skipped = item
             self._advance(stream)
             self.shadowed_dropped += 1
             dropped = True
@@ -518,6 +654,7 @@ class ShardMerge:
     def _take(self, *, close_at_limit: bool = True) -> None:
         """Consume the item :meth:`_peek` returned."""
         stream = self._heap[0][2]
+        self._last = stream.items[stream.index]
         if self._shadowed:  # a shadowed item returned shadows its copies in other shadowed streams
             item = stream.items[stream.index]
             value = self._sort_key(item)
@@ -575,14 +712,25 @@ class ShardMerge:
                     stream.pending = None
                 raise
             stream.pending = None
+            later_first_read = stream.loaded and stream.shard in self._shadowed
             if stream.loaded:
                 stream.start_returned = self._resumes_after is not None and self._returned_last(stream)
                 stream.start = stream.page_key
+            if stream.items:
+                stream.last = stream.items[-1]
+                if not self._ties_are_copies and self._copies is None:
+                    self._keep_tail(stream)
             stream.items = page.items
             stream.keys = None
             stream.index = 0
+            if stream.shard in self._unique_streams:
+                copies = self._copies
+                assert copies is not None
+                self._unique_ids.update(copies(item)[0] for item in page.items)
             stream.page_key = page.last_evaluated_key
             stream.loaded = True
+            if stream.at_position:
+                self._drop_returned(stream)
             self.total_count += page.count
             self.total_scanned_count += page.scanned_count
             if page.consumed_capacity is not None:
@@ -590,8 +738,88 @@ class ShardMerge:
             if (page.last_evaluated_key is not None and self._fetch_share is None
                     and self._may_need_more(len(page.items))):
                 stream.pending = self._submit(stream.shard, page.last_evaluated_key)
+            if later_first_read:
+                self._read_others_again()
         if not self._batched:
             heapq.heappush(self._heap, self._entry(stream, stream.index))
+
+    def _read_others_again(self) -> None:
+        """A stream read first (a place a job moves items out of) gave a later page, read after
+        the other streams: an item that left it for another stream in between is in neither of
+        the pages read. Every other stream is read again, from right after the last item the
+        merge took from it (nothing past that was returned: the merge needed this page to go
+        on), so that its next page is read after this one, as its first page was after the
+        stream's first."""
+        rewound: list[_ShardStream] = []
+        for other in self._streams:
+            if other.shard in self._shadowed:
+                continue
+            if other.pending is not None:
+                other.pending.cancel()  # a request in flight: its page is not used
+                other.pending = None
+            if not other.loaded:
+                continue  # its first page is asked for when it is loaded
+            consumed = other.items[other.index - 1] if other.index > 0 else None
+            restart: Start = other.start
+            if consumed is not None:
+                other.last = consumed
+                restart = self._key_of(consumed)
+            other.items, other.keys, other.index = [], None, 0
+            other.loaded = False
+            other.start = restart
+            other.at_position = isinstance(restart, StartAt)
+            rewound.append(other)
+        if rewound:
+            self.rereads += 1
+            gone = {id(stream) for stream in rewound}
+            self._heap = [entry for entry in self._heap if id(entry[2]) not in gone]
+            heapq.heapify(self._heap)
+            self._loading.extend(stream for stream in rewound if stream not in self._loading)
+
+    def _drop_returned(self, stream: _ShardStream) -> None:
+        """Skip the items at the head of a stream started at the resume position's sort value
+        that the position returned (a table query: items of one sort value in several streams
+        are copies of one logical key). One is skipped when it is, as stored, an item the
+        position names, when the position's item there stood for every copy (it was in a place
+        a job moves items out of, or the layout keeps keys unique), or when this stream is such
+        a place; a copy in a shard of the current layout that the position did not return is a
+        second item of a duplicated key, and is returned. An index query's copies are told
+        apart item by item (:meth:`_is_copy`)."""
+        if self._copies is not None or self._resume_value is _NOTHING:
+            stream.at_position = False
+            return
+        if not self._ties_are_copies:
+            self._drop_returned_entries(stream)
+            return
+        stands_for_copies = (self._unique_keys or stream.shard in self._shadowed
+                             or any(tie.copy for tie in self._resume_ties))
+        items = stream.items
+        while stream.index < len(items):
+            item = items[stream.index]
+            if self._sort_key(item) != self._resume_value:
+                stream.at_position = False
+                return
+            if not (stands_for_copies or self._tie_marker(item) in self._resume_keys):
+                stream.at_position = False
+                return
+            stream.skipped = item
+            stream.index += 1
+            self.copies_dropped += 1
+
+    def _drop_returned_entries(self, stream: _ShardStream) -> None:
+        """An index query's stream started at the position's sort value: of the entries of that
+        value (which come first, in DynamoDB's order among themselves), those the position
+        returned are passed over in their place (so that a stream's position stays one in
+        DynamoDB's order); the others are returned."""
+        items = stream.items
+        at = self._resume_value
+        end = stream.index
+        while end < len(items) and self._sort_key(items[end]) == at:
+            if self._tie_marker(items[end]) in self._resume_keys:
+                self._dropped.add(id(items[end]))
+            end += 1
+        if end < len(items) or stream.page_key is None:
+            stream.at_position = False  # past the position's value: nothing more to pass over
 
     @property
     def max_workers(self) -> int:
@@ -603,11 +831,11 @@ class ShardMerge:
         # on its own: its shard's next page can never be needed.
         return self._limit is None or available < self._limit - self.returned
 
-    def _submit(self, shard: int, start: RawKey | None) -> Future[Page]:
+    def _submit(self, shard: int, start: Start) -> Future[Page]:
         if self._submitter is None:
             # The process-wide pool runs the requests; this merge runs at most max_workers at once.
             self._submitter = BoundedSubmitter(self._max_workers)
-            self._executor_pid = os.getpid()
+            self._executor_pid = _process.pid
             self._finalizer = weakref.finalize(self, _shutdown, self._submitter, self._streams, self._executor_pid)
         self.requests += 1
         if self._fetch_share is not None and self._limit is not None:
@@ -671,7 +899,7 @@ class ShardMerge:
         the locks of the pool and of those futures may have been held by a thread at the fork:
         the child touches none of them, it only drops its references.
         """
-        if self._submitter is None or self._executor_pid == os.getpid():
+        if self._submitter is None or self._executor_pid == _process.pid:
             return []
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -684,79 +912,102 @@ class ShardMerge:
 
     # -- state -------------------------------------------------------------------------------
 
-    def state(self) -> tuple[CursorState, bool]:
-        """The resume point of every shard, and whether any shard has items left.
+    def state(self, given: CursorState | None = None) -> tuple[CursorState, bool]:
+        """Where a query resuming after the items returned starts, and whether any shard may
+        have items left.
 
-        A shard resumes after the last item returned from it; after DynamoDB's own
-        ``LastEvaluatedKey`` once its whole current page was returned (that key may lie past
-        items the filter dropped); from its original start when nothing was returned yet. A
-        shard read to its end keeps its position too, so items written to it later, ahead of
-        the cursor, are read on resumption like those of any other shard.
+        Once an item was returned: a :class:`~pynamodb_sharding._cursor.MergePosition` right after
+        it in the merged order, which a resumed query applies to every stream it reads, and the
+        streams' own positions at its sort value when more items share it than the position
+        names. Before: ``given`` (the cursor this merge resumed from, else a start).
         """
+        positions, remaining = self._stream_positions()
+        last = self._last
+        if last is None:
+            return (given if given is not None else CursorState()), remaining
+        sort_name = self._sort_name
+        value = last[sort_name] if sort_name is not None else None
+        names = self._tie_names
+        # Ties name the items returned only: one skipped as a copy stood for one returned.
+        if self._copies is not None:
+            at = self._copy_value
+            ties = [Tie({name: key[name] for name in names}, _told(flag)) for _, key, flag in self._copy_keys]
+            complete = self._copy_count <= MAX_TIES
+        else:
+            # A table query has an item of one sort value per stream, the one its position names;
+            # an index query's stream may have returned several there, the last ones of it.
+            at = self._sort_key(last)
+            ties = [tie for tie in self._resume_ties if at == self._resume_value]
+            # The position resumed from named only the latest of its ties: still so at its value.
+            seen_all = not (at == self._resume_value and self._after is not None and not self._after.complete)
+            for stream in self._streams:
+                found, whole = self._returned_at(stream, at)
+                seen_all = seen_all and whole
+                ties.extend(Tie({name: item[name] for name in names},
+                                self._ties_are_copies and (self._unique_keys or stream.shard in self._shadowed))
+                            for item in found)
+            ties = list({self._tie_marker(tie.key): tie for tie in ties}.values())
+            complete = seen_all and len(ties) <= MAX_TIES
+        exact: dict[int, RawKey] = {}
+        if not complete:
+            exact = {shard: key for shard, key in positions.items() if self._sort_key(key) == at}
+        return CursorState(positions=exact, after=MergePosition(value, tuple(ties[-MAX_TIES:]), complete)), remaining
+
+    def _keep_tail(self, stream: _ShardStream) -> None:
+        """Before a stream's page is replaced: keep its last items of one sort value (the ties a
+        cursor may have to name), with those of the pages before it if the whole page was of
+        that value, the latest ``MAX_TIES`` and one more (to tell that some were left out)."""
+        items = stream.items
+        value = self._sort_key(items[-1])
+        start = len(items) - 1
+        while start > 0 and len(items) - start <= MAX_TIES and self._sort_key(items[start - 1]) == value:
+            start -= 1
+        run = items[start:]
+        if start == 0 and stream.tail and self._sort_key(stream.tail[-1]) == value:
+            run = stream.tail + run
+        stream.tail = run[-(MAX_TIES + 1):]
+
+    def _returned_at(self, stream: _ShardStream, at: Any) -> tuple[list[RawItem], bool]:
+        """The items ``stream`` returned at the sort value ``at``, oldest first, and whether that is
+        all of them (beyond :data:`~pynamodb_sharding._cursor.MAX_TIES`, not kept)."""
+        if self._ties_are_copies:
+            item = stream.returned()
+            return ([item] if item is not None and self._sort_key(item) == at else []), True
+        items, index = stream.items, stream.index - 1
+        found: list[RawItem] = []
+        while index >= 0 and self._sort_key(items[index]) == at:
+            found.append(items[index])
+            index -= 1
+        found.reverse()
+        if index >= 0:
+            return found, True
+        tail = stream.tail
+        if not tail or self._sort_key(tail[-1]) != at:
+            return found, stream.last is None or self._sort_key(stream.last) != at
+        return tail + found, len(tail) <= MAX_TIES
+
+    def _stream_positions(self) -> tuple[dict[int, RawKey], bool]:
+        """Each stream's own resume key (right after the last item it returned, or DynamoDB's
+        ``LastEvaluatedKey`` once its whole page was taken), and whether any may have items left."""
         positions: dict[int, RawKey] = {}
-        returned: set[int] = set()
         remaining = False
         for stream in self._streams:
+            start: Any
             if not stream.loaded:
-                start, was_returned = stream.start, stream.start_returned
+                start = stream.start
                 remaining = True
             elif stream.index >= len(stream.items):
-                start, was_returned = stream.page_key, self._returned_last(stream)
-                if start is None:  # read to its end: resume after its last item
-                    start, was_returned = ((self._key_of(stream.items[-1]), True) if stream.items
-                                           else (stream.start, stream.start_returned))
+                start = stream.page_key
+                if start is None:  # read to its end: after its last item
+                    start = self._key_of(stream.items[-1]) if stream.items else stream.start
                 else:
                     remaining = True
-                    if not was_returned and self._ends_at_copy_value(stream):
-                        # Not past the entries a filter or a read dropped after the item: the
-                        # resumed query then knows it for returned, and skips its copies that
-                        # other streams hold behind the break (those entries are read again).
-                        start, was_returned = self._key_of(stream.items[-1]), True
             else:
-                start, was_returned = ((self._key_of(stream.items[stream.index - 1]), True) if stream.index > 0
-                                       else (stream.start, stream.start_returned))
+                start = self._key_of(stream.items[stream.index - 1]) if stream.index > 0 else stream.start
                 remaining = True
-            if start is not None:
+            if isinstance(start, dict):
                 positions[stream.shard] = start
-                if was_returned and self._resumes_after is not None and not self._resumes_after(start):
-                    returned.add(stream.shard)
-        return CursorState(positions=positions, returned=frozenset(returned),
-                           also_returned=self._also_returned(positions, returned) if remaining else ()), remaining
-
-    def _also_returned(self, positions: Mapping[int, RawKey],
-                       returned: Collection[int]) -> tuple[tuple[int, RawKey], ...]:
-        """The items returned at the sort value the merge stops at that no stream's start key
-        stands for: a copy of one may still follow in a stream behind that value."""
-        if self._copies is None:
-            return ()
-        resumes_after = self._resumes_after
-        # The items returned at the value the merge is at, and the ones the cursor it resumed
-        # from named at values it has not passed yet (not taken over while nothing was returned
-        # at them: the next cursor names them again).
-        candidates = list(self._copy_keys)
-        for value, keys in self._seeded_keys.items():
-            if self._copy_value is _NOTHING or (value > self._copy_value if self._forward
-                                                else value < self._copy_value):
-                candidates += keys
-        also: list[tuple[int, RawKey]] = []
-        seen: set[tuple[int, Any]] = set()
-        for shard, key in reversed(candidates):  # the latest first
-            start = positions.get(shard)
-            if start == key and (shard in returned or resumes_after is None or resumes_after(key)):
-                continue  # its stream resumes after it: seeded from there
-            marker = (shard, tuple(sorted((name, tuple(value.items())) for name, value in key.items())))
-            if marker not in seen:
-                seen.add(marker)
-                also.append((shard, key))
-                if len(also) == MAX_ALSO_RETURNED:
-                    break
-        return tuple(reversed(also))
-
-    def _ends_at_copy_value(self, stream: _ShardStream) -> bool:
-        """Whether the stream's last item returned is at the sort value the merge stops at
-        (index queries while items move: a copy of it may still follow in another stream)."""
-        return (self._copies is not None and bool(stream.items)
-                and self._sort_key(stream.items[-1]) == self._copy_value)
+        return positions, remaining
 
     def _returned_last(self, stream: _ShardStream) -> bool:
         """Whether the key after a stream's whole current page (DynamoDB's ``LastEvaluatedKey``)
@@ -813,6 +1064,9 @@ class ShardMerge:
         streams = self._streams
         if any(stream.index < len(stream.items) for stream in streams):
             return True
+        if any(stream.shard in self._shadowed and not (stream.loaded and stream.page_key is None)
+               for stream in streams):
+            return True  # an item leaving a stream read first meanwhile: only a read in order would tell
         for stream in streams:
             if stream.loaded and stream.page_key is None:
                 continue  # read to its end
@@ -865,6 +1119,23 @@ class ShardMerge:
         self._leave_parents_threads()
         if self._finalizer is not None:
             self._finalizer()
+
+
+class _Process:
+    """This process's id, kept current across forks without a system call per item."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+_process = _Process
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_Process.forked)
 
 
 def _shard_and_item(shard: int, item: RawItem) -> tuple[int, RawItem]:

@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -74,8 +74,10 @@ __all__ = [
     "HOME_RECORD_KEY",
     "LOCK_RESOLUTION",
     "ShardCountStore",
+    "ShardCountsKeptWarning",
     "ShardMetadata",
     "ShardState",
+    "delete_namespaces",
     "format_history_entry",
     "home_model",
     "home_unavailable",
@@ -183,6 +185,46 @@ class ShardMetadata(Model):
             meta.billing_mode = cls.default_billing_mode
         if meta is not None:
             _check_regions(cls, meta)
+
+
+class ShardCountsKeptWarning(UserWarning):
+    """``delete_table()`` of a model whose shard counts live in a metadata table
+    (``DynamicShards``) deleted the model's table and kept those counts: a table created again
+    under the same name starts from them. ``delete_table(shard_metadata=True)`` deletes them
+    with the table; ``shard_metadata=False`` keeps them without this warning.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+def delete_namespaces(metadata_model: type[ShardMetadata], namespaces: Iterable[str], *,
+                      sleep: Callable[[float], None] = time.sleep) -> int:
+    """Delete every item of the metadata table whose ``model`` (namespace) is one of
+    ``namespaces``: one consistent scan of the table's keys, then ``BatchWriteItem`` deletes
+    (unprocessed ones sent again). Returns how many items were deleted."""
+    names = sorted(set(namespaces))
+    if not names:
+        return 0
+    client = botocore_client(metadata_model)
+    table = str(metadata_model.Meta.table_name)
+    values = {f":n{number}": {"S": name} for number, name in enumerate(names)}
+    attributes = metadata_model.get_attributes()
+    request: dict[str, Any] = {
+        "TableName": table, "ConsistentRead": True, "ProjectionExpression": "#p, #m",
+        "FilterExpression": f"#m IN ({', '.join(values)})", "ExpressionAttributeValues": values,
+        "ExpressionAttributeNames": {"#p": attributes["partition_key"].attr_name, "#m": attributes["model"].attr_name},
+    }
+    keys: list[dict[str, Any]] = []
+    for page in client.get_paginator("scan").paginate(**request):
+        keys.extend(page.get("Items", []))
+    for start in range(0, len(keys), 25):
+        pending: dict[str, Any] = {table: [{"DeleteRequest": {"Key": key}} for key in keys[start:start + 25]]}
+        for attempt in range(1, 1000):
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            if not pending:
+                break
+            sleep(min(1.0, 0.05 * attempt))
+    return len(keys)
 
 
 def _check_regions(cls: type[ShardMetadata], meta: Any) -> None:

@@ -13,6 +13,7 @@ merged reads. Nothing below calls back up into this module.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -32,15 +33,15 @@ from pynamodb_sharding import _writes as writes
 from pynamodb_sharding._declaration import declare
 from pynamodb_sharding._descriptor import index_owner, shard_manager
 from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
-from pynamodb_sharding._host import share_botocore_data
+from pynamodb_sharding._host import connection_owner, reset_connection, share_botocore_data
 from pynamodb_sharding._indexes import add_shard_attributes
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._replicas import add_replica_indexes
 from pynamodb_sharding._routes import TableRoutes
 
 if TYPE_CHECKING:
-    from pynamodb_sharding._async_results import AsyncMergedResult
-    from pynamodb_sharding._fanout import MergedResultIterator
+    from pynamodb_sharding._async_results import AsyncBatchWrite, AsyncMergedResult, AsyncResult, AsyncResultIterator
+    from pynamodb_sharding._merged_results import MergedResultIterator
 
 __all__ = ["ShardedModel", "with_companions"]
 
@@ -73,6 +74,10 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     .. versionadded:: 0.1.0
     """
+
+    # Where an item remembers its shard (``_item.SLOT``): a slot, so that the item's ``__dict__``
+    # (``vars(item)``, FastAPI's ``jsonable_encoder``) is a plain PynamoDB item's.
+    __slots__ = (item_shard.SLOT,)
 
     #: What ``Sharding.__set_name__`` checks (without importing this module).
     _is_sharded_model: ClassVar[bool] = True
@@ -120,6 +125,11 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _get_connection(cls) -> TableConnection:
+        owner = connection_owner(cls)
+        if owner is not None and owner is not cls and not getattr(owner, "_is_sharded_model", False):
+            # A plain base of the application (class Event(AppModel, ShardedModel)) cached its
+            # connection: this model's client gets the key guard, so it needs one of its own.
+            reset_connection(cls)
         connection = super()._get_connection()
         if vars(cls).get("_derived_at_run_time"):  # a period model: botocore's data parsed once
             share_botocore_data(connection)
@@ -221,6 +231,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         return_values_on_condition_failure: str | None = None,
     ) -> dict[str, Any]:
         def build() -> dict[str, Any]:
+            writes.check_transaction_put(self)  # TransactWrite.save: before a shard is drawn
             kwargs: dict[str, Any] = Model.get_save_kwargs_from_instance(
                 self, condition, return_values_on_condition_failure)
             return kwargs
@@ -502,6 +513,130 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
         return await aio.write(type(self), lambda: self.delete(condition, add_version_condition=add_version_condition))
 
+    async def aupdate(
+        self, actions: list[Action], condition: Condition | None = None, *, add_version_condition: bool = True,
+    ) -> Any:
+        """:meth:`update` on the running event loop; a cancelled ``aupdate`` finishes first.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.write(type(self), lambda: self.update(actions, condition,
+                                                               add_version_condition=add_version_condition))
+
+    async def arefresh(self, consistent_read: bool = False) -> None:
+        """:meth:`refresh` on the running event loop.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        await aio.read(type(self), lambda: self.refresh(consistent_read))
+
+    @classmethod
+    def ascan(
+        cls: type[_T],
+        filter_condition: Condition | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, dict[str, Any]] | None = None,
+        page_size: int | None = None,
+        consistent_read: bool | None = None,
+        index_name: str | None = None,
+        rate_limit: float | None = None,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> AsyncResultIterator[_T]:
+        """:meth:`scan` on the running event loop: ``async for item in Model.ascan(...)``.
+
+        The same items, order and ``last_evaluated_key`` as :meth:`scan` (a cursor of either
+        resumes the other); each page is one request of the loop, ``rate_limit`` paces them by
+        awaiting.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return aio.AsyncResultIterator(cls, lambda: cls.scan(
+            filter_condition, segment, total_segments, limit, last_evaluated_key, page_size, consistent_read,
+            index_name, rate_limit, attributes_to_get), last_evaluated_key)
+
+    @classmethod
+    def abatch_get(
+        cls: type[_T],
+        items: Iterable[Any],
+        consistent_read: bool | None = None,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> AsyncResult[_T]:
+        """:meth:`batch_get` on the running event loop: ``async for item in Model.abatch_get(keys)``
+        (or ``await`` it for a list); ``items`` is read at the first ``__anext__``.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return aio.AsyncResult(cls, lambda: cls.batch_get(items, consistent_read, attributes_to_get))
+
+    @classmethod
+    def abatch_write(cls: type[_T], auto_commit: bool = True) -> AsyncBatchWrite[_T]:
+        """:meth:`batch_write` on the running event loop: ``async with Model.abatch_write() as
+        batch: await batch.save(item)``; what is pending is sent as the block ends.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return aio.AsyncBatchWrite(cls, cls.batch_write(auto_commit))
+
+    # -- the table, on the event loop ----------------------------------------------------------
+
+    @classmethod
+    async def aexists(cls) -> bool:
+        """:meth:`exists` on the running event loop.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.read(cls, cls.exists)
+
+    @classmethod
+    async def adescribe_table(cls) -> Any:
+        """:meth:`describe_table` on the running event loop.
+
+        .. versionadded:: 0.2.0
+        """
+        from pynamodb_sharding import _async_results as aio
+
+        return await aio.read(cls, cls.describe_table)
+
+    @classmethod
+    async def acreate_table(
+        cls,
+        wait: bool = False,
+        read_capacity_units: int | None = None,
+        write_capacity_units: int | None = None,
+        billing_mode: str | None = None,
+        ignore_update_ttl_errors: bool = False,
+    ) -> Any:
+        """:meth:`create_table` in a worker thread (``asyncio.to_thread``): PynamoDB waits for a
+        new table with ``time.sleep``, which would stop the event loop. For an application's
+        startup; the loop goes on serving meanwhile.
+
+        .. versionadded:: 0.2.0
+        """
+        return await asyncio.to_thread(cls.create_table, wait, read_capacity_units, write_capacity_units,
+                                       billing_mode, ignore_update_ttl_errors)
+
+    @classmethod
+    async def adelete_table(cls, *, wait: bool = False) -> Any:
+        """:meth:`delete_table` in a worker thread, as :meth:`acreate_table`.
+
+        .. versionadded:: 0.2.0
+        """
+        return await asyncio.to_thread(lambda: cls.delete_table(wait=wait))
+
     # -- the table -----------------------------------------------------------------------------
 
     @classmethod
@@ -522,9 +657,22 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
                                            ignore_update_ttl_errors)
 
     @classmethod
-    def delete_table(cls, *, wait: bool = False) -> Any:
-        """Delete this model's table; a time-partitioned model deletes every period's table."""
-        return cls._routing().delete_table(wait)
+    def delete_table(cls, *, wait: bool = False, shard_metadata: bool | None = None) -> Any:
+        """Delete this model's table; a time-partitioned model deletes every period's table.
+
+        The shard counts of its keys (and of its sharded indexes' values) that a
+        ``DynamicShards`` strategy keeps in a metadata table outlive the table by default: a
+        table created again under the same name starts from them. ``shard_metadata=True``
+        deletes those items too (a scan of the metadata table, then batched deletes; the
+        metadata table itself stays, as other models may use it); ``False`` keeps them;
+        ``None`` (the default) keeps them and says so with a
+        :class:`~pynamodb_sharding.ShardCountsKeptWarning` when the model has such
+        counts.
+
+        .. versionchanged:: 0.2.0
+           ``shard_metadata``.
+        """
+        return cls._routing().delete_table(wait, shard_metadata)
 
     @classmethod
     def exists(cls) -> bool:
@@ -615,3 +763,24 @@ class ShardedIndex(GlobalSecondaryIndex[_M]):  # type: ignore[no-untyped-call]  
         count: int = await index_owner(self).acount(
             hash_key, range_key_condition, filter_condition, consistent_read, self.Meta.index_name, limit, rate_limit)
         return count
+
+    def ascan(
+        self,
+        filter_condition: Condition | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, dict[str, Any]] | None = None,
+        page_size: int | None = None,
+        consistent_read: bool | None = None,
+        rate_limit: float | None = None,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> AsyncResultIterator[_M]:
+        """:meth:`ShardedModel.ascan` of this index's model, on this index.
+
+        .. versionadded:: 0.2.0
+        """
+        result: AsyncResultIterator[_M] = index_owner(self).ascan(
+            filter_condition, segment, total_segments, limit, last_evaluated_key, page_size, consistent_read,
+            self.Meta.index_name, rate_limit, attributes_to_get)
+        return result

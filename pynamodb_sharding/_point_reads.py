@@ -9,32 +9,38 @@ ambiguity that is refused, never guessed.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
 from pynamodb.constants import ITEM, ITEMS, KEYS, RESPONSES, UNPROCESSED_KEYS
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.models import Model
 
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
-from pynamodb_sharding._exceptions import ShardKeyError, ShardLocationError
+from pynamodb_sharding._exceptions import LegacyItemError, ShardKeyError, ShardLocationError
 from pynamodb_sharding._host import (
     discriminator_class,
     index_hash_attribute,
     index_range_attribute,
     indexes,
     table_connection,
+    without_key_guard,
 )
 from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of
 from pynamodb_sharding._item import forget, known, logical_key, move_refused, moved_from, physical_key, pin, state
 from pynamodb_sharding._item import range_value as range_of
 from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._periods import template_of
 from pynamodb_sharding._pool import fanout_executor
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 __all__ = [
+    "BARE_KEY_SAMPLE",
     "BATCH_GET_LIMIT",
     "IndexEntries",
     "adopt_stored",
@@ -61,6 +67,8 @@ _M = TypeVar("_M", bound=Model)
 
 #: DynamoDB's limit on keys in one BatchGetItem request.
 BATCH_GET_LIMIT = 100
+#: How many keys the first miss of a model samples from its table (see :func:`refuse_bare_copies`).
+BARE_KEY_SAMPLE = 25
 
 
 def with_key_attributes(attributes_to_get: Iterable[Any] | None, key_names: Sequence[str]) -> list[Any] | None:
@@ -348,11 +356,19 @@ def locate(
                 f"copies with {model.__name__}.query, keep the one in shard "
                 f"{manager.write_shard(item)} and delete the others."
             )
+        elif manager.unique_keys:
+            why = (
+                f"(saved before Sharding(..., unique_keys=True) was declared), so which copy is "
+                f"meant is ambiguous; read the copies with {model.__name__}.query and delete the "
+                f"extra ones: saves under unique_keys=True keep one copy a key."
+            )
         else:
             why = (
-                f"(random and dynamic strategies do not keep logical keys unique), so which copy "
-                f"is meant is ambiguous; read the copies with {model.__name__}.query and delete the "
-                f"extra ones, and use HashedShards where items are overwritten by key."
+                f"(random and dynamic strategies do not keep logical keys unique: an unconditional "
+                f"save() of a new instance adds a copy), so which copy is meant is ambiguous; read the "
+                f"copies with {model.__name__}.query and delete the extra ones, and declare "
+                f"Sharding(..., unique_keys=True), under which save() replaces the stored copy as "
+                f"PynamoDB's does, or use HashedShards where items are overwritten by key."
             )
         msg = (
             f"{manager.codec.where}: the item {logical!r} with range key {range_value!r} exists in "
@@ -465,12 +481,11 @@ def get(model: type[_M], hash_key: Any, range_key: Any, consistent_read: bool,
     if len(candidates) == 1:
         raw = _get_one(model, physical_key(probe, manager, candidates[0]), manager.serialize_range(range_key),
                        consistent_read, with_key_attributes(attributes_to_get, manager.key_names))
-        if not raw:
-            raise model.DoesNotExist()
     else:
         _, raw = locate(probe, candidates, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
-        if raw is None:
-            raise model.DoesNotExist()
+    if not raw:
+        refuse_bare_copies(model, "get", [(logical_key(probe, manager), range_key)], consistent_read=consistent_read)
+        raise model.DoesNotExist()
     found: _M = model.from_raw_data(raw)
     return mark_partial(found) if leaves_out_keys(attributes_to_get, manager.key_names) else found
 
@@ -552,7 +567,17 @@ def batch_get(model: type[_M], keys: Iterable[Any], consistent_read: bool | None
         seen.add(identity)
         triples.extend((identity[0], shard, range_key) for shard in candidate_shards(probe, manager))
     partial = leaves_out_keys(attributes_to_get, manager.key_names)
-    for _, raw in read_physical(model, triples, consistent_read=consistent_read, attributes_to_get=attributes_to_get):
+    read = read_physical(model, triples, consistent_read=consistent_read, attributes_to_get=attributes_to_get)
+    if _may_hold_bare_keys(model):  # were keys not found stored under their bare key?
+        range_attribute = manager.range_attribute
+        found_keys = {(manager.codec.decode(raw[manager.hash_attribute.attr_name]["S"])[0],
+                       raw[range_attribute.attr_name][range_attribute.attr_type] if range_attribute else None)
+                      for _, raw in read}
+        missing = {(logical, manager.serialize_range(range_key)): (logical, range_key)
+                   for logical, _, range_key in triples}
+        refuse_bare_copies(model, "batch_get", [key for identity, key in missing.items() if identity not in found_keys],
+                           consistent_read=consistent_read)
+    for _, raw in read:
         found: _M = model.from_raw_data(raw)
         yield mark_partial(found) if partial else found
 
@@ -620,3 +645,111 @@ def operation_kwargs(model: type[Any], hash_key: Any, range_key: Any, condition:
         condition=rewrite_condition(model, condition, Usage.ITEM, lambda: shard),
     )
     return result
+
+
+# -- items an unported application stored under their bare key ------------------------------------
+
+
+# What a process knows of a model's table (per table name), for :func:`refuse_bare_copies`:
+# nothing yet; a sample being read (by the first miss: the others meanwhile read their bare
+# keys, and do not sample too); a sample showed shard keys only (misses are not checked again);
+# bare keys were seen (every miss is checked).
+_UNKNOWN, _SAMPLING, _SHARDED_ONLY, _HOLDS_BARE = range(4)
+_bare_key_watch: weakref.WeakKeyDictionary[type[Any], dict[str, int]] = weakref.WeakKeyDictionary()
+_bare_key_lock = threading.Lock()
+
+
+def _watched(model: type[Any]) -> int:
+    with _bare_key_lock:
+        return _bare_key_watch.get(model, {}).get(model.Meta.table_name, _UNKNOWN)
+
+
+def _watch(model: type[Any], state: int, *, only_from: int | None = None) -> bool:
+    """Set what is known of the model's table (only if it was ``only_from``); whether it was set."""
+    with _bare_key_lock:
+        states = _bare_key_watch.setdefault(model, {})
+        if only_from is not None and states.get(model.Meta.table_name, _UNKNOWN) != only_from:
+            return False
+        states[model.Meta.table_name] = state
+        return True
+
+
+def refuse_bare_copies(model: type[Any], operation: str, keys: Sequence[tuple[str, Any]], *,
+                       consistent_read: bool | None) -> None:
+    """Raise :class:`LegacyItemError` when an item a read did not find in its shards is stored
+    under its bare logical key: the table was filled by the application before it was ported,
+    and the model is not declared ``legacy_unsharded``, so the read would answer that the item
+    does not exist.
+
+    Cheap where it matters: a read that finds its item costs nothing more, and so do the misses
+    of a table known to hold no bare key. A process's first miss on a model (per table) reads the
+    bare keys of the items missed (keys only) and samples :data:`BARE_KEY_SAMPLE` keys of the
+    table with one Scan; a sample of sharded keys only settles it, and later misses send nothing
+    more. Where the sample shows bare keys (an unported table, or another model's items in a
+    shared table), every miss reads its bare key: one more read per miss, exact answers. Misses
+    while the first one samples read their bare keys and do not sample too.
+    """
+    if not keys or not _may_hold_bare_keys(model):
+        return
+    manager = shard_manager(model)
+    hash_attribute, range_attribute = manager.hash_attribute, manager.range_attribute
+    requests = []
+    for logical, range_key in keys:
+        request = {hash_attribute.attr_name: {"S": logical}}
+        if range_attribute is not None:
+            request[range_attribute.attr_name] = {range_attribute.attr_type: range_attribute.serialize(range_key)}
+        requests.append(request)
+    projection = list(manager.key_names)
+    with without_key_guard():  # bare keys, on purpose
+        if len(keys) == 1:  # a get: one GetItem, as the read was
+            data = table_connection(model).get_item(
+                keys[0][0], range_key=manager.serialize_range(keys[0][1]), consistent_read=bool(consistent_read),
+                attributes_to_get=projection)
+            bare = [data[ITEM]] if data and data.get(ITEM) else []
+        else:
+            bare = _batch_read(model, requests, consistent_read=consistent_read, projection=projection)
+    if not bare and _watch(model, _SAMPLING, only_from=_UNKNOWN):  # the first miss: sample the table
+        settled = _UNKNOWN
+        try:
+            settled = _SHARDED_ONLY if _sample_is_sharded(model) else _HOLDS_BARE
+        finally:  # a sample cancelled or failed otherwise: the next miss samples again
+            _watch(model, settled)
+    if bare:
+        _watch(model, _HOLDS_BARE)
+        stored = bare[0][hash_attribute.attr_name]["S"]
+        declared = template_of(model)  # a period model's: the time-partitioned model the user declared
+        name = declared.__name__
+        where = f" with range key {keys[0][1]!r}" if range_attribute is not None and len(keys) == 1 else ""
+        msg = (
+            f"{manager.codec.where}: {name}.{operation} found no item {stored!r}{where} in its shards, "
+            f"and the table holds it under its bare key {stored!r}, without a shard suffix: an item "
+            f"written before {name} was sharded. {name} is not declared legacy_unsharded, so its reads "
+            f"do not look there. Declare Sharding(..., legacy_unsharded=True) to read the table's bare "
+            f"items, then move them into shards with `pynamodb-sharding migrate reshard "
+            f"{declared.__module__}:{declared.__qualname__}` (see the adoption guide)."
+        )
+        raise LegacyItemError(msg)
+
+
+def _may_hold_bare_keys(model: type[Any]) -> bool:
+    """Whether a miss of ``model`` is checked: its bare keys are not read anyway
+    (``legacy_unsharded``, a model sharding only an index), nor known to be absent."""
+    manager = shard_manager(model)
+    return not manager.legacy_unsharded and not manager.index_only and _watched(model) != _SHARDED_ONLY
+
+
+def _sample_is_sharded(model: type[Any]) -> bool:
+    """Whether a sample of the table's hash keys (one Scan, keys only) holds only physical keys.
+    A sample that cannot be read counts as not: the misses are then checked one by one."""
+    manager = shard_manager(model)
+    name = manager.hash_attribute.attr_name
+    try:
+        page = table_connection(model).scan(limit=BARE_KEY_SAMPLE, attributes_to_get=[name])
+    except PynamoDBException:
+        return False
+    for raw in page.get(ITEMS) or ():
+        try:
+            manager.codec.decode(raw.get(name, {}).get("S"))
+        except ShardKeyError:
+            return False
+    return True

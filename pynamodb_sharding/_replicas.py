@@ -24,8 +24,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pynamodb.exceptions import PynamoDBException, TableDoesNotExist
@@ -203,16 +202,23 @@ def watch(client: Any) -> None:
         _watched.add(client)
 
 
-@contextmanager
-def failing_over(enabled: bool) -> Iterator[None]:
+class failing_over:
     """Within the block, a read key-range throttle of a Query or GetItem this thread sends is
-    raised at once (to :func:`spread`) instead of being retried by botocore."""
-    previous = getattr(_in_read, "active", False)
-    _in_read.active = enabled
-    try:
-        yield
-    finally:
-        _in_read.active = previous
+    raised at once (to :func:`spread`) instead of being retried by botocore. (A class rather
+    than a generator's context manager: it is entered around every shard request.)"""
+
+    __slots__ = ("_enabled", "_previous")
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._previous = False
+
+    def __enter__(self) -> None:
+        self._previous = getattr(_in_read, "active", False)
+        _in_read.active = self._enabled
+
+    def __exit__(self, *_: object) -> None:
+        _in_read.active = self._previous
 
 
 def spread(copies: ReadCopies, send: Callable[[str | None, bool], _T]) -> _T:

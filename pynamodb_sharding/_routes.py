@@ -11,6 +11,7 @@ branch on which it is; a new way of routing is one new class here.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -38,11 +39,20 @@ from pynamodb_sharding._host import (
     index_range_attribute,
     indexes,
     keep_unmodelled_fields,
+    pace_rate_limit,
     table_connection,
 )
-from pynamodb_sharding._indexes import sharded_index, sharded_indexes_of, write_growing_indexes
+from pynamodb_sharding._hot_keys import hint_item_key
+from pynamodb_sharding._indexes import (
+    check_index_agreement,
+    sharded_index,
+    sharded_indexes_of,
+    write_growing_indexes,
+)
+from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardCountStore, ShardMetadata, delete_namespaces
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._point_reads import without_stale_bare_copies
+from pynamodb_sharding._pool import pause
 
 __all__ = ["PeriodRoutes", "TableRoutes", "bind_routes", "routes_of"]
 
@@ -70,6 +80,74 @@ def _companions(model: type[Any]) -> tuple[type[Model], ...]:
     for index in sharded_indexes_of(model).values():
         companions += tuple(found for found in index.manager.companion_models() if found not in companions)
     return companions
+
+
+def shard_count_spaces(model: type[Any]) -> dict[type[ShardMetadata], list[str]]:
+    """The metadata tables (``DynamicShards``) holding the shard counts of ``model``'s keys and of
+    its sharded indexes' values, each with the namespaces (``model`` values) of those items."""
+    spaces: dict[type[ShardMetadata], list[str]] = {}
+    managers = [shard_manager(model), *(index.manager for index in sharded_indexes_of(model).values())]
+    for manager in managers:
+        strategy = manager.strategy
+        metadata_model = getattr(strategy, "metadata_model", None)
+        if not isinstance(getattr(strategy, "store", None), ShardCountStore) or metadata_model is None:
+            continue
+        declared = getattr(strategy, "namespace", None)
+        namespace = declared if declared is not None else manager.space.namespace
+        found = spaces.setdefault(metadata_model, [])
+        found.extend(name for name in (namespace, hint_item_key(namespace, 0)[1]) if name not in found)
+    return spaces
+
+
+def settle_shard_counts(model: type[Any], shard_metadata: bool | None) -> None:
+    """After ``model``'s table was deleted: delete its shard counts (``shard_metadata=True``),
+    keep them (``False``), or keep them and say so with a :class:`ShardCountsKeptWarning`
+    (``None``, the default, when the model has counts in a metadata table)."""
+    if shard_metadata is False:
+        return
+    spaces = shard_count_spaces(model)
+    for metadata_model, namespaces in spaces.items():
+        if shard_metadata:
+            delete_namespaces(metadata_model, namespaces)
+            for manager in [shard_manager(model), *(index.manager for index in sharded_indexes_of(model).values())]:
+                store = getattr(manager.strategy, "store", None)
+                if isinstance(store, ShardCountStore):
+                    store.clear()  # this process's cached counts of the deleted items
+            continue
+        listed = ", ".join(repr(name) for name in namespaces if not name.endswith("#hot-keys"))
+        msg = (
+            f"{model.__name__}: its table {model.Meta.table_name!r} was deleted, but the shard counts of "
+            f"its keys stay in the metadata table {metadata_model.Meta.table_name!r} (the items whose "
+            f"model is {listed}): a table created again under this name starts from those counts. Pass "
+            f"delete_table(shard_metadata=True) to delete them with the table, or shard_metadata=False "
+            f"to keep them without this warning."
+        )
+        warnings.warn(msg, ShardCountsKeptWarning, stacklevel=4)
+
+
+class _LegacyScan:
+    """The scan pages of a ``legacy_unsharded`` model: without the stale bare copies of items a
+    shard also holds. A bound method of an object with the table connection's ``get_meta_table``,
+    as PynamoDB's ``connection.scan`` is: the scan's ``last_evaluated_key``, stopped by its limit
+    in the middle of the last page, reads the key names from there."""
+
+    def __init__(self, model: type[Any], connection: Any, consistent_read: bool | None) -> None:
+        self.model = model
+        self.connection = connection
+        self.consistent_read = consistent_read
+
+    def get_meta_table(self) -> Any:
+        return self.connection.get_meta_table()
+
+    def scan(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        data: dict[str, Any] = self.connection.scan(*args, **kwargs)
+        items = data.get(ITEMS)
+        if items:
+            kept = without_stale_bare_copies(self.model, items, consistent_read=self.consistent_read)
+            if len(kept) != len(items):
+                count = data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)
+                data = {**data, ITEMS: kept, CAMEL_COUNT: count}
+        return data
 
 
 class TableRoutes:
@@ -142,15 +220,18 @@ class TableRoutes:
         model = self.model
         if shard_manager(model).index_only and sharded_index(model, index_name) is None:
             # The table (or an unsharded index) of a model that shards only an index: PynamoDB's
-            # own query, its cursor and pages, with conditions on sharded index attributes rewritten.
-            return Model.query.__func__(  # type: ignore[attr-defined]  # PynamoDB's, for this class
+            # own query, its cursor and pages, with conditions on sharded index attributes rewritten
+            # (its rate_limit waits with the library's pause: on an event loop, by awaiting).
+            return pace_rate_limit(Model.query.__func__(  # type: ignore[attr-defined]  # PynamoDB's, for this class
                 model, hash_key,
                 range_key_condition=rewrite_condition(model, range_key_condition, Usage.KEY),
                 filter_condition=rewrite_condition(model, filter_condition, Usage.FILTER),
                 consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
                 limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
                 page_size=page_size, rate_limit=rate_limit,
-            )
+            ), pause)
+        if index_name is not None and sharded_index(model, index_name) is not None:
+            check_index_agreement(model)
         return merged_query(
             model, hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
             consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
@@ -169,6 +250,8 @@ class TableRoutes:
             return plain(model, hash_key, rewrite_condition(model, range_key_condition, Usage.KEY),
                          rewrite_condition(model, filter_condition, Usage.FILTER), consistent_read, index_name,
                          limit, rate_limit)
+        if index_name is not None and sharded_index(model, index_name) is not None:
+            check_index_agreement(model)
         return merged_count(model, hash_key, range_key_condition=range_key_condition,
                             filter_condition=filter_condition, consistent_read=consistent_read,
                             index_name=index_name, limit=limit, rate_limit=rate_limit)
@@ -187,17 +270,9 @@ class TableRoutes:
         connection = table_connection(model)
         scan_page: Callable[..., dict[str, Any]] = connection.scan
         if shard_manager(model).legacy_unsharded:
-            def scan_page(*args: Any, **kwargs: Any) -> dict[str, Any]:
-                data: dict[str, Any] = connection.scan(*args, **kwargs)
-                items = data.get(ITEMS)
-                if items:
-                    kept = without_stale_bare_copies(model, items, consistent_read=consistent_read)
-                    if len(kept) != len(items):
-                        count = data.get(CAMEL_COUNT, len(items)) - len(items) + len(kept)
-                        data = {**data, ITEMS: kept, CAMEL_COUNT: count}
-                return data
+            scan_page = _LegacyScan(model, connection, consistent_read).scan
 
-        return ResultIterator(
+        return pace_rate_limit(ResultIterator(
             scan_page,
             (),
             {
@@ -209,7 +284,7 @@ class TableRoutes:
             map_fn=model.from_raw_data,
             limit=limit,
             rate_limit=rate_limit,
-        )
+        ), pause)  # its rate_limit waits with the library's pause: on an event loop, by awaiting
 
     def batch_write(self, auto_commit: bool) -> Any:
         return ShardedBatchWrite(self.model, auto_commit=auto_commit)
@@ -236,8 +311,10 @@ class TableRoutes:
         protocol_for_created_tables(model, created)
         return result
 
-    def delete_table(self, wait: bool) -> Any:
-        return Model.delete_table.__func__(self.model, wait=wait)  # type: ignore[attr-defined]
+    def delete_table(self, wait: bool, shard_metadata: bool | None) -> Any:
+        result = Model.delete_table.__func__(self.model, wait=wait)  # type: ignore[attr-defined]
+        settle_shard_counts(self.model, shard_metadata)
+        return result
 
     def exists(self) -> bool:
         found: bool = Model.exists.__func__(self.model)  # type: ignore[attr-defined]
@@ -408,10 +485,11 @@ class PeriodRoutes(TableRoutes):
             billing = partitioned.billing_arguments(self.model)  # Meta's, else on-demand, as rotate() does
         return self._current().create_table(wait=wait, ignore_update_ttl_errors=ignore_update_ttl_errors, **billing)
 
-    def delete_table(self, wait: bool) -> Any:
-        """Every period's table."""
+    def delete_table(self, wait: bool, shard_metadata: bool | None) -> Any:
+        """Every period's table (their keys' counts are the model's: settled once, after)."""
         for period in partitioned.existing_periods(self.model):
-            partitioned.period_model(self.model, period).delete_table(wait=wait)
+            partitioned.period_model(self.model, period).delete_table(wait=wait, shard_metadata=False)
+        settle_shard_counts(self.model, shard_metadata)
 
     def exists(self) -> bool:
         found: bool = self._current().exists()

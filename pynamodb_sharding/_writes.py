@@ -59,6 +59,7 @@ from pynamodb_sharding._point_reads import candidate_shards, derives_from_other_
 __all__ = [
     "addressed_key",
     "batch_alone",
+    "check_transaction_put",
     "checks_other_shards",
     "condition_failed",
     "delete",
@@ -69,6 +70,7 @@ __all__ = [
     "single_request_error",
     "stored_form",
     "transaction_put_condition",
+    "unique_puts",
     "update",
     "update_condition",
 ]
@@ -318,11 +320,43 @@ def keys_may_repeat(manager: ShardManager[Any]) -> bool:
 
 def checks_other_shards(target: Any, condition: Condition | None, add_version_condition: bool) -> bool:
     """Whether a save of ``target`` as a new item must also check that no other shard holds its
-    key: it carries a condition or a version check (PynamoDB's check of the stored item), and
-    its key may be stored in another shard (:func:`keys_may_repeat`) or put there meanwhile."""
-    if not keys_may_repeat(shard_manager(type(target))):
+    key: its key may be stored in another shard (:func:`keys_may_repeat`) or put there
+    meanwhile, and the save carries a condition or a version check (PynamoDB's check of the
+    stored item) or the model declares ``Sharding(unique_keys=True)`` (every save replaces the
+    stored item, as PynamoDB's put does)."""
+    manager = shard_manager(type(target))
+    if not keys_may_repeat(manager):
         return False
+    if manager.unique_keys:
+        return True
     return condition is not None or (add_version_condition and version_condition(target) is not None)
+
+
+def unique_puts(manager: ShardManager[Any]) -> bool:
+    """Whether every put of the model must see the other shards of its key: it declares
+    ``Sharding(unique_keys=True)`` and its keys may be stored in several shards."""
+    return manager.unique_keys and keys_may_repeat(manager)
+
+
+def check_transaction_put(target: Any) -> None:
+    """Refuse a transactional put (``TransactWrite.save``) of an instance not loaded from the
+    table on a ``unique_keys`` model: the transaction could not replace the key's stored copy in
+    another shard, and would add a second one.
+
+    Raises:
+        ShardMoveError: such a put; nothing is sent.
+    """
+    manager = shard_manager(type(target))
+    if not unique_puts(manager) or item.known(target, manager) is not None:
+        return
+    msg = (
+        f"{manager.codec.where}: {manager.model.__name__} declares Sharding(..., unique_keys=True), so a "
+        f"save of an instance not loaded from the table must check the other shards of its key "
+        f"{item.logical_key(target, manager)!r} and replace the item where it is stored, which a "
+        f"TransactWrite you build cannot do; nothing was sent. Call save() on it (one transaction of "
+        f"its own), or load the item first (get or query) and save that instance in the transaction."
+    )
+    raise ShardMoveError(msg)
 
 
 def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any],
@@ -654,6 +688,10 @@ def transaction_put_condition(target: Any, physical: str, condition: Condition |
         # save() moves it instead: the transaction fails rather than leave a second copy
         # beside the moved one.
         return guarded(target, condition)
+    if shard != LEGACY_SHARD and unique_puts(manager):
+        # A loaded item (check_transaction_put refused new ones) may have been deleted and its
+        # key saved in another shard since: the transaction fails rather than add a copy.
+        return guarded(target, condition)
     result: Condition | None = condition
     return result
 
@@ -852,6 +890,9 @@ def batch_alone(target: Any, put: bool, batch_route: regions.Route | None = None
     manager = shard_manager(type(target))
     if not put:
         return manager.misplaced(target, locate_for_write(target))
+    if unique_puts(manager):
+        # A put cannot check the other shards of its key in a batch: save() does.
+        return True
     known = item.known(target, manager)
     if known is None:
         if item.moved_from(target, manager) is not None:

@@ -222,7 +222,7 @@ def _expire(model: type[Any], table: type[Any], period: str, name: str, *, dry_r
         steps.append(RotationStep("drop", period, name, detail))
         return steps
     try:
-        table.delete_table(wait=False)
+        table.delete_table(wait=False, shard_metadata=False)  # the counts are every period's
     except PynamoDBException as error:
         steps.append(RotationStep("drop", period, name, detail, error=f"{error}; the table is kept"))
         return steps

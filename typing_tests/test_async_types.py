@@ -5,10 +5,18 @@ from __future__ import annotations
 from typing import assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.connection import Connection
 from pynamodb.indexes import AllProjection
 
 from pynamodb_sharding import RandomShards, ShardedIndex, ShardedModel, Sharding
-from pynamodb_sharding.aio import AsyncMergedResult
+from pynamodb_sharding.aio import (
+    AsyncBatchWrite,
+    AsyncMergedResult,
+    AsyncResult,
+    AsyncResultIterator,
+    AsyncTransactGet,
+    AsyncTransactWrite,
+)
 
 
 class ByDay(ShardedIndex["AuditLog"]):
@@ -44,3 +52,27 @@ async def read() -> None:
         assert_type(logged.accessed_at, float)
     assert_type(await AuditLog.by_day.acount("20160226", AuditLog.accessed_at > 0), int)
     assert_type(await AuditLog.acount("/shared/firetvGen2.txt"), int)
+
+
+async def the_rest() -> None:
+    scan = AuditLog.ascan(AuditLog.day == "20160226", limit=10)
+    assert_type(scan, AsyncResultIterator[AuditLog])
+    async for scanned in scan:
+        assert_type(scanned, AuditLog)
+    assert_type(AuditLog.by_day.ascan(limit=3), AsyncResultIterator[AuditLog])
+    found = AuditLog.abatch_get([("/a", 1), ("/a", 2)])
+    assert_type(found, AsyncResult[AuditLog])
+    assert_type(await found, list[AuditLog])
+    entry = AuditLog("/a", 1, day="20160226")
+    await entry.aupdate([AuditLog.day.set("20160227")])
+    assert_type(await entry.arefresh(), None)
+    async with AuditLog.abatch_write() as batch:
+        assert_type(batch, AsyncBatchWrite[AuditLog])
+        await batch.save(entry)
+    connection = Connection()
+    async with AsyncTransactWrite(connection=connection) as transaction:
+        await transaction.save(entry)
+    async with AsyncTransactGet(connection=connection) as reads:
+        future = await reads.get(AuditLog, "/a", 1)
+    assert_type(future.get(), AuditLog)
+    assert_type(await AuditLog.aexists(), bool)

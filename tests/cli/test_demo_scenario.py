@@ -5,7 +5,7 @@ imported (only the library's own dependencies can), a short
 :func:`~pynamodb_sharding.demo.run_scenario` against the test session's DynamoDB Local must
 read back every acknowledged write exactly once and in order in both phases, and the dynamic
 key must grow past one shard (in the samples and in the metadata table's history) while the
-unsharded key stays at one.
+unsharded key stays at one; the history's times count from the start of the dynamic phase.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ result = run_scenario(DemoConfig(duration=4, writers=8, limit=20, max_shards=4))
 print(json.dumps({{
     "passed": result.passed,
     "history": [count for _, count in result.history],
+    "history_at": [at for at, _ in result.history],
     "phases": {{
         phase.name: {{
             "acknowledged": phase.acknowledged,
@@ -76,5 +77,10 @@ def test_scenario_runs_without_the_extras_and_checks_itself(dynamodb_local: Any)
     assert dynamic["final_shards"] > 1
     assert dynamic["shards"] == sorted(dynamic["shards"])
     assert 1 == result["history"][0]
+    # Seconds since the dynamic phase started (2 s long): the count before it at 0, each growth
+    # within the phase (give or take a write still in flight as it ended), not epoch seconds.
+    assert 0.0 == result["history_at"][0]
+    assert result["history_at"] == sorted(result["history_at"])
+    assert all(0.0 < at < 2.0 + 10.0 for at in result["history_at"][1:]), result["history_at"]
     assert dynamic["final_shards"] == result["history"][-1]
     assert len(dynamic["items_per_shard"]) > 1

@@ -1,7 +1,8 @@
 """``pynamodb-sharding local install|serve`` install and run the real DynamoDB Local.
 
 ``serve`` is run as a user would: the endpoint it prints answers real API calls, Ctrl-C
-stops it, and its Java process is gone afterwards. Without Java on PATH it fails in one line.
+stops it, and its Java process is gone afterwards. Without Java on PATH, or on a port another
+server holds, it fails in one line.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -87,4 +90,26 @@ def test_serve_without_java_is_one_line(tmp_path: Path, cli_env: dict[str, str])
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
     assert "openjdk-17-jdk-headless" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["cli", "module"])
+def test_serve_on_a_port_in_use_fails_in_one_line_and_prints_no_endpoint(
+        command: str, tmp_path: Path, cli_env: dict[str, str], dynamodb_local: Any) -> None:
+    """``--port`` naming the port of a server already running (the test session's DynamoDB
+    Local, which would answer in its place): exit code 2, one line naming the port, and neither
+    the "running at" line nor the export lines someone would paste; no Java process left."""
+    env = {name: value for name, value in cli_env.items() if name != "DYNAMODB_LOCAL_ENDPOINT"}
+    port = urllib.parse.urlsplit(dynamodb_local.endpoint).port
+    assert port is not None
+    arguments = ["local", "serve", "--port", str(port)]
+    if command == "cli":
+        result = run_cli(*arguments, cwd=tmp_path, env=env, timeout=120)
+    else:
+        result = subprocess.run([sys.executable, "-m", "pynamodb_sharding.testing", *arguments[1:]], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert (2, "") == (result.returncode, result.stdout), result.stdout + result.stderr
+    assert 1 == result.stderr.count("\n"), result.stderr
+    assert f"error: port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert "--port" in result.stderr
     assert "Traceback" not in result.stderr

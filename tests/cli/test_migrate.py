@@ -251,6 +251,52 @@ def _rewritten(dynamodb: Any, table: str) -> int:
     return int(total)
 
 
+#: A second model of the days table, still plain: its entries are not AdoptedDays'.
+TICKET_MODEL = """
+
+class PlainTicketDays(Model):
+    Meta = PlainDays.Meta
+
+    event_id = UnicodeAttribute(hash_key=True)
+    day = UnicodeAttribute()
+    at = NumberAttribute()
+    subject = UnicodeAttribute(null=True)
+    by_day = PlainDaysByDay()
+"""
+
+
+def test_reindex_of_one_model_of_a_shared_table(
+    project: ModelsModule, cli_env: dict[str, str], dynamodb: Any, day_models: ModuleType
+) -> None:
+    """Another model's bare entries share the index: the unscoped job is refused and names it;
+    the dry run of ``--values`` lists the entries per value; the job rewrites only those."""
+    project.append(TICKET_MODEL)
+    table = day_models.PlainDays.Meta.table_name
+    _put(dynamodb, table, [{"event_id": {"S": f"e{n:02d}"}, "day": {"S": "20160226"}, "at": {"N": str(n)}}
+                           for n in range(30)])
+    _put(dynamodb, table, [{"event_id": {"S": f"t{n:02d}"}, "day": {"S": "tickets"}, "at": {"N": str(n)}}
+                           for n in range(10)])
+    common = ("--checkpoint-table", project.table("checkpoints"))
+    refused = run_cli("migrate", "reindex", project.spec("AdoptedDays"), "by_day", *common,
+                      cwd=project.directory, env=cli_env)
+    assert refused.returncode != 0
+    assert "PlainTicketDays" in refused.stderr
+    assert "--values" in refused.stderr
+    assert _rewritten(dynamodb, table) == 0
+    planned = run_cli("migrate", "reindex", project.spec("AdoptedDays"), "by_day", "--values", "20160226",
+                      "--dry-run", *common, cwd=project.directory, env=cli_env)
+    assert planned.returncode == 0, planned.stderr
+    assert "value:      '20160226': 30 entries rewritten" in planned.stdout
+    assert "value:      'tickets': 0 entries rewritten, 10 left as they are (other models')" in planned.stdout
+    done = run_cli("migrate", "reindex", project.spec("AdoptedDays"), "by_day", "--values", "20160226", *common,
+                   cwd=project.directory, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    days = collections.Counter(item["day"]["S"].rpartition("_")[0] or item["day"]["S"]
+                               for item in _raw(dynamodb, table))
+    assert days == {"20160226": 30, "tickets": 10}
+    assert _rewritten(dynamodb, table) == 30
+
+
 def test_reindex_killed_at_random_points_rewrites_every_entry_once(
     project: ModelsModule, cli_env: dict[str, str], dynamodb: Any, day_models: ModuleType
 ) -> None:

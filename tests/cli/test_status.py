@@ -289,3 +289,54 @@ def test_status_of_a_time_partitioned_key_counts_one_period(project: ModelsModul
         assert refused.returncode == 2
         assert message in refused.stderr
         assert "Traceback" not in refused.stderr
+
+
+#: Monthly tables of which rotation keeps the current one, the next and one past month.
+ROTATED_MODEL = """
+
+from pynamodb_sharding import TimePartitioned
+
+
+class RotatedLog(ShardedModel):
+    class Meta:
+        table_name = TimePartitioned("{prefix}_rotated_log.{{period}}", attribute="accessed_at", period="month",
+                                     ahead=1, retention=1)
+        host = HOST
+
+    user_id = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(2))
+"""
+
+
+@pytest.mark.usefixtures("user_credentials")
+def test_status_of_a_missing_period_says_why_it_is_missing(project: ModelsModule, cli_env: dict[str, str]) -> None:
+    """The table of a period rotation dropped (older than the retention) is not one that rotate
+    creates: the message says it was dropped; a period beyond ``ahead`` names ``--ahead``; a
+    past period within the retention was deleted or never created."""
+    project.append(ROTATED_MODEL)
+    spec = project.spec("RotatedLog")
+    models = project.load()
+    models.RotatedLog.period_model("201602").create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    rotated = run_cli("tables", "rotate", spec, cwd=project.directory, env=cli_env)
+    assert rotated.returncode == 0, rotated.stderr
+    assert not models.RotatedLog.period_model("201602").exists()  # older than the retention: dropped
+    declared = models.RotatedLog.Meta.table_name
+    current = declared.current()
+
+    def refused(period: str) -> str:
+        result = run_cli("status", spec, "u1", "--period", period, cwd=project.directory, env=cli_env)
+        assert (2, "") == (result.returncode, result.stdout), result.stdout + result.stderr
+        assert 1 == result.stderr.count("\n"), result.stderr
+        assert f"{project.table('rotated_log')}.{period}' at " in result.stderr
+        assert "does not exist" in result.stderr
+        return result.stderr
+
+    dropped = refused("201602")
+    assert "201602 is older than the 1 past months TimePartitioned(retention=1) keeps" in dropped
+    assert "rotation dropped its table" in dropped
+    assert "current and coming periods" not in dropped
+    later = refused(declared.after(current, 3))
+    assert f"pynamodb-sharding tables rotate {spec} --ahead 3" in later
+    assert "TimePartitioned(ahead=1)" in later
+    assert "deleted or never created" in refused(declared.after(current, -1))

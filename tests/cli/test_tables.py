@@ -77,9 +77,23 @@ def test_create_and_delete_include_the_metadata_table(
     assert expected == _tables(dynamodb, project.prefix)
     assert _billing_mode(dynamodb, project.table("audit_log_shards")) == "PAY_PER_REQUEST"
 
+    # A grown key's count, and another model's: the first outlives the table unless asked.
+    for namespace in (project.table("hot_log"), "another_table"):
+        dynamodb.put_item(TableName=project.table("audit_log_shards"), Item={
+            "partition_key": {"S": "/hot"}, "model": {"S": namespace}, "number_of_shards": {"N": "4"},
+            "last_updated": {"N": "1700000000"}, "shard_history": {"SS": ["1700000000:4"]}})
     kept = run_cli("tables", "delete", spec, "--keep-companions", cwd=project.directory, env=cli_env)
     assert kept.returncode == 0, kept.stderr
     assert {project.table("audit_log_shards")} == _tables(dynamodb, project.prefix)
+    assert f"kept     the shard counts of HotLog ({project.table('hot_log')})" in kept.stdout
+    assert "--delete-shard-counts deletes them" in kept.stdout
+    cleaned = run_cli("tables", "delete", spec, "--keep-companions", "--delete-shard-counts",
+                      cwd=project.directory, env=cli_env)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "deleted  1 shard count item(s) of HotLog" in cleaned.stdout
+    left = dynamodb.scan(TableName=project.table("audit_log_shards"), ConsistentRead=True)["Items"]
+    # The other model's count, and the table's fleet protocol record (no model's: it stays).
+    assert ["#protocol", "another_table"] == sorted(item["model"]["S"] for item in left)
 
     deleted = run_cli("tables", "delete", spec, cwd=project.directory, env=cli_env)
     assert deleted.returncode == 0, deleted.stderr

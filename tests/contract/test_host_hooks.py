@@ -469,6 +469,39 @@ class TestAsyncTransportHooks:
             route_http_sends(client, lambda request: None, lambda seconds: None)
             assert http_verify(client) == expected  # still, once routed
 
+    def test_proxies_are_what_the_client_was_made_with(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``Config(proxies=..., proxies_config=...)``; else ``HTTPS_PROXY``/``HTTP_PROXY`` for the
+        endpoint, unless ``NO_PROXY`` names it; with credentials, their ``Proxy-Authorization``."""
+        import botocore.config
+        import botocore.session
+
+        from pynamodb_sharding._host import http_proxies, route_http_sends
+
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+
+        def proxy_of(url: str, config: Any = None) -> tuple[str | None, dict[str, str], Any]:
+            client = botocore.session.get_session().create_client(
+                "dynamodb", region_name="us-east-1", endpoint_url=url, aws_access_key_id="k",
+                aws_secret_access_key="s", config=config)
+            route_http_sends(client, lambda request: None, lambda seconds: None)  # read once routed
+            proxies = http_proxies(client)
+            found = proxies.proxy_url_for(url)
+            return found, proxies.proxy_headers_for(found) if found else {}, proxies.settings
+
+        configured = botocore.config.Config(proxies={"https": "http://u:p@proxy.example:3128"},
+                                            proxies_config={"proxy_use_forwarding_for_https": True})
+        assert ("http://u:p@proxy.example:3128", {"Proxy-Authorization": "Basic dTpw"},
+                {"proxy_use_forwarding_for_https": True}) == proxy_of("https://dynamodb.example", configured)
+        assert (None, {}, {}) == proxy_of("https://dynamodb.example")
+        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+        monkeypatch.setenv("HTTP_PROXY", "proxy.example:8080")
+        assert "http://proxy.example:3128" == proxy_of("https://dynamodb.example")[0]
+        assert "http://proxy.example:8080" == proxy_of("http://127.0.0.1:8000")[0]
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,.example")
+        assert None is proxy_of("http://127.0.0.1:8000")[0]
+        assert None is proxy_of("https://dynamodb.example")[0]
+
     def test_needs_retry_is_the_method_replaced(self) -> None:
         import inspect
 
@@ -517,3 +550,53 @@ class TestAsyncTransportHooks:
         with pytest.raises(EndpointConnectionError):  # urllib3 found nothing on port 9
             client.get_item(TableName="table", Key={"k": {"S": "v"}})
         assert len(routed) == 3  # each attempt asked the route first
+
+    def test_a_scan_rate_limit_waits_with_the_given_pause(self) -> None:
+        """PynamoDB's ``ResultIterator`` waits for its ``rate_limit`` with
+        ``page_iter._rate_limiter._time_module.sleep`` (``RateLimiter(time_module=...)``):
+        :func:`pynamodb_sharding._host.pace_rate_limit` makes those waits the given pause, and a
+        result without a rate limit is left as it is."""
+        from pynamodb.pagination import ResultIterator
+
+        from pynamodb_sharding._host import pace_rate_limit
+
+        pages = iter([{"Count": 1, "ScannedCount": 1, "Items": [{}], "LastEvaluatedKey": {"k": {"S": "1"}},
+                       "ConsumedCapacity": {"CapacityUnits": 50}},
+                      {"Count": 1, "ScannedCount": 1, "Items": [{}], "ConsumedCapacity": {"CapacityUnits": 50}}])
+        pauses: list[float] = []
+        result = pace_rate_limit(ResultIterator(lambda **_: next(pages), (), {}, rate_limit=10), pauses.append)
+        assert 2 == len(list(result))
+        assert len(pauses) == 2
+        assert pauses[0] == 0  # the first page is sent at once
+        assert 4.5 < pauses[1] <= 5  # 50 units at 10 a second, less the time since the first page
+        unlimited = ResultIterator(lambda **_: {}, (), {})
+        assert pace_rate_limit(unlimited, pauses.append) is unlimited
+
+    def test_a_result_iterator_answers_held_items_from_memory(self) -> None:
+        """PynamoDB's ``ResultIterator`` answers ``next()`` from the page it holds while
+        ``_index < _count``, and stops at ``_limit == 0``, sending nothing:
+        :func:`pynamodb_sharding._host.result_holds_next` says when."""
+        from pynamodb.pagination import ResultIterator
+
+        from pynamodb_sharding._host import result_holds_next
+
+        sent: list[int] = []
+
+        def page(**_: Any) -> dict[str, Any]:
+            sent.append(1)
+            return {"Count": 2, "ScannedCount": 2, "Items": [{"n": 1}, {"n": 2}], "LastEvaluatedKey": {"k": 1}}
+
+        result = ResultIterator(page, (), {}, limit=3)
+        assert not result_holds_next(result)  # nothing read yet
+        assert next(result) == {"n": 1}
+        assert result_holds_next(result)
+        assert next(result) == {"n": 2}
+        assert len(sent) == 1
+        assert not result_holds_next(result)  # the page is used up: the next item needs a request
+        assert next(result) == {"n": 1}
+        assert len(sent) == 2
+        assert result_holds_next(result)  # the limit is reached: next() stops without a request
+        with pytest.raises(StopIteration):
+            next(result)
+        assert len(sent) == 2
+        assert not result_holds_next(iter([1]))

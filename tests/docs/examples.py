@@ -166,13 +166,16 @@ class PageRun:
     output: str
 
 
-def run_page(blocks: list[Block], server: Server, workdir: Path, timeout: float = 300.0) -> PageRun:
+def run_page(blocks: list[Block], server: Server, workdir: Path, timeout: float = 300.0, *,
+             access_key: str | None = None) -> PageRun:
     """Run ``blocks`` in order in one fresh interpreter against ``server``.
 
-    Each page gets an access key id of its own (a separate DynamoDB Local database); every
-    table the page created is deleted afterwards.
+    Each page gets an access key id of its own (a separate DynamoDB Local database) and every
+    table the page created is deleted afterwards; given an ``access_key``, the page runs in
+    that database and its tables are left for the caller to delete (:func:`delete_tables`).
     """
-    access_key = "docs" + uuid.uuid4().hex
+    shared = access_key is not None
+    access_key = access_key or "docs" + uuid.uuid4().hex
     settings = workdir / "pynamodb_settings.py"
     settings.write_text(f"host = {server.endpoint!r}\nregion = {server.region!r}\n", encoding="utf-8")
     spec = workdir / "blocks.json"
@@ -202,7 +205,8 @@ def run_page(blocks: list[Block], server: Server, workdir: Path, timeout: float 
             check=False,
         )
     finally:
-        _delete_tables(server, access_key)
+        if not shared:
+            delete_tables(server, access_key)
     return PageRun(returncode=completed.returncode, output=completed.stdout + completed.stderr)
 
 
@@ -226,7 +230,8 @@ def _environment(server: Server, access_key: str, settings: Path) -> Mapping[str
     return env
 
 
-def _delete_tables(server: Server, access_key: str) -> None:
+def delete_tables(server: Server, access_key: str) -> None:
+    """Delete every table of the database of ``access_key``."""
     client = boto3.client(
         "dynamodb",
         endpoint_url=server.endpoint,

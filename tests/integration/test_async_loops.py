@@ -196,5 +196,8 @@ def test_a_result_used_on_another_loop_is_refused_and_resumes_there_from_its_cur
     assert expected == taken + outcome["resumed"]
     # The first loop closed with the result's pages pending: a new loop is refused the same way.
     first.close()
+    assert any(task.get_loop() is first for task in transport._running)  # its read-ahead pages
     with pytest.raises(RuntimeError, match="started on another event loop"):
         asyncio.run(take(1))
+    # The closed loop's pending pages never finish: the library lets them go.
+    assert not any(task.get_loop() is first for task in transport._running)

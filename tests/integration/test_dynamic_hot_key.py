@@ -12,21 +12,23 @@ The write rate after growth (against ``count x limit``) is a wall-clock figure, 
 asserted here.
 
 The multi-process variant runs 4 spawned processes x 16 threads; the simulator is per process,
-so each process gets a quarter of the partition limit: 2 units/s each, 8 units/s in all (four
-client processes cost this machine more CPU per write than threads do).
+so each process gets a quarter of the partition limit: 2 units/s each, 8 units/s in all.
+
+The writers, the strategy's cooldown, cache and backoffs, and the simulator share a virtual
+clock (``tests/virtual_time.py``, one per process, in step): each writer writes once per
+``THINK`` seconds of it (waiting for its write, backoffs included, as a hammering client
+does), and the clock moves once every writer is thinking or backing off. The offered load and
+the limits are then the same on an idle machine and under a load average of 20.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
 
 from pynamodb_sharding._descriptor import Sharding
 from pynamodb_sharding._dynamic import DynamicShards
@@ -35,6 +37,7 @@ from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding.signals import shard_count_changed
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
 from tests.growth import growth_problems
+from tests.virtual_time import VirtualClock, closed_loop_writes, run_in_processes
 
 KEY = "/shared/firetvGen2.txt"
 # Write units per second per physical partition: 8 shards x 12 = 96 writes/s, well below what
@@ -46,7 +49,13 @@ LIMIT = 12.0
 PROCESS_LIMIT = 8.0
 MAX_SHARDS = 8
 COOLDOWN = 1.0
-AFTER_GROWTH = 2.0  # seconds of writes at max_shards, so that every shard receives some
+#: Seconds between two writes of one writer: 64 writers offer 256 writes/s, above the 96 that
+#: 8 shards take, so the key keeps being throttled until it has them all.
+THINK = 0.25
+#: Seconds of writes: the growths to 8 shards take about 3 cooldowns; the rest reaches every shard.
+SECONDS = 8.0
+#: The clock of the strategy, the simulator and the writers (each process's own, in step).
+CLOCK = VirtualClock()
 
 
 class HotKeyShards(ShardMetadata):
@@ -73,6 +82,9 @@ class HotAuditLog(ShardedModel):
             # Growths written to at once (the fleet protocol of fresh reads, stored when the
             # table is created): the writes after the last growth reach every shard in the run.
             fresh_reads=True,
+            clock=CLOCK,
+            timer=CLOCK,
+            sleep=CLOCK.sleep,
         )
     )
 
@@ -91,48 +103,16 @@ class Run:
             self.growths.append((old, new))
 
 
-def hammer(threads: int, base: int, stop: threading.Event, run: Run) -> list[threading.Thread]:
-    def writer(index: int) -> None:
-        seq = 0
-        while not stop.is_set():
-            seq += 1
-            range_key = base + index * 1_000_000 + seq
-            try:
-                HotAuditLog(KEY, range_key, user_id=f"u{index}").save()
-            except PutError as error:
-                run.failures.append(f"{error!r} caused by {error.cause!r}")
-                continue
-            except Exception as error:  # any other error must fail the test, not end the thread
-                run.failures.append(repr(error))
-                continue
-            with run._lock:
-                run.acks.append(range_key)
-
-    workers = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    return workers
-
-
-def run_until_grown(threads: int, base: int, deadline: float, limit: float) -> Run:
-    """Write until the count is ``MAX_SHARDS``, then ``AFTER_GROWTH`` seconds more."""
+def run_writers(threads: int, base: int, limit: float, sync: Callable[[], object] | None = None) -> Run:
+    """``threads`` writers for ``SECONDS`` of the clock under a partition limit of ``limit``."""
     run = Run()
-    stop = threading.Event()
     with (
-        simulate_partition_limits(HotAuditLog, write_units=limit),
+        simulate_partition_limits(HotAuditLog, write_units=limit, clock=CLOCK),
         shard_count_changed.connected_to(run.on_change, sender=HotAuditLog),
     ):
-        workers = hammer(threads, base, stop, run)
-        strategy = HotAuditLog.shards.strategy
-        while time.time() < deadline:
-            state = strategy.store.cached(HotAuditLog.Meta.table_name, KEY)
-            if state is not None and state.count == MAX_SHARDS:
-                break
-            time.sleep(0.1)
-        time.sleep(AFTER_GROWTH)
-        stop.set()
-        for worker in workers:
-            worker.join()
+        run.acks, run.failures = closed_loop_writes(
+            lambda n: HotAuditLog(KEY, n, user_id=f"u{n // 1_000_000 % 1000}"), SECONDS, clock=CLOCK,
+            writers=threads, think=THINK, base=base, sync=sync)
     return run
 
 
@@ -152,12 +132,13 @@ def check_run(acks: list[int], reported: list[tuple[int, int]]) -> None:
 def test_64_threads_grow_one_hot_key(dynamodb_models: Callable[..., Any]) -> None:
     """64 threads of one process: the key grows soundly to 8 shards and no write is lost."""
     dynamodb_models(HotAuditLog)
-    run = run_until_grown(64, 0, time.time() + 20.0, LIMIT)
+    run = run_writers(64, 0, LIMIT)
     assert [] == run.failures
     check_run(run.acks, run.growths)
 
 
-def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, start_at: float) -> Any:
+def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, start: float, *,
+             sync: Callable[[], object]) -> Any:
     """A spawned writer process: bind the models by hand, then write like the threaded test."""
     for model, table in ((HotAuditLog, tables[0]), (HotKeyShards, tables[1])):
         for name, value in endpoint.items():
@@ -165,8 +146,8 @@ def _process(endpoint: dict[str, Any], tables: tuple[str, str], index: int, star
         model.Meta.table_name = table
         model._connection = None
     HotAuditLog.shards.strategy._random = random.Random()
-    time.sleep(max(0.0, start_at - time.time()))
-    run = run_until_grown(16, (index + 1) * 1_000_000_000, start_at + 20.0, PROCESS_LIMIT / 4)
+    CLOCK.set(start)
+    run = run_writers(16, (index + 1) * 1_000_000_000, PROCESS_LIMIT / 4, sync)
     return run.acks, run.growths, run.failures
 
 
@@ -180,10 +161,8 @@ def test_4_processes_x_16_threads_grow_one_hot_key(dynamodb_models: Callable[...
         "aws_secret_access_key": dynamodb_local.aws_secret_access_key,
     }
     tables = (HotAuditLog.Meta.table_name, HotKeyShards.Meta.table_name)
-    start_at = time.time() + 3.0  # all processes start writing together
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(4) as pool:
-        results = pool.starmap(_process, [(endpoint, tables, i, start_at) for i in range(4)])
+    results = run_in_processes(_process, [(endpoint, tables, i, CLOCK.now) for i in range(4)])
+    CLOCK.advance(SECONDS)  # the writers' clocks went on at least this far
     acks = [ack for result in results for ack in result[0]]
     growths = [growth for result in results for growth in result[1]]
     assert [] == [failure for result in results for failure in result[2]]

@@ -1,9 +1,11 @@
 """``Sharding(..., hedged_requests=True)`` on DynamoDB Local, with slow answers injected.
 
-Proves: with every 10th shard request slowed by 1 s (botocore ``before-send``), a hedged
-merged query sends those requests once more, the first answer wins, and the results, read to
-the end or page by page through JSON cursors, are exactly those of the same query unhedged: no
-item lost, repeated or out of order; the discarded slow answers change nothing; counts agree.
+Proves: with every 10th shard request held back (botocore ``before-send``), a hedged merged
+query sends those requests once more and returns while the held ones are still held: it never
+waited for them, whatever the machine's speed. With every nth request slowed by 1 s, the first
+answer wins and the results, read to the end or page by page through JSON cursors, are exactly
+those of the same query unhedged: no item lost, repeated or out of order; the discarded slow
+answers change nothing; counts agree.
 """
 
 from __future__ import annotations
@@ -71,6 +73,46 @@ def slow_every(model: type[Model], nth: int, seconds: float) -> Iterator[list[in
         events.unregister("before-send.dynamodb.Query", unique_id="test-slow-every")
 
 
+class Held:
+    """The shard requests :func:`held_every` holds back, and how many are held now."""
+
+    def __init__(self) -> None:
+        self.numbers: list[int] = []
+        self.bodies: set[bytes] = set()
+        self.waiting = 0
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+
+
+@contextmanager
+def held_every(model: type[Model], nth: int) -> Iterator[Held]:
+    """Hold every ``nth`` Query request of ``model``'s client at ``before-send`` until the block
+    ends; a second attempt of a held request (its hedge, the same body) is not held."""
+    counter = itertools.count()
+    held = Held()
+
+    def before_send(request: Any, **_: Any) -> None:
+        with held.lock:
+            number = next(counter)
+            hold = number % nth == nth - 1 and request.body not in held.bodies
+            if hold:
+                held.numbers.append(number)
+                held.bodies.add(request.body)
+                held.waiting += 1
+        if hold:
+            held.release.wait(120)
+            with held.lock:
+                held.waiting -= 1
+
+    events = model._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.Query", before_send, unique_id="test-held-every")
+    try:
+        yield held
+    finally:
+        held.release.set()
+        events.unregister("before-send.dynamodb.Query", unique_id="test-held-every")
+
+
 @pytest.fixture
 def logs(dynamodb_models: Bind) -> None:
     dynamodb_models(Hedged, Unhedged)
@@ -98,14 +140,15 @@ def test_slow_requests_are_hedged_and_results_are_unchanged(logs: None) -> None:
     window = Hedged.shards.latency_window
     assert window is not None
     before = window.hedges
-    with slow_every(Hedged, 10, 1.0) as slowed:
-        start = time.perf_counter()
+    with held_every(Hedged, 10) as held:
         got = [int(item.at) for item in Hedged.query("/home", page_size=20)]
-        elapsed = time.perf_counter() - start
+        with held.lock:
+            still_held = held.waiting
     assert got == list(range(400))
-    assert slowed, "some requests were slowed"
+    assert held.numbers, "some requests were held"
     assert window.hedges > before
-    assert elapsed < 1.0 * len(slowed)  # the slow answers were not waited for one by one
+    # Every held request was still held when the query returned: no answer of theirs was waited for.
+    assert len(held.numbers) == still_held
     assert Hedged.count("/home") == Unhedged.count("/home") == 400
 
 

@@ -73,8 +73,11 @@ def test_an_edited_cursor_names_the_bare_key(dynamodb_models: Bind) -> None:
     cursor = result.last_evaluated_key
     assert isinstance(cursor, dict)
     edited = copy.deepcopy(cursor)
-    (bare,) = [position for position in edited["positions"] if position["start_key"]["sensor"] == {"S": "s"}]
-    bare["start_key"]["sensor"] = {"S": "t"}
+    # The position in the merged order is all this cursor needs; a cursor names the streams' own
+    # positions only where more items share its sort value than it can name. Add one for the bare
+    # key, for another key, as someone forging a cursor on purpose would.
+    assert edited["after"]["value"] == {"N": "1"}
+    edited["positions"] = [{"shard": -1, "start_key": {"sensor": {"S": "t"}, "at": {"N": "1"}}}]
     body = {name: value for name, value in edited.items() if name != "checksum"}
     edited["checksum"] = _checksum(body)  # as someone forging a cursor on purpose would
     with pytest.raises(CursorError) as raised:

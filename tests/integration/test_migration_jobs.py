@@ -457,8 +457,10 @@ class ConsumedCapacity:
 
 class TestReportedUnits:
     """Every job's report counts the units DynamoDB reported for its requests (on DynamoDB
-    Local: 1 unit a small put, delete or consistent read of an item found, 2 a transaction moving
-    a small item), and a dry run estimates 4 units a move."""
+    Local: 1 unit a small put, delete or consistent read of an item found), and for a moving
+    transaction what DynamoDB bills (2 units a KB for the put and the delete, 2 for each shard a
+    legacy move checks), which DynamoDB Local reports as 2: the dry run estimates the same, so a
+    dry run's units and the job's agree."""
 
     def test_copy(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
         dynamodb_models(Readings, RandomReadings)
@@ -475,10 +477,13 @@ class TestReportedUnits:
         for n in range(40):
             Random16(KEYS[0], n, value=f"{KEYS[0]}/{n}").save()
         shared(Random16, Random4)
+        the_plan = plan(ReshardJob(Random4), attrs.evolve(options, total_segments=1), sample_size=40 * 16)
         with ConsumedCapacity(Random4) as consumed:
             report = reshard(Random4, options)
         assert report.tally.moved > 20
-        assert report.tally.units == 2.0 * report.tally.moved == consumed.write_units
+        assert (the_plan.estimated_moves, the_plan.estimated_write_units) == (report.tally.moved, report.tally.units)
+        assert report.tally.units == 4.0 * report.tally.moved  # 2 for the put, 2 for the delete
+        assert consumed.write_units == 2.0 * report.tally.moved  # DynamoDB Local's figure
         assert consumed.requests["TransactWriteItems"] == report.tally.moved
 
     def test_compact(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
@@ -492,7 +497,8 @@ class TestReportedUnits:
         with ConsumedCapacity(CompactLog) as consumed:
             report = compact(CompactLog, options)
         assert report.tally.moved > 10
-        assert report.tally.units == 2.0 * report.tally.moved == consumed.write_units
+        assert report.tally.units == 4.0 * report.tally.moved
+        assert consumed.write_units == 2.0 * report.tally.moved
 
     def test_a_changed_item_reread_by_a_move_counts_its_read(self, changed_move: tuple[ReshardJob, Any]) -> None:
         from pynamodb_sharding.migration._engine import RateLimiter, _Sender
@@ -500,7 +506,7 @@ class TestReportedUnits:
         job, move = changed_move  # changed meanwhile: read again
         with ConsumedCapacity(Random4) as consumed:
             tally = _Sender(job, RateLimiter(None)).move(move)
-        assert (tally.moved, tally.units, tally.read_units) == (1, 2.0, 1.0)
+        assert (tally.moved, tally.units, tally.read_units) == (1, 4.0, 1.0)
         assert (consumed.write_units, consumed.read_units) == (2.0, 1.0)
 
     def test_legacy_moves(self, dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
@@ -510,16 +516,19 @@ class TestReportedUnits:
         _fill(LegacyReadings, 4)
         put_raw(LegacyReadings, [{"sensor": {"S": f"{KEYS[0]}_2"}, "at": {"N": "3"}, "value": {"S": "newer"}}])
         the_plan = plan(ReshardJob(LegacyReadings), options)
-        assert (the_plan.estimated_moves, the_plan.estimated_write_units) == (20, 80)
+        # A move: one transaction of the put, the delete and a check of each of the 3 other
+        # shards, billed 2 units each.
+        assert (the_plan.estimated_moves, the_plan.estimated_write_units) == (20, 200)
         with ConsumedCapacity(LegacyReadings) as consumed:
             report = reshard(LegacyReadings, options)
         assert report.tally.moved == 19  # the shadowed one is skipped (and moved items scanned again)
-        # 19 transactions of 2 units, the delete of the stale copy 1; one consistent GetItem
-        # of the bare key and one BatchGetItem of the 4 shards' keys, which finds one item: 1 each.
-        assert (report.tally.units, report.tally.read_units) == (39.0, 2.0)
+        # 19 transactions of 10 units (DynamoDB Local reports 2 each), the delete of the stale
+        # copy 1; one consistent GetItem of the bare key and one BatchGetItem of the 4 shards'
+        # keys, which finds one item: 1 each.
+        assert (report.tally.units, report.tally.read_units) == (191.0, 2.0)
         assert (consumed.write_units, consumed.read_units) == (39.0, 2.0), (consumed.by_operation, consumed.requests)
         assert consumed.requests == {"TransactWriteItems": 19, "GetItem": 1, "BatchGetItem": 1, "DeleteItem": 1}
-        assert "units:      39 write units consumed (and 2 read units by moves' own reads)" in list(report.lines())
+        assert "units:      191 write units consumed (and 2 read units by moves' own reads)" in list(report.lines())
         assert sorted(item["sensor"]["S"] for item in raw_items(LegacyReadings)
                       if item["at"]["N"] == "3" and item["sensor"]["S"].startswith(KEYS[0])) == [f"{KEYS[0]}_2"]
         assert [item.value for item in LegacyReadings.query(KEYS[0]) if item.at == 3] == ["newer"]

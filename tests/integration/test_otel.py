@@ -22,7 +22,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, HashedShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.contrib import otel
-from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from pynamodb_sharding.testing.simulator import LoadClock, simulate_partition_limits
 
 Bind = Callable[..., Any]
 KEY = "/secret/user-42.txt"
@@ -51,8 +51,10 @@ class Hot(ShardedModel):
 
     file_path = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
+    # Growths written to at once (the fleet protocol of fresh reads, stored when the table is
+    # created): cached reads would have writers wait cache_ttl + clock_skew of the wall clock.
     shards = Sharding(DynamicShards(OtelShards, max_shards=4, cooldown=0, backoff=(0.01, 0.02),
-                                    max_attempts=500))
+                                    max_attempts=500, fresh_reads=True))
 
 
 @pytest.fixture
@@ -110,8 +112,12 @@ def test_growth_and_throttles_are_counted(
 ) -> None:
     _, reader = exported
     dynamodb_models(Hot)
-    with simulate_partition_limits(Hot, write_units=20) as simulator:
+    # 60 saves a second of the simulator's clock, whatever the machine's speed: three times
+    # what a partition takes, so the key is throttled and grows.
+    clock = LoadClock(60)
+    with simulate_partition_limits(Hot, write_units=20, clock=clock) as simulator:
         for at in range(150):
+            clock.tick()
             Hot("/hot", at).save()
     count = Hot.shards.shard_count("/hot")
     assert count > 1

@@ -74,8 +74,8 @@ def edit(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]],
 
 
 def set_sort_key(cursor: dict[str, Any]) -> None:
-    value = cursor["positions"][0]["start_key"]["at"]
-    value["N"] = str(int(value["N"]) + 1000)  # always a change, whichever item the shard stopped at
+    value = cursor["after"]["value"]
+    value["N"] = str(int(value["N"]) + 1000)  # always a change
 
 
 def truncate_fields(cursor: dict[str, Any]) -> Any:
@@ -86,7 +86,7 @@ CASES: list[Any] = [
     pytest.param(edit(set_sort_key), {}, "checksum", id="edited-value"),
     pytest.param(edit(lambda c: c.update(checksum="f" * 16)), {}, "checksum", id="bad-checksum"),
     pytest.param(truncate_fields, {}, "truncated", id="truncated"),
-    pytest.param(edit(lambda c: c["positions"].pop()), {}, "checksum", id="truncated-positions"),
+    pytest.param(edit(lambda c: c["after"]["ties"].pop()), {}, "checksum", id="truncated-ties"),
     pytest.param(json.dumps, {}, "json.loads", id="not-a-dict"),
     pytest.param(lambda c: c, {"hash_key": "about"}, "hash key", id="other-key"),
     pytest.param(lambda c: c, {"scan_index_forward": False}, "other direction", id="other-direction"),

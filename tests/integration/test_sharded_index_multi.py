@@ -53,11 +53,17 @@ class TestMergedIndexQuery:
     """One query per (day, day_shard), one cursor naming each shard's number."""
 
     def test_cursor_naming_another_shard_number_is_refused(self, logs: None) -> None:
+        """A cursor of an earlier release (one position per shard) whose start key holds another
+        shard's number than the shard it names."""
         page = MultiLog.by_day.query("20160226", limit=9)
         list(page)
         cursor = json.loads(json.dumps(page.last_evaluated_key))
-        position = cursor["positions"][0]
-        position["start_key"]["day_shard"] = {"N": str(int(position["shard"]) % 8 + 1)}
+        entry = next(entry for entry in index_items(MultiLog) if entry["day"]["S"] == "20160226")
+        shard = int(entry["day_shard"]["N"])
+        start_key = {name: entry[name] for name in ("day", "day_shard", "accessed_at", "file_path")}
+        start_key["day_shard"] = {"N": str(shard % 8 + 1)}
+        del cursor["after"]
+        cursor.update(version=1, positions=[{"shard": shard, "start_key": start_key}])
         from pynamodb_sharding._cursor import _checksum
 
         cursor["checksum"] = _checksum({k: v for k, v in cursor.items() if k != "checksum"})

@@ -54,6 +54,6 @@ def test_an_async_call_without_the_extra_names_it() -> None:
     )
     done = _run(script)
     assert done.returncode == 1
-    assert "ImportError: pynamodb_sharding's async methods (aquery, acount, aget, asave, adelete) need " \
+    assert "ImportError: pynamodb_sharding's async methods (aquery, aget, asave, aupdate...) need " \
            "greenlet and httptools, and httptools is not installed: pip install 'pynamodb-sharding[async]'." \
            in done.stderr

@@ -13,7 +13,7 @@ from math import comb
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynamodb_sharding._fanout import ONE_ROUND_TRIP_MISS, first_share, one_round_trip_share
+from pynamodb_sharding._query_plan import ONE_ROUND_TRIP_MISS, first_share, one_round_trip_share
 
 
 def asked(limit: int, shards: int, page_reads: str = "one_round_trip") -> int:

@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynamodb_sharding import _fanout as fanout
-from pynamodb_sharding._cursor import RawItem, RawKey
-from pynamodb_sharding._merge import Page, ShardMerge, sort_value
+from pynamodb_sharding import _shard_requests as shard_requests
+from pynamodb_sharding._cursor import CursorState, MergePosition, RawItem, RawKey, Tie
+from pynamodb_sharding._merge import STARTS_AT_POSITION, Page, ShardMerge, Start, StartAt, sort_value
 from pynamodb_sharding._pool import fanout_threads
 from tests.forked import fork_running
 
@@ -52,13 +53,21 @@ class Paginator:
         }
         self.calls: Counter[int] = Counter()
         self.lock = threading.Lock()
+        self.forward = forward
+        self.at: Decimal | None = None  # the sort value a stream started at a position reads from
 
-    def __call__(self, shard: int, start: RawKey | None) -> Page:
+    def __call__(self, shard: int, start: Start) -> Page:
         with self.lock:
             self.calls[shard] += 1
         items = self.items[shard]
         begin = 0
-        if start is not None:
+        if isinstance(start, StartAt):
+            assert self.at is not None
+            at = self.at
+            begin = next((i for i, item in enumerate(items)
+                          if (Decimal(item["sk"]["N"]) >= at if self.forward else Decimal(item["sk"]["N"]) <= at)),
+                         len(items))
+        elif start is not None:
             begin = next(i for i, item in enumerate(items) if item["sk"] == start["sk"]) + 1
         end = len(items) if self.page_size is None else min(len(items), begin + self.page_size)
         evaluated = items[begin:end]
@@ -82,8 +91,20 @@ def sk_of(item: RawItem) -> Decimal | str | bytes:
     return sort_value(item["sk"])
 
 
-def merge(paginator: Paginator, starts: dict[int, RawKey | None], **kwargs: Any) -> ShardMerge:
-    return ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4, **kwargs)
+def merge(paginator: Any, starts: dict[int, Start], **kwargs: Any) -> ShardMerge:
+    return ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4, sort_name="sk",
+                      tie_names=KEY_NAMES, **kwargs)
+
+
+def resumed(paginator: Paginator, state: CursorState, shards: Iterable[int]) -> tuple[dict[int, Start], dict[str, Any]]:
+    """Where a query resuming from ``state`` starts each shard, and the merge's ``after``, as
+    ``merged_query`` does it: every stream at the position's sort value."""
+    after = state.after
+    if after is None:
+        return {shard: state.positions.get(shard) for shard in shards}, {}
+    assert after.value is not None
+    paginator.at = Decimal(after.value["N"])
+    return {shard: state.positions.get(shard, STARTS_AT_POSITION) for shard in shards}, {"after": after}
 
 
 def drain(merged: ShardMerge) -> list[tuple[int, int]]:
@@ -153,6 +174,50 @@ class TestLimit:
         assert sum(paginator.calls.values()) == 0
 
 
+class TestHeldItems:
+    """``next_held`` (the async result's hand-over of an item a batch holds) takes exactly the
+    item ``next_as`` would, or nothing, and never one whose taking may need a page."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(shard_items, st.one_of(st.none(), st.integers(1, 7)), st.one_of(st.none(), st.integers(0, 30)),
+           st.lists(st.booleans(), min_size=1))
+    def test_taking_held_items_first_changes_nothing(
+        self, shards: dict[int, list[int]], page_size: int | None, limit: int | None, pattern: list[bool],
+    ) -> None:
+        reference = merge(Paginator(shards, page_size=page_size), dict.fromkeys(shards), limit=limit)
+        expected = drain(reference)
+        paginator = Paginator(shards, page_size=page_size)
+        merged = merge(paginator, dict.fromkeys(shards), limit=limit)
+        got: list[tuple[int, int]] = []
+        held_taken = 0
+        for turn in itertools.count():
+            if pattern[turn % len(pattern)]:
+                calls = sum(paginator.calls.values())
+                held = merged.next_held(lambda shard, item: (shard, int(item["sk"]["N"])), None)
+                if held is not None:
+                    assert sum(paginator.calls.values()) == calls  # nothing sent for it
+                    got.append(held)
+                    held_taken += 1
+                    continue
+            try:
+                got.append(merged.next_as(lambda shard, item: (shard, int(item["sk"]["N"]))))
+            except StopIteration:
+                break
+        assert expected == got
+        assert reference.state() == merged.state()
+        assert merged.returned == len(expected)
+        if all(pattern) and page_size is None and len(expected) > 2:
+            assert held_taken > 0  # a batch of every shard's whole items: all but its last held
+
+    def test_the_last_item_of_a_batch_is_not_held(self) -> None:
+        merged = merge(Paginator({1: [1, 3], 2: [2]}, page_size=None), {1: None, 2: None})
+        take = lambda: merged.next_held(lambda shard, item: int(item["sk"]["N"]), None)  # noqa: E731
+        assert merged.next_as(lambda shard, item: int(item["sk"]["N"])) == 1  # sorts the batch
+        assert take() == 2
+        assert take() is None  # 3 is the batch's last: its taking may ask for pages
+        assert merged.next_as(lambda shard, item: int(item["sk"]["N"])) == 3
+
+
 class TestStreaming:
     """At most the current page and one prefetched page per shard are held."""
 
@@ -183,31 +248,35 @@ class TestResumption:
         self, shards: dict[int, list[int]], page_size: int | None, forward: bool, cuts: list[int]
     ) -> None:
         paginator = Paginator(shards, page_size=page_size, forward=forward)
-        starts: dict[int, RawKey | None] = dict.fromkeys(shards)
+        starts: dict[int, Start] = dict.fromkeys(shards)
+        given: dict[str, Any] = {}
         got: list[tuple[int, int]] = []
         for cut in [*cuts, 10_000]:
-            merged = merge(paginator, starts, forward=forward, limit=cut)
+            merged = merge(paginator, starts, forward=forward, limit=cut, **given)
             got.extend(drain(merged))
             state, remaining = merged.state()
-            starts = {s: state.positions.get(s) for s in shards}
+            starts, given = resumed(paginator, state, shards)
             if not remaining:
                 break
         assert paginator.expected(forward) == got
 
     def test_state_before_start_is_the_given_start(self) -> None:
         start = {"pk": {"S": "k_1"}, "sk": {"N": "3"}}
+        given = CursorState(positions={1: start})
         merged = merge(Paginator({1: [1, 2, 3, 4]}, page_size=2), {1: start, 2: None})
-        state, remaining = merged.state()
+        state, remaining = merged.state(given)
         assert remaining
-        assert {1: start} == dict(state.positions)
+        assert given == state
 
-    def test_everything_returned_leaves_nothing(self) -> None:
+    def test_everything_returned_leaves_a_position_after_the_last_item(self) -> None:
+        """Read to the end, a cursor resumes after the last item returned, in every shard: items
+        written later ahead of it are read, as a plain query's cursor reads them."""
         merged = merge(Paginator({1: [1, 2], 2: [3]}, page_size=None), {1: None, 2: None})
         assert len(drain(merged)) == 3
         state, remaining = merged.state()
         assert not remaining
-        # each shard read to its end resumes after its last item: later writes ahead are read
-        assert {1: 2, 2: 3} == {shard: int(key["sk"]["N"]) for shard, key in state.positions.items()}
+        tie = Tie({"pk": {"S": "k_2"}, "sk": {"N": "3"}}, copy=False)
+        assert CursorState(after=MergePosition({"N": "3"}, (tie,))) == state
 
 
 class TestFailuresAndThreads:
@@ -291,7 +360,7 @@ class Flaky:
         self.calls = 0
         self.lock = threading.Lock()
 
-    def __call__(self, shard: int, start: RawKey | None) -> Page:
+    def __call__(self, shard: int, start: Start) -> Page:
         with self.lock:
             self.calls += 1
             call = self.calls
@@ -343,16 +412,15 @@ class TestErrorsMidway:
         self, shards: dict[int, list[int]], page_size: int, forward: bool, failing: int
     ) -> None:
         paginator = Paginator(shards, page_size=page_size, forward=forward)
-        merged = ShardMerge(Flaky(paginator, {failing}), dict.fromkeys(shards), sort_key=sk_of,
-                            key_names=KEY_NAMES, forward=forward, max_workers=3)
+        merged = merge(Flaky(paginator, {failing}), dict.fromkeys(shards), forward=forward)
         got: list[tuple[int, int]] = []
         try:
             got.extend((shard, int(item["sk"]["N"])) for shard, item in merged)
         except Boom:
             state, _remaining = merged.state()
             merged.close()
-            resumed = merge(paginator, {s: state.positions.get(s) for s in shards}, forward=forward)
-            got.extend(drain(resumed))
+            starts, given = resumed(paginator, state, shards)
+            got.extend(drain(merge(paginator, starts, forward=forward, **given)))
         assert paginator.expected(forward) == got
 
     def test_a_failed_conversion_leaves_the_item_next(self) -> None:
@@ -445,7 +513,7 @@ class TestFork:
 
     def test_module_locks_are_fresh_in_a_child(self) -> None:
         """A lock a parent's thread held at the fork is not held forever in the child."""
-        limiter = fanout._SharedRateLimiter(10.0)
+        limiter = shard_requests._SharedRateLimiter(10.0)
         with fanout._warned_lock, limiter._lock:
             child = fork_running(
                 lambda: fanout._warned_lock.acquire(timeout=2) and limiter._lock.acquire(timeout=2),
@@ -498,7 +566,7 @@ class SharePaginator(Paginator):
         self.read = 0
         self.limits: list[int] = []
 
-    def share(self, shard: int, start: RawKey | None, limit: int) -> Page:
+    def share(self, shard: int, start: Start, limit: int) -> Page:
         with self.lock:
             self.limits.append(limit)
         self.page_size = limit
@@ -521,14 +589,14 @@ class TestShareMode:
         self, shards: dict[int, list[int]], limit: int, forward: bool, cuts: list[int],
     ) -> None:
         paginator = SharePaginator(shards, forward=forward)
-        starts: dict[int, RawKey | None] = dict.fromkeys(shards)
+        starts: dict[int, Start] = dict.fromkeys(shards)
+        given: dict[str, Any] = {}
         got: list[tuple[int, int]] = []
         for cut in itertools.cycle([min(cut, limit) for cut in cuts]):  # pages of a limit each
-            merged = ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, max_workers=4,
-                                forward=forward, limit=cut, fetch_share=paginator.share)
+            merged = merge(paginator, starts, forward=forward, limit=cut, fetch_share=paginator.share, **given)
             got.extend(drain(merged))
             state, remaining = merged.state()
-            starts = {s: state.positions.get(s) for s in shards}
+            starts, given = resumed(paginator, state, shards)
             if not remaining:
                 break
             assert len(got) <= 200, "the pages do not advance"

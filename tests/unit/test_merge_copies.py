@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding._cursor import CursorState, RawKey
-from pynamodb_sharding._merge import Page, ShardMerge, sort_value
+from pynamodb_sharding._cursor import MAX_TIES, CursorState, MergePosition, RawKey, Tie
+from pynamodb_sharding._merge import STARTS_AT_POSITION, Page, ShardMerge, Start, StartAt, sort_value
 
 KEY_NAMES = ("pk", "sk", "tk")
 
@@ -38,7 +38,8 @@ def resumes_after(start: RawKey) -> bool:
 
 
 class Index:
-    """Each stream's entries in index order, served in pages of ``page_size``, as a Query."""
+    """Each stream's entries in index order, served in pages of ``page_size``, as a Query; a
+    stream started at a position reads from its sort value, included (``at``)."""
 
     def __init__(self, entries: list[dict[str, Any]], hidden: set[str], page_size: int | None) -> None:
         self.streams: dict[int, list[dict[str, Any]]] = {}
@@ -46,10 +47,15 @@ class Index:
             self.streams.setdefault(int(item["pk"]["S"][4:]), []).append(item)
         self.hidden = hidden
         self.page_size = page_size
+        self.at: Decimal | None = None
 
-    def __call__(self, stream: int, start: RawKey | None) -> Page:
-        items = self.streams[stream]
-        begin = 0 if start is None else next(n for n, item in enumerate(items) if item == start) + 1
+    def __call__(self, stream: int, start: Start) -> Page:
+        items = self.streams.get(stream, [])
+        if isinstance(start, StartAt):
+            assert self.at is not None
+            begin = next((n for n, item in enumerate(items) if Decimal(item["sk"]["N"]) >= self.at), len(items))
+        else:
+            begin = 0 if start is None else next(n for n, item in enumerate(items) if item == start) + 1
         end = len(items) if self.page_size is None else min(len(items), begin + self.page_size)
         evaluated = items[begin:end]
         returned = [item for item in evaluated if item["tk"]["S"] not in self.hidden]
@@ -57,12 +63,23 @@ class Index:
         return Page(returned, last, len(returned), len(evaluated))
 
 
-def merge(index: Index, limit: int | None, state: CursorState | None) -> ShardMerge:
-    starts = {stream: (state.positions.get(stream) if state else None) for stream in index.streams}
-    return ShardMerge(index, starts, sort_key=lambda item: sort_value(item["sk"]), key_names=KEY_NAMES,
-                      limit=limit, copies=copies, resumes_after=resumes_after,
-                      returned=state.returned if state else (),
-                      also_returned=state.also_returned if state else ())
+def resume(index: Index, state: CursorState | None) -> tuple[dict[int, Start], dict[str, Any]]:
+    """The starts and the merge's arguments of a query resuming from ``state`` (as merged_query)."""
+    if state is None or state.after is None:
+        index.at = None
+        return {stream: (state.positions.get(stream) if state else None) for stream in index.streams}, {}
+    value = state.after.value
+    assert value is not None
+    index.at = Decimal(value["N"])
+    return ({stream: state.positions.get(stream, STARTS_AT_POSITION) for stream in index.streams},
+            {"after": state.after})
+
+
+def merge(index: Index, limit: int | None, state: CursorState | None, fetch: Any = None) -> ShardMerge:
+    starts, resumed = resume(index, state)
+    return ShardMerge(fetch or index, starts, sort_key=lambda item: sort_value(item["sk"]), key_names=KEY_NAMES,
+                      limit=limit, copies=copies, resumes_after=resumes_after, sort_name="sk", tie_names=("tk",),
+                      **resumed)
 
 
 @st.composite
@@ -104,7 +121,7 @@ def test_each_item_once_across_any_page_break(layout: tuple[list[dict[str, Any]]
     for _ in range(50):
         merged = merge(index, limit, state)
         paged += [copies(item)[0] for _, item in merged]
-        state, remaining = merged.state()
+        state, remaining = merged.state(state)
         if not remaining:
             break
     assert sorted(paged) == expected
@@ -119,7 +136,7 @@ def test_a_bare_entry_returned_before_the_break_skips_its_copy_behind_another_st
     first = merge(index, 3, None)
     assert [copies(item)[0] for _, item in first] == ["a", "c", "b"]
     state, _ = first.state()
-    assert state.returned == {1}
+    assert state.after == MergePosition({"N": "5"}, (Tie({"tk": {"S": "b#bare"}}, copy=True),))
     assert [copies(item)[0] for _, item in merge(index, None, state)] == ["e", "later"]
 
 
@@ -128,9 +145,8 @@ class FailsOnce:
 
     def __init__(self, index: Index) -> None:
         self.index, self.failed = index, False
-        self.streams = index.streams
 
-    def __call__(self, stream: int, start: RawKey | None) -> Page:
+    def __call__(self, stream: int, start: Start) -> Page:
         if not self.failed:
             self.failed = True
             raise RuntimeError("throttled")
@@ -144,32 +160,38 @@ def tied_break() -> tuple[Index, CursorState]:
     first = merge(index, 3, None)
     assert [copies(item)[0] for _, item in first] == ["z", "x", "y"]
     state, _ = first.state()
-    assert [key["tk"]["S"] for _, key in state.also_returned] == ["x#1"]
+    assert state.after is not None
+    assert [(tie.key["tk"]["S"], tie.copy) for tie in state.after.ties] == [("x#1", False), ("y#1", False)]
     return index, state
 
 
 def test_a_cursor_taken_after_a_failed_request_still_names_the_items_returned_at_the_break() -> None:
     index, state = tied_break()
-    failing = ShardMerge(FailsOnce(index), {stream: state.positions.get(stream) for stream in index.streams},  # type: ignore[arg-type]
-                         sort_key=lambda item: sort_value(item["sk"]), key_names=KEY_NAMES, limit=2, copies=copies,
-                         resumes_after=resumes_after, returned=state.returned, also_returned=state.also_returned)
+    failing = merge(index, 2, state, fetch=FailsOnce(index))
     with pytest.raises(RuntimeError, match="throttled"):
         next(failing)
-    again, _ = failing.state()
+    again, _ = failing.state(state)
+    assert again == state
     assert [copies(item)[0] for _, item in merge(index, None, again)] == []
 
 
-def test_an_item_written_behind_the_break_does_not_make_the_next_cursor_forget() -> None:
+def test_an_item_written_behind_the_break_is_not_read_and_the_next_cursor_keeps_the_ties() -> None:
+    """An item written before the break's sort value between two pages is behind the position,
+    as it is behind a plain query's cursor; one written at that value is read."""
     index, state = tied_break()
-    index.streams[2].insert(1, entry(2, 4, "w#1"))  # written between the pages, before the break
+    index.streams[2].insert(1, entry(2, 4, "w#1"))  # behind the break
+    index.streams[2].append(entry(2, 5, "v#1"))  # at the break's value: ahead of x and y
     second = merge(index, 1, state)
-    assert [copies(item)[0] for _, item in second] == ["w"]
+    assert [copies(item)[0] for _, item in second] == ["v"]
     state, _ = second.state()
+    assert state.after is not None
+    assert [tie.key["tk"]["S"] for tie in state.after.ties] == ["x#1", "y#1", "v#1"]
     assert [copies(item)[0] for _, item in merge(index, None, state)] == []
 
 
-def test_a_cursor_names_at_most_sixteen_items_where_every_entry_ties() -> None:
-    """An index without a range key: every entry has one sort value."""
+def test_a_cursor_names_at_most_its_limit_of_ties_where_every_entry_ties() -> None:
+    """An index without a range key: every entry has one sort value. Beyond MAX_TIES items at
+    it, the cursor names the latest and where each stream stopped."""
     index = Index([entry(1 + number % 3, 0, f"i{number:03}#1") for number in range(300)], set(), page_size=7)
     state: CursorState | None = None
     seen: list[str] = []
@@ -177,9 +199,48 @@ def test_a_cursor_names_at_most_sixteen_items_where_every_entry_ties() -> None:
     for _ in range(40):
         merged = merge(index, 20, state)
         seen += [copies(item)[0] for _, item in merged]
-        state, remaining = merged.state()
-        sizes.append(len(state.also_returned))
+        state, remaining = merged.state(state)
+        assert state.after is not None
+        sizes.append(len(state.after.ties))
         if not remaining:
             break
     assert sorted(seen) == sorted(f"i{number:03}" for number in range(300))
-    assert max(sizes) == 16
+    assert max(sizes) == MAX_TIES
+
+
+def batched(index: Index, limit: int | None, state: CursorState | None) -> ShardMerge:
+    """An index query whose items never move (a model that shards only an index): merged a batch
+    at a time, items of one sort value told apart by their table keys."""
+    starts, resumed = resume(index, state)
+    return ShardMerge(index, starts, sort_key=lambda item: sort_value(item["sk"]), key_names=KEY_NAMES,
+                      limit=limit, sort_name="sk", tie_names=("tk",), ties_are_copies=False, **resumed)
+
+
+@st.composite
+def tied_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Entries of distinct items over three streams, few sort values: many ties."""
+    count = draw(st.integers(1, 60))
+    return [entry(draw(st.integers(1, 3)), draw(st.integers(0, 3)), f"i{number}#1") for number in range(count)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=tied_entries(), page_size=st.sampled_from([None, 1, 2, 3, 7]), limit=st.integers(1, 9))
+def test_an_index_query_merged_in_batches_returns_each_item_once_across_page_breaks(
+    entries: list[dict[str, Any]], page_size: int | None, limit: int,
+) -> None:
+    index = Index(entries, set(), page_size)
+    expected = sorted((int(item["sk"]["N"]), item["tk"]["S"]) for item in entries)
+    unpaged = [(int(item["sk"]["N"]), item["tk"]["S"]) for _, item in batched(index, None, None)]
+    assert expected == sorted(unpaged)
+    assert [value for value, _ in unpaged] == sorted(value for value, _ in unpaged)
+    paged: list[tuple[int, str]] = []
+    state: CursorState | None = None
+    for _ in range(200):
+        merged = batched(index, limit, state)
+        paged += [(int(item["sk"]["N"]), item["tk"]["S"]) for _, item in merged]
+        state, remaining = merged.state(state)
+        if not remaining:
+            break
+    assert expected == sorted(paged)
+    assert len(paged) == len(set(paged))
+    assert [value for value, _ in paged] == sorted(value for value, _ in paged)

@@ -8,13 +8,12 @@ resumption.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pynamodb_sharding._cursor import CursorState
 from pynamodb_sharding._merge import ShardMerge
-from tests.unit.test_merge import KEY_NAMES, Paginator, sk_of
+from tests.unit.test_merge import KEY_NAMES, Paginator, resumed, sk_of
 
 LEGACY = -1
 
@@ -29,10 +28,11 @@ def expected(shards: dict[int, set[int]], forward: bool) -> list[tuple[int, int]
 
 
 def run(shards: dict[int, set[int]], page_size: int | None, forward: bool, limit: int | None,
-        starts: dict[int, Any] | None = None) -> tuple[list[tuple[int, int]], ShardMerge]:
+        state: CursorState | None = None) -> tuple[list[tuple[int, int]], ShardMerge]:
     paginator = Paginator({shard: sorted(vs) for shard, vs in shards.items()}, page_size=page_size, forward=forward)
-    merged = ShardMerge(paginator, starts or dict.fromkeys(shards), sort_key=sk_of, key_names=KEY_NAMES,
-                        forward=forward, limit=limit, max_workers=2, shadowed=(LEGACY,))
+    starts, given = resumed(paginator, state, shards) if state is not None else (dict.fromkeys(shards), {})
+    merged = ShardMerge(paginator, starts, sort_key=sk_of, key_names=KEY_NAMES, sort_name="sk", tie_names=KEY_NAMES,
+                        forward=forward, limit=limit, max_workers=2, shadowed=(LEGACY,), **given)
     return [(shard, int(item["sk"]["N"])) for shard, item in merged], merged
 
 
@@ -53,14 +53,13 @@ def test_resumed_pages_neither_repeat_nor_skip(legacy: set[int], sharded: list[s
                                                forward: bool, cut: int) -> None:
     shards = {LEGACY: legacy, **{number: vs for number, vs in enumerate(sharded, start=1)}}
     seen: list[tuple[int, int]] = []
-    starts: dict[int, Any] | None = None
+    state: CursorState | None = None
     for _ in range(100):
-        page, merged = run(shards, page_size, forward, cut, starts)
+        page, merged = run(shards, page_size, forward, cut, state)
         seen.extend(page)
-        state, remaining = merged.state()
+        state, remaining = merged.state(state)
         if not remaining or not page:
             break
-        starts = {shard: state.positions.get(shard) for shard in shards}
     assert expected(shards, forward) == seen
 
 

@@ -1,6 +1,6 @@
 """Without a page_size, a merged query caps each shard's page so that memory stays bounded.
 
-Proves what :func:`~pynamodb_sharding._fanout.default_page_size` promises, with known figures
+Proves what :func:`~pynamodb_sharding._query_plan.default_page_size` promises, with known figures
 and behaviour rather than its formula: a page is the caller's ``limit`` unless that is larger
 than the cap; up to 160 shards the pages held (one current and one prefetched per shard) stay
 within ``DEFAULT_BUFFERED_ITEMS`` and the cap is not smaller than it has to be; above 160
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynamodb_sharding._fanout import DEFAULT_BUFFERED_ITEMS, default_page_size
+from pynamodb_sharding._query_plan import DEFAULT_BUFFERED_ITEMS, default_page_size
 
 FLOOR = 100  # items a shard's page is never capped below
 UNDER_BUDGET = st.integers(1, 160)  # shard counts whose held pages fit the budget

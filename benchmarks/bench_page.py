@@ -1,0 +1,321 @@
+"""Benchmark: what a merged page costs beside a plain PynamoDB page, and a long merged read's CPU.
+
+Our users' main page is a web request that reads a few items of a hot key. Each case reads
+one page (``limit`` items) of a key through a plain PynamoDB ``Model`` and through a sharded
+model of the same items, A/B interleaved (plain, sharded, plain, sharded...) on the same
+DynamoDB Local, every request delayed by ``--latency`` (``inject_latency``, botocore's
+``before-send``: the round trip to DynamoDB). Printed per case, medians over ``--rounds``:
+the page's wall time and client CPU (``time.process_time``, every thread of this process),
+the requests a page sends, the ratio of the wall times, and the client CPU a shard request
+adds: (sharded CPU - plain CPU) / requests.
+
+- ``RandomShards(8)``, ``HashedShards(8)``, ``DynamicShards`` grown to 8 (its default settings),
+  each with and without ``legacy_unsharded=True`` (the table adopted: its items in shards, the
+  flag still declared), pages of 5 and 25 items, 10 ms per request, sync and async (``aquery``
+  on an event loop, the requests on the loop's connections);
+- 16 and 64 shards, pages of 100 items, 50 ms per request.
+
+Then the client CPU to iterate a long merged read, 30,000 items of one key over 16 shards,
+against a plain ``Model`` iterating the same items of one partition (best of ``--repeat``): a
+table query, an index query (a sharded global index), and ``aquery``.
+
+Targets (issue 39, 42): a 5- or 25-item page over 8 shards at 10 ms <= 1.2 x plain; 16 shards at
+50 ms <= 1.05 x, 64 shards <= 1.3 x; client CPU added per shard request <= 0.5 ms, sync and
+async; iterating 30,000 items merged <= 0.85 x plain's client CPU.
+
+Run (starts its own DynamoDB Local unless ``DYNAMODB_LOCAL_ENDPOINT`` is set)::
+
+    python benchmarks/bench_page.py --markdown out.md
+    python benchmarks/bench_page.py --quick        # fewer rounds, a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding.testing import bound_models, inject_latency, running_dynamodb_local
+
+import report
+from charts import Bars, Chart, Series, Target
+from report import Report
+
+KEY = "/shared/feed"
+BODY = "x" * 200  # an audit-log entry's size
+
+
+class PlainFeed(Model):
+    class Meta:
+        table_name = "bench_page_plain"
+        max_pool_connections = 64
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    body = UnicodeAttribute()
+
+
+class FeedShards(ShardMetadata):
+    class Meta:
+        table_name = "bench_page_shards"
+
+
+def sharded(name: str, strategy: Any, *, legacy: bool = False, max_workers: int | None = None) -> type[ShardedModel]:
+    meta = type("Meta", (), {"table_name": f"bench_page_{name}", "max_pool_connections": 64})
+    return type(name, (ShardedModel,), {
+        "__module__": __name__,
+        "Meta": meta,
+        "path": UnicodeAttribute(hash_key=True),
+        "at": NumberAttribute(range_key=True),
+        "day": UnicodeAttribute(),
+        "body": UnicodeAttribute(),
+        "shards": Sharding(strategy, legacy_unsharded=legacy, max_workers=max_workers),
+    })
+
+
+class ByDay(GlobalSecondaryIndex["IndexedFeed"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(16, attributes=("path",)))
+
+
+class PlainByDay(GlobalSecondaryIndex["PlainFeed"]):
+    class Meta:
+        index_name = "by_day"
+        projection = AllProjection()
+
+    day = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+
+
+class IndexedFeed(ShardedModel):
+    class Meta:
+        table_name = "bench_page_indexed"
+        max_pool_connections = 32
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    body = UnicodeAttribute()
+    by_day = ByDay()
+
+
+class PlainIndexedFeed(Model):
+    class Meta:
+        table_name = "bench_page_plain_indexed"
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    body = UnicodeAttribute()
+    by_day = PlainByDay()
+
+
+PAGE_MODELS = {
+    ("RandomShards(8)", False): sharded("Random8", RandomShards(8)),
+    ("RandomShards(8)", True): sharded("Random8Legacy", RandomShards(8), legacy=True),
+    ("HashedShards(8)", False): sharded("Hashed8", HashedShards(8)),
+    ("HashedShards(8)", True): sharded("Hashed8Legacy", HashedShards(8), legacy=True),
+    ("DynamicShards grown to 8", False): sharded("Dynamic8", DynamicShards(FeedShards, max_shards=8)),
+    ("DynamicShards grown to 8", True): sharded("Dynamic8Legacy", DynamicShards(FeedShards, max_shards=8),
+                                                legacy=True),
+}
+WIDE_MODELS = {16: sharded("Random16", RandomShards(16)), 64: sharded("Random64", RandomShards(64), max_workers=64)}
+LONG = sharded("Long16", RandomShards(16))
+
+
+def write(model: type[Model], key: str, count: int, day: str = "d") -> None:
+    with model.batch_write() as batch:
+        for at in range(count):
+            batch.save(model(key, at, day=day, body=BODY))
+
+
+def timed(read: Callable[[], int]) -> tuple[float, float, int]:
+    """(wall ms, client CPU ms, items) of one read."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    items = read()
+    return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000, items
+
+
+def page_reader(model: type[Any], limit: int, loop: asyncio.AbstractEventLoop | None) -> Callable[[], int]:
+    if loop is None:
+        return lambda: len(list(model.query(KEY, limit=limit)))
+
+    async def read() -> int:
+        return len([item async for item in model.aquery(KEY, limit=limit)])
+
+    return lambda: loop.run_until_complete(read())
+
+
+def compare(plain: type[Model], model: type[Any], limit: int, latency: float, rounds: int,
+            loop: asyncio.AbstractEventLoop | None = None) -> dict[str, float]:
+    """Pages of ``plain`` and ``model`` A/B interleaved; medians and requests per page."""
+    # PynamoDB has no async query: the plain page is the sync one an app would otherwise send.
+    readers = {"plain": page_reader(plain, limit, None), "sharded": page_reader(model, limit, loop)}
+    figures: dict[str, list[tuple[float, float]]] = {"plain": [], "sharded": []}
+    with inject_latency(plain, latency) as plain_sent, inject_latency(model, latency) as sent:
+        for reader in readers.values():  # warm: connections, endpoints, counts cached
+            reader()
+            reader()
+        before = sent.total_requests
+        plain_before = plain_sent.total_requests
+        gc.collect()
+        for _ in range(rounds):
+            for name, reader in readers.items():
+                wall, cpu, items = timed(reader)
+                assert items == limit, (model.__name__, items)
+                figures[name].append((wall, cpu))
+        requests = (sent.total_requests - before) / rounds
+        plain_requests = (plain_sent.total_requests - plain_before) / rounds
+    result = {f"{name} {what}": statistics.median(row[n] for row in rows)
+              for name, rows in figures.items() for n, what in enumerate(("wall", "cpu"))}
+    result["requests"] = requests
+    result["plain requests"] = plain_requests
+    return result
+
+
+def run(args: argparse.Namespace, out: Report) -> int:
+    rounds = 8 if args.quick else args.rounds
+    models = [PlainFeed, FeedShards, *PAGE_MODELS.values(), *WIDE_MODELS.values(), LONG, IndexedFeed,
+              PlainIndexedFeed]
+    missed = 0
+    with running_dynamodb_local() as server, bound_models(server, *models):
+        write(PlainFeed, KEY, 300)
+        for (name, _legacy), model in PAGE_MODELS.items():
+            if name.startswith("DynamicShards"):
+                for _ in range(3):
+                    model.shards.grow(KEY)  # type: ignore[attr-defined]
+            write(model, KEY, 300)
+        for model in WIDE_MODELS.values():
+            write(model, KEY, 600)
+        loop = asyncio.new_event_loop()
+
+        out(f"### A page of a hot key: merged over shards vs a plain PynamoDB page, A/B interleaved "
+            f"(medians of {rounds}; wall and client CPU in ms)")
+        out()
+        out("| strategy | legacy_unsharded | path | limit | latency | requests | plain wall | sharded wall | "
+            "sharded / plain | target | plain CPU | sharded CPU | CPU added per shard request |")
+        out("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+        cases: list[tuple[str, bool, str, int]] = [
+            (name, legacy, path, limit) for (name, legacy) in PAGE_MODELS for limit in (5, 25)
+            for path in ("sync", "async") if path == "sync" or not legacy]
+        for name, legacy, path, limit in cases:
+            model = PAGE_MODELS[(name, legacy)]
+            figures = compare(PlainFeed, model, limit, 0.010, rounds, loop if path == "async" else None)
+            ratio = figures["sharded wall"] / figures["plain wall"]
+            added = (figures["sharded cpu"] - figures["plain cpu"]) / max(1.0, figures["requests"])
+            met = ratio <= 1.2 and added <= 0.5
+            missed += not met
+            out(f"| {name} | {'yes' if legacy else 'no'} | {path} | {limit} | 10 ms | {figures['requests']:.1f} | "
+                f"{figures['plain wall']:.1f} | {figures['sharded wall']:.1f} | {ratio:.2f} | "
+                f"{'met' if ratio <= 1.2 else 'missed'} (1.2) | {figures['plain cpu']:.2f} | "
+                f"{figures['sharded cpu']:.2f} | {added:.2f} |")
+        out()
+        out("### Wide pages: 100 items over 16 and 64 shards, 50 ms per request, A/B interleaved "
+            f"(medians of {rounds}; ms)")
+        out()
+        out("| shards | requests | plain wall | sharded wall | sharded / plain | target | plain CPU | sharded CPU | "
+            "CPU added per shard request |")
+        out("|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+        for shards, model in WIDE_MODELS.items():
+            figures = compare(PlainFeed, model, 100, 0.050, max(5, rounds // 2))
+            ratio = figures["sharded wall"] / figures["plain wall"]
+            target = 1.05 if shards == 16 else 1.3
+            added = (figures["sharded cpu"] - figures["plain cpu"]) / max(1.0, figures["requests"])
+            missed += ratio > target
+            out(f"| {shards} | {figures['requests']:.1f} | {figures['plain wall']:.1f} | "
+                f"{figures['sharded wall']:.1f} | {ratio:.2f} | {'met' if ratio <= target else 'missed'} ({target}) | "
+                f"{figures['plain cpu']:.2f} | {figures['sharded cpu']:.2f} | {added:.2f} |")
+        out()
+
+        items = 5000 if args.quick else args.items
+        write(PlainFeed, "/long", items, day="long")
+        write(LONG, "/long", items)
+        write(PlainIndexedFeed, "/long", items, day="long")
+        write(IndexedFeed, "/long", items, day="long")
+        reads: dict[str, tuple[Callable[[], int], Callable[[], int]]] = {
+            "table query": (lambda: sum(1 for _ in PlainFeed.query("/long")),
+                            lambda: sum(1 for _ in LONG.query("/long"))),
+            "index query": (lambda: sum(1 for _ in PlainIndexedFeed.by_day.query("long")),
+                            lambda: sum(1 for _ in IndexedFeed.by_day.query("long"))),
+            "aquery": (lambda: sum(1 for _ in PlainFeed.query("/long")),
+                       lambda: loop.run_until_complete(_count(LONG.aquery("/long")))),
+        }
+        out(f"### Client CPU to iterate {items:,} items of one key: merged over 16 shards vs a plain "
+            f"PynamoDB query of one partition (best of {args.repeat}, no injected latency)")
+        out()
+        out("| read | plain CPU s | merged CPU s | merged / plain | target |")
+        out("|---|---:|---:|---:|---|")
+        for name, (plain_read, merged_read) in reads.items():
+            best: dict[str, float] = {"plain": float("inf"), "merged": float("inf")}
+            for _ in range(args.repeat):
+                for which, read in (("plain", plain_read), ("merged", merged_read)):
+                    gc.collect()
+                    _wall, cpu, count = timed(read)
+                    assert count == items, (name, which, count)
+                    best[which] = min(best[which], cpu / 1000)
+            ratio = best["merged"] / best["plain"]
+            missed += ratio > 0.85
+            out(f"| {name} | {best['plain']:.2f} | {best['merged']:.2f} | {ratio:.2f} | "
+                f"{'met' if ratio <= 0.85 else 'missed'} (0.85) |")
+        out()
+        loop.close()
+    return 1 if missed and args.strict else 0
+
+
+def _case(row: Any) -> str:
+    legacy = ", legacy" if row["legacy_unsharded"] == "yes" else ""
+    return f"{row['strategy']}{legacy}, {row['path']}, limit {row['limit']}"
+
+
+async def _count(result: Any) -> int:
+    """The items of an async result, each dropped once counted, as ``sum(1 for _ in ...)``
+    drops the sync reads' (a list of 30,000 items would make the collector walk them all)."""
+    count = 0
+    async for _ in result:
+        count += 1
+    return count
+
+
+#: The page ratios against their target, and the client CPU each shard request adds.
+CHARTS = [
+    Chart(
+        heading="A page of a hot key",
+        arrange="columns",
+        panels=(
+            Bars(category=_case, value_label="sharded page / plain page (wall time)",
+                 series=(Series("sharded / plain", "sharded / plain"),), targets=(Target("target 1.2", 1.2),)),
+            Bars(category=_case, value_label="ms of client CPU",
+                 series=(Series("added per shard request", "CPU added per shard request"),),
+                 targets=(Target("target 0.5 ms", 0.5),)),
+        ),
+    ),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=30, help="A/B pairs per case")
+    parser.add_argument("--items", type=int, default=30_000, help="items of the long read")
+    parser.add_argument("--repeat", type=int, default=3, help="long reads per way (the best is kept)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and items: a smoke run")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    return report.main(parser, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -154,13 +154,18 @@ def hedging_scheduler() -> Any | None:
     return None
 
 
+#: What :func:`pause` sleeps with off the asyncio bridge (``None``: ``time.sleep``); the fleet
+#: simulator sets its virtual clock's sleep here while it runs.
+_sleep: Callable[[float], None] | None = None
+
+
 def pause(seconds: float) -> None:
     """``time.sleep``, or a wait that yields to the event loop on the asyncio bridge."""
     bridge = _bridge
     if bridge is not None and bridge.executor() is not None:
         bridge.sleep(seconds)
     else:
-        time.sleep(seconds)
+        (_sleep or time.sleep)(seconds)
 
 
 def _configured_size() -> int:

@@ -1527,21 +1527,26 @@ class Fleet:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[EventLoop]:
-        """Within the block, botocore's retry sleeps wait on the fleet's virtual time, and
-        merged queries send their shard requests one after the other in the querying process
-        (the fan-out pool runs each call at once: a simulated process is one greenlet)."""
+        """Within the block, botocore's retry sleeps wait on the fleet's virtual time (those of a
+        client the asyncio side routed too, which pause through ``_pool.pause``: a process that
+        imported ``pynamodb_sharding.aio`` routes every sharded model's client), and merged
+        queries send their shard requests one after the other in the querying process (the
+        fan-out pool runs each call at once: a simulated process is one greenlet)."""
         real = botocore.endpoint.time
+        real_pause_sleep = _pool._sleep
         pool = (_pool._executor, _pool._executor_pid)
         # What draws from the random module's shared generator (botocore's retry jitter, a read
         # replica's pick) draws a sequence the fleet's seed fixes: a seed gives one result.
         shared = _random.getstate()
         _random.seed(f"fleet:{self.seed}")
         botocore.endpoint.time = types.SimpleNamespace(sleep=self.loop.sleep, time=self.loop.time)
+        _pool._sleep = self.loop.sleep
         _pool._executor, _pool._executor_pid = _InlineExecutor(), os.getpid()  # type: ignore[assignment]
         try:
             yield self.loop
         finally:
             botocore.endpoint.time = real
+            _pool._sleep = real_pause_sleep
             _pool._executor, _pool._executor_pid = pool
             _random.setstate(shared)
 

@@ -19,8 +19,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import attrs
+import pytest
 
 from pynamodb_sharding.testing.fleet import HOT_READ, Scenario, run_scenario
 
@@ -95,3 +97,18 @@ def test_a_seed_gives_one_result() -> None:
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True,
                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert json.loads(other.stdout) == json.loads(json.dumps(first, sort_keys=True, default=repr))
+
+
+def test_the_retries_of_a_process_that_imported_the_async_side_wait_on_virtual_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``pynamodb_sharding.aio`` routes every sharded model's client, whose retries then pause
+    through ``_pool.pause`` instead of botocore's sleep: in a fleet they wait on its virtual time
+    too (before: the wall clock's, a simulated minute of throttled reads never ending)."""
+    import pynamodb_sharding.aio  # noqa: F401  (arms every sharded model's client)
+
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    report = run_scenario(THROTTLED, seed=3, **CACHED)
+    assert report.data_read_throttles > 0  # retried
+    assert slept == []

@@ -52,7 +52,6 @@ from urllib.parse import quote, urlsplit
 
 import attrs
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
-from botocore.httpsession import get_cert_path
 
 from pynamodb_sharding._fastparse import decode_binary_values
 from pynamodb_sharding._hedging import mark_sent
@@ -68,6 +67,7 @@ from pynamodb_sharding._host import (
     query_operation,
     routed_exchange,
     routed_send,
+    tls_context,
 )
 from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._pool import on_event_loop
@@ -411,25 +411,6 @@ class _Pool:
 
 _pools: dict[tuple[Any, ...], _Pool] = {}
 _pools_lock = threading.Lock()
-_contexts: dict[Any, ssl.SSLContext] = {}
-
-
-def _tls_context(verify: Any) -> ssl.SSLContext:
-    context = _contexts.get(verify)
-    if context is None:
-        if verify is False:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        else:
-            path = get_cert_path(verify)
-            context = ssl.create_default_context(cafile=path if isinstance(path, str) and os.path.isfile(path)
-                                                 else None,
-                                                 capath=path if isinstance(path, str) and os.path.isdir(path)
-                                                 else None)
-        _contexts[verify] = context
-    return context
-
 
 def _pool(client: Any, endpoint: _Endpoint) -> _Pool:
     verify = http_verify(client) if endpoint.secure else None
@@ -441,7 +422,7 @@ def _pool(client: Any, endpoint: _Endpoint) -> _Pool:
             pool = _pools.get(key)
             if pool is None:
                 size = int(getattr(client.meta.config, "max_pool_connections", 10) or 10)
-                pool = _pools[key] = _Pool(endpoint, _tls_context(verify) if endpoint.secure else None, size)
+                pool = _pools[key] = _Pool(endpoint, tls_context(verify) if endpoint.secure else None, size)
     return pool
 
 

@@ -576,10 +576,10 @@ class QueryWire:
             headers["X-Amzn-Trace-Id"] = quote(trace, safe="-=;:+&[]{}\"',")
         reply = None
         routed = routed_send(client) if on_event_loop() is not None else None
-        # On an event loop with no before-send handler: the loop's connections, without
-        # botocore's request and response objects (what a handler or the routed session needs).
-        exchange = routed_exchange(client) if routed is not None and "before-send" not in events.emitted else None
-        if exchange is None and ("before-send" in events.emitted or routed is not None):
+        # On an event loop: the loop's connections, without botocore's request and response
+        # objects (built only for the before-send handlers, which observe: see _client_events).
+        exchange = routed_exchange(client) if routed is not None else None
+        if "before-send" in events.emitted or (routed is not None and exchange is None):
             sent_headers = HeadersDict({**headers, "Content-Length": str(len(body))})
             request = AWSPreparedRequest("POST", endpoint.url, sent_headers, body, False)
             if "before-send" in events.emitted:
@@ -588,7 +588,7 @@ class QueryWire:
             else:
                 request.headers.update(extra_headers(self._table.connection) or {})
                 mark_sent()
-            if reply is None and routed is not None:
+            if reply is None and routed is not None and exchange is None:
                 try:
                     reply = routed(request)
                 except Exception:  # a lost or refused connection: botocore's path sends it again

@@ -369,3 +369,15 @@ def test_pynamodb_s_send_signals_are_sent_for_every_shard_request(log: None) -> 
     assert sorted(uuid for kind, _, uuid in seen if kind == "pre") == sorted(uuid for kind, _, uuid in seen
                                                                              if kind == "post")
     assert {name for _, name, _ in seen} == {"Query"}
+
+
+def test_an_aquery_with_an_observer_keeps_the_loop_s_fast_path_and_the_observer_sees_each_request(
+    log: None, loop: Loop, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    list(FastLog.query(KEY, limit=1))
+    sends = _Sends(monkeypatch)
+    with record_requests(FastLog) as sent:  # an observer (observes_only): emitted to, on the fast path
+        found = loop.run(_apages(FastLog.aquery, hash_key=KEY, page_size=10))
+    assert [at for page in found for at, _ in page[0]] == list(range(60))
+    assert sent.requests["Query"] == sends.below >= 8
+    assert sends.botocore == 0

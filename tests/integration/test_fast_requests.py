@@ -364,7 +364,7 @@ def test_pynamodb_s_send_signals_are_sent_for_every_shard_request(log: None) -> 
         pre_dynamodb_send.disconnect(pre)
         post_dynamodb_send.disconnect(post)
     assert wire.sent["fast"] > before  # the fast path sent them
-    assert sent.requests["Query"] == len([event for event in seen if event[0] == "pre"]) >= 8
+    assert sent.requests["Query"] == len([event for event in seen if event[0] == "pre"]) >= 60 // 10
     # each request's pair shares its id, as PynamoDB's do
     assert sorted(uuid for kind, _, uuid in seen if kind == "pre") == sorted(uuid for kind, _, uuid in seen
                                                                              if kind == "post")

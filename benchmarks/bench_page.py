@@ -273,6 +273,9 @@ def run(args: argparse.Namespace, out: Report) -> int:
             out(f"| {name} | {best['plain']:.2f} | {best['merged']:.2f} | {ratio:.2f} | "
                 f"{'met' if ratio <= 0.85 else 'missed'} (0.85) |")
         out()
+        out("Where a page's client CPU goes, before and after the fast path (py-spy profiles): "
+            "[PROFILES.md](PROFILES.md).")
+        out()
         loop.close()
     return 1 if missed and args.strict else 0
 

@@ -50,7 +50,9 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.exceptions import SSLError as BotocoreSSLError
-from botocore.httpsession import get_cert_path, mask_proxy_url
+from botocore.httpsession import mask_proxy_url
+
+from pynamodb_sharding._host import tls_context
 
 __all__ = ["KEEP_ALIVE", "Pool", "Proxy", "Target", "close_pool", "proxies_of", "send"]
 
@@ -472,7 +474,7 @@ class Pool:
                        verify: Any, proxy: Proxy | None) -> None:
         opening: Any
         if proxy is None:
-            context = _ssl_context(verify) if target.tls else None
+            context = tls_context(verify) if target.tls else None
             opening = self.loop.create_connection(lambda: connection, target.host, target.port, ssl=context,
                                                   server_hostname=target.host if context is not None else None)
         else:
@@ -485,7 +487,7 @@ class Pool:
     async def _through(self, connection: Connection, target: Target, verify: Any, proxy: Proxy) -> None:
         """Connect ``connection`` to ``target`` through ``proxy``: to the proxy itself when it
         forwards the requests, else through a ``CONNECT`` tunnel with TLS to ``target`` in it."""
-        context = (proxy.context or _ssl_context(verify)) if proxy.tls else None
+        context = (proxy.context or tls_context(verify)) if proxy.tls else None
         server_hostname = proxy.host if context is not None else None
         tunnel = proxy.tunnels(target)
         reply = _TunnelReply(self.loop)
@@ -503,7 +505,7 @@ class Pool:
             status, reason = await reply.status
             if not 200 <= status < 300:
                 raise _ProxyFailed(f"Tunnel connection failed: {status} {reason}".strip())
-            inner = await self.loop.start_tls(transport, connection, _ssl_context(verify),
+            inner = await self.loop.start_tls(transport, connection, tls_context(verify),
                                               server_hostname=target.host)
         except BaseException:
             transport.abort()
@@ -556,27 +558,8 @@ class Pool:
                 idle.popleft().close()
 
 
-_contexts: dict[Any, ssl.SSLContext] = {}
-
-
 def _verify_key(verify: Any) -> bool | str:
     return verify if isinstance(verify, (bool, str)) else str(verify)
-
-
-def _ssl_context(verify: Any) -> ssl.SSLContext:
-    """The TLS context for botocore's ``verify`` (``True``, ``False`` or a CA bundle's path),
-    with the CA bundle botocore's own session uses."""
-    key = _verify_key(verify)
-    context = _contexts.get(key)
-    if context is None:
-        if verify is False:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        else:
-            context = ssl.create_default_context(cafile=get_cert_path(verify))
-        _contexts[key] = context
-    return context
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()

@@ -17,7 +17,7 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -50,6 +50,7 @@ from pynamodb_sharding._pool import BoundedSubmitter, fanout_threads, on_event_l
 from pynamodb_sharding._query_plan import (
     SHARE_MIN_PER_SHARD,
     QueryPlan,
+    QuerySpec,
     admits,
     closed_end,
     copies_of_moving_items,
@@ -143,32 +144,26 @@ query_observer: Callable[[type[Any], str | None, int, str], QueryTrace] | None =
 
 def merged_query(
     model: type[_M],
-    hash_key: Any,
+    spec: QuerySpec,
     *,
     shards: Sequence[int] | None = None,
-    range_key_condition: Condition | None = None,
-    filter_condition: Condition | None = None,
-    consistent_read: bool = False,
-    index_name: str | None = None,
-    scan_index_forward: bool | None = None,
-    limit: int | None = None,
-    last_evaluated_key: Any = None,
-    attributes_to_get: Iterable[Any] | None = None,
-    page_size: int | None = None,
-    rate_limit: float | None = None,
     max_workers: int | None = None,
 ) -> MergedResultIterator[_M]:
-    """Query every shard of ``hash_key`` in parallel and merge the results in sort-key order.
+    """Query every shard of ``spec.hash_key`` in parallel and merge the results in sort-key order.
 
-    The arguments are PynamoDB's ``Model.query``'s. Items come in the order of the sort key
+    ``spec`` holds PynamoDB's ``Model.query``'s arguments. Items come in the order of the sort key
     (the index's range key for ``index_name``, else the table's), ties between shards broken by
     shard number; on a model without a range key, shard by shard. An index whose hash key is
     not the sharded attribute is not sharded: it is one plain query.
 
     Args:
         model: the sharded model class.
-        hash_key: the logical hash key (or the index's hash key for an unsharded index).
+        spec: the query; its fields below.
         shards: the shards to read; default ``shard_manager(model).read_shards(hash_key)``.
+        max_workers: threads; default ``model.shards.max_workers`` or ``min(32, shard count)``.
+
+    Fields of ``spec``:
+        hash_key: the logical hash key (or the index's hash key for an unsharded index).
         range_key_condition: passed to every shard's query.
         filter_condition: passed to every shard's query.
         consistent_read: strongly consistent reads; refused for a global secondary index.
@@ -184,7 +179,6 @@ def merged_query(
             shard) stay within :data:`DEFAULT_BUFFERED_ITEMS` items up to 160 shards, never
             below 100 items a page.
         rate_limit: capacity units per second for the whole logical query.
-        max_workers: threads; default ``model.shards.max_workers`` or ``min(32, shard count)``.
 
     Returns:
         A :class:`MergedResultIterator` of model instances.
@@ -194,9 +188,12 @@ def merged_query(
         UnknownIndexError: the model has no index ``index_name``.
         ConsistentIndexReadError: ``consistent_read`` on a global secondary index.
     """
+    hash_key, consistent_read, index_name = spec.hash_key, spec.consistent_read, spec.index_name
+    scan_index_forward, limit, last_evaluated_key = spec.scan_index_forward, spec.limit, spec.last_evaluated_key
+    attributes_to_get, page_size, rate_limit = spec.attributes_to_get, spec.page_size, spec.rate_limit
     forward = scan_index_forward is not False
-    range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
-    filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
+    range_key_condition = rewrite_condition(model, spec.range_key_condition, Usage.KEY)
+    filter_condition = rewrite_condition(model, spec.filter_condition, Usage.FILTER)
     query_options: dict[str, Any] = {
         "range_key_condition": range_key_condition,
         "filter_condition": with_class_filter(model, filter_condition),
@@ -424,10 +421,11 @@ def merged_count(
         # An item may be moving to another shard meanwhile (a legacy item, a reshard or a
         # compaction): count what a merged query returns, each item once (the same reads:
         # DynamoDB charges what it reads, not sends).
-        merged = merged_query(model, hash_key, range_key_condition=range_key_condition,
-                              filter_condition=filter_condition, consistent_read=consistent_read,
-                              index_name=index_name, limit=limit, rate_limit=rate_limit,
-                              attributes_to_get=list(shard_manager(model).key_names), max_workers=max_workers)
+        spec = QuerySpec(hash_key=hash_key, range_key_condition=range_key_condition,
+                         filter_condition=filter_condition, consistent_read=consistent_read,
+                         index_name=index_name, limit=limit, rate_limit=rate_limit,
+                         attributes_to_get=list(shard_manager(model).key_names))
+        merged = merged_query(model, spec, max_workers=max_workers)
         with merged:
             return sum(page[CAMEL_COUNT] for page in merged.page_iter)
     range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)

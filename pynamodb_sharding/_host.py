@@ -93,6 +93,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import os
+import ssl
 import threading
 import time
 import types
@@ -102,6 +104,7 @@ from typing import TYPE_CHECKING, Any
 
 import botocore
 import botocore.loaders
+from botocore.httpsession import get_cert_path
 from botocore.model import NoShapeFoundError
 from pynamodb.attributes import Attribute
 from pynamodb.connection.table import TableConnection
@@ -166,6 +169,7 @@ __all__ = [
     "table_connection",
     "table_schema",
     "throttling_reasons_in_body",
+    "tls_context",
     "ttl_attribute_name",
     "unshared_connection",
     "version_condition",
@@ -709,6 +713,29 @@ def http_verify(client: Any) -> Any:
     if isinstance(session, _RoutedSession):
         session = session.own
     return getattr(session, "_verify", True)
+
+
+_tls_contexts: dict[bool | str, ssl.SSLContext] = {}
+
+
+def tls_context(verify: Any) -> ssl.SSLContext:
+    """The TLS context that verifies as botocore's own session does for its ``verify``:
+    ``False`` (no check), ``True`` (botocore's CA bundle), or a CA bundle's path (a file, or a
+    directory of certificates, as urllib3 takes either); one per setting, kept."""
+    key = verify if isinstance(verify, (bool, str)) else str(verify)
+    context = _tls_contexts.get(key)
+    if context is None:
+        if verify is False:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            path = get_cert_path(verify)
+            found = isinstance(path, str)
+            context = ssl.create_default_context(cafile=path if found and os.path.isfile(path) else None,
+                                                 capath=path if found and os.path.isdir(path) else None)
+        _tls_contexts[key] = context
+    return context
 
 
 def http_proxies(client: Any) -> Any:

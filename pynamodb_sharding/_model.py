@@ -36,6 +36,7 @@ from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionErr
 from pynamodb_sharding._host import connection_owner, reset_connection, share_botocore_data
 from pynamodb_sharding._indexes import add_shard_attributes
 from pynamodb_sharding._periods import is_time_partitioned
+from pynamodb_sharding._query_plan import QuerySpec
 from pynamodb_sharding._replicas import add_replica_indexes
 from pynamodb_sharding._routes import TableRoutes
 
@@ -378,10 +379,12 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         ``ResultIterator``, with PynamoDB's ``last_evaluated_key``.
 
         """
-        found: MergedResultIterator[_T] = cls._routing().query(
-            hash_key, range_key_condition, filter_condition, consistent_read, index_name, scan_index_forward,
-            limit, last_evaluated_key, attributes_to_get, page_size, rate_limit,
-        )
+        found: MergedResultIterator[_T] = cls._routing().query(QuerySpec(
+            hash_key=hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
+            consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
+            limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
+            page_size=page_size, rate_limit=rate_limit,
+        ))
         return found
 
     @classmethod
@@ -452,9 +455,13 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
         """
         from pynamodb_sharding import _async_results as aio
 
-        return aio.AsyncMergedResult(cls, lambda: cls.query(
-            hash_key, range_key_condition, filter_condition, consistent_read, index_name, scan_index_forward,
-            limit, last_evaluated_key, attributes_to_get, page_size, rate_limit), last_evaluated_key)
+        spec = QuerySpec(
+            hash_key=hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
+            consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
+            limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
+            page_size=page_size, rate_limit=rate_limit,
+        )
+        return aio.AsyncMergedResult(cls, lambda: cls.query(**spec.arguments()), last_evaluated_key)
 
     @classmethod
     async def acount(
@@ -743,8 +750,10 @@ class ShardedIndex(GlobalSecondaryIndex[_M]):  # type: ignore[no-untyped-call]  
         .. versionadded:: 0.2.0
         """
         result: AsyncMergedResult[_M] = index_owner(self).aquery(
-            hash_key, range_key_condition, filter_condition, consistent_read, self.Meta.index_name,
-            scan_index_forward, limit, last_evaluated_key, attributes_to_get, page_size, rate_limit)
+            hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
+            consistent_read=consistent_read, index_name=self.Meta.index_name, scan_index_forward=scan_index_forward,
+            limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
+            page_size=page_size, rate_limit=rate_limit)
         return result
 
     async def acount(

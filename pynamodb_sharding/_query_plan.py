@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -34,6 +34,7 @@ __all__ = [
     "SHARE_MIN_PER_SHARD",
     "IndexPartition",
     "QueryPlan",
+    "QuerySpec",
     "admits",
     "closed_end",
     "condition_from",
@@ -47,6 +48,29 @@ __all__ = [
     "range_end",
     "with_class_filter",
 ]
+
+@attrs.frozen(kw_only=True)
+class QuerySpec:
+    """What a caller asked of one query: ``Model.query``'s arguments, built once where the
+    caller gave them and passed whole to the routes and the fan-out (by name only, so
+    ``limit`` and ``page_size``, both ``int | None``, cannot be swapped)."""
+
+    hash_key: Any
+    range_key_condition: Condition | None = None
+    filter_condition: Condition | None = None
+    consistent_read: bool = False
+    index_name: str | None = None
+    scan_index_forward: bool | None = None
+    limit: int | None = None
+    last_evaluated_key: Any = None
+    attributes_to_get: Iterable[str] | None = None
+    page_size: int | None = None
+    rate_limit: float | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        """The spec as ``Model.query``'s keyword arguments."""
+        return {field.name: getattr(self, field.name) for field in attrs.fields(QuerySpec)}
+
 
 #: Threads a merged query uses at most when the model does not say (``Sharding(max_workers=)``).
 MAX_DEFAULT_WORKERS = 32

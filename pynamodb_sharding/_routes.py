@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import attrs
 from pynamodb.constants import CAMEL_COUNT, ITEMS
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.condition import Condition
@@ -53,6 +54,7 @@ from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardCountStore,
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._point_reads import without_stale_bare_copies
 from pynamodb_sharding._pool import pause
+from pynamodb_sharding._query_plan import QuerySpec
 
 __all__ = ["PeriodRoutes", "TableRoutes", "bind_routes", "routes_of"]
 
@@ -213,31 +215,21 @@ class TableRoutes:
     def operation_kwargs(self, hash_key: Any, range_key: Any, condition: Condition | None) -> dict[str, Any]:
         return point_reads.operation_kwargs(self.model, hash_key, range_key, condition)
 
-    def query(self, hash_key: Any, range_key_condition: Condition | None, filter_condition: Condition | None,
-              consistent_read: bool, index_name: str | None, scan_index_forward: bool | None, limit: int | None,
-              last_evaluated_key: Any, attributes_to_get: Iterable[str] | None, page_size: int | None,
-              rate_limit: float | None) -> Any:
+    def query(self, spec: QuerySpec) -> Any:
         model = self.model
+        index_name = spec.index_name
         if shard_manager(model).index_only and sharded_index(model, index_name) is None:
             # The table (or an unsharded index) of a model that shards only an index: PynamoDB's
             # own query, its cursor and pages, with conditions on sharded index attributes rewritten
             # (its rate_limit waits with the library's pause: on an event loop, by awaiting).
+            plain = attrs.evolve(
+                spec, range_key_condition=rewrite_condition(model, spec.range_key_condition, Usage.KEY),
+                filter_condition=rewrite_condition(model, spec.filter_condition, Usage.FILTER))
             return pace_rate_limit(Model.query.__func__(  # type: ignore[attr-defined]  # PynamoDB's, for this class
-                model, hash_key,
-                range_key_condition=rewrite_condition(model, range_key_condition, Usage.KEY),
-                filter_condition=rewrite_condition(model, filter_condition, Usage.FILTER),
-                consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
-                limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
-                page_size=page_size, rate_limit=rate_limit,
-            ), pause)
+                model, **plain.arguments()), pause)
         if index_name is not None and sharded_index(model, index_name) is not None:
             check_index_agreement(model)
-        return merged_query(
-            model, hash_key, range_key_condition=range_key_condition, filter_condition=filter_condition,
-            consistent_read=consistent_read, index_name=index_name, scan_index_forward=scan_index_forward,
-            limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
-            page_size=page_size, rate_limit=rate_limit,
-        )
+        return merged_query(model, spec)
 
     def count(self, hash_key: Any, range_key_condition: Condition | None, filter_condition: Condition | None,
               consistent_read: bool, index_name: str | None, limit: int | None, rate_limit: float | None) -> int:
@@ -400,13 +392,11 @@ class PeriodRoutes(TableRoutes):
         result: dict[str, Any] = model.get_operation_kwargs_from_class(hash_key, range_key, condition)
         return result
 
-    def query(self, hash_key: Any, range_key_condition: Condition | None, filter_condition: Condition | None,
-              consistent_read: bool, index_name: str | None, scan_index_forward: bool | None, limit: int | None,
-              last_evaluated_key: Any, attributes_to_get: Iterable[str] | None, page_size: int | None,
-              rate_limit: float | None) -> Any:
+    def query(self, spec: QuerySpec) -> Any:
         """A query of a time-partitioned model: the periods it touches, one after the other."""
         template = self.model
         declared = partitioned.declaration(template)
+        index_name, range_key_condition = spec.index_name, spec.range_key_condition
         if index_name is not None:
             index = indexes(template).get(index_name)
             sort = index_range_attribute(index) if index is not None else None
@@ -418,17 +408,16 @@ class PeriodRoutes(TableRoutes):
                     f"index_name={index_name!r})."
                 )
                 raise PeriodRangeError(msg)
-        forward = scan_index_forward is not False
+        forward = spec.scan_index_forward is not False
         periods, missing = partitioned.plan_read(template, range_key_condition, forward=forward)
 
         def query_period(model: Any, cursor: Any, left: int | None) -> Any:
-            return model.query(hash_key, range_key_condition, filter_condition, consistent_read, index_name,
-                               scan_index_forward, left, cursor, attributes_to_get, page_size, rate_limit)
+            return model.query(**attrs.evolve(spec, limit=left, last_evaluated_key=cursor).arguments())
 
-        return partitioned.PeriodResultIterator(template, periods, query_period, limit=limit,
-                                                given=last_evaluated_key, forward=forward, page_size=page_size,
-                                                filtered=filter_condition is not None, ends_as_one_query=True,
-                                                missing=missing)
+        return partitioned.PeriodResultIterator(template, periods, query_period, limit=spec.limit,
+                                                given=spec.last_evaluated_key, forward=forward,
+                                                page_size=spec.page_size, filtered=spec.filter_condition is not None,
+                                                ends_as_one_query=True, missing=missing)
 
     def count(self, hash_key: Any, range_key_condition: Condition | None, filter_condition: Condition | None,
               consistent_read: bool, index_name: str | None, limit: int | None, rate_limit: float | None) -> int:

@@ -52,7 +52,6 @@ from urllib.parse import quote, urlsplit
 
 import attrs
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
-from botocore.httpsession import get_cert_path
 
 from pynamodb_sharding._fastparse import decode_binary_values
 from pynamodb_sharding._hedging import mark_sent
@@ -68,6 +67,7 @@ from pynamodb_sharding._host import (
     query_operation,
     routed_exchange,
     routed_send,
+    tls_context,
 )
 from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._pool import on_event_loop
@@ -411,25 +411,6 @@ class _Pool:
 
 _pools: dict[tuple[Any, ...], _Pool] = {}
 _pools_lock = threading.Lock()
-_contexts: dict[Any, ssl.SSLContext] = {}
-
-
-def _tls_context(verify: Any) -> ssl.SSLContext:
-    context = _contexts.get(verify)
-    if context is None:
-        if verify is False:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        else:
-            path = get_cert_path(verify)
-            context = ssl.create_default_context(cafile=path if isinstance(path, str) and os.path.isfile(path)
-                                                 else None,
-                                                 capath=path if isinstance(path, str) and os.path.isdir(path)
-                                                 else None)
-        _contexts[verify] = context
-    return context
-
 
 def _pool(client: Any, endpoint: _Endpoint) -> _Pool:
     verify = http_verify(client) if endpoint.secure else None
@@ -441,7 +422,7 @@ def _pool(client: Any, endpoint: _Endpoint) -> _Pool:
             pool = _pools.get(key)
             if pool is None:
                 size = int(getattr(client.meta.config, "max_pool_connections", 10) or 10)
-                pool = _pools[key] = _Pool(endpoint, _tls_context(verify) if endpoint.secure else None, size)
+                pool = _pools[key] = _Pool(endpoint, tls_context(verify) if endpoint.secure else None, size)
     return pool
 
 
@@ -595,10 +576,10 @@ class QueryWire:
             headers["X-Amzn-Trace-Id"] = quote(trace, safe="-=;:+&[]{}\"',")
         reply = None
         routed = routed_send(client) if on_event_loop() is not None else None
-        # On an event loop with no before-send handler: the loop's connections, without
-        # botocore's request and response objects (what a handler or the routed session needs).
-        exchange = routed_exchange(client) if routed is not None and "before-send" not in events.emitted else None
-        if exchange is None and ("before-send" in events.emitted or routed is not None):
+        # On an event loop: the loop's connections, without botocore's request and response
+        # objects (built only for the before-send handlers, which observe: see _client_events).
+        exchange = routed_exchange(client) if routed is not None else None
+        if "before-send" in events.emitted or (routed is not None and exchange is None):
             sent_headers = HeadersDict({**headers, "Content-Length": str(len(body))})
             request = AWSPreparedRequest("POST", endpoint.url, sent_headers, body, False)
             if "before-send" in events.emitted:
@@ -607,7 +588,7 @@ class QueryWire:
             else:
                 request.headers.update(extra_headers(self._table.connection) or {})
                 mark_sent()
-            if reply is None and routed is not None:
+            if reply is None and routed is not None and exchange is None:
                 try:
                     reply = routed(request)
                 except Exception:  # a lost or refused connection: botocore's path sends it again

@@ -25,6 +25,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding._fanout import merged_query
+from pynamodb_sharding._query_plan import QuerySpec
 from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.migration import JobOptions, compact, reshard
 from pynamodb_sharding.migration._engine import RateLimiter, _Sender
@@ -403,7 +404,8 @@ class TestQueriesWhileItemsMove:
         move = _planned_move(job, Layout4, at)
         shard = shard_of(at, 4) if after == "old shard" else shard_of(at, 16)
         hook = MoveAfterReply(Layout16, f"{KEY}_{shard}", job, move)
-        found = [int(item.at) for item in merged_query(Layout16, KEY, consistent_read=True, max_workers=1)]
+        spec = QuerySpec(hash_key=KEY, consistent_read=True)
+        found = [int(item.at) for item in merged_query(Layout16, spec, max_workers=1)]
         assert hook.done
         assert list(range(40)) == found  # each item once, the moving one included
         assert 40 == Layout16.count(KEY, consistent_read=True)
@@ -418,6 +420,7 @@ class TestQueriesWhileItemsMove:
         move = _planned_move(job, Random8, at)
         target = int(move.new_hash_keys[0].rpartition("_")[2])
         hook = MoveAfterReply(Random2, f"{KEY}_{8 if after == 'old shard' else target}", job, move)
-        found = [int(item.at) for item in merged_query(Random2, KEY, consistent_read=True, max_workers=1)]
+        spec = QuerySpec(hash_key=KEY, consistent_read=True)
+        found = [int(item.at) for item in merged_query(Random2, spec, max_workers=1)]
         assert hook.done
         assert list(range(24)) == found

@@ -33,6 +33,7 @@ from pynamodb_sharding._fanout import merged_query
 from pynamodb_sharding._host import reset_connection
 from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding._periods import TimePartitioned
+from pynamodb_sharding._query_plan import QuerySpec
 from pynamodb_sharding._replicas import ReadCopies, add_read_replicas
 from pynamodb_sharding._strategies import HashedShards, RandomShards
 from pynamodb_sharding.testing.simulator import LoadClock, simulate_partition_limits
@@ -289,7 +290,7 @@ class TestFailover:
         events.register_first("before-send.dynamodb", throttles.before_send, unique_id="test-replica-throttles")
         try:
             with copies_in_turn(HashedFeed, [0]), pytest.raises(QueryError):
-                list(merged_query(HashedFeed, "news", shards=[1]))  # one shard: one request
+                list(merged_query(HashedFeed, QuerySpec(hash_key="news"), shards=[1]))  # one shard: one request
         finally:
             events.unregister("before-send.dynamodb", unique_id="test-replica-throttles")
         # The table and replica 1 once each; replica 2 with botocore's retry (max_retry_attempts=1).

@@ -1,0 +1,27 @@
+"""benchmarks/profile_page.py, the loop PROFILES.md's profiles ran, still reads its pages: sync,
+async and plain, on DynamoDB Local, with the client CPU a page it prints."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pynamodb_sharding.testing.local import DynamoDBLocal
+
+BENCHMARKS = Path(__file__).resolve().parent.parent.parent / "benchmarks"
+
+
+@pytest.mark.parametrize(("flags", "kind"), [((), "query"), (("--async",), "aquery"), (("--plain",), "plain")])
+def test_the_profiled_loop_reads_its_pages(dynamodb_local: DynamoDBLocal, flags: tuple[str, ...], kind: str) -> None:
+    env = {**os.environ, "DYNAMODB_LOCAL_ENDPOINT": dynamodb_local.endpoint}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "profile_page.py"), "--seconds", "0.5", *flags],
+                          cwd=BENCHMARKS, env=env, capture_output=True, text=True, timeout=300, check=True)
+    found = re.fullmatch(rf"{kind}: (\d+) pages of 5 in 0.5 s, ([\d.]+) ms of client CPU a page\n", done.stdout)
+    assert found is not None, done.stdout + done.stderr
+    assert int(found[1]) > 0
+    assert float(found[2]) > 0

@@ -9,7 +9,8 @@ the page's wall time and client CPU (``time.process_time``, every thread of this
 the requests a page sends, the ratio of the wall times, and the client CPU a shard request
 adds: (sharded CPU - plain CPU) / requests.
 
-- ``RandomShards(8)``, ``HashedShards(8)``, ``DynamicShards`` grown to 8 (its default settings),
+- ``RandomShards(8)``, ``HashedShards(8)``, ``DynamicShards`` grown to 8 (its default settings and
+  the default fleet protocol ``create_table`` stores: merged reads use a cached count),
   each with and without ``legacy_unsharded=True`` (the table adopted: its items in shards, the
   flag still declared), pages of 5 and 25 items, 10 ms per request, sync and async (``aquery``
   on an event loop, the requests on the loop's connections);
@@ -43,7 +44,15 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding import (
+    DynamicShards,
+    HashedShards,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardMetadata,
+    store_fleet_protocol,
+)
 from pynamodb_sharding.testing import bound_models, inject_latency, running_dynamodb_local
 
 import report
@@ -195,10 +204,16 @@ def run(args: argparse.Namespace, out: Report) -> int:
     missed = 0
     with running_dynamodb_local() as server, bound_models(server, *models):
         write(PlainFeed, KEY, 300)
-        for (name, _legacy), model in PAGE_MODELS.items():
-            if name.startswith("DynamicShards"):
-                for _ in range(3):
-                    model.shards.grow(KEY)  # type: ignore[attr-defined]
+        dynamic = [model for (name, _legacy), model in PAGE_MODELS.items() if name.startswith("DynamicShards")]
+        # The metadata table was bound apart from the sharded models: store the protocol that
+        # their create_table would have stored in it (the defaults: merged reads use a cached
+        # count), then grow the key and wait until writers use the grown count.
+        store_fleet_protocol(dynamic[0], immediately=True)
+        for model in dynamic:
+            for _ in range(3):
+                model.shards.grow(KEY)  # type: ignore[attr-defined]
+        time.sleep(max(model.shards.strategy.settle_seconds() for model in dynamic))  # type: ignore[attr-defined]
+        for model in PAGE_MODELS.values():
             write(model, KEY, 300)
         for model in WIDE_MODELS.values():
             write(model, KEY, 600)

@@ -1037,21 +1037,9 @@ class FleetDynamoDB:
         # minimum all the same: a request to a partition out of capacity is throttled).
         units = read_units(size, consistent=consistent) * weight if matched else 0.0
         self.charge_after(scope, partition, units)
-        filtered = matched
-        if body.get("FilterExpression"):
-            keep = expressions.condition(body["FilterExpression"], names, values)
-            filtered = [item for item in matched if keep(item)]
         by_index = None if index is None else {index.name: units}
-        answer: dict[str, Any] = {
-            "Count": len(filtered), "ScannedCount": len(matched),
-            **self._consumed(body, 0.0 if index is not None else units, by_index),
-        }
-        if body.get("Select") != "COUNT":
-            answer["Items"] = [_projected(item, body) for item in filtered]
-        if last is not None:
-            keys = [table.hash_key, table.range_key] + ([] if index is None else [index.hash_key, index.range_key])
-            answer["LastEvaluatedKey"] = {name: last[name] for name in dict.fromkeys(keys) if name is not None}
-        return answer
+        return _read_page(body, table, index, matched, last,
+                          self._consumed(body, 0.0 if index is not None else units, by_index))
 
     def _scan(self, body: dict[str, Any]) -> dict[str, Any]:
         """A scan of a table (or index), partition by partition in the order of a hash of their
@@ -1090,18 +1078,7 @@ class FleetDynamoDB:
         if whole is not None:
             whole[0] -= units
         self.units[(table.name, False)] += units
-        names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
-        filtered = matched
-        if body.get("FilterExpression"):
-            keep = expressions.condition(body["FilterExpression"], names, values)
-            filtered = [item for item in matched if keep(item)]
-        answer: dict[str, Any] = {"Count": len(filtered), "ScannedCount": len(matched), **self._consumed(body, units)}
-        if body.get("Select") != "COUNT":
-            answer["Items"] = [_projected(item, body) for item in filtered]
-        if last is not None:
-            keys_of = [table.hash_key, table.range_key] + ([] if index is None else [index.hash_key, index.range_key])
-            answer["LastEvaluatedKey"] = {name: last[name] for name in dict.fromkeys(keys_of) if name is not None}
-        return answer
+        return _read_page(body, table, index, matched, last, self._consumed(body, units))
 
     def _batch_write(self, body: dict[str, Any]) -> dict[str, Any]:
         """Each entry written on its own; entries whose partition is throttled come back in
@@ -1178,6 +1155,25 @@ def _position(table: _Table, index: _Index | None, start: Mapping[str, Any]) -> 
         return sort
     rank = _key_value(start[index.range_key]) if index.range_key and index.range_key in start else None
     return (rank, _text(start.get(table.hash_key)), sort)
+
+
+def _read_page(body: dict[str, Any], table: Any, index: Any, matched: list[dict[str, Any]],
+               last: dict[str, Any] | None, consumed: dict[str, Any]) -> dict[str, Any]:
+    """A Query's or Scan's answer: the items read (``matched``) filtered by the request's
+    ``FilterExpression``, counted, projected, and the page's last key (the table's key, and the
+    index's for an index read)."""
+    filtered = matched
+    if body.get("FilterExpression"):
+        names, values = body.get("ExpressionAttributeNames") or {}, body.get("ExpressionAttributeValues") or {}
+        keep = expressions.condition(body["FilterExpression"], names, values)
+        filtered = [item for item in matched if keep(item)]
+    answer: dict[str, Any] = {"Count": len(filtered), "ScannedCount": len(matched), **consumed}
+    if body.get("Select") != "COUNT":
+        answer["Items"] = [_projected(item, body) for item in filtered]
+    if last is not None:
+        keys = [table.hash_key, table.range_key] + ([] if index is None else [index.hash_key, index.range_key])
+        answer["LastEvaluatedKey"] = {name: last[name] for name in dict.fromkeys(keys) if name is not None}
+    return answer
 
 
 def _projected(item: dict[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:

@@ -117,6 +117,8 @@ def paced_writes(model: Callable[[int], Model], rate: Callable[[float], float], 
     between processes) and advances the clock by the step. ``phase`` (0 to 1) is the fraction
     of a write already owed at the start: processes in lockstep given different phases issue
     their writes at different steps, as independent processes do, instead of all at once.
+    After the last step the clock moves on, alone, until the writes still backing off in
+    virtual time end (nobody else would move it: they would sleep until the stall timeout).
     """
     tickets: queue.Queue[int | None] = queue.Queue()
     acks: list[int] = []
@@ -153,6 +155,12 @@ def paced_writes(model: Callable[[int], Model], rate: Callable[[float], float], 
             clock.wait_idle()
             if sync is not None:
                 sync()
+            clock.advance(STEP)
+        while True:
+            clock.wait_idle()
+            with lock:
+                if len(acks) + len(failures) == serial - base:
+                    break
             clock.advance(STEP)
     finally:
         for _ in workers:

@@ -22,6 +22,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding, TimePartitioned
 from pynamodb_sharding._schedule import Schedule
 from pynamodb_sharding.capacity import ConsumedCapacityMeter, TableLoad, scale
+from tests.clock import Clock
 from tests.faults import Faults
 from tests.raw import provisioned_throughput
 
@@ -34,14 +35,7 @@ def tokyo(hour: int, minute: int = 0) -> float:
     return dt.datetime(2016, 2, 26, hour, minute, tzinfo=TOKYO).timestamp()
 
 
-class Clock:
-    now = tokyo(10)
-
-    def __call__(self) -> float:
-        return self.now
-
-
-CLOCK = Clock()
+CLOCK = Clock(tokyo(10))
 SCHEDULE = Schedule({"00:00-08:00": (2, 3), "08:00-20:00": (40, 30), "20:00-24:00": (10, 8)}, timezone=TOKYO)
 
 
@@ -124,8 +118,7 @@ def test_the_schedule_sets_the_current_table_and_its_index_for_the_hour(scaled_l
 def test_the_measured_load_keeps_the_capacity_above_what_it_needs(scaled_log: type[ScaledLog]) -> None:
     """70 puts in 10 s: 7 write units/s on the table and on the index each, which need
     ceil(7 / 0.7) = 10 units, more than the night's 3; reads need nothing over the night's 2."""
-    seconds = Clock()
-    seconds.now = 0.0
+    seconds = Clock(0.0)
     meter = ConsumedCapacityMeter(scaled_log, window=60, clock=seconds)
     with scaled_log.batch_write() as batch:
         for number in range(70):

@@ -27,25 +27,11 @@ from pynamodb_sharding._metadata import ShardMetadata
 from pynamodb_sharding._model import ShardedModel
 from pynamodb_sharding._throttling import ThrottleKind
 from pynamodb_sharding.signals import shard_count_changed, throttle_observed
+from tests.clock import Clock
 from tests.raw import count_items
 from tests.traffic import INDEX_KEY_RANGE, TABLE_LEVEL, Traffic
 
 KEY = "/shared/firetvGen2.txt"
-
-
-class Clock:
-    """Epoch seconds that tests move by hand; sleeping advances it."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class WritesShards(ShardMetadata):

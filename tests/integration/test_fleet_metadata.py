@@ -39,6 +39,7 @@ from pynamodb_sharding._protocol import PROTOCOL_KEY
 from pynamodb_sharding.migration import CompactJob, JobOptions, compact
 from pynamodb_sharding.migration._jobs import Wait
 from pynamodb_sharding.testing import record_requests
+from tests.clock import Clock
 from tests.forked import fork_running
 from tests.raw import drop_fleet_protocol, raw_items
 
@@ -46,23 +47,6 @@ KEY = "/shared/firetvGen2.txt"
 TTL = 10.0
 
 Bind = Callable[..., Any]
-
-
-class Clock:
-    """Epoch seconds moved by hand (the clock and the cache timer of every process)."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.start = now
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    def at(self, seconds: float) -> None:
-        self.now = self.start + seconds
 
 
 CLOCK = Clock()

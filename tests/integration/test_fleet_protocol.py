@@ -43,27 +43,11 @@ from pynamodb_sharding import (
 )
 from pynamodb_sharding._protocol import PROTOCOL_KEY, PROTOCOL_TTL
 from pynamodb_sharding.testing import record_requests
+from tests.clock import Clock
 from tests.raw import drop_fleet_protocol, raw_client, raw_items
 
 KEY = "/shared/viral.mp4"
 Bind = Callable[..., Any]
-
-
-class Clock:
-    """Epoch seconds moved by hand (the clock and the cache timer of every process)."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.start = now
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    def at(self, seconds: float) -> None:
-        self.now = self.start + seconds
 
 
 CLOCK = Clock()

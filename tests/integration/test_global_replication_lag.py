@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from pynamodb_sharding.testing import DynamoDBLocal
+from tests.clock import Clock
 from tests.regions import (
     HOME,
     OTHER,
@@ -30,17 +31,9 @@ from tests.regions import (
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1_800_000_000.0)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from pynamodb_sharding._strategies import md5_shard
 from pynamodb_sharding.migration import JobOptions, compact, reshard
 from pynamodb_sharding.migration._engine import RateLimiter, _Sender
 from pynamodb_sharding.migration._jobs import Move, ReshardJob
+from tests.clock import Clock
 from tests.raw import put_raw, raw_items
 
 KEY = "sensor"
@@ -201,18 +202,8 @@ class TestWritesAfterAReshardMovedTheItem:
         assert -7 == Layout16.get(KEY, at).value
 
 
-class Clock:
-    """Epoch seconds and the metadata cache's timer, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-CLOCK = Clock()
-STALE_TIMER = Clock()  # another process's cache timer, which the test never moves
+CLOCK = Clock(1_000_000.0)
+STALE_TIMER = Clock(1_000_000.0)  # another process's cache timer, which the test never moves
 
 
 class LiveShards(ShardMetadata):

@@ -30,6 +30,7 @@ from pynamodb_sharding import (
     ShardMetadata,
 )
 from pynamodb_sharding.testing import record_requests
+from tests.clock import Clock
 from tests.raw import raw_items
 
 Bind = Callable[..., Any]
@@ -37,15 +38,7 @@ MARGIN = 60.0
 T0 = 1_456_444_800.0  # 2016-02-26
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-CLOCK = Clock()
+CLOCK = Clock(T0)
 
 
 class SkipShards(ShardMetadata):

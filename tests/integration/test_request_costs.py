@@ -25,18 +25,8 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.testing import record_requests
+from tests.clock import Clock
 from tests.raw import count_items, raw_client
-
-
-class Clock:
-    """Epoch seconds moved by hand (when growths take effect); the caches keep real time."""
-
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 CLOCK = Clock()
 

@@ -26,6 +26,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb_sharding import ArchiveError, PeriodTable, RandomShards, ShardedModel, Sharding, TimePartitioned
 from pynamodb_sharding._partitioned import existing_periods
 from pynamodb_sharding.rotation import export_to_s3, rotate
+from tests.clock import Clock
 from tests.raw import provisioned_throughput, raw_client, raw_items
 
 Bind = Callable[..., Any]
@@ -36,14 +37,7 @@ def epoch(year: int, month: int, day: int = 1, hour: int = 0) -> float:
     return dt.datetime(year, month, day, hour, tzinfo=UTC).timestamp()
 
 
-class Clock:
-    now = epoch(2015, 10, 5)
-
-    def __call__(self) -> float:
-        return self.now
-
-
-CLOCK = Clock()
+CLOCK = Clock(epoch(2015, 10, 5))
 
 
 class Archive:

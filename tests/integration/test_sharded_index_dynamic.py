@@ -23,22 +23,10 @@ from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetada
 from pynamodb_sharding._indexes import sharded_indexes_of
 from pynamodb_sharding._throttling import ThrottleKind, classify
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from tests.clock import Clock
 from tests.raw import raw_client
 
 BindModels = Callable[..., dict[type[Model], str]]
-
-
-class Clock:
-    """A clock that moves only when told to (the simulator's buckets and the cooldown)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class PlainByDay(GlobalSecondaryIndex["PlainEvent"]):
@@ -64,7 +52,7 @@ class TestIndexPartitionsInTheSimulator:
 
     def test_hot_index_value_is_refused_with_the_index_reason_and_arn(self, dynamodb_models: BindModels) -> None:
         dynamodb_models(PlainEvent)
-        clock = Clock()
+        clock = Clock(1_000.0)
         with simulate_partition_limits(PlainEvent, write_units=None, index_write_units=3, clock=clock) as sim:
             for n in range(3):
                 PlainEvent(f"e{n}", day="hot").save()
@@ -90,7 +78,7 @@ class TestIndexPartitionsInTheSimulator:
 
     def test_batch_and_transaction_puts_are_charged(self, dynamodb_models: BindModels) -> None:
         dynamodb_models(PlainEvent)
-        clock = Clock()
+        clock = Clock(1_000.0)
         with simulate_partition_limits(PlainEvent, write_units=None, index_write_units=4, clock=clock) as sim:
             with PlainEvent.batch_write() as batch:
                 for n in range(4):
@@ -103,7 +91,7 @@ class TestIndexPartitionsInTheSimulator:
 
     def test_no_index_limit_by_default(self, dynamodb_models: BindModels) -> None:
         dynamodb_models(PlainEvent)
-        with simulate_partition_limits(PlainEvent, write_units=None, clock=Clock()) as sim:
+        with simulate_partition_limits(PlainEvent, write_units=None, clock=Clock(1_000.0)) as sim:
             for n in range(5):
                 PlainEvent(f"e{n}", day="hot").save()
             assert sim.throttles == {}
@@ -121,7 +109,7 @@ def dynamic(clock: Clock, **kwargs: Any) -> DynamicShards:
                          growth="double", clock=clock, sleep=clock.advance, **kwargs)
 
 
-CLOCK = Clock()
+CLOCK = Clock(1_000.0)
 
 
 class ByDay(GlobalSecondaryIndex["Event"]):

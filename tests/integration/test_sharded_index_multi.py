@@ -28,6 +28,7 @@ from pynamodb_sharding import (
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 from pynamodb_sharding.testing.simulator import simulate_partition_limits
+from tests.clock import Clock
 from tests.index_layouts import MultiLog, PlainLog, write_logs
 from tests.raw import index_items, raw_client
 
@@ -106,18 +107,7 @@ class TestConditions:
         assert results[MultiLog] == results[PlainLog] == ([2], [1], "ok")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-CLOCK = Clock()
+CLOCK = Clock(0.0)
 
 
 class MultiEventShards(ShardMetadata):

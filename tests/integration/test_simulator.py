@@ -29,6 +29,7 @@ from pynamodb.transactions import TransactWrite
 from pynamodb_sharding._throttling import UNPROCESSED_ITEMS, ThrottleKind, ThrottleReason, classify
 from pynamodb_sharding.testing.latency import inject_latency
 from pynamodb_sharding.testing.simulator import item_size, read_units, simulate_partition_limits
+from tests.clock import Clock
 
 PTEE = "ProvisionedThroughputExceededException"
 KEY_RANGE_WRITE = "TableWriteKeyRangeThroughputExceeded"
@@ -36,19 +37,6 @@ KEY_RANGE_READ = "TableReadKeyRangeThroughputExceeded"
 TABLE_WRITE = "TableWriteProvisionedThroughputExceeded"
 
 BindModels = Callable[..., dict[type[Model], str]]
-
-
-class Clock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Log(Model):
@@ -99,7 +87,7 @@ def _partition_count(pk: str) -> int:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(100.0)
 
 
 @pytest.fixture
@@ -384,7 +372,7 @@ class TestBotocoreRetries:
     ) -> None:
         monkeypatch.setattr(Log.Meta, "max_retry_attempts", 1)
         dynamodb_models(Log)
-        clock = Clock()
+        clock = Clock(100.0)
         # A fake one-second round trip: the bucket has refilled by the time botocore retries.
         with (
             simulate_partition_limits(Log, write_units=1, clock=clock) as simulator,
@@ -405,7 +393,7 @@ class TestBatches:
     ) -> None:
         monkeypatch.setattr(Log.Meta, "max_retry_attempts", 3)
         table = dynamodb_models(Log)[Log]
-        clock = Clock()
+        clock = Clock(100.0)
         with (
             simulate_partition_limits(Log, write_units=5, clock=clock) as simulator,
             inject_latency(Log, 1.0, sleep=clock.advance),  # a second passes between resends
@@ -442,7 +430,7 @@ class TestBatches:
         for sk in range(6):
             Log("hot", sk).save()
         Log("cold", 0).save()
-        clock = Clock()
+        clock = Clock(100.0)
         with (
             simulate_partition_limits(Log, read_units=1, clock=clock) as simulator,
             inject_latency(Log, 1.0, sleep=clock.advance),

@@ -43,6 +43,7 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding._partitioned import existing_periods
+from tests.clock import Clock
 from tests.faults import Faults, TableCreation
 from tests.raw import count_items, raw_client, raw_items
 
@@ -54,15 +55,7 @@ def epoch(year: int, month: int, day: int, hour: int = 0, second: int = 0) -> in
     return int(dt.datetime(year, month, day, hour, 0, second, tzinfo=UTC).timestamp())
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = float(epoch(2016, 2, 26))
-
-    def __call__(self) -> float:
-        return self.now
-
-
-CLOCK = Clock()
+CLOCK = Clock(float(epoch(2016, 2, 26)))
 
 
 class UserLog(ShardedModel):

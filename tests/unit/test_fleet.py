@@ -33,14 +33,7 @@ from pynamodb_sharding.testing.fleet import (
     activity,
     needed_shards,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 def _db(clock: Clock, **limits: float) -> FleetDynamoDB:
@@ -122,7 +115,7 @@ def test_a_process_error_ends_the_run() -> None:
 
 
 def test_a_partition_bursts_one_second_then_refills_at_its_limit() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = _db(clock, write_units=50)
     assert sum(_put(db, "hot", n) for n in range(80)) == 50  # one second of burst
     assert _put(db, "cold", 0)  # another partition has its own bucket
@@ -133,7 +126,7 @@ def test_a_partition_bursts_one_second_then_refills_at_its_limit() -> None:
 
 
 def test_writes_cost_one_unit_per_started_kb_of_the_larger_item() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = _db(clock, write_units=10)
     assert _put(db, "k", 1, size=1500)  # 2 units
     assert _put(db, "k", 1, size=10)  # replaces a 2-unit item: still 2 units
@@ -144,7 +137,7 @@ def test_writes_cost_one_unit_per_started_kb_of_the_larger_item() -> None:
 
 
 def test_reads_are_admitted_on_their_minimum_and_charged_what_they_returned() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = _db(clock, read_units=4)
     _put(db, "k", 1, size=10_000)  # a 10 KB item: 3 read units consistent, 1.5 eventually
     key = {"pk": {"S": "k"}, "sk": {"N": "1"}}
@@ -160,7 +153,7 @@ def test_reads_are_admitted_on_their_minimum_and_charged_what_they_returned() ->
 
 def test_a_weighted_process_is_charged_and_counted_weight_times() -> None:
     loop = EventLoop()
-    db = _db(Clock(), write_units=100)
+    db = _db(Clock(0.0), write_units=100)
     admitted: list[bool] = []
 
     def heavy() -> None:
@@ -177,7 +170,7 @@ def test_a_weighted_process_is_charged_and_counted_weight_times() -> None:
 
 def test_a_weighted_add_adds_weight_times() -> None:
     loop = EventLoop()
-    db = _db(Clock())
+    db = _db(Clock(0.0))
     body = {
         "TableName": "log", "Key": {"pk": {"S": "k"}, "sk": {"N": "1"}}, "UpdateExpression": "ADD #0 :0",
         "ExpressionAttributeNames": {"#0": "units"}, "ExpressionAttributeValues": {":0": {"N": "2.5"}},
@@ -196,7 +189,7 @@ def test_a_weighted_add_adds_weight_times() -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 0.3), st.integers(1, 3000)), min_size=1, max_size=200))
 def test_a_partition_never_admits_more_than_its_limit_plus_one_second(requests: list[tuple[float, int]]) -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = _db(clock, write_units=20)
     admitted: list[tuple[float, int]] = []
     for serial, (pause, size) in enumerate(requests):

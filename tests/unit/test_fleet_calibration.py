@@ -23,14 +23,7 @@ from typing import Any
 import pytest
 
 from pynamodb_sharding.testing.fleet import FleetDynamoDB, _Index, _ServiceError, _Table
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 def db_with(clock: Clock, **options: Any) -> FleetDynamoDB:
@@ -50,7 +43,7 @@ def put(db: FleetDynamoDB, pk: str, sk: int, size: int = 10, **extra: Any) -> st
 
 
 def test_a_key_takes_a_thousand_write_units_a_second_and_two_hot_keys_each_take_theirs() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = db_with(clock)
     admitted = {"a": 0, "b": 0}
     serial = 0
@@ -65,7 +58,7 @@ def test_a_key_takes_a_thousand_write_units_a_second_and_two_hot_keys_each_take_
 
 
 def test_a_key_takes_three_thousand_read_units_a_second() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = db_with(clock)
     key = {"pk": {"S": "a"}, "sk": {"N": "1"}}
     put(db, "a", 1)
@@ -82,7 +75,7 @@ def test_a_key_takes_three_thousand_read_units_a_second() -> None:
 
 
 def test_a_provisioned_table_bursts_three_hundred_seconds_of_unused_capacity_and_no_more() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     db = db_with(clock, provisioned=(100.0, 300.0))  # 100 write units a second
     clock.now = 400.0  # idle for more than 300 s: 30,000 units saved, not 40,000
     admitted = 0
@@ -95,14 +88,14 @@ def test_a_provisioned_table_bursts_three_hundred_seconds_of_unused_capacity_and
 
 @pytest.mark.parametrize(("size", "units"), [(1, 1), (1000, 1), (1030, 2), (3000, 3), (5000, 5)])
 def test_a_write_costs_one_unit_per_started_kb(size: int, units: int) -> None:
-    db = db_with(Clock())
+    db = db_with(Clock(0.0))
     body = {"TableName": "log", "Item": {"pk": {"S": "k"}, "sk": {"N": "1"}, "pad": {"S": "x" * size}},
             "ReturnConsumedCapacity": "TOTAL"}
     assert db.handle("PutItem", body)["ConsumedCapacity"]["CapacityUnits"] == units
 
 
 def test_reads_cost_one_unit_per_started_4kb_half_when_eventually_consistent() -> None:
-    db = db_with(Clock())
+    db = db_with(Clock(0.0))
     for sk, size in ((1, 3000), (2, 3000), (3, 9000)):
         put(db, "k", sk, size=size)
 
@@ -123,7 +116,7 @@ def test_reads_cost_one_unit_per_started_4kb_half_when_eventually_consistent() -
 
 
 def test_a_write_refused_by_its_condition_costs_the_existing_items_units() -> None:
-    db = db_with(Clock())
+    db = db_with(Clock(0.0))
     put(db, "k", 1, size=2500)  # 3 units
     before = db.units[("log", True)]
     body = {"TableName": "log", "Key": {"pk": {"S": "k"}, "sk": {"N": "1"}}, "UpdateExpression": "SET pad = :p",
@@ -138,7 +131,7 @@ def test_a_write_refused_by_its_condition_costs_the_existing_items_units() -> No
 
 
 def test_a_transaction_costs_twice_the_units_of_each_item() -> None:
-    db = db_with(Clock())
+    db = db_with(Clock(0.0))
     items = [{"Put": {"TableName": "log", "Item": {"pk": {"S": "k"}, "sk": {"N": str(n)}, "pad": {"S": "x" * size}}}}
              for n, size in ((1, 10), (2, 1500), (3, 10))]
     answer = db.handle("TransactWriteItems", {"TransactItems": items, "ReturnConsumedCapacity": "TOTAL"})
@@ -149,7 +142,7 @@ def test_a_transaction_costs_twice_the_units_of_each_item() -> None:
 def test_a_hot_index_partition_refuses_writes_to_the_table() -> None:
     """Every item has ``day = "today"``: the index's one partition takes 1,000 write units a
     second, while the table's writes spread over many keys with room to spare."""
-    clock = Clock()
+    clock = Clock(0.0)
     db = db_with(clock, indexes={"by_day": _Index("by_day", "day", "sk")})
     reasons = [put(db, f"user{n}", n, day={"S": "today"}) for n in range(1_500)]
     assert reasons.count(None) == 1_000
@@ -163,7 +156,7 @@ def test_a_hot_index_partition_refuses_writes_to_the_table() -> None:
 
 
 def test_changing_an_index_key_costs_two_index_writes() -> None:
-    db = db_with(Clock(), indexes={"by_day": _Index("by_day", "day", "sk", projection="KEYS_ONLY")})
+    db = db_with(Clock(0.0), indexes={"by_day": _Index("by_day", "day", "sk", projection="KEYS_ONLY")})
     put(db, "k", 1, day={"S": "mon"})
     body = {"TableName": "log", "Key": {"pk": {"S": "k"}, "sk": {"N": "1"}}, "UpdateExpression": "SET #d = :d",
             "ExpressionAttributeNames": {"#d": "day"}, "ReturnConsumedCapacity": "INDEXES"}

@@ -16,6 +16,7 @@ from pynamodb_sharding import DynamicShards, ShardingDefinitionError, ShardMetad
 from pynamodb_sharding._metadata import ShardState
 from pynamodb_sharding._protocol import FleetProtocol, StoredProtocol
 from pynamodb_sharding._strategies import HistoryEntry
+from tests.clock import Clock
 
 
 class SettingsShards(ShardMetadata):
@@ -75,14 +76,6 @@ def test_count_at_never_exceeds_a_count_in_effect_and_never_the_current(
         assert grown.count_at(early) <= grown.count_at(late)  # growths only: never back down
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def unbound(strategy: DynamicShards, record: StoredProtocol | None = None) -> DynamicShards:
     """``strategy``, following ``record`` (``None``: a table that stores no protocol) without a table."""
     strategy._protocol.assume(record)
@@ -90,7 +83,7 @@ def unbound(strategy: DynamicShards, record: StoredProtocol | None = None) -> Dy
 
 
 def test_writers_wait_cache_ttl_plus_clock_skew_with_cached_reads() -> None:
-    clock = Clock()
+    clock = Clock(1_000.0)
     strategy = unbound(DynamicShards(SettingsShards, fresh_reads=False, cache_ttl=10, clock_skew=2, clock=clock))
     assert strategy.activation_delay == 12
     grown = state(2, (0.0, 1), (1_000.0, 2))
@@ -107,7 +100,7 @@ def test_writers_wait_cache_ttl_plus_clock_skew_with_cached_reads() -> None:
      ({"fresh_reads": False}, 11.0)],
 )
 def test_which_settings_delay_a_growth(options: dict[str, Any], delay: float) -> None:
-    clock = Clock()
+    clock = Clock(1_000.0)
     strategy = unbound(DynamicShards(SettingsShards, clock=clock, **options))
     assert strategy.activation_delay == delay
     assert strategy.write_count(state(2, (0.0, 1), (1_000.0, 2))) == (2 if delay == 0 else 1)
@@ -218,7 +211,7 @@ def test_a_delayed_growth_projects_over_its_delay_too() -> None:
 def test_a_stored_protocol_is_followed_whatever_the_declaration() -> None:
     """Declared fresh reads (0.2: growths used at once), on a table storing cached reads with a
     cache TTL of 7 s: growths are used 8 s later, and merged reads use the cache."""
-    clock = Clock()
+    clock = Clock(1_000.0)
     stored = StoredProtocol(current=FleetProtocol(cached_reads=True, cache_ttl=7.0, clock_skew=1.0))
     strategy = unbound(DynamicShards(SettingsShards, fresh_reads=None, clock=clock), stored)
     assert strategy.activation_delay == 8.0
@@ -235,7 +228,7 @@ def test_a_stored_protocol_is_followed_whatever_the_declaration() -> None:
 def test_during_a_change_every_process_follows_the_safer_settings(
     before: FleetProtocol, after: FleetProtocol, reads: bool, delay: float, ttl: float,
 ) -> None:
-    clock = Clock()
+    clock = Clock(1_000.0)
     changing = StoredProtocol(current=after, previous=before, changed_at=clock.now, effective_at=clock.now + 400)
     strategy = unbound(DynamicShards(SettingsShards, cache_ttl=30.0, clock=clock), changing)
     in_force = strategy.protocol_in_force()

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pynamodb_sharding._write_rate import LocalWrites, RateWindow, window_start
+from tests.clock import Clock
 
 
 def test_window_start_is_a_multiple_of_the_interval() -> None:
@@ -58,16 +59,8 @@ def test_rate_is_bounded_by_the_two_windows(units: float, previous: float, inter
     assert 0 <= rate <= max(units, previous) / interval
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_key_is_reported_once_per_interval_with_every_unit() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     local = LocalWrites(interval=1.0, quiet_units=0.0, timer=clock)
     assert local.add("k", 2.0) is None  # counting starts
     clock.now = 0.5
@@ -81,7 +74,7 @@ def test_a_key_is_reported_once_per_interval_with_every_unit() -> None:
 
 
 def test_keys_are_counted_apart() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     local = LocalWrites(interval=1.0, quiet_units=0.0, timer=clock)
     local.add("a", 1.0)
     local.add("b", 10.0)
@@ -91,7 +84,7 @@ def test_keys_are_counted_apart() -> None:
 
 
 def test_quiet_keys_are_not_reported_unless_asked() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     local = LocalWrites(interval=1.0, quiet_units=5.0, timer=clock)
     local.add("cold", 1.0)
     clock.now = 1.0
@@ -103,7 +96,7 @@ def test_quiet_keys_are_not_reported_unless_asked() -> None:
 
 
 def test_clear_forgets_counts() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     local = LocalWrites(interval=1.0, quiet_units=0.0, timer=clock)
     local.add("k", 7.0)
     local.clear()

@@ -15,7 +15,6 @@ the thread is marked.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._locals import ContextLocal
 
 __all__ = ["WriteAttempts", "may_have_been_applied", "tracking", "watch"]
@@ -115,4 +115,4 @@ def _after_fork_in_child() -> None:
     _watch_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random as _random
 import threading
 import time
@@ -46,6 +45,7 @@ from pynamodb_sharding._exceptions import (
     ShardingError,
     ShrinkTargetError,
 )
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import botocore_client, hash_keyname, range_keyname
 from pynamodb_sharding._hot_keys import HotKeyHints
 from pynamodb_sharding._keys import MAX_SHARDS
@@ -203,7 +203,7 @@ def _after_fork_in_child() -> None:
     _hook_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ makes it hang. :func:`merged_count` sums the shards' counts in parallel.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import warnings
 import weakref
@@ -36,6 +35,7 @@ from pynamodb_sharding._cursor import (
 )
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import ShardKeyError
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import sharded_index
 from pynamodb_sharding._merge import SHARE_SLACK, STARTS_AT_POSITION, Page, ShardMerge, SortValue, Start, sort_value
@@ -84,8 +84,7 @@ def _reset_lock_in_child() -> None:
     _warned_lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_reset_lock_in_child)
+at_fork(after_in_child=_reset_lock_in_child)
 
 
 def _check_pool(model: type[Any], workers: int) -> None:

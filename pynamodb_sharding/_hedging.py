@@ -35,6 +35,7 @@ from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Protocol, TypeVar
 
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._locals import ContextLocal
 
 __all__ = [
@@ -272,5 +273,4 @@ def _after_fork_in_child() -> None:
     _executor = None
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)

@@ -27,6 +27,7 @@ import attrs
 
 from pynamodb_sharding._cursor import MAX_TIES, CursorState, MergePosition, RawItem, RawKey, Tie
 from pynamodb_sharding._exceptions import SortKeyTypeError
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding._pool import BoundedSubmitter
 
@@ -1134,8 +1135,7 @@ class _Process:
 _process = _Process
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_Process.forked)
+at_fork(after_in_child=_Process.forked)
 
 
 def _shard_and_item(shard: int, item: RawItem) -> tuple[int, RawItem]:

@@ -18,7 +18,6 @@ epoch seconds for anyone reading the table. Items whose ``last_updated`` is whol
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 import weakref
@@ -46,6 +45,7 @@ from pynamodb_sharding._exceptions import (
     MetadataRequestError,
     ShardingDefinitionError,
 )
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import (
     CONNECTION_SETTINGS,
     PLACEMENT_SETTINGS,
@@ -1425,7 +1425,7 @@ def _insert_where_open(model: type[ShardMetadata], item: ShardMetadata, region: 
         raise
 
 
-os.register_at_fork(
+at_fork(
     before=_fork.before,
     after_in_parent=lambda: _fork.after(in_child=False),
     after_in_child=lambda: _fork.after(in_child=True),

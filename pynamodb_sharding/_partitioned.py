@@ -45,6 +45,7 @@ from pynamodb_sharding._exceptions import (
     PeriodTableNotActiveError,
     ShardingDefinitionError,
 )
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import (
     botocore_client,
     connection_fingerprint,
@@ -82,8 +83,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)
 
 
 def declaration(model: type[Any]) -> TimePartitioned:

@@ -33,6 +33,8 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
+from pynamodb_sharding._forks import at_fork
+
 __all__ = [
     "DEFAULT_FANOUT_THREADS",
     "BoundedSubmitter",
@@ -308,5 +310,4 @@ def _after_fork_in_child() -> None:
     _executor = None
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)

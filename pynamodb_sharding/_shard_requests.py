@@ -8,7 +8,6 @@ likely shards' first pages while a ``DynamicShards`` count is being read.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -32,6 +31,7 @@ from pynamodb.pagination import RateLimiter
 from pynamodb_sharding._cursor import RawItem, RawValue
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._fastparse import parsed_quickly
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._hedging import hedged
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import index_not_ready
@@ -229,8 +229,7 @@ def _reset_locks_in_child() -> None:
         read._lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_reset_locks_in_child)
+at_fork(after_in_child=_reset_locks_in_child)
 
 
 

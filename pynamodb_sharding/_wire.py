@@ -54,6 +54,7 @@ import attrs
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
 
 from pynamodb_sharding._fastparse import decode_binary_values
+from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._hedging import mark_sent
 from pynamodb_sharding._host import (
     dynamodb_send_signals,
@@ -433,8 +434,7 @@ def _reset_in_child() -> None:
     _pools.clear()
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_reset_in_child)
+at_fork(after_in_child=_reset_in_child)
 
 
 class _Raw:

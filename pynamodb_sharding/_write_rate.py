@@ -30,7 +30,6 @@ read too, and added in.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 import weakref
@@ -39,6 +38,8 @@ from typing import Any
 
 import attrs
 from cachetools import TTLCache
+
+from pynamodb_sharding._forks import at_fork
 
 __all__ = [
     "QUIET_FRACTION",
@@ -329,4 +330,4 @@ def _after_fork_in_child() -> None:
         counter._counts.clear()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)

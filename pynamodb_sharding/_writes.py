@@ -32,7 +32,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 
 from pynamodb_sharding import _attempts as attempts
-from pynamodb_sharding import _item as item
+from pynamodb_sharding import _item as item_shard
 from pynamodb_sharding import _regions as regions
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
@@ -162,20 +162,20 @@ def new_item_shard(target: Any) -> int:
         ShardMoveError: the item must move (a derived attribute changed): ``save()`` moves it.
     """
     manager = shard_manager(type(target))
-    if item.moved_from(target, manager) is not None:
-        raise item.move_refused(target, manager, "batch-written, written in a transaction or serialized")
+    if item_shard.moved_from(target, manager) is not None:
+        raise item_shard.move_refused(target, manager, "batch-written, written in a transaction or serialized")
     manager.check_writable(getattr(target, manager.attribute))
     stored = stored_shard_of_key(target, manager)
     if stored == LEGACY_SHARD:  # shadow the bare copy where a move puts it (see stored_form)
-        return item.pin(target, manager, manager.legacy_target_shard(target))
+        return item_shard.pin(target, manager, manager.legacy_target_shard(target))
     if stored is not None:
         if derives_from_other_attributes(manager):
             wanted = manager.write_shard(target)
             if wanted != stored:
                 derived = ", ".join(manager.derived_attributes)
                 msg = (
-                    f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
-                    f"{item.range_value(target, manager)!r} is stored in shard {stored}, but this instance's "
+                    f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
+                    f"{item_shard.range_value(target, manager)!r} is stored in shard {stored}, but this instance's "
                     f"{derived} selects shard {wanted}, so a batch or transactional write (or serializing "
                     f"it) would leave two copies of one key; nothing was sent. Call save() on it, which "
                     f"moves the stored item in one transaction."
@@ -183,8 +183,8 @@ def new_item_shard(target: Any) -> int:
                 raise ShardMoveError(msg)
         # Under an older layout a job may move it: a batch sends it through save(), which moves
         # it; a transaction's put requires it to be still there (transaction_put_condition).
-        return item.pin(target, manager, stored)
-    return item.pin(target, manager, manager.write_shard(target))
+        return item_shard.pin(target, manager, stored)
+    return item_shard.pin(target, manager, manager.write_shard(target))
 
 
 def stored_form(target: Any, data: dict[str, dict[str, Any]], *, null_check: bool = True) -> dict[str, dict[str, Any]]:
@@ -195,19 +195,19 @@ def stored_form(target: Any, data: dict[str, dict[str, Any]], *, null_check: boo
     Raises:
         PartialItemError: the item was read with a projection that left out its key.
     """
-    held = item.state(target)
+    held = item_shard.state(target)
     manager = shard_manager(type(target))
     if null_check and held.partial:
         refuse_partial_put(target, manager)
-    shard = item.known(target, manager)
+    shard = item_shard.known(target, manager)
     if shard == LEGACY_SHARD:
         # A batch or transactional put of an item read from its bare key: a migration may have
         # moved it meanwhile, so put it where a move puts it; the bare copy it shadows is
         # deleted by the migration, and reads never return it (the sharded copy wins).
-        shard = item.pin(target, manager, manager.legacy_target_shard(target))
+        shard = item_shard.pin(target, manager, manager.legacy_target_shard(target))
     elif shard is None:
         shard = new_item_shard(target)
-    data[manager.hash_attribute.attr_name] = {"S": item.physical_key(target, manager, shard)}
+    data[manager.hash_attribute.attr_name] = {"S": item_shard.physical_key(target, manager, shard)}
     store_index_values(target, data)
     return data
 
@@ -238,11 +238,11 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     model = type(target)
     check_item_condition(model, condition)  # before the strategy reads anything
     manager = shard_manager(model)
-    known = item.known(target, manager)
+    known = item_shard.known(target, manager)
     if known is not None:
         if manager.misplaced(target, known):  # a job may move it: the save moves it first
             return _save_misplaced(target, known, condition, add_version_condition, relocations)
-        if ((following or item.state(target).unconfirmed_create)
+        if ((following or item_shard.state(target).unconfirmed_create)
                 and checks_other_shards(target, condition, add_version_condition)):
             # Found there by a lookup (it may be deleted and created elsewhere before the put),
             # or the last save of this new item may not have been applied (a lost reply):
@@ -250,17 +250,17 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
             return _create_alone(target, condition, add_version_condition, relocations)
         return _put_where_stored(target, condition, add_version_condition, relocations)
     manager.check_writable(getattr(target, manager.attribute))  # before any I/O
-    moved_from = item.moved_from(target, manager)
+    moved_from = item_shard.moved_from(target, manager)
     if moved_from is not None:
         wanted = manager.write_shard(target)
         if wanted != moved_from:
             return _save_moving(target, moved_from, wanted, condition, add_version_condition)
-        item.pin(target, manager, moved_from)
+        item_shard.pin(target, manager, moved_from)
         return _put(target, condition, add_version_condition)
-    item.forget(target)
+    item_shard.forget(target)
     stored = stored_shard_of_key(target, manager)
     if stored is not None:  # overwrite by key where the key is stored, never a second copy
-        item.pin(target, manager, stored)
+        item_shard.pin(target, manager, stored)
         if manager.misplaced(target, stored):  # an older layout, or this item's user_id moved it
             return _save_misplaced(target, stored, condition, add_version_condition, relocations)
         if checks_other_shards(target, condition, add_version_condition):
@@ -268,7 +268,7 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
             # put: the condition is checked with no other shard holding the key.
             return _create_alone(target, condition, add_version_condition, relocations)
         return _put_where_stored(target, condition, add_version_condition, relocations)
-    item.forget(target)
+    item_shard.forget(target)
 
     attempts.watch(botocore_client(model))
     ambiguous = False  # some attempt of this save may have been applied
@@ -278,7 +278,7 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
 
     def send(shard: int) -> dict[str, Any]:
         nonlocal ambiguous
-        item.pin(target, manager, shard)
+        item_shard.pin(target, manager, shard)
         with attempts.tracking() as sent:
             try:
                 if alone:
@@ -293,7 +293,7 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
                 if sent.may_have_applied:
                     resent.add(shard)
                 if not ambiguous:
-                    item.forget(target)
+                    item_shard.forget(target)
                 raise
 
     return manager.write(target, send)
@@ -347,12 +347,12 @@ def check_transaction_put(target: Any) -> None:
         ShardMoveError: such a put; nothing is sent.
     """
     manager = shard_manager(type(target))
-    if not unique_puts(manager) or item.known(target, manager) is not None:
+    if not unique_puts(manager) or item_shard.known(target, manager) is not None:
         return
     msg = (
         f"{manager.codec.where}: {manager.model.__name__} declares Sharding(..., unique_keys=True), so a "
         f"save of an instance not loaded from the table must check the other shards of its key "
-        f"{item.logical_key(target, manager)!r} and replace the item where it is stored, which a "
+        f"{item_shard.logical_key(target, manager)!r} and replace the item where it is stored, which a "
         f"TransactWrite you build cannot do; nothing was sent. Call save() on it (one transaction of "
         f"its own), or load the item first (get or query) and save that instance in the transaction."
     )
@@ -369,14 +369,14 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
     """
     model = type(target)
     manager = shard_manager(model)
-    shard = item.known(target, manager)
+    shard = item_shard.known(target, manager)
     assert shard is not None  # pinned by locate_for_write
     others = [other for other in candidate_shards(target, manager) if other != shard]
     if len(others) + 1 > MAX_TRANSACTION_ITEMS:  # too many to check in one request: as before
         return dict(table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
                                                          condition=condition, actions=actions))
     connection = table_connection(model)
-    checks = _absent_from(connection, manager, item.logical_key(target, manager), others, range_key)
+    checks = _absent_from(connection, manager, item_shard.logical_key(target, manager), others, range_key)
     update_request = connection.get_operation_kwargs(hash_key, range_key=range_key, actions=actions,
                                                      condition=condition)
     table = model.Meta.table_name
@@ -395,12 +395,12 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
             if found is not None and found != shard:
                 raise _FoundElsewhere from failed
             if relocations < MAX_RELOCATIONS:
-                item.state(target).located_absent = True
+                item_shard.state(target).located_absent = True
                 return _update_alone(target, hash_key, range_key, actions, condition, relocations + 1)
         if codes[len(checks)] == "ConditionalCheckFailed":
             raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed) from failed
         raise _refused(UpdateError, "update item", "UpdateItem", table, failed, codes) from failed
-    item.state(target).located_absent = False
+    item_shard.state(target).located_absent = False
     found_now = connection.get_item(hash_key, range_key=range_key, consistent_read=True)
     return {ATTRIBUTES: found_now.get(ITEM, {})}
 
@@ -429,9 +429,9 @@ def _create_alone(
     """
     model = type(target)
     manager = shard_manager(model)
-    shard = item.known(target, manager)
+    shard = item_shard.known(target, manager)
     assert shard is not None  # pinned by the caller
-    logical = item.logical_key(target, manager)
+    logical = item_shard.logical_key(target, manager)
     others = [other for other in candidate_shards(target, manager) if other != shard]
     if len(others) + 1 > MAX_TRANSACTION_ITEMS:
         msg = (
@@ -450,9 +450,9 @@ def _create_alone(
         args[0], range_key=kwargs.get("range_key"), key=ITEM, attributes=kwargs["attributes"],
         condition=rewrite_condition(model, kwargs["condition"], Usage.ITEM, lambda: shard),
     )
-    range_ser = manager.serialize_range(item.range_value(target, manager))
+    range_ser = manager.serialize_range(item_shard.range_value(target, manager))
     checks = _absent_from(connection, manager, logical, others, range_ser)
-    held = item.state(target)
+    held = item_shard.state(target)
     with attempts.tracking() as sent:
         try:
             data: dict[str, Any] = connection.connection.transact_write_items(
@@ -531,7 +531,7 @@ def _put_where_stored(
     manager = shard_manager(type(target))
     if not keys_may_repeat(manager):
         return _put(target, condition, add_version_condition)
-    stored = item.known(target, manager)
+    stored = item_shard.known(target, manager)
     assert stored is not None  # the caller's
     try:
         return _put(target, guarded(target, condition), add_version_condition)
@@ -583,15 +583,15 @@ def _save_misplaced(
             if where == stored or relocations >= MAX_RELOCATIONS:
                 raise  # the condition or the version check failed on the stored copy
             if where is None:  # deleted meanwhile: recreated where the layout writes it
-                item.pin(target, manager, shard)
+                item_shard.pin(target, manager, shard)
                 if checks_other_shards(target, condition, add_version_condition):
                     # ...unless another save of the key put it in another shard meanwhile.
                     return _create_alone(target, condition, add_version_condition, relocations + 1)
                 return _put(target, condition, add_version_condition)
             return save(target, condition, add_version_condition, relocations=relocations + 1, following=True)
     msg = (
-        f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
-        f"{item.range_value(target, manager)!r} must move out of shard {stored}, but every shard it could "
+        f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
+        f"{item_shard.range_value(target, manager)!r} must move out of shard {stored}, but every shard it could "
         f"move to holds another item of the same primary key (random and dynamic strategies do not "
         f"keep keys unique); nothing was written. Delete the extra copies (read them with "
         f"{manager.model.__name__}.query), or use HashedShards where items are overwritten by key."
@@ -604,14 +604,14 @@ def relocate(target: Any, stored: int) -> int | None:
     (pinned there), ``stored`` itself when it is still there (the condition failed on it),
     or ``None`` when no shard holds it (deleted meanwhile; the pin is kept)."""
     manager = shard_manager(type(target))
-    held = item.state(target)
+    held = item_shard.state(target)
     pinned = (held.shard, held.basis)
-    item.forget(target)
+    item_shard.forget(target)
     shard, _ = locate(target, candidate_shards(target, manager))
     if shard is None:
         held.shard, held.basis = pinned
         return None
-    item.pin(target, manager, shard)
+    item_shard.pin(target, manager, shard)
     return shard
 
 
@@ -637,16 +637,16 @@ def _save_moving(
     manager = shard_manager(model)
     connection = table_connection(model)
     hash_attr = manager.hash_attribute
-    range_ser = manager.serialize_range(item.range_value(target, manager))
+    range_ser = manager.serialize_range(item_shard.range_value(target, manager))
     version_check = version_condition(target) if add_version_condition else None
     delete_condition: Condition = hash_attr.exists()
     for extra in (rewrite_condition(model, condition, Usage.ITEM, lambda: stored), version_check):
         if extra is not None:
             delete_condition &= extra
-    held = item.state(target)
+    held = item_shard.state(target)
     before = (held.shard, held.basis)
-    old_physical = manager.codec.encode(item.logical_key(target, manager), stored)
-    item.pin(target, manager, shard)
+    old_physical = manager.codec.encode(item_shard.logical_key(target, manager), stored)
+    item_shard.pin(target, manager, shard)
     attributes = _stored_attributes(target)
     args, kwargs = put_arguments(target, attributes, None, add_version_condition=False)
     put = connection.get_operation_kwargs(
@@ -668,7 +668,7 @@ def _save_moving(
         if codes[1] == "ConditionalCheckFailed" and target_free:
             raise _TargetTaken from exc
         raise PutError(f"Failed to put item: {exc.cause}", exc.cause) from exc
-    item.pin(target, manager, shard)
+    item_shard.pin(target, manager, shard)
     bump_local_version(target)
     return data
 
@@ -731,7 +731,8 @@ def addressed_key(target: Any) -> tuple[str, Any]:
     addresses (locating the item when its shard is unknown)."""
     manager = shard_manager(type(target))
     shard = locate_for_write(target)
-    return item.physical_key(target, manager, shard), manager.serialize_range(item.range_value(target, manager))
+    range_value = manager.serialize_range(item_shard.range_value(target, manager))
+    return item_shard.physical_key(target, manager, shard), range_value
 
 
 def _item_condition(target: Any, condition: Condition | None) -> Condition | None:
@@ -756,7 +757,7 @@ def update(target: Any, actions: list[Any], condition: Condition | None, add_ver
         version = version_condition(target, actions=sent)
         if add_version_condition and version is not None:
             guarded_condition &= version
-        if item.state(target).located_absent and keys_may_repeat(shard_manager(model)):
+        if item_shard.state(target).located_absent and keys_may_repeat(shard_manager(model)):
             data = _update_alone(target, hash_key, range_key, sent, guarded_condition)
         else:
             data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
@@ -808,7 +809,7 @@ def write_in_place(
         # shard, after this process learnt where it is (random, dynamic and user_id shards; not
         # when its key can be in one shard only): the request requires it to be still there,
         # and follows it when it is not.
-        held = item.state(target)
+        held = item_shard.state(target)
         if not misplaced and not (repeats and not held.located_absent and not held.sole_candidate):
             try:
                 return send(_item_condition(target, condition))
@@ -824,15 +825,15 @@ def write_in_place(
                 raise
             if where is None:  # deleted meanwhile: as on a plain table, a missing item
                 if misplaced:
-                    item.pin(target, manager, manager.move_targets(target, stored)[0])
-                item.state(target).located_absent = repeats
+                    item_shard.pin(target, manager, manager.move_targets(target, stored)[0])
+                item_shard.state(target).located_absent = repeats
                 try:
                     return send(_item_condition(target, condition))
                 except _FoundElsewhere:
                     continue
     msg = (
-        f"{manager.codec.where}: the item {item.logical_key(target, manager)!r} with range key "
-        f"{item.range_value(target, manager)!r} moved between shards {MAX_RELOCATIONS + 1} times while "
+        f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
+        f"{item_shard.range_value(target, manager)!r} moved between shards {MAX_RELOCATIONS + 1} times while "
         f"this {action} followed it (jobs running at once?); nothing was written. Try again."
     )
     raise ShardMoveError(msg)
@@ -873,7 +874,7 @@ def write_route(
     version = version_attribute_name(target)
     conditional = condition is not None or (add_version_condition and version is not None)
     manager = shard_manager(type(target))
-    new_item = item.known(target, manager) is None and item.moved_from(target, manager) is None
+    new_item = item_shard.known(target, manager) is None and item_shard.moved_from(target, manager) is None
     return regions.route_of(target, action, conditional=conditional, new_item=new_item)
 
 
@@ -893,9 +894,9 @@ def batch_alone(target: Any, put: bool, batch_route: regions.Route | None = None
     if unique_puts(manager):
         # A put cannot check the other shards of its key in a batch: save() does.
         return True
-    known = item.known(target, manager)
+    known = item_shard.known(target, manager)
     if known is None:
-        if item.moved_from(target, manager) is not None:
+        if item_shard.moved_from(target, manager) is not None:
             return False  # stored_form refuses it: save() moves it (see new_item_shard)
         known = new_item_shard(target)
     # A legacy item's put shadows its bare copy where a move puts it (see stored_form).
@@ -907,9 +908,9 @@ def stored_dict(target: Any, data: Mapping[str, Any]) -> dict[str, dict[str, Any
     written yet is assigned its write shard here, as :func:`stored_form` does."""
     manager = shard_manager(type(target))
     result = dict(data)
-    shard = item.known(target, manager)
+    shard = item_shard.known(target, manager)
     if shard is None:
         shard = new_item_shard(target)
-    result[manager.hash_attribute.attr_name] = {"S": item.physical_key(target, manager, shard)}
+    result[manager.hash_attribute.attr_name] = {"S": item_shard.physical_key(target, manager, shard)}
     store_index_values(target, result)
     return result

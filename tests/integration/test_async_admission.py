@@ -14,6 +14,7 @@ from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding import _async_transport as transport
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop
+from tests.paging import apage_by_page
 
 
 class Hit(ShardedModel):
@@ -92,14 +93,8 @@ def test_pages_with_a_limit_over_smaller_page_sizes_give_every_request_slot_back
     loop = Loop()
 
     async def every_page(limit: int, page_size: int) -> list[int]:
-        returned: list[int] = []
-        cursor = None
-        while True:
-            page = Hit.aquery("/hot", limit=limit, page_size=page_size, last_evaluated_key=cursor)
-            returned += [hit.at async for hit in page]
-            cursor = page.last_evaluated_key
-            if cursor is None:
-                return returned
+        read = await apage_by_page(Hit.aquery, hash_key="/hot", limit=limit, page_size=page_size)
+        return [hit.at for hits, _ in read for hit in hits]
 
     async def rounds() -> list[list[int]]:
         # 3 rounds of 15 to 20 pages: without the slots back, the loop runs out in the first.

@@ -24,6 +24,7 @@ from pynamodb_sharding._pool import pause
 from pynamodb_sharding.testing import inject_latency, record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop
+from tests.paging import apage_by_page
 
 
 class Paced(ShardedModel):
@@ -161,14 +162,10 @@ def test_slow_shard_requests_are_hedged_with_tasks(dynamodb_models: BindModels, 
         start = time.monotonic()
         got = loop.run(read(page_size=20))
         elapsed = time.monotonic() - start
-        resumed: list[int] = []
-        cursor = None
-        while True:  # page by page through page tokens: the same items, none twice
-            page = AsyncHedged.aquery("/home", limit=30, scan_index_forward=False, last_evaluated_key=cursor)
-            resumed.extend(int(item.at) for item in loop.run(page))
-            cursor = page.next_page_token
-            if cursor is None:
-                break
+        # Page by page through page tokens: the same items, none twice.
+        read = loop.run(apage_by_page(AsyncHedged.aquery, token=True, hash_key="/home", limit=30,
+                                      scan_index_forward=False))
+        resumed = [int(item.at) for items, _ in read for item in items]
     assert got == list(range(400))
     assert resumed == list(range(399, -1, -1))
     assert slowed, "some requests were slowed"

@@ -34,6 +34,7 @@ from pynamodb_sharding._pool import pause
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.async_loop import Loop, collect
 from tests.day_index import day_index
+from tests.paging import apage_by_page, page_by_page
 from tests.raw import put_raw
 
 NOW = 1_456_444_800  # 2016-02-26, in the February 2016 period
@@ -111,26 +112,14 @@ class IndexedLog(ShardedModel):
 
 def sync_pages(query: Any, limit: int, **kwargs: Any) -> list[tuple[list[int], Any, Any]]:
     """Every page of ``query`` read with the sync method, with each page's cursor and token."""
-    pages = []
-    cursor: Any = None
-    while True:
-        page = query(last_evaluated_key=cursor, limit=limit, **kwargs)
-        items = [item.at for item in page]
-        pages.append((items, page.last_evaluated_key, page.next_page_token))
-        cursor = page.next_page_token
-        if cursor is None:
-            return pages
+    return [([item.at for item in items], page.last_evaluated_key, page.next_page_token)
+            for items, page in page_by_page(query, token=True, limit=limit, **kwargs)]
 
 
 def async_pages(loop: Loop, aquery: Any, limit: int, **kwargs: Any) -> list[tuple[list[int], Any, Any]]:
-    pages = []
-    cursor: Any = None
-    while True:
-        items, key, token = loop.run(collect(aquery(last_evaluated_key=cursor, limit=limit, **kwargs)))
-        pages.append(([item.at for item in items], key, token))
-        cursor = token
-        if cursor is None:
-            return pages
+    """The same with the async method."""
+    return [([item.at for item in items], page.last_evaluated_key, page.next_page_token)
+            for items, page in loop.run(apage_by_page(aquery, token=True, limit=limit, **kwargs))]
 
 
 def write_items(model: type[ShardedModel], key: str, count: int) -> None:

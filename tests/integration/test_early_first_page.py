@@ -24,6 +24,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, store_fleet_protocol
 from pynamodb_sharding.testing import record_requests
+from tests.paging import page_by_page
 from tests.raw import raw_items
 
 KEY = "/shared/firetvGen2.txt"
@@ -146,14 +147,8 @@ def test_the_results_are_a_plain_models(dynamodb_models: Callable[..., Any], for
     PlainLog(KEY, 0).save()
 
     def pages(model: type[Model]) -> list[list[int]]:
-        out: list[list[int]] = []
-        cursor = None
-        while True:
-            results = model.query(KEY, scan_index_forward=forward, limit=limit, last_evaluated_key=cursor)
-            out.append([int(item.accessed_at) for item in results])
-            cursor = results.last_evaluated_key
-            if cursor is None or limit is None:
-                return out
+        read = page_by_page(model.query, hash_key=KEY, scan_index_forward=forward, limit=limit)
+        return [[int(item.accessed_at) for item in items] for items, _ in read]
 
     merged, plain = pages(EarlyLog), pages(PlainLog)
     assert [at for page in merged for at in page] == [at for page in plain for at in page]

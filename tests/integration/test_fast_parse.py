@@ -29,6 +29,7 @@ from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding import _fastparse as fastparse
 from pynamodb_sharding import _query_plan as query_plan
 from pynamodb_sharding.testing import record_requests
+from tests.paging import pages
 
 Bind = Callable[..., Any]
 
@@ -115,14 +116,7 @@ def test_every_attribute_type_reads_as_from_a_plain_table(
     assert isinstance(plain[0]["digest"], bytes)
     assert merged == plain
     # Resumed page after page from the cursor, over binary sort keys: the same items, once each.
-    resumed: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = Attachment.query("ann", scan_index_forward=forward, limit=7, last_evaluated_key=cursor)
-        resumed.extend(values(item) for item in page)
-        cursor = page.last_evaluated_key
-        if cursor is None:
-            break
+    resumed = [values(item) for item in pages(Attachment.query, hash_key="ann", scan_index_forward=forward, limit=7)]
     assert resumed == plain
 
 

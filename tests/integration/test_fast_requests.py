@@ -12,7 +12,6 @@ verified with the CA bundle botocore would use.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from pynamodb_sharding.testing import bound_models, record_requests
 from pynamodb_sharding.testing.local import DynamoDBLocal
 from tests.async_loop import Loop
 from tests.http_front import HttpFront
+from tests.paging import apage_by_page, page_by_page
 from tests.proxy import TlsFront, tls_pair
 
 KEY = "/fast"
@@ -67,16 +67,9 @@ def log(dynamodb_models: Callable[..., Any]) -> None:
 
 
 def pages(query: Callable[..., Any], **kwargs: Any) -> list[tuple[list[tuple[int, Any]], Any]]:
-    found = []
-    cursor = None
-    while True:
-        result = query(last_evaluated_key=cursor, **kwargs)
-        items = [(int(item.at), item.note) for item in result]
-        cursor = result.last_evaluated_key
-        found.append((items, cursor))
-        if cursor is None:
-            return found
-        cursor = json.loads(json.dumps(cursor))
+    """Each page's items (number, note) and cursor."""
+    return [([(int(item.at), item.note) for item in items], result.last_evaluated_key)
+            for items, result in page_by_page(query, **kwargs)]
 
 
 READS: dict[str, Callable[[], Any]] = {
@@ -235,16 +228,9 @@ def test_tls_refuses_a_certificate_the_bundle_does_not_trust(dynamodb_local: Dyn
 
 
 async def _apages(query: Callable[..., Any], **kwargs: Any) -> list[tuple[list[tuple[int, Any]], Any]]:
-    found = []
-    cursor = None
-    while True:
-        result = query(last_evaluated_key=cursor, **kwargs)
-        items = [(int(item.at), item.note) async for item in result]
-        cursor = result.last_evaluated_key
-        found.append((items, cursor))
-        if cursor is None:
-            return found
-        cursor = json.loads(json.dumps(cursor))
+    """:func:`pages` of an async query."""
+    return [([(int(item.at), item.note) for item in items], result.last_evaluated_key)
+            for items, result in await apage_by_page(query, **kwargs)]
 
 
 ASYNC_READS: dict[str, Callable[[], Any]] = {

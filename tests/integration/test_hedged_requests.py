@@ -11,7 +11,6 @@ answers change nothing; counts agree.
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import HashedShards, ShardedModel, Sharding
+from tests.paging import pages
 
 Bind = Callable[..., Any]
 
@@ -126,14 +126,7 @@ def logs(dynamodb_models: Bind) -> None:
 
 
 def _pages(model: Any, limit: int, forward: bool, key: str = "/home") -> list[int]:
-    got: list[int] = []
-    cursor = None
-    while True:
-        page = model.query(key, limit=limit, scan_index_forward=forward, last_evaluated_key=cursor)
-        got.extend(int(item.at) for item in page)
-        if page.last_evaluated_key is None:
-            return got
-        cursor = json.loads(json.dumps(page.last_evaluated_key))
+    return [int(item.at) for item in pages(model.query, hash_key=key, limit=limit, scan_index_forward=forward)]
 
 
 def test_slow_requests_are_hedged_and_results_are_unchanged(logs: None) -> None:

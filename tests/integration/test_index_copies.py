@@ -12,6 +12,7 @@ Random layouts allow two items of one logical key, which are two items: the nega
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from tests.day_index import day_index
+from tests.paging import pages as read_pages
 from tests.raw import put_raw, raw_client, raw_items
 
 DAY = "20160226"
@@ -112,15 +114,8 @@ def copy_to(model: type[Model], device: str, at: int, physical: str) -> None:
 
 def pages(query: Callable[..., Any], limit: int) -> list[tuple[str, int]]:
     """Every item of the index query, ``limit`` per page, each page resumed from the last one's
-    token."""
-    found: list[tuple[str, int]] = []
-    token = None
-    while True:
-        result = query(DAY, limit=limit, last_evaluated_key=token)
-        found += [(item.device, int(item.at)) for item in result]
-        token = result.last_evaluated_key
-        if token is None:
-            return found
+    cursor."""
+    return [(item.device, int(item.at)) for item in read_pages(functools.partial(query, DAY), limit=limit)]
 
 
 def test_an_adopted_tables_item_mid_move_is_one_index_entry(dynamodb_models: Callable[..., Any]) -> None:

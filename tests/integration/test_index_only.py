@@ -25,7 +25,7 @@ from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
 from tests.day_index import day_index
-from tests.paging import pages
+from tests.paging import page_by_page, pages
 from tests.raw import index_items, raw_items
 
 
@@ -152,20 +152,13 @@ class TestSameTableAsAPlainModel:
         for n in range(9):
             plain("k", f"r{n}", payload="odd" if n % 2 else "even").save()
         for forward in (True, False):
-            got, expected = [], []
-            cursor_s = cursor_p = None
-            while True:
-                page_s = sharded.query("k", filter_condition=sharded.payload == "even", limit=2,
-                                       scan_index_forward=forward, last_evaluated_key=cursor_s)
-                page_p = plain.query("k", filter_condition=plain.payload == "even", limit=2,
-                                     scan_index_forward=forward, last_evaluated_key=cursor_p)
-                got += [i.sk for i in page_s]
-                expected += [i.sk for i in page_p]
-                cursor_s, cursor_p = page_s.last_evaluated_key, page_p.last_evaluated_key
-                assert cursor_s == cursor_p  # DynamoDB's own key, as PynamoDB returns it
-                if cursor_s is None:
-                    break
-            assert got == expected == sorted(["r0", "r2", "r4", "r6", "r8"], reverse=not forward)
+            read_s, read_p = (page_by_page(model.query, hash_key="k", filter_condition=model.payload == "even", limit=2,
+                                           scan_index_forward=forward) for model in (sharded, plain))
+            # Page for page, DynamoDB's own key as the cursor, as PynamoDB returns it.
+            assert [[i.sk for i in items] for items, _ in read_s] == [[i.sk for i in items] for items, _ in read_p]
+            assert [page.last_evaluated_key for _, page in read_s] == [page.last_evaluated_key for _, page in read_p]
+            got = [i.sk for items, _ in read_s for i in items]
+            assert got == sorted(["r0", "r2", "r4", "r6", "r8"], reverse=not forward)
         # A plain model's cursor resumes the index-only model's query, and the other way round.
         first = plain.query("k", limit=4)
         list(first)

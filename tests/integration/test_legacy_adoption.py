@@ -41,6 +41,7 @@ from pynamodb_sharding import (
 )
 from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding.legacy import MoveOutcome, check_legacy_keys, find_ambiguous_keys, move_legacy_item
+from tests.paging import pages
 from tests.raw import put_raw, raw_client, raw_items
 
 SENSORS = ("s1", "s2", "s3")
@@ -141,14 +142,7 @@ class TestReadsCoverLegacyKeys:
     def test_cursor_resumes_over_legacy_and_shards(self) -> None:
         for at in range(PER_SENSOR, PER_SENSOR + 10):
             Reading("s1", at, value=at * 10).save()  # to shards
-        seen: list[tuple[str, int, Any]] = []
-        cursor = None
-        while True:
-            page = Reading.query("s1", limit=7, last_evaluated_key=cursor)
-            seen.extend(rows(page))
-            cursor = page.last_evaluated_key
-            if cursor is None or len(seen) > 100:
-                break
+        seen = rows(pages(Reading.query, hash_key="s1", limit=7))
         assert [("s1", at, at * 10) for at in range(PER_SENSOR + 10)] == seen
 
     def test_count_is_not_zero(self) -> None:

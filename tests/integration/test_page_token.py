@@ -16,6 +16,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb_sharding import CursorError, RandomShards, ShardedModel, Sharding, ShardingDefinitionError
 from pynamodb_sharding.testing import record_requests
 from pynamodb_sharding.testing.plugin import BindModels
+from tests.paging import page_by_page
 from tests.raw import put_raw
 
 URL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -58,16 +59,9 @@ def visits(dynamodb_models: BindModels) -> list[int]:
 
 
 def read_by_tokens(model: type[ShardedModel], key: str, limit: int, **kwargs: Any) -> tuple[list[int], list[str]]:
-    got: list[int] = []
-    tokens: list[str] = []
-    token: str | None = None
-    while True:
-        results = model.query(key, limit=limit, last_evaluated_key=token, **kwargs)
-        got.extend(int(item.at) for item in results)
-        token = results.next_page_token
-        if token is None:
-            return got, tokens
-        tokens.append(token)
+    read = page_by_page(model.query, token=True, hash_key=key, limit=limit, **kwargs)
+    got = [int(item.at) for items, _ in read for item in items]
+    return got, [result.next_page_token for _, result in read[:-1]]
 
 
 def test_tokens_resume_every_page_in_both_directions(visits: list[int]) -> None:

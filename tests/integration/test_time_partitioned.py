@@ -45,6 +45,7 @@ from pynamodb_sharding import (
 from pynamodb_sharding._partitioned import existing_periods
 from tests.clock import Clock
 from tests.faults import Faults, TableCreation
+from tests.paging import page_by_page
 from tests.raw import count_items, raw_client, raw_items
 
 Bind = Callable[..., Any]
@@ -292,18 +293,12 @@ def test_a_query_over_three_months_resumes_exactly_from_its_cursor(
     save_both("u7", MONTHS_OF_TIMES)
     expected = [item.accessed_at for item in PlainLog.query("u7", scan_index_forward=forward)]
     for page_size in (1, 3, 4, 8):
-        seen: list[int] = []
-        cursor: Any = None
-        while True:
-            result = UserLog.query("u7", scan_index_forward=forward, limit=page_size, last_evaluated_key=cursor)
-            page = [item.accessed_at for item in result]
-            seen.extend(page)
-            cursor = result.next_page_token if as_token else result.last_evaluated_key
-            assert len(page) <= page_size
-            if cursor is None:
-                break
-            assert page, "a cursor after an empty page would never end"
-        assert seen == expected, page_size
+        read = [[item.accessed_at for item in items]
+                for items, _ in page_by_page(UserLog.query, token=as_token, hash_key="u7",
+                                             scan_index_forward=forward, limit=page_size)]
+        assert all(0 < len(page) <= page_size for page in read[:-1])  # no cursor after an empty page
+        assert len(read[-1]) <= page_size
+        assert [at for page in read for at in page] == expected, page_size
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

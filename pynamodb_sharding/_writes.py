@@ -135,7 +135,7 @@ def single_request_error(error: type[_E], action: str, operation: str, table: st
 # -- where a new item goes ------------------------------------------------------------------------
 
 
-def stored_shard_of_key(target: Any, manager: ShardManager[Any]) -> int | None:
+def stored_shard_of_key(target: Model, manager: ShardManager[Any]) -> int | None:
     """Where a new instance's primary key is already stored, for strategies that keep keys
     unique but may have stored it under an older layout (``HashedShards(previous_counts=)``).
 
@@ -154,7 +154,7 @@ def stored_shard_of_key(target: Any, manager: ShardManager[Any]) -> int | None:
     return stored
 
 
-def new_item_shard(target: Any) -> int:
+def new_item_shard(target: Model) -> int:
     """Pin and return the shard a batch or transactional write of ``target``, whose shard is
     unknown, goes to.
 
@@ -187,7 +187,8 @@ def new_item_shard(target: Any) -> int:
     return item_shard.pin(target, manager, manager.write_shard(target))
 
 
-def stored_form(target: Any, data: dict[str, dict[str, Any]], *, null_check: bool = True) -> dict[str, dict[str, Any]]:
+def stored_form(target: Model, data: dict[str, dict[str, Any]], *,
+                null_check: bool = True) -> dict[str, dict[str, Any]]:
     """``data`` (the item as PynamoDB serializes it) with the physical hash key and each sharded
     index's entry, as DynamoDB stores the item. A new item is assigned its write shard here
     (and keeps it), which is what batch and transactional writes of new items use.
@@ -212,7 +213,7 @@ def stored_form(target: Any, data: dict[str, dict[str, Any]], *, null_check: boo
     return data
 
 
-def refuse_partial_put(target: Any, manager: ShardManager[Any]) -> None:
+def refuse_partial_put(target: Model, manager: ShardManager[Any]) -> None:
     msg = (
         f"{manager.model.__name__}: this item was read with attributes_to_get leaving out its key, so it "
         f"holds only the attributes fetched; a put would replace the stored item without the "
@@ -222,7 +223,7 @@ def refuse_partial_put(target: Any, manager: ShardManager[Any]) -> None:
     raise PartialItemError(msg)
 
 
-def _stored_attributes(target: Any) -> dict[str, dict[str, Any]]:
+def _stored_attributes(target: Model) -> dict[str, dict[str, Any]]:
     """The item as DynamoDB stores it (``Model.serialize`` and :func:`stored_form`)."""
     return stored_form(target, Model.serialize(target, null_check=True))
 
@@ -230,7 +231,7 @@ def _stored_attributes(target: Any) -> dict[str, dict[str, Any]]:
 # -- save -------------------------------------------------------------------------------------------
 
 
-def save(target: Any, condition: Condition | None, add_version_condition: bool, *,
+def save(target: Model, condition: Condition | None, add_version_condition: bool, *,
          relocations: int = 0, following: bool = False) -> dict[str, Any]:
     """Save ``target``: a new item goes where its strategy says, a known one stays put, one a
     job may move is moved first (see the model's ``save``). ``following``: the save follows
@@ -299,7 +300,7 @@ def save(target: Any, condition: Condition | None, add_version_condition: bool, 
     return manager.write(target, send)
 
 
-def _put(target: Any, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
+def _put(target: Model, condition: Condition | None, add_version_condition: bool) -> dict[str, Any]:
     """Send the ``PutItem`` of ``target`` to its pinned shard, as PynamoDB's ``save`` sends it."""
     model = type(target)
     attributes = _stored_attributes(target)
@@ -318,7 +319,7 @@ def keys_may_repeat(manager: ShardManager[Any]) -> bool:
     return not manager.keeps_keys_unique or derives_from_other_attributes(manager)
 
 
-def checks_other_shards(target: Any, condition: Condition | None, add_version_condition: bool) -> bool:
+def checks_other_shards(target: Model, condition: Condition | None, add_version_condition: bool) -> bool:
     """Whether a save of ``target`` as a new item must also check that no other shard holds its
     key: its key may be stored in another shard (:func:`keys_may_repeat`) or put there
     meanwhile, and the save carries a condition or a version check (PynamoDB's check of the
@@ -338,7 +339,7 @@ def unique_puts(manager: ShardManager[Any]) -> bool:
     return manager.unique_keys and keys_may_repeat(manager)
 
 
-def check_transaction_put(target: Any) -> None:
+def check_transaction_put(target: Model) -> None:
     """Refuse a transactional put (``TransactWrite.save``) of an instance not loaded from the
     table on a ``unique_keys`` model: the transaction could not replace the key's stored copy in
     another shard, and would add a second one.
@@ -359,7 +360,7 @@ def check_transaction_put(target: Any) -> None:
     raise ShardMoveError(msg)
 
 
-def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any],
+def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[Any],
                   condition: Condition | None, relocations: int = 0) -> dict[str, Any]:
     """The ``UpdateItem`` of ``target``, which no shard held when it was looked for (so the
     update creates it in the shard chosen), sent as one transaction that also requires every
@@ -406,7 +407,7 @@ def _update_alone(target: Any, hash_key: Any, range_key: Any, actions: list[Any]
 
 
 def _create_alone(
-    target: Any, condition: Condition | None, add_version_condition: bool, relocations: int,
+    target: Model, condition: Condition | None, add_version_condition: bool, relocations: int,
     *, own_write_possible: bool = False,
 ) -> dict[str, Any]:
     """Put a new instance in its pinned shard, with ``condition`` and the version check, in one
@@ -522,7 +523,7 @@ def _refused(error: type[_E], action: str, operation: str, table: str, failed: T
 
 
 def _put_where_stored(
-    target: Any, condition: Condition | None, add_version_condition: bool, relocations: int,
+    target: Model, condition: Condition | None, add_version_condition: bool, relocations: int,
 ) -> dict[str, Any]:
     """Put ``target`` in the shard it is known to be stored in. Where another client may have
     moved it, or deleted it and saved the key in another shard, since (random, dynamic and
@@ -555,7 +556,7 @@ def _stored_as_put(connection: Any, physical: str, range_key: Any, put: dict[str
 
 
 def _save_misplaced(
-    target: Any, stored: int, condition: Condition | None, add_version_condition: bool, relocations: int,
+    target: Model, stored: int, condition: Condition | None, add_version_condition: bool, relocations: int,
 ) -> dict[str, Any]:
     """Save an item stored where the layout no longer writes it (a bare legacy key, an older
     count): move it where a job would, in one transaction (put the new copy, delete the stored
@@ -599,7 +600,7 @@ def _save_misplaced(
     raise ShardMoveError(msg)
 
 
-def relocate(target: Any, stored: int) -> int | None:
+def relocate(target: Model, stored: int) -> int | None:
     """After a write addressed to ``stored`` failed its condition: where the item is now
     (pinned there), ``stored`` itself when it is still there (the condition failed on it),
     or ``None`` when no shard holds it (deleted meanwhile; the pin is kept)."""
@@ -615,7 +616,7 @@ def relocate(target: Any, stored: int) -> int | None:
     return shard
 
 
-def guarded(target: Any, condition: Condition | None) -> Condition | None:
+def guarded(target: Model, condition: Condition | None) -> Condition | None:
     """The condition of a write to ``target`` where a job may move it from: it must still be
     there, else the write would recreate it beside its moved copy."""
     exists: Condition = shard_manager(type(target)).hash_attribute.exists()
@@ -623,7 +624,7 @@ def guarded(target: Any, condition: Condition | None) -> Condition | None:
 
 
 def _save_moving(
-    target: Any, stored: int, shard: int, condition: Condition | None, add_version_condition: bool,
+    target: Model, stored: int, shard: int, condition: Condition | None, add_version_condition: bool,
     *, target_free: bool = False,
 ) -> dict[str, Any]:
     """Put ``target`` in ``shard`` and delete its copy in ``stored``, in one transaction.
@@ -673,7 +674,7 @@ def _save_moving(
     return data
 
 
-def transaction_put_condition(target: Any, physical: str, condition: Condition | None) -> Condition | None:
+def transaction_put_condition(target: Model, physical: str, condition: Condition | None) -> Condition | None:
     """The condition of a transactional put of ``target`` at ``physical``: rewritten for its shard
     and, where a job may move the item from there, requiring it to be still there."""
     model = type(target)
@@ -699,7 +700,7 @@ def transaction_put_condition(target: Any, physical: str, condition: Condition |
 # -- update and delete --------------------------------------------------------------------------
 
 
-def check_actions(target: Any, actions: Any) -> None:
+def check_actions(target: Model, actions: Any) -> None:
     """Refuse update actions on attributes the item's shard (or an index shard) is derived from.
 
     Raises:
@@ -726,7 +727,7 @@ def check_actions(target: Any, actions: Any) -> None:
             raise DerivedAttributeUpdateError(msg)
 
 
-def addressed_key(target: Any) -> tuple[str, Any]:
+def addressed_key(target: Model) -> tuple[str, Any]:
     """``(physical hash key, serialized range key)`` an update, delete or refresh of ``target``
     addresses (locating the item when its shard is unknown)."""
     manager = shard_manager(type(target))
@@ -735,14 +736,14 @@ def addressed_key(target: Any) -> tuple[str, Any]:
     return item_shard.physical_key(target, manager, shard), range_value
 
 
-def _item_condition(target: Any, condition: Condition | None) -> Condition | None:
+def _item_condition(target: Model, condition: Condition | None) -> Condition | None:
     """``condition`` rewritten for the physical key the item's requests address."""
     model = type(target)
     manager = shard_manager(model)
     return rewrite_condition(model, condition, Usage.ITEM, lambda: manager.codec.decode(addressed_key(target)[0])[1])
 
 
-def update(target: Any, actions: list[Any], condition: Condition | None, add_version_condition: bool) -> Any:
+def update(target: Model, actions: list[Any], condition: Condition | None, add_version_condition: bool) -> Any:
     """PynamoDB's ``update`` of ``target`` where it is stored (see :func:`write_in_place`)."""
     if not isinstance(actions, list) or len(actions) == 0:
         msg = "the value of `actions` is expected to be a non-empty list"
@@ -773,7 +774,7 @@ def update(target: Any, actions: list[Any], condition: Condition | None, add_ver
     return write_in_place(target, send, condition, UpdateError, "update item")
 
 
-def delete(target: Any, condition: Condition | None, add_version_condition: bool) -> Any:
+def delete(target: Model, condition: Condition | None, add_version_condition: bool) -> Any:
     """PynamoDB's ``delete`` of ``target`` where it is stored (see :func:`write_in_place`)."""
     model = type(target)
     check_item_condition(model, condition)  # before locating the item reads
@@ -789,7 +790,7 @@ def delete(target: Any, condition: Condition | None, add_version_condition: bool
 
 
 def write_in_place(
-    target: Any, send: Callable[[Condition | None], _R], condition: Condition | None,
+    target: Model, send: Callable[[Condition | None], _R], condition: Condition | None,
     error: type[PynamoDBException], action: str,
 ) -> _R:
     """Send an update or delete of ``target`` where it is stored.
@@ -839,12 +840,12 @@ def write_in_place(
     raise ShardMoveError(msg)
 
 
-def _addresses_misplaced(target: Any) -> bool:
+def _addresses_misplaced(target: Model) -> bool:
     """Whether ``target``'s requests address a shard a job may move it from."""
     return shard_manager(type(target)).misplaced(target, locate_for_write(target))
 
 
-def update_condition(target: Any, actions: list[Any], condition: Condition | None) -> Condition | None:
+def update_condition(target: Model, actions: list[Any], condition: Condition | None) -> Condition | None:
     """The condition of a transactional update of ``target`` (``TransactWrite.update``)."""
     check_actions(target, actions)
     condition = _item_condition(target, condition)
@@ -853,7 +854,7 @@ def update_condition(target: Any, actions: list[Any], condition: Condition | Non
     return condition
 
 
-def delete_condition(target: Any, condition: Condition | None) -> Condition | None:
+def delete_condition(target: Model, condition: Condition | None) -> Condition | None:
     """The condition of a transactional delete of ``target`` (``TransactWrite.delete``)."""
     condition = _item_condition(target, condition)
     if _addresses_misplaced(target):
@@ -865,7 +866,7 @@ def delete_condition(target: Any, condition: Condition | None) -> Condition | No
 
 
 def write_route(
-    target: Any, action: regions.WriteAction, condition: Condition | None, add_version_condition: bool,
+    target: Model, action: regions.WriteAction, condition: Condition | None, add_version_condition: bool,
 ) -> regions.Route | None:
     """The region a write of ``target`` goes to in a global table (``None``: the model's own);
     see :mod:`pynamodb_sharding._regions`."""
@@ -878,7 +879,7 @@ def write_route(
     return regions.route_of(target, action, conditional=conditional, new_item=new_item)
 
 
-def batch_alone(target: Any, put: bool, batch_route: regions.Route | None = None) -> bool:
+def batch_alone(target: Model, put: bool, batch_route: regions.Route | None = None) -> bool:
     """Whether a batch put (``put``) or delete of ``target`` must be sent on its own, by ``save()``
     or ``delete()``: a job may be moving it (see :mod:`pynamodb_sharding._batch`), or its write
     goes to another region than the batch (``batch_route``).
@@ -903,7 +904,7 @@ def batch_alone(target: Any, put: bool, batch_route: regions.Route | None = None
     return known != LEGACY_SHARD and manager.misplaced(target, known)
 
 
-def stored_dict(target: Any, data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def stored_dict(target: Model, data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """``to_dynamodb_dict``'s output with the physical key and the index entries: an item not
     written yet is assigned its write shard here, as :func:`stored_form` does."""
     manager = shard_manager(type(target))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Callable
@@ -42,6 +43,10 @@ def test_copy_on_spark_local_mode(dynamodb_models: Callable[..., Any], monkeypat
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    # SparkContext installs a SIGINT handler that it leaves behind when stopped (it then fails
+    # on the stopped context and raises KeyboardInterrupt wherever the signal lands): the
+    # worker's own handler is put back after the test.
+    previous_sigint = signal.getsignal(signal.SIGINT)
     spark = (SparkSession.builder.master("local[2]").appName("pynamodb-sharding-migration-test")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").getOrCreate())
@@ -52,6 +57,8 @@ def test_copy_on_spark_local_mode(dynamodb_models: Callable[..., Any], monkeypat
         again = run_on_spark(spark, spec, options)
     finally:
         spark.stop()
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
         from tests.raw import raw_client
 
         raw_client(SparkReadings).delete_table(TableName=options.checkpoint_table)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,34 @@ def test_handlers_run_in_the_parent_and_the_child_of_a_fork() -> None:
 def test_a_registration_without_a_handler_is_refused() -> None:
     with pytest.raises(TypeError, match="needs a handler"):
         at_fork()
+
+
+def test_the_package_imports_where_processes_do_not_fork() -> None:
+    """On Windows ``os`` has neither ``fork`` nor ``register_at_fork``: every module imports and a
+    sharded model is declared (four modules called ``os.register_at_fork`` unguarded and failed)."""
+    code = """
+import os
+del os.register_at_fork, os.fork
+import importlib, pkgutil
+import pynamodb_sharding
+for module in pkgutil.walk_packages(pynamodb_sharding.__path__, "pynamodb_sharding."):
+    if not module.name.startswith(("pynamodb_sharding.contrib", "pynamodb_sharding.demo")):
+        importlib.import_module(module.name)
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb_sharding import DynamicShards, ShardedModel, ShardMetadata, Sharding
+
+class Counts(ShardMetadata):
+    class Meta:
+        table_name = "counts"
+
+class Log(ShardedModel):
+    class Meta:
+        table_name = "log"
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(Counts))
+
+print(Log.shards.strategy.__class__.__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "DynamicShards"), done.stderr

@@ -142,7 +142,7 @@ class TestReadsCoverLegacyKeys:
     def test_cursor_resumes_over_legacy_and_shards(self) -> None:
         for at in range(PER_SENSOR, PER_SENSOR + 10):
             Reading("s1", at, value=at * 10).save()  # to shards
-        seen = rows(pages(Reading.query, hash_key="s1", limit=7))
+        seen = rows(pages(Reading.query, hash_key="s1", limit=7, max_pages=15))  # 40 items take 6 pages
         assert [("s1", at, at * 10) for at in range(PER_SENSOR + 10)] == seen
 
     def test_count_is_not_zero(self) -> None:

@@ -6,7 +6,9 @@ cannot tell whether a migration moved the item meanwhile: the put would leave a 
 beside the moved one, the delete would delete nothing. Such items (read from a shard the layout
 no longer writes them to, or from a bare legacy key for a delete) are written on their own by
 the model's ``save()`` and ``delete()``, which require the stored copy to be there and follow the
-item when it moved; every other item goes in the batch as PynamoDB sends it.
+item when it moved; so are the deletes of a ``legacy_unsharded`` model, whose ``delete()`` first
+deletes the bare copy a sharded copy may shadow. Every other item goes in the batch as PynamoDB
+sends it.
 
 In a global table the batch goes to ``Meta.write_region`` when the model declares one (without
 ``local_inserts``); an item whose write goes to another region than the batch (its

@@ -781,12 +781,32 @@ def delete(target: Model, condition: Condition | None, add_version_condition: bo
 
     def send(guarded_condition: Condition | None) -> Any:
         hash_key, range_key = addressed_key(target)
+        delete_shadowed_copy(target, hash_key, range_key)
         version = version_condition(target)
         if add_version_condition and version is not None:
             guarded_condition &= version
         return table_connection(model).delete_item(hash_key, range_key=range_key, condition=guarded_condition)
 
     return write_in_place(target, send, condition, DeleteError, "delete item")
+
+
+def delete_shadowed_copy(target: Model, hash_key: str, range_key: Any) -> None:
+    """Before the item at ``hash_key`` in a shard is deleted: delete the bare legacy copy it may
+    shadow (``legacy_unsharded``), else reads would return that older copy once the sharded one
+    is gone, as if the delete had undone the item's last save.
+
+    A batch or transactional put of an item read from its bare key leaves its bare copy behind
+    the sharded one (see :func:`stored_form`); reads return the sharded copy while it exists.
+    The bare copy goes first: until the sharded copy is deleted the bare one is never read, so
+    deleting it changes nothing a reader sees, also when the item's own delete then fails its
+    condition or is never sent.
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    if not manager.legacy_unsharded or manager.codec.decode(hash_key)[1] == LEGACY_SHARD:
+        return
+    bare = manager.codec.encode(item_shard.logical_key(target, manager), LEGACY_SHARD)
+    table_connection(model).delete_item(bare, range_key=range_key)
 
 
 def write_in_place(
@@ -855,8 +875,13 @@ def update_condition(target: Model, actions: list[Any], condition: Condition | N
 
 
 def delete_condition(target: Model, condition: Condition | None) -> Condition | None:
-    """The condition of a transactional delete of ``target`` (``TransactWrite.delete``)."""
+    """The condition of a transactional delete of ``target`` (``TransactWrite.delete``).
+
+    A bare legacy copy the item shadows is deleted now, before the transaction is sent (see
+    :func:`delete_shadowed_copy`).
+    """
     condition = _item_condition(target, condition)
+    delete_shadowed_copy(target, *addressed_key(target))
     if _addresses_misplaced(target):
         condition = guarded(target, condition)
     return condition
@@ -891,7 +916,8 @@ def batch_alone(target: Model, put: bool, batch_route: regions.Route | None = No
         return True
     manager = shard_manager(type(target))
     if not put:
-        return manager.misplaced(target, locate_for_write(target))
+        # A legacy_unsharded item in a shard may shadow a bare copy: delete() deletes that first.
+        return manager.legacy_unsharded or manager.misplaced(target, locate_for_write(target))
     if unique_puts(manager):
         # A put cannot check the other shards of its key in a batch: save() does.
         return True

@@ -18,6 +18,7 @@ judge of what is stored:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -26,7 +27,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import DeleteError, TransactWriteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
@@ -285,6 +286,68 @@ class TestBothCopies:
             if cursor is None:
                 break
         assert list(range(PER_SENSOR)) == seen
+
+
+def shadow(at: int) -> Reading:
+    """Item ``("s1", at)`` batch-written with value -1 after it was read from its bare key: its
+    sharded copy shadows the bare one, which a reader never sees while the sharded copy exists."""
+    item = Reading.get("s1", at)
+    item.value = -1
+    with Reading.batch_write() as batch:
+        batch.save(item)
+    copies = [key for key, stored_at in stored_keys() if stored_at == at and key.startswith("s1")]
+    assert ["s1", f"s1_{item.shards}"] == copies
+    return Reading.get("s1", at)  # read from its shard
+
+
+async def _adelete(item: Reading) -> None:
+    await item.adelete()
+
+
+@pytest.mark.usefixtures("legacy")
+class TestDeleteOfAShadowingCopy:
+    """Deleting an item whose sharded copy shadows a bare copy deletes both: the older bare copy
+    never comes back as the item (it did before: ``get`` answered the value the item had
+    before its last save, a query listed it)."""
+
+    @pytest.mark.parametrize("how", ["delete", "adelete", "batch_write", "TransactWrite"])
+    def test_no_copy_is_left(self, how: str) -> None:
+        PlainReading.get("s2", 5).delete()  # the reference: a plain delete leaves nothing
+        with pytest.raises(PlainReading.DoesNotExist):
+            PlainReading.get("s2", 5)
+        item = shadow(5)
+        assert -1 == item.value
+        if how == "delete":
+            item.delete()
+        elif how == "adelete":
+            asyncio.run(_adelete(item))
+        elif how == "batch_write":
+            with Reading.batch_write() as batch:
+                batch.delete(item)
+        else:
+            with TransactWrite(connection=Reading._get_connection().connection) as tx:
+                tx.delete(item)
+        assert [] == [key for key, at in stored_keys() if at == 5 and key.startswith("s1")]
+        with pytest.raises(Reading.DoesNotExist):
+            Reading.get("s1", 5)
+        assert [] == rows(Reading.query("s1", Reading.at == 5))
+        assert PER_SENSOR - 1 == Reading.count("s1")
+
+    def test_a_failed_condition_deletes_nothing_a_reader_sees(self) -> None:
+        item = shadow(6)
+        with pytest.raises(DeleteError):
+            item.delete(Reading.value == 12345)
+        assert [("s1", 6, -1)] == rows(Reading.query("s1", Reading.at == 6))
+        assert -1 == Reading.get("s1", 6).value
+        assert [f"s1_{item.shards}"] == [key for key, at in stored_keys() if at == 6 and key.startswith("s1")]
+
+    def test_a_legacy_item_without_a_sharded_copy_is_deleted_at_its_bare_key(self) -> None:
+        sent: list[str] = []
+        Reading._get_connection().connection.client.meta.events.register(
+            "provide-client-params.dynamodb.DeleteItem", lambda params, **_: sent.append(params["Key"]["sensor"]["S"]))
+        Reading.get("s1", 7).delete()
+        assert ["s1"] == sent  # one request: no shard holds it
+        assert [] == [key for key, at in stored_keys() if at == 7 and key.startswith("s1")]
 
 
 @pytest.mark.usefixtures("legacy")

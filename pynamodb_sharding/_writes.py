@@ -576,7 +576,19 @@ def _save_misplaced(
         try:
             return _save_moving(target, stored, shard, condition, add_version_condition, target_free=target_free)
         except _TargetTaken:
-            continue
+            if stored != LEGACY_SHARD:
+                continue
+            # A sharded copy shadows the bare one this instance was read from: the save goes to
+            # that copy, the item as reads return it, with its condition checked there.
+            if relocations >= MAX_RELOCATIONS:
+                msg = (
+                    f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
+                    f"{item_shard.range_value(target, manager)!r} moved between its bare key and shard {shard} "
+                    f"{MAX_RELOCATIONS + 1} times while this save followed it; nothing was written. Try again."
+                )
+                raise ShardMoveError(msg) from None
+            relocate(target, stored)
+            return save(target, condition, add_version_condition, relocations=relocations + 1, following=True)
         except PutError as exc:
             if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
                 raise
@@ -652,7 +664,9 @@ def _save_moving(
     args, kwargs = put_arguments(target, attributes, None, add_version_condition=False)
     put = connection.get_operation_kwargs(
         args[0], range_key=kwargs.get("range_key"), key=ITEM, attributes=kwargs["attributes"],
-        condition=hash_attr.does_not_exist() if target_free else None,
+        # A legacy item's target may hold a sharded copy that shadows the bare one (a batch or
+        # transactional put made it): never overwrite it, follow it (see _save_misplaced).
+        condition=hash_attr.does_not_exist() if target_free or stored == LEGACY_SHARD else None,
     )
     delete_request = connection.get_operation_kwargs(old_physical, range_key=range_ser, condition=delete_condition)
     try:
@@ -664,6 +678,8 @@ def _save_moving(
         held.shard, held.basis = before  # nothing moved
         reasons = exc.cancellation_reasons or []
         codes = [reason.code if reason is not None else None for reason in reasons] + [None, None]
+        if codes[1] == "ConditionalCheckFailed" and stored == LEGACY_SHARD:
+            raise _TargetTaken from exc  # the bare copy is stale: its condition says nothing
         if codes[0] == "ConditionalCheckFailed":
             raise condition_failed(PutError, "put item", "PutItem", model.Meta.table_name, exc) from exc
         if codes[1] == "ConditionalCheckFailed" and target_free:
@@ -790,6 +806,26 @@ def delete(target: Model, condition: Condition | None, add_version_condition: bo
     return write_in_place(target, send, condition, DeleteError, "delete item")
 
 
+def shadowing_shard(target: Model) -> int | None:
+    """The shard of a sharded copy of ``target``, read from its bare legacy key, that shadows the
+    bare copy (pinned there), or ``None`` when the shard a move puts it in holds no copy.
+
+    A batch or transactional put of an item read from its bare key puts it in that shard and
+    leaves the bare copy behind (see :func:`stored_form`); reads return the sharded copy. An
+    instance loaded from the bare key before such a put still addresses the bare copy: its
+    write would change a copy no read returns (an update lost, a delete that deletes nothing),
+    so a write to a bare key is checked against that shard after it is sent (a read before it
+    could miss a put made in between) and sent again to the sharded copy when there is one.
+    """
+    manager = shard_manager(type(target))
+    if not manager.legacy_unsharded:
+        return None
+    shard, _ = locate(target, (manager.legacy_target_shard(target),))
+    if shard is not None:
+        item_shard.pin(target, manager, shard)
+    return shard
+
+
 def delete_shadowed_copy(target: Model, hash_key: str, range_key: Any) -> None:
     """Before the item at ``hash_key`` in a shard is deleted: delete the bare legacy copy it may
     shadow (``legacy_unsharded``), else reads would return that older copy once the sharded one
@@ -837,7 +873,7 @@ def write_in_place(
             except _FoundElsewhere:  # an update that found no item found it on its second look
                 continue
         try:
-            return send(guarded(target, _item_condition(target, condition)))
+            sent = send(guarded(target, _item_condition(target, condition)))
         except error as exc:
             if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
                 raise
@@ -852,6 +888,12 @@ def write_in_place(
                     return send(_item_condition(target, condition))
                 except _FoundElsewhere:
                     continue
+            continue
+        if stored == LEGACY_SHARD and shadowing_shard(target) is not None:
+            # The bare copy written was a stale one, behind the sharded copy that reads return:
+            # the write is sent again to that copy (pinned now), as if made after it was written.
+            continue
+        return sent
     msg = (
         f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
         f"{item_shard.range_value(target, manager)!r} moved between shards {MAX_RELOCATIONS + 1} times while "
@@ -868,10 +910,20 @@ def _addresses_misplaced(target: Model) -> bool:
 def update_condition(target: Model, actions: list[Any], condition: Condition | None) -> Condition | None:
     """The condition of a transactional update of ``target`` (``TransactWrite.update``)."""
     check_actions(target, actions)
+    _follow_shadowing_copy(target)
     condition = _item_condition(target, condition)
     if _addresses_misplaced(target):  # moved meanwhile: the transaction fails, never recreates it
         condition = guarded(target, condition)
     return condition
+
+
+def _follow_shadowing_copy(target: Model) -> None:
+    """Address a transactional write of ``target``, read from its bare key, to the sharded copy
+    that shadows the bare one, when there is one (see :func:`shadowing_shard`). A transaction
+    cannot be checked after it is sent: a batch or transactional put of the same item made
+    between this read and the commit still leaves this write on the stale bare copy."""
+    if shard_manager(type(target)).legacy_unsharded and locate_for_write(target) == LEGACY_SHARD:
+        shadowing_shard(target)
 
 
 def delete_condition(target: Model, condition: Condition | None) -> Condition | None:
@@ -880,6 +932,7 @@ def delete_condition(target: Model, condition: Condition | None) -> Condition | 
     A bare legacy copy the item shadows is deleted now, before the transaction is sent (see
     :func:`delete_shadowed_copy`).
     """
+    _follow_shadowing_copy(target)
     condition = _item_condition(target, condition)
     delete_shadowed_copy(target, *addressed_key(target))
     if _addresses_misplaced(target):

@@ -27,7 +27,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError, TransactWriteError
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
@@ -231,11 +231,19 @@ class TestWrites:
 
     def test_transaction_on_a_moved_item_fails_instead_of_recreating_it(self) -> None:
         item = Reading.get("s3", 11)
-        move_legacy_item(Reading, ("s3", 11))
         with pytest.raises(TransactWriteError), TransactWrite(connection=Reading._get_connection().connection) as tx:
             tx.update(item, actions=[Reading.value.set(-11)])
+            assert MoveOutcome.MOVED == move_legacy_item(Reading, ("s3", 11))  # before the commit
         assert [110] == [r.value for r in Reading.query("s3", Reading.at == 11)]
         assert ("s3", 11) not in stored_keys()
+
+    def test_transaction_built_after_a_move_updates_the_moved_item(self) -> None:
+        item = Reading.get("s3", 12)
+        assert MoveOutcome.MOVED == move_legacy_item(Reading, ("s3", 12))
+        with TransactWrite(connection=Reading._get_connection().connection) as tx:
+            tx.update(item, actions=[Reading.value.set(-12)])
+        assert [-12] == [r.value for r in Reading.query("s3", Reading.at == 12)]
+        assert [key for key, at in stored_keys() if at == 12 and key.startswith("s3")] == [f"s3_{item.shards}"]
 
     def test_batch_write_of_a_new_instance_over_a_legacy_key(self) -> None:
         with HashedReading.batch_write() as batch:
@@ -348,6 +356,87 @@ class TestDeleteOfAShadowingCopy:
         Reading.get("s1", 7).delete()
         assert ["s1"] == sent  # one request: no shard holds it
         assert [] == [key for key, at in stored_keys() if at == 7 and key.startswith("s1")]
+
+
+async def _aupdate(item: Reading) -> None:
+    await item.aupdate(actions=[Reading.value.add(1)])
+
+
+@pytest.mark.usefixtures("legacy")
+class TestWritesOfAnInstanceReadBeforeTheItemWasPutInItsShard:
+    """An instance read from its bare key, then another writer's batch or transactional put of
+    the item (which writes the sharded copy reads return and leaves the bare one behind): the
+    instance's write reaches the item as reads return it, as a plain PynamoDB write reaches the
+    item another instance saved meanwhile. Before, it changed the stale bare copy: an update was
+    lost and a delete deleted nothing, without an error."""
+
+    @staticmethod
+    def plain_reference() -> tuple[PlainReading, PlainReading]:
+        first, second = PlainReading.get("s2", 8), PlainReading.get("s2", 8)
+        second.value = -1
+        second.save()
+        return first, second
+
+    @pytest.mark.parametrize("how", ["update", "aupdate", "TransactWrite"])
+    def test_an_update_is_not_lost(self, how: str) -> None:
+        first, _ = self.plain_reference()
+        first.update(actions=[PlainReading.value.add(1)])
+        assert 0 == PlainReading.get("s2", 8).value
+        stale = Reading.get("s1", 8)
+        assert stale.shards is None
+        shadow(8)  # value -1 in its shard
+        if how == "update":
+            stale.update(actions=[Reading.value.add(1)])
+            assert 0 == stale.value  # the attributes DynamoDB returned: the sharded copy's
+        elif how == "aupdate":
+            asyncio.run(_aupdate(stale))
+        else:
+            with TransactWrite(connection=Reading._get_connection().connection) as tx:
+                tx.update(stale, actions=[Reading.value.add(1)])
+        assert 0 == Reading.get("s1", 8).value
+        assert [("s1", 8, 0)] == rows(Reading.query("s1", Reading.at == 8))
+
+    @pytest.mark.parametrize("how", ["delete", "adelete", "batch_write", "TransactWrite"])
+    def test_a_delete_deletes_the_item(self, how: str) -> None:
+        first, _ = self.plain_reference()
+        first.delete()
+        with pytest.raises(PlainReading.DoesNotExist):
+            PlainReading.get("s2", 8)
+        stale = Reading.get("s1", 8)
+        shadow(8)
+        if how == "delete":
+            stale.delete()
+        elif how == "adelete":
+            asyncio.run(_adelete(stale))
+        elif how == "batch_write":
+            with Reading.batch_write() as batch:
+                batch.delete(stale)
+        else:
+            with TransactWrite(connection=Reading._get_connection().connection) as tx:
+                tx.delete(stale)
+        with pytest.raises(Reading.DoesNotExist):
+            Reading.get("s1", 8)
+        assert [] == rows(Reading.query("s1", Reading.at == 8))
+        assert [] == [key for key, at in stored_keys() if at == 8 and key.startswith("s1")]
+
+    def test_a_save_reaches_the_item_and_checks_its_condition_there(self) -> None:
+        first, _ = self.plain_reference()
+        with pytest.raises(PutError):
+            first.save(PlainReading.value == 80)  # the item's value is -1 now
+        first.value = 7
+        first.save(PlainReading.value == -1)
+        assert 7 == PlainReading.get("s2", 8).value
+        stale = Reading.get("s1", 8)
+        shadow(8)
+        with pytest.raises(PutError):
+            stale.save(Reading.value == 80)  # true of the stale bare copy only
+        assert -1 == Reading.get("s1", 8).value
+        stale.value = 7
+        stale.save(Reading.value == -1)
+        assert 7 == Reading.get("s1", 8).value
+        assert [("s1", 8, 7)] == rows(Reading.query("s1", Reading.at == 8))
+        sharded = [raw for raw in raw_items(PlainReading) if raw["at"]["N"] == "8" and raw["sensor"]["S"] != "s1"]
+        assert [{"N": "7"}] == [raw["value"] for raw in sharded if raw["sensor"]["S"].startswith("s1_")]
 
 
 @pytest.mark.usefixtures("legacy")

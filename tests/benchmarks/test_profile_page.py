@@ -16,12 +16,26 @@ from pynamodb_sharding.testing.local import DynamoDBLocal
 BENCHMARKS = Path(__file__).resolve().parent.parent.parent / "benchmarks"
 
 
-@pytest.mark.parametrize(("flags", "kind"), [((), "query"), (("--async",), "aquery"), (("--plain",), "plain")])
-def test_the_profiled_loop_reads_its_pages(dynamodb_local: DynamoDBLocal, flags: tuple[str, ...], kind: str) -> None:
+@pytest.mark.parametrize(("flags", "read"), [
+    ((), "query: (\\d+) pages of 5 over 8 shards"),
+    (("--async",), "aquery: (\\d+) pages of 5 over 8 shards"),
+    (("--plain",), "plain: (\\d+) pages of 5"),
+    (("--shards", "16", "--limit", "100"), "query: (\\d+) pages of 100 over 16 shards"),
+])
+def test_the_profiled_loop_reads_its_pages(dynamodb_local: DynamoDBLocal, flags: tuple[str, ...], read: str) -> None:
     env = {**os.environ, "DYNAMODB_LOCAL_ENDPOINT": dynamodb_local.endpoint}
     done = subprocess.run([sys.executable, str(BENCHMARKS / "profile_page.py"), "--seconds", "0.5", *flags],
                           cwd=BENCHMARKS, env=env, capture_output=True, text=True, timeout=300, check=True)
-    found = re.fullmatch(rf"{kind}: (\d+) pages of 5 in 0.5 s, ([\d.]+) ms of client CPU a page\n", done.stdout)
+    found = re.fullmatch(rf"{read} in 0.5 s, ([\d.]+) ms of client CPU a page\n", done.stdout)
     assert found is not None, done.stdout + done.stderr
     assert int(found[1]) > 0
     assert float(found[2]) > 0
+
+
+def test_the_server_cpu_a_page_is_printed_when_the_loop_starts_its_server() -> None:
+    env = {name: value for name, value in os.environ.items() if name != "DYNAMODB_LOCAL_ENDPOINT"}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "profile_page.py"), "--seconds", "0.5", "--plain"],
+                          cwd=BENCHMARKS, env=env, capture_output=True, text=True, timeout=300, check=True)
+    found = re.search(r"^DynamoDB Local: ([\d.]+) ms of server CPU a page$", done.stdout, re.MULTILINE)
+    assert found is not None, done.stdout + done.stderr
+    assert float(found[1]) > 0

@@ -166,8 +166,8 @@ def new_item_shard(target: Model) -> int:
         raise item_shard.move_refused(target, manager, "batch-written, written in a transaction or serialized")
     manager.check_writable(getattr(target, manager.attribute))
     stored = stored_shard_of_key(target, manager)
-    if stored == LEGACY_SHARD:  # shadow the bare copy where a move puts it (see stored_form)
-        return item_shard.pin(target, manager, manager.legacy_target_shard(target))
+    if stored == LEGACY_SHARD:  # shadow the bare copy (see stored_form)
+        return legacy_put_shard(target)
     if stored is not None:
         if derives_from_other_attributes(manager):
             wanted = manager.write_shard(target)
@@ -187,6 +187,19 @@ def new_item_shard(target: Model) -> int:
     return item_shard.pin(target, manager, manager.write_shard(target))
 
 
+def legacy_put_shard(target: Model) -> int:
+    """Pin and return the shard a batch or transactional put of ``target``, stored under its
+    bare key, goes to: the shard of its key that holds a copy already (a put made it, under a
+    smaller count of a dynamic key or with another ``user_id``), else the one a move puts it in.
+    A second sharded copy beside that one would be returned as a second item. (Read before the
+    put, which carries no condition: a copy put elsewhere in between is not seen.)"""
+    manager = shard_manager(type(target))
+    found = shadowing_shard(target)
+    if found is not None:
+        return found
+    return item_shard.pin(target, manager, manager.legacy_target_shard(target))
+
+
 def stored_form(target: Model, data: dict[str, dict[str, Any]], *,
                 null_check: bool = True) -> dict[str, dict[str, Any]]:
     """``data`` (the item as PynamoDB serializes it) with the physical hash key and each sharded
@@ -203,9 +216,9 @@ def stored_form(target: Model, data: dict[str, dict[str, Any]], *,
     shard = item_shard.known(target, manager)
     if shard == LEGACY_SHARD:
         # A batch or transactional put of an item read from its bare key: a migration may have
-        # moved it meanwhile, so put it where a move puts it; the bare copy it shadows is
-        # deleted by the migration, and reads never return it (the sharded copy wins).
-        shard = item_shard.pin(target, manager, manager.legacy_target_shard(target))
+        # moved it meanwhile, so put it where a copy is or a move puts it; the bare copy it
+        # shadows is deleted by the migration, and reads never return it (the sharded copy wins).
+        shard = legacy_put_shard(target)
     elif shard is None:
         shard = new_item_shard(target)
     data[manager.hash_attribute.attr_name] = {"S": item_shard.physical_key(target, manager, shard)}
@@ -248,7 +261,7 @@ def save(target: Model, condition: Condition | None, add_version_condition: bool
             # Found there by a lookup (it may be deleted and created elsewhere before the put),
             # or the last save of this new item may not have been applied (a lost reply):
             # whether another shard holds its key is still to be checked.
-            return _create_alone(target, condition, add_version_condition, relocations)
+            return _create_alone(target, condition, add_version_condition, relocations, found_in_shard=following)
         return _put_where_stored(target, condition, add_version_condition, relocations)
     manager.check_writable(getattr(target, manager.attribute))  # before any I/O
     moved_from = item_shard.moved_from(target, manager)
@@ -408,7 +421,7 @@ def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[An
 
 def _create_alone(
     target: Model, condition: Condition | None, add_version_condition: bool, relocations: int,
-    *, own_write_possible: bool = False,
+    *, own_write_possible: bool = False, found_in_shard: bool = False,
 ) -> dict[str, Any]:
     """Put a new instance in its pinned shard, with ``condition`` and the version check, in one
     transaction that also requires every other shard its key may be in to hold no item of the key.
@@ -424,6 +437,9 @@ def _create_alone(
     applied (a lost reply, then a throttle the strategy resends after): a put whose condition
     then fails on an item identical to it is that attempt's, and the save succeeded.
 
+    ``found_in_shard``: a lookup found the item in its pinned shard, so a bare legacy copy of its
+    key is a stale one that copy shadows, not another copy of the item: it is not checked.
+
     Raises:
         ShardConditionError: the key may be in more shards than one transaction can check;
             nothing was sent.
@@ -433,7 +449,8 @@ def _create_alone(
     shard = item_shard.known(target, manager)
     assert shard is not None  # pinned by the caller
     logical = item_shard.logical_key(target, manager)
-    others = [other for other in candidate_shards(target, manager) if other != shard]
+    others = [other for other in candidate_shards(target, manager)
+              if other != shard and not (found_in_shard and other == LEGACY_SHARD)]
     if len(others) + 1 > MAX_TRANSACTION_ITEMS:
         msg = (
             f"{manager.codec.where}: a save of a new instance with a condition or a version check must "
@@ -479,7 +496,8 @@ def _create_alone(
         if found is not None and found != shard and manager.misplaced(target, found):
             return _save_misplaced(target, found, condition, add_version_condition, relocations + 1)
         # Found (pinned there), or deleted meanwhile (the pin kept): try again.
-        return _create_alone(target, condition, add_version_condition, relocations + 1)
+        return _create_alone(target, condition, add_version_condition, relocations + 1,
+                             found_in_shard=found is not None and found != LEGACY_SHARD)
     if codes[len(checks)] == "ConditionalCheckFailed" and "ConditionalCheckFailed" not in codes[:len(checks)]:
         if own_write_possible and _stored_as_put(connection, args[0], range_ser, put):
             held.unconfirmed_create = False
@@ -489,8 +507,14 @@ def _create_alone(
     if "TransactionConflict" in codes and "ValidationError" not in codes and relocations < MAX_RELOCATIONS:
         # Another transaction held one of the keys (a concurrent save of the same key): once
         # it ends, this one's checks see what it wrote.
-        return _create_alone(target, condition, add_version_condition, relocations + 1)
+        return _create_alone(target, condition, add_version_condition, relocations + 1,
+                             found_in_shard=found_in_shard)
     raise _refused(PutError, "put item", "PutItem", table, failed, codes) from failed
+
+
+def _other_shards(target: Model, manager: ShardManager[Any], shard: int) -> list[int]:
+    """The shards other than ``shard`` (and the bare key) that may hold ``target``'s key."""
+    return [other for other in candidate_shards(target, manager) if other not in (shard, LEGACY_SHARD)]
 
 
 def _absent_from(connection: Any, manager: ShardManager[Any], logical: str, shards: list[int],
@@ -669,17 +693,22 @@ def _save_moving(
         condition=hash_attr.does_not_exist() if target_free or stored == LEGACY_SHARD else None,
     )
     delete_request = connection.get_operation_kwargs(old_physical, range_key=range_ser, condition=delete_condition)
+    # A bare item's sharded copy may also be in another shard than the target (put there under
+    # a smaller count of a dynamic key, or by an instance with another user_id): none may be.
+    checks = (_absent_from(connection, manager, item_shard.logical_key(target, manager),
+                           _other_shards(target, manager, shard), range_ser)
+              if stored == LEGACY_SHARD else [])
     try:
         data: dict[str, Any] = connection.connection.transact_write_items(
-            condition_check_items=[], delete_items=[delete_request], put_items=[put], update_items=[],
+            condition_check_items=checks, delete_items=[delete_request], put_items=[put], update_items=[],
             client_request_token=str(uuid.uuid4()),
         )
     except TransactWriteError as exc:
         held.shard, held.basis = before  # nothing moved
-        reasons = exc.cancellation_reasons or []
-        codes = [reason.code if reason is not None else None for reason in reasons] + [None, None]
-        if codes[1] == "ConditionalCheckFailed" and stored == LEGACY_SHARD:
+        codes = _cancellation_codes(exc, len(checks) + 2)
+        if stored == LEGACY_SHARD and "ConditionalCheckFailed" in codes[:len(checks)] + codes[len(checks) + 1:]:
             raise _TargetTaken from exc  # the bare copy is stale: its condition says nothing
+        codes = codes[len(checks):]
         if codes[0] == "ConditionalCheckFailed":
             raise condition_failed(PutError, "put item", "PutItem", model.Meta.table_name, exc) from exc
         if codes[1] == "ConditionalCheckFailed" and target_free:
@@ -808,7 +837,7 @@ def delete(target: Model, condition: Condition | None, add_version_condition: bo
 
 def shadowing_shard(target: Model) -> int | None:
     """The shard of a sharded copy of ``target``, read from its bare legacy key, that shadows the
-    bare copy (pinned there), or ``None`` when the shard a move puts it in holds no copy.
+    bare copy (pinned there), or ``None`` when no shard of its key holds a copy.
 
     A batch or transactional put of an item read from its bare key puts it in that shard and
     leaves the bare copy behind (see :func:`stored_form`); reads return the sharded copy. An
@@ -820,7 +849,8 @@ def shadowing_shard(target: Model) -> int | None:
     manager = shard_manager(type(target))
     if not manager.legacy_unsharded:
         return None
-    shard, _ = locate(target, (manager.legacy_target_shard(target),))
+    shards = tuple(shard for shard in candidate_shards(target, manager) if shard != LEGACY_SHARD)
+    shard, _ = locate(target, shards)
     if shard is not None:
         item_shard.pin(target, manager, shard)
     return shard
@@ -872,6 +902,7 @@ def write_in_place(
                 return send(_item_condition(target, condition))
             except _FoundElsewhere:  # an update that found no item found it on its second look
                 continue
+        before = dict(target.attribute_values) if stored == LEGACY_SHARD else None
         try:
             sent = send(guarded(target, _item_condition(target, condition)))
         except error as exc:
@@ -889,9 +920,12 @@ def write_in_place(
                 except _FoundElsewhere:
                     continue
             continue
-        if stored == LEGACY_SHARD and shadowing_shard(target) is not None:
+        if before is not None and shadowing_shard(target) is not None:
             # The bare copy written was a stale one, behind the sharded copy that reads return:
-            # the write is sent again to that copy (pinned now), as if made after it was written.
+            # the write is sent again to that copy (pinned now), as if made after it was written,
+            # from the instance as it was (not as the stale copy's reply left it: its version).
+            target.attribute_values.clear()
+            target.attribute_values.update(before)
             continue
         return sent
     msg = (
@@ -979,7 +1013,7 @@ def batch_alone(target: Model, put: bool, batch_route: regions.Route | None = No
         if item_shard.moved_from(target, manager) is not None:
             return False  # stored_form refuses it: save() moves it (see new_item_shard)
         known = new_item_shard(target)
-    # A legacy item's put shadows its bare copy where a move puts it (see stored_form).
+    # A legacy item's put shadows its bare copy (see stored_form).
     return known != LEGACY_SHARD and manager.misplaced(target, known)
 
 

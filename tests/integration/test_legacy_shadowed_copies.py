@@ -1,0 +1,256 @@
+"""A ``legacy_unsharded`` item whose sharded copy shadows its bare copy, written through an
+instance read from the bare key before that copy was put: every write reaches the item as reads
+return it, as a plain PynamoDB write reaches an item another instance saved meanwhile.
+
+The sharded copy is put by another writer's batch (or transactional) put of the item, which
+leaves the bare copy behind it. Each scenario runs the same steps on a plain ``Model`` over a
+table of its own (the reference) and on the sharded model, and compares what reads return; raw
+scans show that the sharded copy is the one written. Found by an adversarial trial: an update
+that reached only the stale bare copy (lost, or version-checked against it), a conditional save
+refused by the bare copy, and, where the copy is in another shard than a move puts it in (a
+dynamic key whose count grew since, a ``user_id`` shard), a second sharded copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
+from tests.raw import raw_items
+
+
+class PlainVersioned(Model):
+    class Meta:
+        table_name = "shadowed_versioned"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute(null=True)
+    version = VersionAttribute()
+
+
+class ReferenceVersioned(Model):
+    class Meta:
+        table_name = "shadowed_versioned_reference"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute(null=True)
+    version = VersionAttribute()
+
+
+class Versioned(ShardedModel):
+    Meta = PlainVersioned.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute(null=True)
+    version = VersionAttribute()
+    shards = Sharding(RandomShards(8), legacy_unsharded=True)
+
+
+class PlainReading(Model):
+    class Meta:
+        table_name = "shadowed_readings"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    value = NumberAttribute(null=True)
+
+
+class ReferenceReading(Model):
+    class Meta:
+        table_name = "shadowed_readings_reference"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    value = NumberAttribute(null=True)
+
+
+class RandomReading(ShardedModel):
+    Meta = PlainReading.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    value = NumberAttribute(null=True)
+    shards = Sharding(RandomShards(8), legacy_unsharded=True)
+
+
+class ReadingCounts(ShardMetadata):
+    class Meta:
+        table_name = "shadowed_reading_counts"
+
+
+class DynamicReading(ShardedModel):
+    Meta = PlainReading.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    value = NumberAttribute(null=True)
+    shards = Sharding(DynamicShards(ReadingCounts, max_shards=8, fresh_reads=True), legacy_unsharded=True)
+
+
+class UserReading(ShardedModel):
+    Meta = PlainReading.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    value = NumberAttribute(null=True)
+    shards = Sharding(HashedShards(8, attributes=("user_id",)), legacy_unsharded=True)
+
+
+def outcome(write: Callable[[], Any]) -> str:
+    try:
+        write()
+    except (PutError, UpdateError) as error:
+        return type(error).__name__
+    return "ok"
+
+
+def batch_put(item: Any) -> None:
+    with type(item).batch_write() as batch:
+        batch.save(item)
+
+
+def stored(plain: type[Model], at: int) -> list[tuple[str, Any]]:
+    """``(stored hash key, value)`` of the table's items at ``at``, sorted."""
+    return sorted((raw["sensor"]["S"], raw["value"]["N"]) for raw in raw_items(plain) if raw["at"]["N"] == str(at))
+
+
+class TestVersionChecks:
+    """A ``VersionAttribute`` is checked against the item as reads return it."""
+
+    @pytest.fixture(autouse=True)
+    def tables(self, dynamodb_models: Callable[..., Any]) -> None:
+        dynamodb_models(PlainVersioned, ReferenceVersioned, Versioned)
+        for at in range(4):
+            PlainVersioned("s1", at, value=0).save()
+            ReferenceVersioned("s1", at, value=0).save()
+
+    @staticmethod
+    def update_after(model: type[Any], at: int, other_updates: bool) -> tuple[str, Any, Any, Any]:
+        mine = model.get("s1", at)  # version 1 (sharded: read from the bare key)
+        other = model.get("s1", at)
+        other.value = 100
+        batch_put(other)  # a batch put neither checks nor advances the version
+        if other_updates:
+            other.update(actions=[model.value.add(1)])  # version 2
+        result = outcome(lambda: mine.update(actions=[model.value.set(-7)]))
+        now = model.get("s1", at, consistent_read=True)
+        return result, now.value, now.version, mine.version
+
+    @pytest.mark.parametrize("other_updates", [True, False])
+    def test_update(self, other_updates: bool) -> None:
+        expected = self.update_after(ReferenceVersioned, 0, other_updates)
+        assert expected[0] == ("UpdateError" if other_updates else "ok")
+        assert expected == self.update_after(Versioned, 0, other_updates)
+
+    def test_save(self) -> None:
+        def save_after(model: type[Any]) -> tuple[str, list[Any]]:
+            mine = model.get("s1", 1)
+            other = model.get("s1", 1)
+            other.value = 100
+            batch_put(other)
+            mine.value = -7
+            return outcome(mine.save), [(item.value, item.version) for item in model.query("s1", model.at == 1)]
+
+        expected = save_after(ReferenceVersioned)
+        assert ("ok", [(-7, 2)]) == expected
+        assert expected == save_after(Versioned)
+        assert ("s1_", "-7") == next((key[:3], value) for key, value in stored(PlainVersioned, 1) if key != "s1")
+
+
+class TestConditionsAndLayouts:
+    """Conditions are checked on the sharded copy; a copy outside the shard a move puts the item
+    in is still the one written, never a second copy beside it."""
+
+    @pytest.fixture(autouse=True)
+    def tables(self, dynamodb_models: Callable[..., Any]) -> None:
+        dynamodb_models(PlainReading, ReferenceReading, RandomReading, DynamicReading, UserReading)
+        with PlainReading.batch_write() as plain, ReferenceReading.batch_write() as reference:
+            for at in range(8):
+                plain.save(PlainReading("s1", at, user_id="u1", value=at))
+                reference.save(ReferenceReading("s1", at, user_id="u1", value=at))
+
+    @pytest.mark.parametrize("new_instance", [False, True])
+    def test_a_save_whose_condition_holds_on_the_sharded_copy(self, new_instance: bool) -> None:
+        def save_after(model: type[Any]) -> tuple[str, list[Any]]:
+            mine = model("s1", 2, user_id="u1") if new_instance else model.get("s1", 2)
+            other = model.get("s1", 2)
+            other.value = 100
+            batch_put(other)
+            mine.value = -7
+            return (outcome(lambda: mine.save(condition=model.value == 100)),
+                    [item.value for item in model.query("s1", model.at == 2)])
+
+        expected = save_after(ReferenceReading)
+        assert ("ok", [-7]) == expected
+        assert expected == save_after(RandomReading)
+
+    def test_a_dynamic_key_grown_after_the_copy_was_put(self) -> None:
+        def scenario(model: type[Any], grow: Callable[[], None]) -> list[tuple[int, Any]]:
+            stale = {at: model.get("s1", at) for at in range(4)}  # read from the bare key
+            for at in (0, 1, 2, 3, 6):  # another writer, while the key has one shard
+                other = model.get("s1", at)
+                other.value = 100 + at
+                batch_put(other)
+            grow()
+            stale[0].update(actions=[model.value.set(-1)])
+            stale[1].delete()
+            stale[2].value = -3
+            stale[2].save()
+            stale[3].value = -4
+            batch_put(stale[3])
+            model("s1", 6, user_id="u1", value=-6).save()  # a new instance over the key
+            return [(int(item.at), item.value) for item in model.query("s1", consistent_read=True)]
+
+        def grow() -> None:
+            while DynamicReading.shards.shard_count("s1") < 8:  # type: ignore[attr-defined]
+                DynamicReading.shards.grow("s1")  # type: ignore[attr-defined]
+
+        expected = scenario(ReferenceReading, lambda: None)
+        assert [(0, -1), (2, -3), (3, -4), (4, 4), (5, 5), (6, -6), (7, 7)] == expected
+        assert expected == scenario(DynamicReading, grow)
+        for at, value in ((0, "-1"), (2, "-3"), (3, "-4"), (6, "-6")):
+            sharded = [(key, stored_value) for key, stored_value in stored(PlainReading, at) if key != "s1"]
+            assert [("s1_1", value)] == sharded, at  # the copy the other writer put, written
+        assert [] == stored(PlainReading, 1)
+        assert -6 == DynamicReading.get("s1", 6).value
+
+    @pytest.mark.parametrize("how", ["batch", "transaction"])
+    @pytest.mark.parametrize("write", ["update", "delete", "save"])
+    def test_a_copy_put_with_another_user_id(self, how: str, write: str) -> None:
+        def scenario(model: type[Any]) -> list[tuple[Any, Any]]:
+            stale = model.get("s1", 5)  # user_id u1, from the bare key
+            other = model("s1", 5, user_id="u2", value=100)  # another writer replaces the item
+            if how == "batch":
+                batch_put(other)
+            else:
+                with TransactWrite(connection=model._get_connection().connection) as transaction:
+                    transaction.save(other)
+            if write == "update":
+                stale.update(actions=[model.value.set(-7)])
+            elif write == "delete":
+                stale.delete()
+            else:
+                stale.value = -7
+                stale.save()
+            return [(item.user_id, item.value) for item in model.query("s1", model.at == 5, consistent_read=True)]
+
+        expected = scenario(ReferenceReading)
+        assert {"update": [("u2", -7)], "delete": [], "save": [("u1", -7)]}[write] == expected
+        assert expected == scenario(UserReading)
+        sharded = [key for key, _ in stored(PlainReading, 5) if key != "s1"]
+        assert len(sharded) == (0 if write == "delete" else 1)

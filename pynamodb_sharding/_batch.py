@@ -35,9 +35,9 @@ class BatchItem(Protocol):
     """What :class:`ShardedBatchWrite` asks of an item written on its own (see
     :func:`pynamodb_sharding._writes.batch_alone`)."""
 
-    def save(self) -> Any: ...
+    def save(self, *, add_version_condition: bool = ...) -> Any: ...
 
-    def delete(self) -> Any: ...
+    def delete(self, *, add_version_condition: bool = ...) -> Any: ...
 
 
 class ShardedBatchWrite(BatchWrite[_T]):
@@ -58,11 +58,12 @@ class ShardedBatchWrite(BatchWrite[_T]):
             else:
                 batched.append(operation)
         self.pending_operations = batched
+        # PynamoDB's batch writes check no version: neither do the ones sent on their own.
         for put, item in alone:
             if put:
-                item.save()
+                item.save(add_version_condition=False)
             else:
-                item.delete()
+                item.delete(add_version_condition=False)
         with regions.routed(route):
             super().commit()
 

@@ -110,6 +110,9 @@ class ItemShard:
     #: Pinned to a newly chosen shard because a lookup found it in no shard (an ``update`` of it
     #: creates it there): the update checks that no other shard holds the key meanwhile.
     located_absent: bool = False
+    #: Pinned by a batch or transactional put that goes over a bare legacy copy of its key
+    #: (no shard held a copy when it was built): the put will shadow that copy.
+    over_bare: bool = False
     #: Pinned to the only shard its key can be in (no lookup was needed).
     sole_candidate: bool = False
 

@@ -36,6 +36,7 @@ from pynamodb_sharding import _item as item_shard
 from pynamodb_sharding import _regions as regions
 from pynamodb_sharding._conditions import Usage, check_item_condition, rewrite_condition
 from pynamodb_sharding._descriptor import ShardManager, shard_manager
+from pynamodb_sharding._dynamic import DynamicShards
 from pynamodb_sharding._exceptions import (
     DerivedAttributeUpdateError,
     PartialItemError,
@@ -197,7 +198,9 @@ def legacy_put_shard(target: Model) -> int:
     found = shadowing_shard(target)
     if found is not None:
         return found
-    return item_shard.pin(target, manager, manager.legacy_target_shard(target))
+    shard = item_shard.pin(target, manager, manager.legacy_target_shard(target))
+    item_shard.state(target).over_bare = True  # see transaction_put_condition
+    return shard
 
 
 def stored_form(target: Model, data: dict[str, dict[str, Any]], *,
@@ -213,6 +216,7 @@ def stored_form(target: Model, data: dict[str, dict[str, Any]], *,
     manager = shard_manager(type(target))
     if null_check and held.partial:
         refuse_partial_put(target, manager)
+    held.over_bare = False
     shard = item_shard.known(target, manager)
     if shard == LEGACY_SHARD:
         # A batch or transactional put of an item read from its bare key: a migration may have
@@ -730,6 +734,10 @@ def transaction_put_condition(target: Model, physical: str, condition: Condition
         shard = codec.decode(physical)[1]
     except ShardKeyError:  # not ours (PynamoDB no longer calls serialize): the key guard refuses it
         return condition
+    held = item_shard.state(target)
+    if held.over_bare:
+        held.over_bare = False
+        refuse_put_over_bare(target, manager, condition)
     if shard != LEGACY_SHARD and manager.misplaced(target, shard):
         # save() moves it instead: the transaction fails rather than leave a second copy
         # beside the moved one.
@@ -740,6 +748,36 @@ def transaction_put_condition(target: Model, physical: str, condition: Condition
         return guarded(target, condition)
     result: Condition | None = condition
     return result
+
+
+def refuse_put_over_bare(target: Model, manager: ShardManager[Any], condition: Condition | None) -> None:
+    """Refuse a transactional put that would shadow a bare legacy copy of ``target``'s key when
+    the transaction cannot do what PynamoDB's put would: check ``condition`` (with the version
+    check) against the stored item (it would be checked against the empty shard, so "only if
+    absent" would pass and replace the item), or stay in the shard a migration moves the item
+    to until it commits (a ``DynamicShards`` count may grow meanwhile, and a shard derived from
+    another attribute differs from the stored item's; the migration would then leave a second
+    sharded copy). An unconditional put of a fixed layout shadows the bare copy as a batch put
+    does.
+
+    Raises:
+        ShardMoveError: such a put; nothing is sent.
+    """
+    fixed_layout = not isinstance(manager.strategy, DynamicShards) and not derives_from_other_attributes(manager)
+    if condition is None and fixed_layout:
+        return
+    why = ("it carries a condition or a version check, which DynamoDB would check against the empty shard it "
+           "goes to, not against the stored item" if condition is not None else
+           f"the shard a migration moves the item to may change before it commits ({manager.strategy!r})")
+    msg = (
+        f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
+        f"{item_shard.range_value(target, manager)!r} is stored under its bare legacy key "
+        f"(legacy_unsharded), and a TransactWrite.save of it would put a sharded copy beside it, but "
+        f"{why}; nothing was sent. Call save() on it, which moves the item in a transaction of its own "
+        f"with your condition checked on the stored item, or save it in a transaction once "
+        f"'pynamodb-sharding migrate reshard' has moved it."
+    )
+    raise ShardMoveError(msg)
 
 
 # -- update and delete --------------------------------------------------------------------------

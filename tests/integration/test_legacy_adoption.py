@@ -312,6 +312,20 @@ async def _adelete(item: Reading) -> None:
     await item.adelete()
 
 
+def delete_by(how: str, item: Reading) -> None:
+    """Delete ``item`` by ``delete()``, ``adelete()``, a batch or a ``TransactWrite``."""
+    if how == "delete":
+        item.delete()
+    elif how == "adelete":
+        asyncio.run(_adelete(item))
+    elif how == "batch_write":
+        with Reading.batch_write() as batch:
+            batch.delete(item)
+    else:
+        with TransactWrite(connection=Reading._get_connection().connection) as tx:
+            tx.delete(item)
+
+
 @pytest.mark.usefixtures("legacy")
 class TestDeleteOfAShadowingCopy:
     """Deleting an item whose sharded copy shadows a bare copy deletes both: the older bare copy
@@ -325,16 +339,7 @@ class TestDeleteOfAShadowingCopy:
             PlainReading.get("s2", 5)
         item = shadow(5)
         assert -1 == item.value
-        if how == "delete":
-            item.delete()
-        elif how == "adelete":
-            asyncio.run(_adelete(item))
-        elif how == "batch_write":
-            with Reading.batch_write() as batch:
-                batch.delete(item)
-        else:
-            with TransactWrite(connection=Reading._get_connection().connection) as tx:
-                tx.delete(item)
+        delete_by(how, item)
         assert [] == [key for key, at in stored_keys() if at == 5 and key.startswith("s1")]
         with pytest.raises(Reading.DoesNotExist):
             Reading.get("s1", 5)
@@ -404,16 +409,7 @@ class TestWritesOfAnInstanceReadBeforeTheItemWasPutInItsShard:
             PlainReading.get("s2", 8)
         stale = Reading.get("s1", 8)
         shadow(8)
-        if how == "delete":
-            stale.delete()
-        elif how == "adelete":
-            asyncio.run(_adelete(stale))
-        elif how == "batch_write":
-            with Reading.batch_write() as batch:
-                batch.delete(stale)
-        else:
-            with TransactWrite(connection=Reading._get_connection().connection) as tx:
-                tx.delete(stale)
+        delete_by(how, stale)
         with pytest.raises(Reading.DoesNotExist):
             Reading.get("s1", 8)
         assert [] == rows(Reading.query("s1", Reading.at == 8))

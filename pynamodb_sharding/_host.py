@@ -436,6 +436,13 @@ def version_attribute_name(item: Model) -> str | None:
     return name
 
 
+def absent_attributes(model: type[Model], raw: Mapping[str, Any]) -> list[str]:
+    """The stored names of ``model``'s attributes that the raw item ``raw`` does not hold, sorted:
+    what a condition that the item is unchanged since it was read as ``raw`` requires absent."""
+    return sorted(attribute.attr_name for attribute in model.get_attributes().values()
+                  if attribute.attr_name not in raw)
+
+
 def bump_local_version(item: Model) -> None:
     """Advance ``item``'s ``VersionAttribute`` after a successful write, as ``save`` does."""
     item.update_local_version_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB

@@ -419,8 +419,12 @@ def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[An
             raise condition_failed(UpdateError, "update item", "UpdateItem", table, failed) from failed
         raise _refused(UpdateError, "update item", "UpdateItem", table, failed, codes) from failed
     item_shard.state(target).located_absent = False
-    found_now = connection.get_item(hash_key, range_key=range_key, consistent_read=True)
-    return {ATTRIBUTES: found_now.get(ITEM, {})}
+    found_now = connection.get_item(hash_key, range_key=range_key, consistent_read=True).get(ITEM)
+    if found_now is None:  # moved since (a migration took the updated item): read where it is
+        where, found_now = locate(target, candidate_shards(target, manager))
+        if where is not None:
+            item_shard.pin(target, manager, where)
+    return {ATTRIBUTES: found_now or {}}
 
 
 def _create_alone(
@@ -841,7 +845,7 @@ def update(target: Model, actions: list[Any], condition: Condition | None, add_v
         version = version_condition(target, actions=sent)
         if add_version_condition and version is not None:
             guarded_condition &= version
-        if item_shard.state(target).located_absent and keys_may_repeat(shard_manager(model)):
+        if (item_shard.state(target).located_absent and keys_may_repeat(shard_manager(model))) or _bare(target):
             data = _update_alone(target, hash_key, range_key, sent, guarded_condition)
         else:
             data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
@@ -868,6 +872,8 @@ def delete(target: Model, condition: Condition | None, add_version_condition: bo
         version = version_condition(target)
         if add_version_condition and version is not None:
             guarded_condition &= version
+        if _bare(target):
+            return _delete_alone(target, hash_key, range_key, guarded_condition)
         return table_connection(model).delete_item(hash_key, range_key=range_key, condition=guarded_condition)
 
     return write_in_place(target, send, condition, DeleteError, "delete item")
@@ -879,10 +885,9 @@ def shadowing_shard(target: Model) -> int | None:
 
     A batch or transactional put of an item read from its bare key puts it in that shard and
     leaves the bare copy behind (see :func:`stored_form`); reads return the sharded copy. An
-    instance loaded from the bare key before such a put still addresses the bare copy: its
-    write would change a copy no read returns (an update lost, a delete that deletes nothing),
-    so a write to a bare key is checked against that shard after it is sent (a read before it
-    could miss a put made in between) and sent again to the sharded copy when there is one.
+    instance loaded from the bare key before such a put still addresses the bare copy, whose
+    write no read would see: a transactional write looks here when it is built (see
+    :func:`_bare` for the others).
     """
     manager = shard_manager(type(target))
     if not manager.legacy_unsharded:
@@ -892,6 +897,57 @@ def shadowing_shard(target: Model) -> int | None:
     if shard is not None:
         item_shard.pin(target, manager, shard)
     return shard
+
+
+def _bare(target: Model) -> bool:
+    """Whether an update or delete of ``target`` addresses a bare legacy key.
+
+    Such a write is sent as a transaction that also requires every shard of the key to hold no
+    copy (:func:`_update_alone`, :func:`_delete_alone`): a batch or transactional put of the item
+    may have put one that shadows the bare copy, and the write would change a copy no read
+    returns (an update lost, a delete that deletes nothing). When one does, the write is sent
+    to it instead. Checked in the same transaction, never by a read before or after it: a
+    migration moving the item between such a read and the write would make the write miss it
+    or apply it twice.
+    """
+    manager = shard_manager(type(target))
+    return manager.legacy_unsharded and item_shard.known(target, manager) == LEGACY_SHARD
+
+
+def _delete_alone(target: Model, hash_key: Any, range_key: Any, condition: Condition | None,
+                  relocations: int = 0) -> dict[str, Any]:
+    """The ``DeleteItem`` of ``target`` at its bare key, sent as one transaction that also
+    requires every shard of its key to hold no copy (see :func:`_bare`).
+
+    Raises:
+        _FoundElsewhere: a shard holds a copy (pinned there): the delete is sent there.
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    others = [other for other in candidate_shards(target, manager) if other != LEGACY_SHARD]
+    connection = table_connection(model)
+    checks = _absent_from(connection, manager, item_shard.logical_key(target, manager), others, range_key)
+    delete_request = connection.get_operation_kwargs(hash_key, range_key=range_key, condition=condition)
+    table = model.Meta.table_name
+    try:
+        data: dict[str, Any] = connection.connection.transact_write_items(
+            condition_check_items=checks, delete_items=[delete_request], put_items=[], update_items=[],
+            client_request_token=str(uuid.uuid4()),
+        )
+    except TransactWriteError as failed:
+        codes = _cancellation_codes(failed, len(checks) + 1)
+        if "ConditionalCheckFailed" in codes[:len(checks)]:
+            found = relocate(target, LEGACY_SHARD)
+            if found is not None and found != LEGACY_SHARD:
+                raise _FoundElsewhere from failed
+        if codes[len(checks)] == "ConditionalCheckFailed":
+            raise condition_failed(DeleteError, "delete item", "DeleteItem", table, failed) from failed
+        if "TransactionConflict" in codes and "ValidationError" not in codes and relocations < MAX_RELOCATIONS:
+            # Another transaction held one of the keys (a move of the item): once it ends,
+            # this one's checks see what it wrote.
+            return _delete_alone(target, hash_key, range_key, condition, relocations + 1)
+        raise _refused(DeleteError, "delete item", "DeleteItem", table, failed, codes) from failed
+    return data
 
 
 def delete_shadowed_copy(target: Model, hash_key: str, range_key: Any) -> None:
@@ -940,9 +996,10 @@ def write_in_place(
                 return send(_item_condition(target, condition))
             except _FoundElsewhere:  # an update that found no item found it on its second look
                 continue
-        before = dict(target.attribute_values) if stored == LEGACY_SHARD else None
         try:
-            sent = send(guarded(target, _item_condition(target, condition)))
+            return send(guarded(target, _item_condition(target, condition)))
+        except _FoundElsewhere:  # a bare copy a sharded copy shadows (see _bare): sent there
+            continue
         except error as exc:
             if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
                 raise
@@ -958,14 +1015,6 @@ def write_in_place(
                 except _FoundElsewhere:
                     continue
             continue
-        if before is not None and shadowing_shard(target) is not None:
-            # The bare copy written was a stale one, behind the sharded copy that reads return:
-            # the write is sent again to that copy (pinned now), as if made after it was written,
-            # from the instance as it was (not as the stale copy's reply left it: its version).
-            target.attribute_values.clear()
-            target.attribute_values.update(before)
-            continue
-        return sent
     msg = (
         f"{manager.codec.where}: the item {item_shard.logical_key(target, manager)!r} with range key "
         f"{item_shard.range_value(target, manager)!r} moved between shards {MAX_RELOCATIONS + 1} times while "

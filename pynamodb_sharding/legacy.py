@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,8 +21,9 @@ import attrs
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._dynamic import DynamicShards
 from pynamodb_sharding._exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
-from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._host import absent_attributes, botocore_client
 from pynamodb_sharding._keys import LEGACY_SHARD, MAX_TRANSACTION_ITEMS, KeyCodec
 from pynamodb_sharding._sizes import transaction_write_units
 
@@ -114,9 +116,10 @@ def move_legacy_item(model: type[Any], raw_item_or_key: Any, *, max_attempts: in
 
     One TransactWriteItems puts the sharded copy (only if that physical key holds nothing, and,
     for a random or dynamic strategy, only if no other shard holds the primary key either) and
-    deletes the bare-key item only if it is unchanged since it was read. The request token is
-    derived from the item, and the target shard from its key (:func:`legacy_target_shard`), so
-    a lost reply, a retry or a re-run never makes a second copy: whatever the outcome of a
+    deletes the bare-key item only if it is unchanged since it was read (every attribute as
+    read, every other attribute of the model still missing). The attempts of one call share a
+    request token, and the target shard is derived from the key (:func:`legacy_target_shard`),
+    so a lost reply, a retry or a re-run never makes a second copy: whatever the outcome of a
     failed attempt, the state is read back and the move finished, skipped or retried.
 
     Args:
@@ -192,6 +195,10 @@ class _Mover:
         self.target: RawItem | None = None  # the target physical key, once known
         self.others: list[RawItem] = []  # other shards' keys of the same primary key
         self.checked_by_read: list[RawItem] = []  # those, when too many for one transaction
+        # Part of every request token of this move: its attempts are one transaction to DynamoDB,
+        # but a later move of an item written again with the same values is not (DynamoDB would
+        # answer it with the earlier one's success for 10 minutes, moving nothing).
+        self.nonce = uuid.uuid4().hex
 
     def raw_item(self, given: Any) -> RawItem | None:
         if isinstance(given, Mapping) and self.hash_name in given:
@@ -248,6 +255,10 @@ class _Mover:
         except ShardLocationError:  # derived from an attribute of an item no longer stored
             target = None
         candidates = manager.point_shards(probe)
+        if isinstance(manager.strategy, DynamicShards):
+            # The key's count may grow while the move is under way, and a write under the grown
+            # count put a copy above it: every shard the key can ever have is checked.
+            candidates = tuple(range(manager.first_shard, manager.first_shard + manager.strategy.max_shards))
 
         def key_in(shard: int) -> RawItem:
             key = dict(self.bare or {})
@@ -313,14 +324,19 @@ class _Mover:
             names[f"#a{number}"] = name
             values[f":v{number}"] = value
             terms.append(f"#a{number} = :v{number}")
+        # An attribute of the model the item did not have when read may have been set since.
+        for number, name in enumerate(absent_attributes(self.model, raw)):
+            names[f"#n{number}"] = name
+            terms.append(f"attribute_not_exists(#n{number})")
         condition: dict[str, Any] = {"ConditionExpression": " AND ".join(terms), "ExpressionAttributeNames": names}
         if values:
             condition["ExpressionAttributeValues"] = values
         return condition
 
     def _token(self, raw: RawItem) -> str:
-        """The same token for the same item's move: DynamoDB applies a repeated request once."""
-        text = json.dumps([self.table, raw], sort_keys=True, default=_json_default)
+        """The same token for the attempts of this move of the item: DynamoDB applies a repeated
+        request once."""
+        text = json.dumps([self.table, raw, self.nonce], sort_keys=True, default=_json_default)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:36]
 
 

@@ -19,6 +19,7 @@ import random
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -28,7 +29,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as EndpointUnreachable
 
 from pynamodb_sharding._exceptions import MigrationError, ShardKeyError
-from pynamodb_sharding._host import botocore_client, reset_connection
+from pynamodb_sharding._host import absent_attributes, botocore_client, reset_connection
 from pynamodb_sharding._sizes import item_write_units, transaction_write_units
 from pynamodb_sharding._throttling import classify
 from pynamodb_sharding.migration._checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
@@ -224,13 +225,15 @@ class _Sender:
         item, tally = move.item, Tally()
         candidates = list(move.new_hash_keys)
         backoff = _Backoff(self.sleep)
+        nonce = uuid.uuid4().hex  # this move's attempts share a token; another move of the item does not
         while True:
             self.limiter.acquire(transaction_write_units([item, item]))  # a transaction's put and delete
             target_item = {**item, layout.hash_name: {"S": candidates[0]}}
             try:
                 reply = self.client.transact_write_items(
-                    TransactItems=_move_request(self.table, layout.hash_name, move.old_key, item, target_item),
-                    ClientRequestToken=_token(self.table, move.old_key, target_item),
+                    TransactItems=_move_request(self.table, layout.hash_name, move.old_key, item, target_item,
+                                                absent_attributes(layout.model, item)),
+                    ClientRequestToken=_token(self.table, move.old_key, target_item, nonce),
                     ReturnConsumedCapacity="TOTAL",
                 )
             except _NETWORK_ERRORS:
@@ -366,18 +369,23 @@ def _describe_key(key: Mapping[str, Any]) -> str:
     return ", ".join(f"{name}={next(iter(value.values()))!r}" for name, value in key.items())
 
 
-def _token(table: str, old_key: Mapping[str, Any], new_item: Mapping[str, Any]) -> str:
+def _token(table: str, old_key: Mapping[str, Any], new_item: Mapping[str, Any], nonce: str) -> str:
     """The same move sent again (a lost reply, botocore's retry) is the same transaction.
 
     DynamoDB remembers a token for 10 minutes per account and region: the table is part of it,
-    so the same item moved in another table (a staging copy) is another transaction.
+    so the same item moved in another table (a staging copy) is another transaction, and so is
+    ``nonce``, one per move: an item written back with the same values and moved again within
+    those minutes would otherwise be answered with the earlier move's success, and not moved.
     """
-    digest = hashlib.sha256(repr((table, sorted(old_key.items()), sorted(new_item.items()))).encode()).hexdigest()
+    text = repr((table, sorted(old_key.items()), sorted(new_item.items()), nonce))
+    digest = hashlib.sha256(text.encode()).hexdigest()
     return digest[:36]
 
 
 def _move_request(table: str, hash_name: str, old_key: StoredItem, old_item: StoredItem,
-                  new_item: StoredItem) -> list[dict[str, Any]]:
+                  new_item: StoredItem, absent: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """A move's transaction: put ``new_item`` where no item is, delete the old copy only if it
+    is as read (every attribute of ``old_item`` equal, each of ``absent`` still missing)."""
     names = {"#h": hash_name}
     values: dict[str, Any] = {}
     clauses = []
@@ -387,6 +395,9 @@ def _move_request(table: str, hash_name: str, old_key: StoredItem, old_item: Sto
         names[f"#a{index}"] = name
         values[f":v{index}"] = value
         clauses.append(f"#a{index} = :v{index}")
+    for index, name in enumerate(absent):
+        names[f"#n{index}"] = name
+        clauses.append(f"attribute_not_exists(#n{index})")
     delete: dict[str, Any] = {
         "TableName": table,
         "Key": old_key,

@@ -28,6 +28,7 @@ from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding._host import botocore_client, index_hash_attribute, index_range_attribute, indexes
 from pynamodb_sharding._indexes import ShardedIndex, sharded_indexes_of
 from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._point_reads import without_stale_bare_copies
 from pynamodb_sharding.migration._jobs import KeyLayout
 
 __all__ = [
@@ -249,26 +250,40 @@ def _add(digests: dict[str, KeyDigest], key: str, checksum: int) -> None:
 
 def _digest_segment(
     layout: KeyLayout, views: tuple[_IndexView, ...], segment: int, total: int,
-) -> tuple[dict[str, KeyDigest], dict[str, dict[str, KeyDigest]], list[str]]:
+) -> tuple[dict[str, KeyDigest], dict[str, dict[str, KeyDigest]], list[str], list[dict[str, Any]]]:
+    """The digests of one scan segment, and (last) the bare legacy items of a ``legacy_unsharded``
+    model, left out: whether a sharded copy shadows one is known only once every segment is read."""
     digests: dict[str, KeyDigest] = {}
     index_digests: dict[str, dict[str, KeyDigest]] = {view.name: {} for view in views}
     undecodable: list[str] = []
+    bare: list[dict[str, Any]] = []
+    legacy = layout.manager is not None and layout.manager.legacy_unsharded
     for item in _scan_segment(layout.model, segment, total):
         stored = item[layout.hash_name]["S"]
         try:
-            logical, _ = layout.decode(stored)
+            logical, shard = layout.decode(stored)
         except ShardKeyError:
             undecodable.append(stored)
             continue
-        checksum = item_checksum({**layout.logical_index_entries(item), layout.hash_name: {"S": logical}})
-        _add(digests, logical, checksum)
-        for view in views:
-            value, decodable = view.entry(item)
-            if not decodable:  # every read of the item fails on it
-                undecodable.append(f"{stored} ({view.attr_name}={item[view.attr_name]['S']!r}, index {view.name!r})")
-            elif value is not None:
-                _add(index_digests[view.name], value, checksum)
-    return digests, index_digests, undecodable
+        if legacy and shard is None:  # decode_stored names a bare key's shard None
+            bare.append(item)
+            continue
+        _digest_item(layout, views, item, logical, digests, index_digests, undecodable)
+    return digests, index_digests, undecodable, bare
+
+
+def _digest_item(layout: KeyLayout, views: tuple[_IndexView, ...], item: Mapping[str, Any], logical: str,
+                 digests: dict[str, KeyDigest], index_digests: dict[str, dict[str, KeyDigest]],
+                 undecodable: list[str]) -> None:
+    stored = item[layout.hash_name]["S"]
+    checksum = item_checksum({**layout.logical_index_entries(item), layout.hash_name: {"S": logical}})
+    _add(digests, logical, checksum)
+    for view in views:
+        value, decodable = view.entry(item)
+        if not decodable:  # every read of the item fails on it
+            undecodable.append(f"{stored} ({view.attr_name}={item[view.attr_name]['S']!r}, index {view.name!r})")
+        elif value is not None:
+            _add(index_digests[view.name], value, checksum)
 
 
 def _merged(into: dict[str, KeyDigest], more: Mapping[str, KeyDigest]) -> None:
@@ -307,11 +322,19 @@ def snapshot(model: type[Model], *, total_segments: int = 4,
     with ThreadPoolExecutor(max_workers=total_segments) as pool:
         results = pool.map(lambda segment: _digest_segment(layout, views, segment, total_segments),
                            range(total_segments))
-        for segment_digests, segment_index_digests, segment_undecodable in results:
+        bare: list[dict[str, Any]] = []
+        for segment_digests, segment_index_digests, segment_undecodable, segment_bare in results:
             _merged(digests, segment_digests)
             for name, values in segment_index_digests.items():
                 _merged(index_digests[name], values)
             undecodable.extend(segment_undecodable)
+            bare.extend(segment_bare)
+    # A bare copy that a sharded copy shadows (a batch or transactional put of an item read from
+    # its bare key left it) is not an item: reads return the sharded one. Looked up in the key's
+    # shards, as reads look it up.
+    for item in without_stale_bare_copies(model, bare, consistent_read=True) if bare else ():
+        logical, _ = layout.decode(item[layout.hash_name]["S"])
+        _digest_item(layout, views, item, logical, digests, index_digests, undecodable)
     return Snapshot(name=f"{model.__name__} ({layout.table})", digests=digests, undecodable=tuple(undecodable),
                     index_digests=index_digests)
 

@@ -355,11 +355,26 @@ class TestDeleteOfAShadowingCopy:
         assert [f"s1_{item.shards}"] == [key for key, at in stored_keys() if at == 6 and key.startswith("s1")]
 
     def test_a_legacy_item_without_a_sharded_copy_is_deleted_at_its_bare_key(self) -> None:
-        sent: list[str] = []
-        Reading._get_connection().connection.client.meta.events.register(
-            "provide-client-params.dynamodb.DeleteItem", lambda params, **_: sent.append(params["Key"]["sensor"]["S"]))
+        sent: list[list[str]] = []  # the actions of each write request: "Delete s1", ...
+
+        def record(params: dict[str, Any], **_: Any) -> None:
+            items = params.get("TransactItems")
+            if items is None:  # a DeleteItem
+                sent.append([f"Delete {params['Key']['sensor']['S']}"])
+            else:
+                sent.append([f"{name} {action['Key']['sensor']['S']}" for item in items
+                             for name, action in item.items()])
+
+        events = Reading._get_connection().connection.client.meta.events
+        for operation in ("DeleteItem", "TransactWriteItems"):
+            events.register(f"provide-client-params.dynamodb.{operation}", record)
         Reading.get("s1", 7).delete()
-        assert ["s1"] == sent  # one request: no shard holds it
+        # One transaction: the delete of the bare key, and a check that no shard holds a copy
+        # (which the delete would otherwise leave, see TestWritesOfAnInstanceReadBefore...).
+        assert 1 == len(sent)
+        assert ["Delete s1"] == [action for action in sent[0] if action.startswith("Delete")]
+        assert {f"ConditionCheck s1_{shard}" for shard in range(1, 9)} == {
+            action for action in sent[0] if action.startswith("ConditionCheck")}
         assert [] == [key for key, at in stored_keys() if at == 7 and key.startswith("s1")]
 
 

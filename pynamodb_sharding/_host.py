@@ -437,10 +437,16 @@ def version_attribute_name(item: Model) -> str | None:
 
 
 def absent_attributes(model: type[Model], raw: Mapping[str, Any]) -> list[str]:
-    """The stored names of ``model``'s attributes that the raw item ``raw`` does not hold, sorted:
-    what a condition that the item is unchanged since it was read as ``raw`` requires absent."""
-    return sorted(attribute.attr_name for attribute in model.get_attributes().values()
-                  if attribute.attr_name not in raw)
+    """The stored names of ``model``'s attributes, and its subclasses' (a discriminator's
+    classes share the table), that the raw item ``raw`` does not hold, sorted: what a condition
+    that the item is unchanged since it was read as ``raw`` requires absent."""
+    names: set[str] = set()
+    classes = [model]
+    while classes:
+        cls = classes.pop()
+        names.update(attribute.attr_name for attribute in cls.get_attributes().values())
+        classes.extend(cls.__subclasses__())
+    return sorted(name for name in names if name not in raw)
 
 
 def bump_local_version(item: Model) -> None:

@@ -13,6 +13,8 @@ requests are built and sent here (``PutItem``, ``UpdateItem``, ``DeleteItem``,
 from __future__ import annotations
 
 import contextlib
+import random
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -78,6 +80,8 @@ __all__ = [
 
 #: How often a write follows an item that jobs keep moving before it gives up.
 MAX_RELOCATIONS = 3
+#: How often a transaction the library sends for one write is sent again when DynamoDB throttles it.
+MAX_THROTTLED_TRANSACTIONS = 8
 
 _E = TypeVar("_E", bound=PynamoDBException)
 _R = TypeVar("_R")
@@ -378,7 +382,7 @@ def check_transaction_put(target: Model) -> None:
 
 
 def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[Any],
-                  condition: Condition | None, relocations: int = 0) -> dict[str, Any]:
+                  condition: Condition | None, relocations: int = 0, throttled: int = 0) -> dict[str, Any]:
     """The ``UpdateItem`` of ``target``, which no shard held when it was looked for (so the
     update creates it in the shard chosen), sent as one transaction that also requires every
     other shard of its key to hold nothing: a save of the key elsewhere meanwhile makes it act
@@ -391,6 +395,8 @@ def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[An
     assert shard is not None  # pinned by locate_for_write
     others = [other for other in candidate_shards(target, manager) if other != shard]
     if len(others) + 1 > MAX_TRANSACTION_ITEMS:  # too many to check in one request: as before
+        if _bare(target) and shadowing_shard(target) is not None:  # checked by a read instead
+            raise _FoundElsewhere
         return dict(table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
                                                          condition=condition, actions=actions))
     connection = table_connection(model)
@@ -405,6 +411,8 @@ def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[An
         )
     except TransactWriteError as failed:
         codes = _cancellation_codes(failed, len(checks) + 1)
+        if _retry_throttled(codes, throttled):
+            return _update_alone(target, hash_key, range_key, actions, condition, relocations, throttled + 1)
         if "ConditionalCheckFailed" in codes[:len(checks)] or (
                 "TransactionConflict" in codes and relocations < MAX_RELOCATIONS):
             # Saved in another shard meanwhile: update that copy where it is (write_in_place
@@ -424,7 +432,19 @@ def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[An
         where, found_now = locate(target, candidate_shards(target, manager))
         if where is not None:
             item_shard.pin(target, manager, where)
-    return {ATTRIBUTES: found_now or {}}
+    # Deleted since: nothing to read back, and the instance keeps its attributes (PynamoDB's
+    # UpdateItem returns the updated item; a transaction returns none).
+    return {ATTRIBUTES: found_now}
+
+
+def _retry_throttled(codes: list[str | None], throttled: int) -> bool:
+    """Whether a transaction cancelled because DynamoDB throttled one of its items is sent again
+    (after a pause growing with ``throttled``, the attempts so far), as botocore sends a
+    throttled single write again; it does not retry a cancelled transaction."""
+    if "ThrottlingError" not in codes or throttled >= MAX_THROTTLED_TRANSACTIONS:
+        return False
+    time.sleep(min(1.0, 0.05 * 2**throttled) * random.uniform(0.5, 1.0))
+    return True
 
 
 def _create_alone(
@@ -851,6 +871,8 @@ def update(target: Model, actions: list[Any], condition: Condition | None, add_v
             data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
                                                        condition=guarded_condition, actions=sent)
         stored = data[ATTRIBUTES]
+        if stored is None:  # deleted right after the update (see _update_alone)
+            return data
         stored_cls = discriminator_class(target, stored)
         if stored_cls and stored_cls != model:
             msg = f"Cannot update this item from the returned class: {stored_cls.__name__}"
@@ -915,7 +937,7 @@ def _bare(target: Model) -> bool:
 
 
 def _delete_alone(target: Model, hash_key: Any, range_key: Any, condition: Condition | None,
-                  relocations: int = 0) -> dict[str, Any]:
+                  relocations: int = 0, throttled: int = 0) -> dict[str, Any]:
     """The ``DeleteItem`` of ``target`` at its bare key, sent as one transaction that also
     requires every shard of its key to hold no copy (see :func:`_bare`).
 
@@ -926,6 +948,10 @@ def _delete_alone(target: Model, hash_key: Any, range_key: Any, condition: Condi
     manager = shard_manager(model)
     others = [other for other in candidate_shards(target, manager) if other != LEGACY_SHARD]
     connection = table_connection(model)
+    if len(others) + 1 > MAX_TRANSACTION_ITEMS:  # too many to check in one request: by a read
+        if shadowing_shard(target) is not None:
+            raise _FoundElsewhere
+        return dict(connection.delete_item(hash_key, range_key=range_key, condition=condition))
     checks = _absent_from(connection, manager, item_shard.logical_key(target, manager), others, range_key)
     delete_request = connection.get_operation_kwargs(hash_key, range_key=range_key, condition=condition)
     table = model.Meta.table_name
@@ -936,6 +962,8 @@ def _delete_alone(target: Model, hash_key: Any, range_key: Any, condition: Condi
         )
     except TransactWriteError as failed:
         codes = _cancellation_codes(failed, len(checks) + 1)
+        if _retry_throttled(codes, throttled):
+            return _delete_alone(target, hash_key, range_key, condition, relocations, throttled + 1)
         if "ConditionalCheckFailed" in codes[:len(checks)]:
             found = relocate(target, LEGACY_SHARD)
             if found is not None and found != LEGACY_SHARD:
@@ -945,7 +973,7 @@ def _delete_alone(target: Model, hash_key: Any, range_key: Any, condition: Condi
         if "TransactionConflict" in codes and "ValidationError" not in codes and relocations < MAX_RELOCATIONS:
             # Another transaction held one of the keys (a move of the item): once it ends,
             # this one's checks see what it wrote.
-            return _delete_alone(target, hash_key, range_key, condition, relocations + 1)
+            return _delete_alone(target, hash_key, range_key, condition, relocations + 1, throttled)
         raise _refused(DeleteError, "delete item", "DeleteItem", table, failed, codes) from failed
     return data
 

@@ -13,7 +13,9 @@ botocore event hook that runs the other party at the exact request boundary, nev
   count, left two sharded copies (the move checked the shards of the old count);
 - an item written again with the same values after it was moved, within DynamoDB's 10 minutes
   for a request token, was reported moved by the next pass and left under its bare key;
-- ``verify`` and ``compare`` counted a shadowed bare copy as a second item.
+- ``verify`` and ``compare`` counted a shadowed bare copy as a second item;
+- (a fourth trial) an update of an attribute only a discriminator subclass declares was lost
+  the same way as the first.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import DiscriminatorAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.migration import JobOptions, compare, reshard, snapshot, verify
-from tests.raw import raw_items
+from tests.raw import raw_client, raw_items
 
 
 class PlainReading(Model):
@@ -254,3 +256,33 @@ def test_verify_and_compare_count_a_shadowed_bare_copy_once(options: JobOptions)
     reshard(Reading, options)
     assert compare(before, snapshot(Reading, total_segments=2)).ok
     assert 3 == len(stored())
+
+
+class Entity(ShardedModel):
+    class Meta:
+        table_name = "races_entities"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    kind = DiscriminatorAttribute()
+    shards = Sharding(RandomShards(4), legacy_unsharded=True)
+
+
+class Customer(Entity, discriminator="customer"):
+    name = UnicodeAttribute()
+    email = UnicodeAttribute(null=True)
+
+
+def test_an_update_of_a_subclass_attribute_during_a_move_is_kept(
+        dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+    dynamodb_models(Entity)
+    raw_client(Entity).put_item(TableName=Entity.Meta.table_name, Item={  # written by the old application
+        "pk": {"S": "ACME"}, "sk": {"S": "profile"}, "kind": {"S": "customer"}, "name": {"S": "Acme"}})
+    item = Customer.get("ACME", "profile")  # from the bare key
+    with OnRequest(Entity, "before-call.dynamodb.TransactWriteItems",
+                   lambda: item.update(actions=[Customer.email.set("a@acme.example")])) as hook:
+        assert 1 == reshard(Entity, options).tally.moved
+    assert hook.fired
+    assert "a@acme.example" == Entity.get("ACME", "profile", consistent_read=True).email
+    assert [("a@acme.example", True)] == [(raw.get("email", {}).get("S"), raw["pk"]["S"] != "ACME")
+                                          for raw in raw_items(Entity)]

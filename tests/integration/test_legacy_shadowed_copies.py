@@ -13,10 +13,12 @@ dynamic key whose count grew since, a ``user_id`` shard), a second sharded copy.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 from pynamodb.models import Model
@@ -331,3 +333,98 @@ class TestBatchWritesSentOnTheirOwn:
         assert [(2, 2), (20, 20)] == expected
         assert expected == scenario(Versioned)
         assert [] == stored(PlainVersioned, 0) == stored(PlainVersioned, 1) == stored(PlainVersioned, 10)
+
+
+class WideReading(ShardedModel):
+    Meta = PlainReading.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    user_id = UnicodeAttribute(null=True)
+    value = NumberAttribute(null=True)
+    shards = Sharding(RandomShards(100), legacy_unsharded=True)
+
+
+class ThrottledOnce:
+    """Answers the next TransactWriteItems with a cancellation whose write DynamoDB throttled
+    (as DynamoDB reports a throttled item of a transaction), without sending it."""
+
+    def __init__(self, model: type[Any], checks: int) -> None:
+        self.pending, self.checks = True, checks
+        model._get_connection().connection.client.meta.events.register_first("before-send.dynamodb", self)
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        if not self.pending or not request.headers["X-Amz-Target"].decode().endswith("TransactWriteItems"):
+            return None
+        self.pending = False
+        reasons = [{"Code": "None"}] * self.checks + [{"Code": "ThrottlingError", "Message": "Throughput exceeds"}]
+        body = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                           "Message": "Transaction cancelled", "CancellationReasons": reasons}).encode()
+        return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Body(body))
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self.body
+
+    def read(self, *_: Any) -> bytes:
+        return self.body
+
+
+class TestWritesToABareKey:
+    """Writes addressed to a bare key are a transaction that checks the key's shards (found by
+    a fourth adversarial trial: a key with more shards than a transaction holds, a throttled
+    transaction, a delete right after the update)."""
+
+    @pytest.fixture(autouse=True)
+    def tables(self, dynamodb_models: Callable[..., Any]) -> None:
+        dynamodb_models(PlainReading, ReferenceReading, RandomReading, WideReading)
+        for model in (PlainReading, ReferenceReading):
+            for at in range(3):
+                model("s1", at, value=0).save()
+
+    def test_a_key_with_more_shards_than_a_transaction_holds(self) -> None:
+        def scenario(model: type[Any]) -> tuple[Any, list[Any]]:
+            mine, other = model.get("s1", 1), model.get("s1", 1)
+            other.value = 5
+            batch_put(other)
+            mine.update(actions=[model.value.add(1)])
+            model.get("s1", 2).delete()
+            with model.batch_write() as batch:
+                batch.delete(model.get("s1", 0))
+            return mine.value, [(int(item.at), item.value) for item in model.query("s1", consistent_read=True)]
+
+        expected = scenario(ReferenceReading)
+        assert (6, [(1, 6)]) == expected
+        assert expected == scenario(WideReading)
+
+    def test_a_throttled_transaction_is_sent_again(self) -> None:
+        item = RandomReading.get("s1", 1)
+        ThrottledOnce(RandomReading, checks=8)
+        item.update(actions=[RandomReading.value.add(1)])
+        assert 1 == item.value
+        ThrottledOnce(RandomReading, checks=8)
+        RandomReading.get("s1", 2).delete()
+        assert [(0, 0), (1, 1)] == [(int(found.at), found.value) for found in RandomReading.query("s1")]
+
+    def test_a_delete_right_after_an_update_leaves_the_instance_whole(self) -> None:
+        item, other = RandomReading.get("s1", 1), RandomReading.get("s1", 1)
+        events = RandomReading._get_connection().connection.client.meta.events
+        deleted: list[bool] = []
+
+        def delete_once(**_: Any) -> None:
+            if not deleted:
+                deleted.append(True)
+                other.delete()
+
+        events.register("after-call.dynamodb.TransactWriteItems", delete_once)
+        try:
+            item.update(actions=[RandomReading.value.set(5)])
+        finally:
+            events.unregister("after-call.dynamodb.TransactWriteItems", delete_once)
+        assert deleted
+        assert ("s1", 1) == (item.sensor, item.at)  # not emptied by a read-back that found nothing
+        assert [] == stored(PlainReading, 1)

@@ -449,6 +449,28 @@ def absent_attributes(model: type[Model], raw: Mapping[str, Any]) -> list[str]:
     return sorted(name for name in names if name not in raw)
 
 
+def unchanged_condition(model: type[Model], raw: Mapping[str, Any], key_names: tuple[str, ...]) -> dict[str, Any]:
+    """The condition (request parameters) that holds while the stored item is exactly ``raw``:
+    it exists, each attribute of ``raw`` (but its keys, ``key_names``) has the value read, and
+    every attribute of ``model`` it did not hold is still missing (:func:`absent_attributes`)."""
+    names = {"#h": key_names[0]}
+    values: dict[str, Any] = {}
+    terms = ["attribute_exists(#h)"]
+    for number, (name, value) in enumerate(sorted(raw.items())):
+        if name in key_names:
+            continue
+        names[f"#a{number}"] = name
+        values[f":v{number}"] = value
+        terms.append(f"#a{number} = :v{number}")
+    for number, name in enumerate(absent_attributes(model, raw)):
+        names[f"#n{number}"] = name
+        terms.append(f"attribute_not_exists(#n{number})")
+    condition: dict[str, Any] = {"ConditionExpression": " AND ".join(terms), "ExpressionAttributeNames": names}
+    if values:
+        condition["ExpressionAttributeValues"] = values
+    return condition
+
+
 def bump_local_version(item: Model) -> None:
     """Advance ``item``'s ``VersionAttribute`` after a successful write, as ``save`` does."""
     item.update_local_version_attribute()  # type: ignore[no-untyped-call]  # untyped in PynamoDB

@@ -52,6 +52,7 @@ from pynamodb_sharding._host import (
     discriminator_class,
     put_arguments,
     table_connection,
+    unchanged_condition,
     version_attribute_name,
     version_condition,
 )
@@ -395,8 +396,6 @@ def _update_alone(target: Model, hash_key: Any, range_key: Any, actions: list[An
     assert shard is not None  # pinned by locate_for_write
     others = [other for other in candidate_shards(target, manager) if other != shard]
     if len(others) + 1 > MAX_TRANSACTION_ITEMS:  # too many to check in one request: as before
-        if _bare(target) and shadowing_shard(target) is not None:  # checked by a read instead
-            raise _FoundElsewhere
         return dict(table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
                                                          condition=condition, actions=actions))
     connection = table_connection(model)
@@ -865,7 +864,9 @@ def update(target: Model, actions: list[Any], condition: Condition | None, add_v
         version = version_condition(target, actions=sent)
         if add_version_condition and version is not None:
             guarded_condition &= version
-        if (item_shard.state(target).located_absent and keys_may_repeat(shard_manager(model))) or _bare(target):
+        if _bare(target) and _move_bare(target):
+            raise _FoundElsewhere  # moved into its shard, or a copy there found: updated there
+        if item_shard.state(target).located_absent and keys_may_repeat(shard_manager(model)):
             data = _update_alone(target, hash_key, range_key, sent, guarded_condition)
         else:
             data = table_connection(model).update_item(hash_key, range_key=range_key, return_values="ALL_NEW",
@@ -924,16 +925,84 @@ def shadowing_shard(target: Model) -> int | None:
 def _bare(target: Model) -> bool:
     """Whether an update or delete of ``target`` addresses a bare legacy key.
 
-    Such a write is sent as a transaction that also requires every shard of the key to hold no
-    copy (:func:`_update_alone`, :func:`_delete_alone`): a batch or transactional put of the item
-    may have put one that shadows the bare copy, and the write would change a copy no read
-    returns (an update lost, a delete that deletes nothing). When one does, the write is sent
-    to it instead. Checked in the same transaction, never by a read before or after it: a
-    migration moving the item between such a read and the write would make the write miss it
-    or apply it twice.
+    A batch or transactional put of the item may have put a sharded copy that shadows the bare
+    one, and a write to the bare key would change a copy no read returns (an update lost, a
+    delete that deletes nothing). A delete is sent as a transaction that also requires every
+    shard of the key to hold no copy (:func:`_delete_alone`); an update moves the item into its
+    shard first, as the migration does (:func:`_move_bare`), and is then sent there as one
+    ``UpdateItem``, whose returned attributes are the item as the update left it. Never decided
+    by a read before or after the write: a migration moving the item in between would make the
+    write miss it or apply it twice.
     """
     manager = shard_manager(type(target))
     return manager.legacy_unsharded and item_shard.known(target, manager) == LEGACY_SHARD
+
+
+def _move_bare(target: Model) -> bool:
+    """Move the item ``target`` addresses from its bare key into its shard, in one transaction
+    as the migration moves it (put the item as stored where no item is, delete the bare copy only
+    if it is unchanged, require the key's other shards to hold no copy), and pin ``target`` where
+    the item is now. Returns ``False`` when no item is stored there or anywhere (the write then
+    goes on as PynamoDB's would on a missing item).
+    """
+    model = type(target)
+    manager = shard_manager(model)
+    connection = table_connection(model)
+    client = botocore_client(model)
+    codec = manager.codec
+    hash_name = manager.hash_attribute.attr_name
+    range_attribute = manager.range_attribute
+    key_names = (hash_name,) if range_attribute is None else (hash_name, range_attribute.attr_name)
+    logical = item_shard.logical_key(target, manager)
+    range_ser = manager.serialize_range(item_shard.range_value(target, manager))
+    absent = {"ConditionExpression": "attribute_not_exists(#h)", "ExpressionAttributeNames": {"#h": hash_name}}
+    throttled = 0
+    for _ in range(MAX_RELOCATIONS + MAX_THROTTLED_TRANSACTIONS):
+        raw = connection.get_item(codec.encode(logical, LEGACY_SHARD), range_key=range_ser,
+                                  consistent_read=True).get(ITEM)
+        if raw is None:  # moved meanwhile (pinned where it is), or deleted
+            return relocate(target, LEGACY_SHARD) is not None
+        shard = manager.legacy_target_shard(model.from_raw_data(dict(raw)))
+        bare_key = {name: raw[name] for name in key_names}
+
+        def key_in(other: int, bare_key: dict[str, Any] = bare_key) -> dict[str, Any]:
+            return {**bare_key, hash_name: {"S": codec.encode(logical, other)}}
+
+        others = [other for other in candidate_shards(target, manager) if other not in (shard, LEGACY_SHARD)]
+        if len(others) + 2 > MAX_TRANSACTION_ITEMS:  # too many to check in one request: by a read
+            if shadowing_shard(target) is not None:
+                return True
+            others = []
+        table = model.Meta.table_name
+        actions = [
+            {"Put": {"TableName": table, "Item": {**raw, hash_name: {"S": codec.encode(logical, shard)}}, **absent}},
+            {"Delete": {"TableName": table, "Key": bare_key, **unchanged_condition(model, raw, key_names)}},
+            *({"ConditionCheck": {"TableName": table, "Key": key_in(other), **absent}} for other in others),
+        ]
+        try:
+            client.transact_write_items(TransactItems=actions, ClientRequestToken=str(uuid.uuid4()))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            codes = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
+            codes += [None] * (len(actions) - len(codes))
+            if _retry_throttled(codes, throttled) or "TransactionConflict" in codes:
+                throttled += 1
+                continue
+            if codes[0] == "ConditionalCheckFailed" or "ConditionalCheckFailed" in codes[2:]:
+                # A sharded copy shadows the bare one: the item is that copy.
+                return shadowing_shard(target) is not None or relocate(target, LEGACY_SHARD) is not None
+            if codes[1] == "ConditionalCheckFailed":
+                continue  # changed (or moved) since it was read: read it again
+            raise
+        item_shard.pin(target, manager, shard)
+        return True
+    msg = (
+        f"{manager.codec.where}: the item {logical!r} with range key "
+        f"{item_shard.range_value(target, manager)!r} changed or moved again and again while this update "
+        f"moved it into its shard; nothing was written. Try again."
+    )
+    raise ShardMoveError(msg)
 
 
 def _delete_alone(target: Model, hash_key: Any, range_key: Any, condition: Condition | None,

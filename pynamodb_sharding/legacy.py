@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._dynamic import DynamicShards
 from pynamodb_sharding._exceptions import AmbiguousLegacyKeyError, LegacyMoveError, ShardingError, ShardLocationError
-from pynamodb_sharding._host import absent_attributes, botocore_client
+from pynamodb_sharding._host import botocore_client, unchanged_condition
 from pynamodb_sharding._keys import LEGACY_SHARD, MAX_TRANSACTION_ITEMS, KeyCodec
 from pynamodb_sharding._sizes import transaction_write_units
 
@@ -315,23 +315,8 @@ class _Mover:
 
     def _unchanged(self, raw: RawItem) -> dict[str, Any]:
         """A condition that holds while the stored item has exactly ``raw``'s values."""
-        names = {"#h": self.hash_name}
-        values: dict[str, Any] = {}
-        terms = ["attribute_exists(#h)"]
-        for number, (name, value) in enumerate(sorted(raw.items())):
-            if name in (self.hash_name, self.range_name):
-                continue
-            names[f"#a{number}"] = name
-            values[f":v{number}"] = value
-            terms.append(f"#a{number} = :v{number}")
-        # An attribute of the model the item did not have when read may have been set since.
-        for number, name in enumerate(absent_attributes(self.model, raw)):
-            names[f"#n{number}"] = name
-            terms.append(f"attribute_not_exists(#n{number})")
-        condition: dict[str, Any] = {"ConditionExpression": " AND ".join(terms), "ExpressionAttributeNames": names}
-        if values:
-            condition["ExpressionAttributeValues"] = values
-        return condition
+        keys = (self.hash_name,) if self.range_name is None else (self.hash_name, self.range_name)
+        return unchanged_condition(self.model, raw, keys)
 
     def _token(self, raw: RawItem) -> str:
         """The same token for the attempts of this move of the item: DynamoDB applies a repeated

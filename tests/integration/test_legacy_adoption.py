@@ -43,7 +43,7 @@ from pynamodb_sharding import (
 from pynamodb_sharding._exceptions import ShardKeyError
 from pynamodb_sharding.legacy import MoveOutcome, check_legacy_keys, find_ambiguous_keys, move_legacy_item
 from tests.paging import pages
-from tests.raw import put_raw, raw_client, raw_items
+from tests.raw import put_raw, raw_items
 
 SENSORS = ("s1", "s2", "s3")
 SHARD_S15 = 1  # md5_shard(b"s15", 8)
@@ -192,11 +192,12 @@ class TestWrites:
         assert stored[0].startswith("s9#")
         assert stored[1].startswith("s9_")  # never the bare key "s9"
 
-    def test_update_and_delete_address_the_bare_key(self) -> None:
+    def test_an_update_moves_the_item_and_a_delete_addresses_the_bare_key(self) -> None:
         item = Reading.get("s1", 1)
         item.update(actions=[Reading.value.set(111)])
-        assert {"N": "111"} == raw_client(PlainReading).get_item(
-            TableName=PlainReading.Meta.table_name, Key={"sensor": {"S": "s1"}, "at": {"N": "1"}})["Item"]["value"]
+        assert (111, item.shards) == (Reading.get("s1", 1).value, Reading.get("s1", 1).shards)
+        assert item.shards is not None  # moved into its shard first, then updated there
+        assert [f"s1_{item.shards}"] == [key for key, at in stored_keys() if at == 1 and key.startswith("s1")]
         Reading.get("s1", 2).delete()
         assert ("s1", 2) not in stored_keys()
         assert len(SENSORS) * PER_SENSOR - 1 == len(stored_keys())  # nothing recreated elsewhere

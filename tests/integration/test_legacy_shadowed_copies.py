@@ -374,10 +374,31 @@ class _Body:
         return self.body
 
 
+class OnRequest:
+    """Runs ``action`` once, at the given botocore event of ``model``'s client."""
+
+    def __init__(self, model: type[Any], event: str, action: Callable[[], Any]) -> None:
+        self.events = model._get_connection().connection.client.meta.events
+        self.event, self.action, self.fired = event, action, False
+
+    def __call__(self, **_: Any) -> None:
+        if not self.fired:
+            self.fired = True
+            self.action()
+
+    def __enter__(self) -> OnRequest:
+        self.events.register(self.event, self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.events.unregister(self.event, self)
+
+
 class TestWritesToABareKey:
-    """Writes addressed to a bare key are a transaction that checks the key's shards (found by
-    a fourth adversarial trial: a key with more shards than a transaction holds, a throttled
-    transaction, a delete right after the update)."""
+    """Writes addressed to a bare key check the key's shards in the same transaction (found by a
+    fourth adversarial trial: a key with more shards than a transaction holds, a throttled
+    transaction, two counters taken at once given the same value, a delete right after the
+    update emptying the instance)."""
 
     @pytest.fixture(autouse=True)
     def tables(self, dynamodb_models: Callable[..., Any]) -> None:
@@ -410,21 +431,28 @@ class TestWritesToABareKey:
         RandomReading.get("s1", 2).delete()
         assert [(0, 0), (1, 1)] == [(int(found.at), found.value) for found in RandomReading.query("s1")]
 
-    def test_a_delete_right_after_an_update_leaves_the_instance_whole(self) -> None:
-        item, other = RandomReading.get("s1", 1), RandomReading.get("s1", 1)
-        events = RandomReading._get_connection().connection.client.meta.events
-        deleted: list[bool] = []
+    def test_counters_taken_at_once_are_distinct(self) -> None:
+        def take_two(model: type[Any], moving_request: str) -> tuple[Any, Any]:
+            first, second = model.get("s1", 1), model.get("s1", 1)
+            # The second client's update lands while the first one's is under way.
+            with OnRequest(model, f"after-call.dynamodb.{moving_request}",
+                           lambda: second.update(actions=[model.value.add(1)])) as hook:
+                first.update(actions=[model.value.add(1)])
+            assert hook.fired
+            return first.value, second.value
 
-        def delete_once(**_: Any) -> None:
-            if not deleted:
-                deleted.append(True)
-                other.delete()
+        assert (1, 2) == take_two(ReferenceReading, "UpdateItem")
+        assert {1, 2} == set(take_two(RandomReading, "TransactWriteItems"))  # the values UpdateItem returned
+        assert [(1, 2)] == [(int(item.at), item.value) for item in RandomReading.query("s1", RandomReading.at == 1)]
 
-        events.register("after-call.dynamodb.TransactWriteItems", delete_once)
-        try:
-            item.update(actions=[RandomReading.value.set(5)])
-        finally:
-            events.unregister("after-call.dynamodb.TransactWriteItems", delete_once)
-        assert deleted
-        assert ("s1", 1) == (item.sensor, item.at)  # not emptied by a read-back that found nothing
-        assert [] == stored(PlainReading, 1)
+    def test_a_delete_right_after_an_update(self) -> None:
+        def scenario(model: type[Any]) -> tuple[Any, ...]:
+            item, other = model.get("s1", 1), model.get("s1", 1)
+            with OnRequest(model, "after-call.dynamodb.UpdateItem", other.delete) as hook:
+                item.update(actions=[model.value.set(5)])
+            assert hook.fired
+            return item.sensor, item.at, item.value, [int(found.at) for found in model.query("s1")]
+
+        expected = scenario(ReferenceReading)
+        assert ("s1", 1, 5, [0, 2]) == expected
+        assert expected == scenario(RandomReading)

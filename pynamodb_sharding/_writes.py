@@ -962,8 +962,11 @@ def _move_bare(target: Model) -> bool:
                                   consistent_read=True).get(ITEM)
         if raw is None:  # moved meanwhile (pinned where it is), or deleted
             return relocate(target, LEGACY_SHARD) is not None
-        shard = manager.legacy_target_shard(model.from_raw_data(dict(raw)))
+        stored_item = model.from_raw_data(dict(raw))
+        shard = manager.legacy_target_shard(stored_item)
         bare_key = {name: raw[name] for name in key_names}
+        moved = {**raw, hash_name: {"S": codec.encode(logical, shard)}}
+        store_index_values(stored_item, moved)  # each sharded index's entry, as save() stores it
 
         def key_in(other: int, bare_key: dict[str, Any] = bare_key) -> dict[str, Any]:
             return {**bare_key, hash_name: {"S": codec.encode(logical, other)}}
@@ -975,7 +978,7 @@ def _move_bare(target: Model) -> bool:
             others = []
         table = model.Meta.table_name
         actions = [
-            {"Put": {"TableName": table, "Item": {**raw, hash_name: {"S": codec.encode(logical, shard)}}, **absent}},
+            {"Put": {"TableName": table, "Item": moved, **absent}},
             {"Delete": {"TableName": table, "Key": bare_key, **unchanged_condition(model, raw, key_names)}},
             *({"ConditionCheck": {"TableName": table, "Key": key_in(other), **absent}} for other in others),
         ]

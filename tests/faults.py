@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
@@ -242,3 +242,24 @@ class TableCreation:
         with self.changed:
             self.created.append(code or "ok")
             self.changed.notify_all()
+
+
+class OnRequest:
+    """Runs ``action`` once, at the given botocore event of ``model``'s client (a context manager
+    that registers and unregisters it): the other party of a race, at its exact request."""
+
+    def __init__(self, model: type[Any], event: str, action: Callable[[], Any]) -> None:
+        self.events = model._get_connection().connection.client.meta.events
+        self.event, self.action, self.fired = event, action, False
+
+    def __call__(self, **_: Any) -> None:
+        if not self.fired:
+            self.fired = True
+            self.action()
+
+    def __enter__(self) -> OnRequest:
+        self.events.register(self.event, self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.events.unregister(self.event, self)

@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as EndpointUnreachable
 
 from pynamodb_sharding._exceptions import MigrationError, ShardKeyError
-from pynamodb_sharding._host import absent_attributes, botocore_client, reset_connection
+from pynamodb_sharding._host import botocore_client, reset_connection, unchanged_condition
 from pynamodb_sharding._sizes import item_write_units, transaction_write_units
 from pynamodb_sharding._throttling import classify
 from pynamodb_sharding.migration._checkpoints import DEFAULT_CHECKPOINT_TABLE, Checkpoint, CheckpointStore
@@ -231,8 +231,8 @@ class _Sender:
             target_item = {**item, layout.hash_name: {"S": candidates[0]}}
             try:
                 reply = self.client.transact_write_items(
-                    TransactItems=_move_request(self.table, layout.hash_name, move.old_key, item, target_item,
-                                                absent_attributes(layout.model, item)),
+                    TransactItems=_move_request(layout.model, self.table, layout.hash_name, move.old_key, item,
+                                                target_item),
                     ClientRequestToken=_token(self.table, move.old_key, target_item, nonce),
                     ReturnConsumedCapacity="TOTAL",
                 )
@@ -382,30 +382,12 @@ def _token(table: str, old_key: Mapping[str, Any], new_item: Mapping[str, Any], 
     return digest[:36]
 
 
-def _move_request(table: str, hash_name: str, old_key: StoredItem, old_item: StoredItem,
-                  new_item: StoredItem, absent: Iterable[str] = ()) -> list[dict[str, Any]]:
+def _move_request(model: type[Any], table: str, hash_name: str, old_key: StoredItem, old_item: StoredItem,
+                  new_item: StoredItem) -> list[dict[str, Any]]:
     """A move's transaction: put ``new_item`` where no item is, delete the old copy only if it
-    is as read (every attribute of ``old_item`` equal, each of ``absent`` still missing)."""
-    names = {"#h": hash_name}
-    values: dict[str, Any] = {}
-    clauses = []
-    for index, (name, value) in enumerate(sorted(old_item.items())):
-        if name in old_key:
-            continue
-        names[f"#a{index}"] = name
-        values[f":v{index}"] = value
-        clauses.append(f"#a{index} = :v{index}")
-    for index, name in enumerate(absent):
-        names[f"#n{index}"] = name
-        clauses.append(f"attribute_not_exists(#n{index})")
-    delete: dict[str, Any] = {
-        "TableName": table,
-        "Key": old_key,
-        "ConditionExpression": " AND ".join(["attribute_exists(#h)", *clauses]),
-        "ExpressionAttributeNames": names,
-    }
-    if values:
-        delete["ExpressionAttributeValues"] = values
+    is as read (:func:`~pynamodb_sharding._host.unchanged_condition`)."""
+    keys = (hash_name, *(name for name in old_key if name != hash_name))
+    delete = {"TableName": table, "Key": old_key, **unchanged_condition(model, old_item, keys)}
     put = {
         "TableName": table,
         "Item": new_item,

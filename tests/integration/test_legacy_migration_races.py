@@ -29,6 +29,7 @@ from pynamodb.models import Model
 
 from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
 from pynamodb_sharding.migration import JobOptions, compare, reshard, snapshot, verify
+from tests.faults import OnRequest
 from tests.raw import raw_client, raw_items
 
 
@@ -109,26 +110,6 @@ def tables(dynamodb_models: Callable[..., Any]) -> None:
 @pytest.fixture
 def options(checkpoint_table: str) -> JobOptions:
     return JobOptions(total_segments=1, checkpoint_table=checkpoint_table)
-
-
-class OnRequest:
-    """Runs ``action`` once, at the given botocore event of ``model``'s client."""
-
-    def __init__(self, model: type[Any], event: str, action: Callable[[], None]) -> None:
-        self.events = model._get_connection().connection.client.meta.events
-        self.event, self.action, self.fired = event, action, False
-
-    def __call__(self, **_: Any) -> None:
-        if not self.fired:
-            self.fired = True
-            self.action()
-
-    def __enter__(self) -> OnRequest:
-        self.events.register(self.event, self)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.events.unregister(self.event, self)
 
 
 @pytest.fixture

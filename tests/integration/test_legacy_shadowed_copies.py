@@ -33,6 +33,7 @@ from pynamodb_sharding import (
     ShardMetadata,
     ShardMoveError,
 )
+from tests.faults import OnRequest
 from tests.raw import raw_items
 
 
@@ -372,26 +373,6 @@ class _Body:
 
     def read(self, *_: Any) -> bytes:
         return self.body
-
-
-class OnRequest:
-    """Runs ``action`` once, at the given botocore event of ``model``'s client."""
-
-    def __init__(self, model: type[Any], event: str, action: Callable[[], Any]) -> None:
-        self.events = model._get_connection().connection.client.meta.events
-        self.event, self.action, self.fired = event, action, False
-
-    def __call__(self, **_: Any) -> None:
-        if not self.fired:
-            self.fired = True
-            self.action()
-
-    def __enter__(self) -> OnRequest:
-        self.events.register(self.event, self)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.events.unregister(self.event, self)
 
 
 class TestWritesToABareKey:

@@ -307,6 +307,8 @@ class AsyncMergedResult(AsyncResultIterator[_M]):
             if held is not _DONE:
                 item: _M = held
                 return item
+            if self._merged().ended():  # the limit reached or the end found: nothing to send
+                raise StopAsyncIteration
         try:
             return await super().__anext__()
         except CursorError as error:
@@ -324,10 +326,12 @@ class AsyncMergedResult(AsyncResultIterator[_M]):
             self._result = self._start()
             self._take_held = getattr(self._result, "next_held", None)
         result = self._merged()
-        may_run_dry: Callable[[], bool] | None = getattr(result, "may_run_dry", None)
-        before = self._cursors() if may_run_dry is not None and may_run_dry() else None
+        may_send: Callable[[], bool] | None = getattr(result, "read_ahead_may_send", None)
+        # The cursors before the item, kept in case a read-ahead after it is cancelled: only
+        # where one may send (encoding them is most of a page's last item otherwise).
+        before = self._cursors() if may_send is not None and may_send() else None
         item = next(result, _DONE)
-        if item is not _DONE and may_run_dry is not None:
+        if item is not _DONE and before is not None:
             # The sync cursor may read ahead to tell whether an item follows this one; a property
             # cannot await, so read ahead here, where the next item needs those pages anyway.
             try:

@@ -233,11 +233,22 @@ class MergedPageIterator(Iterator[dict[str, Any]]):
         merge = self._merge
         if merge.returned == 0 or not merge.read_ahead_due():
             return
-        size = self._plain_page_size
-        if size is not None and (self._filtered or merge.returned % size == 0):
-            return  # a cursor whatever follows
+        if self._cursor_whatever_follows(merge.returned):
+            return
         with contextlib.suppress(Exception):  # the property then gives the cursor, never wrong
             merge.items_left()
+
+    def _cursor_whatever_follows(self, returned: int) -> bool:
+        """Whether, after ``returned`` items, the cursor is one whatever follows (so that
+        :meth:`read_ahead_for_cursor` reads nothing ahead)."""
+        size = self._plain_page_size
+        return size is not None and (self._filtered or returned % size == 0)
+
+    def read_ahead_may_send(self) -> bool:
+        """Whether :meth:`read_ahead_for_cursor`, called once the next item is taken, may send
+        (or wait for) a request: false when that item leaves another held, or its cursor is one
+        whatever follows (the last item of a ``limit`` page)."""
+        return self._merge.may_run_dry() and not self._cursor_whatever_follows(self._merge.returned + 1)
 
     @property
     def total_scanned_count(self) -> int:
@@ -313,6 +324,15 @@ class MergedResultIterator(Iterator[_M]):
         """Whether the next ``next()`` may leave no item held (then :meth:`read_ahead_for_cursor`
         may send requests)."""
         return self._merge.may_run_dry()
+
+    def read_ahead_may_send(self) -> bool:
+        """Whether :meth:`read_ahead_for_cursor` may send once the next ``next()`` took an item."""
+        return self.page_iter.read_ahead_may_send()
+
+    def ended(self) -> bool:
+        """Whether ``next()`` raises ``StopIteration`` at once, sending nothing (the ``limit``
+        was reached, the end found, or the result closed)."""
+        return self._merge.closed
 
     def read_ahead_for_cursor(self) -> None:
         """Do now the read-ahead :attr:`last_evaluated_key` would do (the async result calls it

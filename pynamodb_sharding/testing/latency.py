@@ -12,23 +12,77 @@ counts the requests sent per operation for the benchmarks' "requests sent" colum
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import json
+import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._model import with_companions
-from pynamodb_sharding._pool import pause
+from pynamodb_sharding._pool import new_future, on_event_loop, pause
 from pynamodb_sharding._wire import observes_only
 
-__all__ = ["LatencyInjector", "inject_latency", "record_requests"]
+__all__ = ["LatencyInjector", "inject_latency", "network_pause", "record_requests"]
 
 _instances = itertools.count(1)
+
+
+class _Alarms:
+    """A thread that ends the injected waits of event loops on time: it sets each wait's future
+    once its delay is over, which wakes the loop at once, as a reply arriving on a socket does.
+    A loop's own timers (``asyncio.sleep``) wake it up to a millisecond late on Linux, because
+    epoll waits in whole milliseconds, rounded up; no network adds that to a request."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._due: list[tuple[float, int, Future[Any]]] = []
+        self._order = itertools.count()
+        self._condition = threading.Condition()
+        threading.Thread(target=self._run, name="pynamodb-sharding-latency", daemon=True).start()
+
+    def at(self, deadline: float, future: Future[Any]) -> None:
+        with self._condition:
+            heapq.heappush(self._due, (deadline, next(self._order), future))
+            self._condition.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._condition.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, future = heapq.heappop(self._due)
+            if not future.done():
+                future.set_result(None)
+
+
+_alarms: _Alarms | None = None
+_alarms_lock = threading.Lock()
+
+
+def network_pause(seconds: float) -> None:
+    """Wait ``seconds`` as a request waits for a network round trip: ``time.sleep`` in a thread;
+    on an event loop (the async methods), a wait that yields to the loop and ends when a timer
+    thread says so, so that the loop wakes on time (see :class:`_Alarms`).
+    """
+    if on_event_loop() is None:
+        pause(seconds)
+        return
+    global _alarms
+    with _alarms_lock:
+        if _alarms is None or _alarms.pid != os.getpid():  # a forked child has no such thread
+            _alarms = _Alarms()
+        alarms = _alarms
+    future = new_future()
+    alarms.at(time.monotonic() + seconds, future)
+    future.result()
 
 
 class LatencyInjector:
@@ -104,7 +158,7 @@ def inject_latency(
     *,
     operations: Collection[str] | None = None,
     extra_models: Iterable[type[Model]] = (),
-    sleep: Callable[[float], None] = pause,
+    sleep: Callable[[float], None] = network_pause,
     record_bodies: bool = False,
 ) -> Iterator[LatencyInjector]:
     """Delay every request of ``model``'s client by ``seconds`` and count requests.
@@ -118,8 +172,9 @@ def inject_latency(
         operations: Only delay these operations (``"Query"``, ``"PutItem"``...); all by default.
             Every request is counted either way.
         extra_models: More models whose clients get the same delay and counter.
-        sleep: How to wait (``time.sleep``; on an event loop, for the async methods, a wait
-            that yields to the loop); inject one to observe delays without waiting.
+        sleep: How to wait (default :func:`network_pause`: ``time.sleep``, and on an event
+            loop, for the async methods, a wait that yields to the loop and wakes it on time,
+            as a reply on a socket would); inject one to observe delays without waiting.
         record_bodies: Keep every request's body for :meth:`LatencyInjector.bodies` (tests;
             a benchmark sending many requests should not).
 

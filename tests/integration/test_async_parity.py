@@ -327,3 +327,40 @@ def test_a_read_ahead_cancelled_keeps_the_item_and_the_cursor_before_it(dynamodb
     assert seen == [0, 1]
     assert (cursor, token) == expected_cursor
     assert [item.at for item in RandomLog.query(key, last_evaluated_key=token)] == [2]
+
+
+def test_a_limit_pages_items_encode_no_cursor_until_it_is_asked_for(dynamodb_models: BindModels, loop: Loop,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last item of an ``aquery`` page of ``limit`` items, and the end after it, read nothing
+    ahead, so they keep no cursor in case a read-ahead is cancelled (encoding it was most of the
+    time they took): the cursor is encoded when asked for, as the sync result's is, and is the
+    sync result's."""
+    from pynamodb_sharding._async_results import AsyncMergedResult
+
+    dynamodb_models(RandomLog)
+    key = "/limit-page"
+    put_raw(RandomLog, [{"path": {"S": f"{key}_{1 + at % 4}"}, "at": {"N": str(at)}} for at in range(40)])
+    sync = RandomLog.query(key, limit=5)
+    expected = ([item.at for item in sync], sync.last_evaluated_key, sync.next_page_token)
+    kept: list[object] = []
+    cursors = AsyncMergedResult._cursors
+
+    def counted(self: AsyncMergedResult[Any]) -> Any:
+        kept.append(self)
+        return cursors(self)
+
+    monkeypatch.setattr(AsyncMergedResult, "_cursors", counted)
+
+    async def read() -> tuple[list[int], Any, Any, int]:
+        result = RandomLog.aquery(key, limit=5)
+        items = [(await result.__anext__()).at for _ in range(4)]
+        before = len(kept)
+        items.append((await result.__anext__()).at)
+        with pytest.raises(StopAsyncIteration):
+            await result.__anext__()
+        return items, result.last_evaluated_key, result.next_page_token, len(kept) - before
+
+    items, cursor, token, encoded_at_the_end = loop.run(read())
+    assert encoded_at_the_end == 0
+    assert (items, cursor, token) == expected
+    assert items == [0, 1, 2, 3, 4]

@@ -10,16 +10,21 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
+from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding.testing.latency import inject_latency, record_requests
+from tests.async_loop import Loop
+from tests.raw import put_raw
 
 BindModels = Callable[..., dict[type[Model], str]]
 DELAY = 0.05
@@ -40,9 +45,18 @@ class Other(Model):
     pk = UnicodeAttribute(hash_key=True)
 
 
+class Feed(ShardedModel):
+    class Meta:
+        table_name = "latency_feed"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = NumberAttribute(range_key=True)
+    shards = Sharding(RandomShards(4))
+
+
 @pytest.fixture
 def bound(dynamodb_models: BindModels) -> None:
-    dynamodb_models(Event, Other)
+    dynamodb_models(Event, Other, Feed)
 
 
 @pytest.mark.usefixtures("bound")
@@ -116,6 +130,46 @@ class TestDelay:
         assert {"PutItem": 8} == injector.requests
         assert [DELAY] * 8 == delays
         assert not barrier.broken
+
+    def test_on_an_event_loop_the_delays_leave_the_loop_running_and_use_none_of_its_timers(
+            self, loop: Loop) -> None:
+        """``aquery``'s four shard requests wait without blocking the loop (a task keeps ticking
+        meanwhile), at least the delay, and no wait is a timer of the loop,
+        which would wake up to a millisecond late (the injector's thread ends each wait)."""
+        put_raw(Feed, [{"pk": {"S": f"f_{1 + shard}"}, "sk": {"N": str(shard)}} for shard in range(4)])
+        timers: list[float] = []
+        call_at = loop.loop.call_at
+
+        def counted(when: float, *args: Any, **kwargs: Any) -> Any:
+            timers.append(when - loop.loop.time())
+            return call_at(when, *args, **kwargs)
+
+        loop.loop.call_at = counted  # type: ignore[method-assign]
+
+        async def read() -> tuple[int, float, int]:
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            ticker = asyncio.ensure_future(tick())
+            started = time.monotonic()
+            found = len([item async for item in Feed.aquery("f")])
+            elapsed = time.monotonic() - started
+            ticker.cancel()
+            return found, elapsed, ticks
+
+        loop.run(read())  # warm: connections opened, the endpoint learned
+        with inject_latency(Feed, DELAY) as injector:
+            found, elapsed, ticks = loop.run(read())
+        assert found == 4
+        assert injector.requests == {"Query": 4}
+        assert elapsed >= DELAY
+        assert ticks > 10
+        assert not [delay for delay in timers if DELAY / 2 <= delay <= 2 * DELAY]
 
     def test_negative_delay_is_refused(self) -> None:
         with pytest.raises(ValueError, match="0 or more"), inject_latency(Event, -1):

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
+import statistics
 import time
 from typing import Any
 
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--async", dest="use_async", action="store_true", help="aquery on an event loop")
     which.add_argument("--plain", action="store_true", help="a plain PynamoDB Model's page")
+    parser.add_argument("--per-item", action="store_true",
+                        help="also print the median time each next() (or __anext__) of a page took, and its end")
     args = parser.parse_args(argv)
     sharded = page.PAGE_MODELS[("RandomShards(8)", False)] if args.shards == 8 else page.WIDE_MODELS[args.shards]
     model: Any = page.PlainFeed if args.plain else sharded
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             pages += 1
         cpu = time.process_time() - cpu
         server_after = _cpu_seconds(server.pid)
+        steps = _per_item(model, args.limit, loop if args.use_async else None) if args.per_item else None
         loop.close()
     kind = "plain" if args.plain else "aquery" if args.use_async else "query"
     per_page = cpu / pages * 1000
@@ -71,7 +76,36 @@ def main(argv: list[str] | None = None) -> int:
           f"{per_page:.2f} ms of client CPU a page")
     if server_cpu is not None and server_after is not None:
         print(f"DynamoDB Local: {(server_after - server_cpu) / pages * 1000:.2f} ms of server CPU a page")
+    if steps is not None:
+        *items, end = steps
+        print("per item (median ms): " + " ".join(f"{step:.3f}" for step in items) + f", end {end:.3f}")
     return 0
+
+
+def _per_item(model: Any, limit: int, loop: asyncio.AbstractEventLoop | None, pages: int = 200) -> list[float]:
+    """The median wall time of each ``next()`` of a page (``__anext__`` on ``loop``), the
+    first one's requests included, and of the call that ends it."""
+    runs: list[list[float]] = []
+    for _ in range(pages):
+        if loop is None:
+            result = iter(model.query(page.KEY, limit=limit))
+            marks = [time.perf_counter()]
+            for _item in result:
+                marks.append(time.perf_counter())
+            marks.append(time.perf_counter())
+        else:
+            marks = loop.run_until_complete(_amarks(model, limit))
+        runs.append([(after - before) * 1000 for before, after in itertools.pairwise(marks)])
+    return [statistics.median(run[step] for run in runs) for step in range(min(len(run) for run in runs))]
+
+
+async def _amarks(model: Any, limit: int) -> list[float]:
+    result = model.aquery(page.KEY, limit=limit)
+    marks = [time.perf_counter()]
+    async for _item in result:
+        marks.append(time.perf_counter())
+    marks.append(time.perf_counter())
+    return marks
 
 
 def _cpu_seconds(pid: int | None) -> float | None:

@@ -39,3 +39,14 @@ def test_the_server_cpu_a_page_is_printed_when_the_loop_starts_its_server() -> N
     found = re.search(r"^DynamoDB Local: ([\d.]+) ms of server CPU a page$", done.stdout, re.MULTILINE)
     assert found is not None, done.stdout + done.stderr
     assert float(found[1]) > 0
+
+
+@pytest.mark.parametrize("flags", [(), ("--async",)])
+def test_the_time_of_each_item_of_a_page_is_printed(dynamodb_local: DynamoDBLocal, flags: tuple[str, ...]) -> None:
+    env = {**os.environ, "DYNAMODB_LOCAL_ENDPOINT": dynamodb_local.endpoint}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "profile_page.py"), "--seconds", "0.2", "--per-item",
+                           *flags], cwd=BENCHMARKS, env=env, capture_output=True, text=True, timeout=300, check=True)
+    found = re.search(r"^per item \(median ms\): ((?:[\d.]+ ){4}[\d.]+), end ([\d.]+)$", done.stdout, re.MULTILINE)
+    assert found is not None, done.stdout + done.stderr
+    first, *rest = (float(step) for step in found[1].split())
+    assert first > max(rest)  # the first item waits for the shards' pages; the others are held

@@ -331,7 +331,7 @@ class AsyncMergedResult(AsyncResultIterator[_M]):
         # where one may send (encoding them is most of a page's last item otherwise).
         before = self._cursors() if may_send is not None and may_send() else None
         item = next(result, _DONE)
-        if item is not _DONE and before is not None:
+        if item is not _DONE and may_send is not None:
             # The sync cursor may read ahead to tell whether an item follows this one; a property
             # cannot await, so read ahead here, where the next item needs those pages anyway.
             try:

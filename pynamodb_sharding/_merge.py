@@ -1038,8 +1038,10 @@ class ShardMerge:
         """Whether the next :meth:`next_as` may leave no item held while a shard may still have
         a page to read, so that :meth:`items_left` may then have to read ahead (cheap and
         conservative: true at a batch's last item, unless every shard's last page is held:
-        taking an item loads no page that was not already sent for)."""
-        if self._batched and self._batch_pos + 1 < len(self._batch):
+        taking an item loads no page that was not already sent for; true anywhere in a batch
+        while items the page a cursor resumes returned are skipped, which may be all that
+        follow)."""
+        if self._batched and self._batch_pos + 1 < len(self._batch) and not self._dropped:
             return False
         if not self.started:
             return True

@@ -364,3 +364,52 @@ def test_a_limit_pages_items_encode_no_cursor_until_it_is_asked_for(dynamodb_mod
     assert encoded_at_the_end == 0
     assert (items, cursor, token) == expected
     assert items == [0, 1, 2, 3, 4]
+
+
+class IndexOnlyLog(ShardedModel):
+    """Shards only its index."""
+
+    class Meta:
+        table_name = "async_index_only_log"
+
+    path = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    day = UnicodeAttribute()
+    by_day = day_index(Sharding(RandomShards(2)))
+
+
+def test_a_resumed_index_page_ends_with_the_sync_cursor(dynamodb_models: BindModels, loop: Loop) -> None:
+    """Found by an adversarial trial: a page resumed inside a run of equal index sort values
+    skips the entries its cursor returned; when those are all that follow the last item in the
+    merge's batch, the read-ahead the sync cursor does must be done by ``aquery`` too, or it
+    gives a cursor where the sync result says the end (the next page is read for nothing)."""
+    dynamodb_models(IndexOnlyLog)
+    # index shard 2 ("d_2") holds three entries of sort value 5
+    put_raw(IndexOnlyLog, [{"path": {"S": f"p{n}"}, "at": {"N": "5"}, "day": {"S": "d_2"}} for n in range(3)])
+    first = IndexOnlyLog.by_day.query("d", limit=2)
+    assert len(list(first)) == 2
+    token = first.next_page_token
+    # meanwhile an entry of sort value 5 arrives in index shard 1 (it sorts before shard 2's)
+    put_raw(IndexOnlyLog, [{"path": {"S": "new"}, "at": {"N": "5"}, "day": {"S": "d_1"}}])
+
+    sync = IndexOnlyLog.by_day.query("d", limit=2, page_size=3, last_evaluated_key=token)
+    sync_items = [item.path for item in sync]
+
+    def next_pages_slow(request: Any, **_: Any) -> None:  # a shard's next page: 0.3 s away
+        if b"ExclusiveStartKey" in (request.body or b""):
+            pause(0.3)
+
+    async def read() -> tuple[list[str], Any]:
+        result = IndexOnlyLog.by_day.aquery("d", limit=2, page_size=3, last_evaluated_key=token)
+        return [item.path async for item in result], result.next_page_token
+
+    events = IndexOnlyLog._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.Query", next_pages_slow, unique_id="next-pages-slow")
+    try:
+        async_items, async_token = loop.run(read())
+    finally:
+        events.unregister("before-send.dynamodb.Query", unique_id="next-pages-slow")
+    assert async_items == sync_items
+    assert len(sync_items) == 2
+    assert sync.next_page_token is None  # sync: the end (it read shard 2's next page: empty)
+    assert async_token == sync.next_page_token

@@ -74,6 +74,7 @@ __all__ = [
     "no_sends",
     "run",
     "run_to_completion",
+    "wait_on_loop",
 ]
 
 _T = TypeVar("_T")
@@ -227,6 +228,12 @@ def _await(awaitable: Awaitable[_T]) -> _T:
     assert parent is not None  # the greenlet of the task that runs it
     result: _T = parent.switch(awaitable)
     return result
+
+
+def wait_on_loop(awaitable: Awaitable[_T]) -> _T:
+    """From sync code run on an event loop by this module: await ``awaitable`` there, keeping
+    what the caller holds meanwhile (its request slot), as a request in flight keeps it."""
+    return _await(awaitable)
 
 
 async def run(call: Callable[[], _T], slot: _Slot | None = None,

@@ -11,6 +11,7 @@ counts the requests sent per operation for the benchmarks' "requests sent" colum
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import itertools
@@ -20,14 +21,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import Future
 from typing import Any
 
 from pynamodb.models import Model
 
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._model import with_companions
-from pynamodb_sharding._pool import new_future, on_event_loop, pause
+from pynamodb_sharding._pool import on_event_loop, pause
 from pynamodb_sharding._wire import observes_only
 
 __all__ = ["LatencyInjector", "inject_latency", "network_pause", "record_requests"]
@@ -36,21 +36,22 @@ _instances = itertools.count(1)
 
 
 class _Alarms:
-    """A thread that ends the injected waits of event loops on time: it sets each wait's future
-    once its delay is over, which wakes the loop at once, as a reply arriving on a socket does.
-    A loop's own timers (``asyncio.sleep``) wake it up to a millisecond late on Linux, because
-    epoll waits in whole milliseconds, rounded up; no network adds that to a request."""
+    """A thread that ends the injected waits of event loops on time: when a wait's delay is over
+    it sets the wait's future through the loop's ``call_soon_threadsafe``, which wakes the loop at
+    once, as a reply arriving on a socket does. A loop's own timers (``asyncio.sleep``) wake it up
+    to a millisecond late on Linux, because epoll waits in whole milliseconds, rounded up; no
+    network adds that to a request."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self._due: list[tuple[float, int, Future[Any]]] = []
+        self._due: list[tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._condition = threading.Condition()
         threading.Thread(target=self._run, name="pynamodb-sharding-latency", daemon=True).start()
 
-    def at(self, deadline: float, future: Future[Any]) -> None:
+    def at(self, deadline: float, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
         with self._condition:
-            heapq.heappush(self._due, (deadline, next(self._order), future))
+            heapq.heappush(self._due, (deadline, next(self._order), loop, waiter))
             self._condition.notify()
 
     def _run(self) -> None:
@@ -58,9 +59,14 @@ class _Alarms:
             with self._condition:
                 while not self._due or self._due[0][0] > time.monotonic():
                     self._condition.wait(self._due[0][0] - time.monotonic() if self._due else None)
-                _, _, future = heapq.heappop(self._due)
-            if not future.done():
-                future.set_result(None)
+                _, _, loop, waiter = heapq.heappop(self._due)
+            with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+                loop.call_soon_threadsafe(_settle, waiter)
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # not cancelled meanwhile
+        waiter.set_result(None)
 
 
 _alarms: _Alarms | None = None
@@ -69,20 +75,25 @@ _alarms_lock = threading.Lock()
 
 def network_pause(seconds: float) -> None:
     """Wait ``seconds`` as a request waits for a network round trip: ``time.sleep`` in a thread;
-    on an event loop (the async methods), a wait that yields to the loop and ends when a timer
+    on an event loop (the async methods), a wait that yields to the loop, holding what the
+    request holds meanwhile (its place among the requests in flight), and ends when a timer
     thread says so, so that the loop wakes on time (see :class:`_Alarms`).
     """
     if on_event_loop() is None:
         pause(seconds)
         return
+    # On the asyncio bridge the async extra is installed.
+    from pynamodb_sharding._async_transport import wait_on_loop
+
     global _alarms
     with _alarms_lock:
         if _alarms is None or _alarms.pid != os.getpid():  # a forked child has no such thread
             _alarms = _Alarms()
         alarms = _alarms
-    future = new_future()
-    alarms.at(time.monotonic() + seconds, future)
-    future.result()
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    alarms.at(time.monotonic() + seconds, loop, waiter)
+    wait_on_loop(waiter)
 
 
 class LatencyInjector:

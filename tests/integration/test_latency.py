@@ -22,7 +22,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
-from pynamodb_sharding.testing.latency import inject_latency, record_requests
+from pynamodb_sharding.testing.latency import inject_latency, network_pause, record_requests
 from tests.async_loop import Loop
 from tests.raw import put_raw
 
@@ -170,6 +170,41 @@ class TestDelay:
         assert elapsed >= DELAY
         assert ticks > 10
         assert not [delay for delay in timers if DELAY / 2 <= delay <= 2 * DELAY]
+
+    def test_on_an_event_loop_a_delayed_request_keeps_its_place_among_the_requests_in_flight(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With 2 requests in flight at most on the loop, 4 concurrent ``aquery`` of 4 shards
+        each never have more than 2 requests in their delay at once: a request waiting for its
+        round trip holds its place, as one on the network does (a wait that gave it back would
+        let all 16 wait at once, and a benchmark would measure no limit)."""
+        monkeypatch.setenv("PYNAMODB_SHARDING_ASYNC_REQUESTS", "2")  # read when the loop's slots are made
+        put_raw(Feed, [{"pk": {"S": f"f{key}_{1 + shard}"}, "sk": {"N": str(shard)}}
+                       for key in range(4) for shard in range(4)])
+        waiting = most = 0
+
+        def counted(seconds: float) -> None:
+            nonlocal waiting, most
+            waiting += 1
+            most = max(most, waiting)
+            try:
+                network_pause(seconds)
+            finally:
+                waiting -= 1
+
+        async def burst() -> list[int]:
+            async def one(key: int) -> int:
+                return len([item async for item in Feed.aquery(f"f{key}")])
+            return list(await asyncio.gather(*(one(key) for key in range(4))))
+
+        loop = Loop()  # created after the environment variable is set
+        try:
+            with inject_latency(Feed, DELAY, sleep=counted) as injector:
+                found = loop.run(burst())
+        finally:
+            loop.close()
+        assert found == [4, 4, 4, 4]
+        assert injector.requests == {"Query": 16}
+        assert 1 <= most <= 2
 
     def test_negative_delay_is_refused(self) -> None:
         with pytest.raises(ValueError, match="0 or more"), inject_latency(Event, -1):

@@ -261,3 +261,47 @@ def test_with_cached_reads_an_expired_count_is_read_while_its_shards_are_queried
     assert held == [True]
     assert sent.requests == {"GetItem": 1, "Query": 8}  # the 4 early pages used, 4 shards more
     assert items == [int(item.accessed_at) for item in PlainLog.query(KEY)] == list(range(60))
+
+
+def test_with_cached_reads_an_expired_count_is_read_while_its_shards_are_counted(
+        dynamodb_models: Callable[..., Any]) -> None:
+    """``count`` as the query above: the shards last read are counted while the count is read
+    again (the ``GetItem`` is held until their four ``Query`` requests are sent), the shards
+    added meanwhile once it answers; totals as a plain model's, ``limit`` capping them."""
+    dynamodb_models(EarlyLog, PlainLog)
+    store_fleet_protocol(EarlyLog, cached_reads=True, immediately=True)
+    EarlyLog.shards.grow(KEY)
+    EarlyLog.shards.grow(KEY)  # 4 shards
+    _put_in_shards(range(1, 5), range(40))
+    ExpiringLog.shards.strategy.protocol_in_force()
+    assert ExpiringLog.count(KEY) == 40
+    TIMER.now += 11  # the cached count expired; meanwhile another process grew the key to 8
+    EarlyLog.shards.grow(KEY)
+    _put_in_shards(range(5, 9), range(40, 60))
+    for at in range(60):
+        PlainLog(KEY, at).save()
+    queries = threading.Semaphore(0)
+    held: list[bool] = []
+
+    def on_query(**_: Any) -> None:
+        queries.release()
+
+    def on_get(**_: Any) -> None:
+        held.append(all(queries.acquire(timeout=5.0) for _ in range(4)))
+
+    data = ExpiringLog._get_connection().connection.client.meta.events
+    meta = EarlyShards._get_connection().connection.client.meta.events
+    data.register("before-send.dynamodb.Query", on_query)
+    meta.register("before-send.dynamodb.GetItem", on_get)
+    try:
+        with record_requests(ExpiringLog) as sent:
+            counted = ExpiringLog.count(KEY)
+    finally:
+        data.unregister("before-send.dynamodb.Query", on_query)
+        meta.unregister("before-send.dynamodb.GetItem", on_get)
+    assert held == [True]
+    assert sent.requests == {"GetItem": 1, "Query": 8}
+    assert counted == PlainLog.count(KEY) == 60
+    TIMER.now += 11
+    assert ExpiringLog.count(KEY, limit=7) == 7  # limit caps the total (docs/query.rst; PynamoDB's: a page size)
+    assert ExpiringLog.count(KEY, EarlyLog.accessed_at >= 50) == PlainLog.count(KEY, PlainLog.accessed_at >= 50) == 10

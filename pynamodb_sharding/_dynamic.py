@@ -656,24 +656,17 @@ class DynamicShards:
 
     def likely_read_count(self, shard_key: ShardKey) -> int | None:
         """How many shards a read of ``key`` probably covers, known without a request: the
-        count this process last read, else ``initial``; merged queries start those shards'
-        first pages while the count is read, and the shards read are the ones read from the
-        table. ``None`` when reads use the cached count (the fleet protocol's cached reads) and
-        it is cached: finding the shards then costs no request. With cached reads a key read
-        less often than once per ``cache_ttl`` reads its item again each time, and its pages
-        then go out with that read, not after it.
+        count this process last read, else ``initial``. ``None`` when reads use the cached
+        count (the fleet protocol's cached reads): with fresh reads, merged queries start shard
+        1's query while the count is read, and the guess only sizes that first page (the
+        shards read are the ones read from the table).
 
         .. versionadded:: 0.1.0
         """
-        namespace, key = self._namespace(shard_key.space), shard_key.value
-        cached = self.store.cached(namespace, key)
-        if self._protocol.known() and not self._fresh_reads() and (
-                cached is not None or self.store.known_absent(namespace, key)):
+        if self._protocol.known() and not self._fresh_reads():
             return None
-        if cached is not None:
-            return cached.read_count
-        last = self.store.last_read_count(namespace, key)
-        return self.initial if last is None else last
+        cached = self.store.cached(self._namespace(shard_key.space), shard_key.value)
+        return self.initial if cached is None else cached.read_count
 
     def shards_at(self, shard_key: ShardKey, at: float, *, fresh: bool = True) -> int:
         """The highest shard ``key`` had used by epoch second ``at``: the largest count in its

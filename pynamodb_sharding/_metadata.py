@@ -693,9 +693,6 @@ class ShardCountStore:
         # after it shows the same ``last_updated`` with the old history, and must not bring
         # that history back into the cache (see ``_remember_locked``).
         self._trimmed: LRUCache[_CacheKey, ShardState] = LRUCache(maxsize=maxsize)
-        # The read count of each key's state last cached, kept after the state expires: where a
-        # merged read that must read the key's item again starts its likely shards' first pages.
-        self._last_read: LRUCache[_CacheKey, int] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -1090,16 +1087,16 @@ class ShardCountStore:
             if current is not None:
                 replica = current.count if current.replica_count is None else current.replica_count
             state = attrs.evolve(state, replica_count=replica)
-            self._keep(cache_key, state)
+            self._cache[cache_key] = state
             return state
         if current is not None and not state.newer_than(current) and not state.same_version(current):
             if current.replica_count is not None:
                 # An older state read here: the replica has not caught up with the home yet,
                 # but shows this count now.
                 current = attrs.evolve(current, replica_count=state.count)
-                self._keep(cache_key, current)
+                self._cache[cache_key] = current
             return current
-        self._keep(cache_key, state)
+        self._cache[cache_key] = state
         return state
 
     def forget(self, namespace: str, key: str) -> None:
@@ -1116,17 +1113,6 @@ class ShardCountStore:
             self._seen.clear()
             self._record.clear()
             self._trimmed.clear()
-            self._last_read.clear()
-
-    def last_read_count(self, namespace: str, key: str) -> int | None:
-        """The read count of the last state of ``key`` this process cached, also once it
-        expired (``None`` if none was): a guess, never a count to read by. Never reads the table."""
-        with self._lock:
-            return self._last_read.get((namespace, key))
-
-    def _keep(self, cache_key: _CacheKey, state: ShardState) -> None:
-        self._cache[cache_key] = state
-        self._last_read[cache_key] = state.read_count
 
     def known_absent(self, namespace: str, key: str) -> bool:
         """Whether ``key`` was read without an item less than ``ttl`` seconds ago.

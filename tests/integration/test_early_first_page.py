@@ -8,9 +8,8 @@ would wait in vain); a cold key's query costs one
 shards read are the ones the metadata read returned, so items another process wrote to shards
 it added a moment ago are returned (raw check that they are in other shards); the results equal
 a plain ``Model``'s over the same items in both directions, with limits and resumed cursors;
-a process following a stored protocol of cached reads sends nothing early while its count is
-cached, and once it expired queries the shards it last read while the count is read again; a
-query with a cursor sends nothing early.
+a process following a stored protocol of cached reads, and a query with a cursor, send nothing
+early.
 """
 
 from __future__ import annotations
@@ -184,80 +183,3 @@ def test_early_pages_of_shards_no_longer_read_are_dropped(dynamodb_models: Calla
     assert 99 not in items
     assert EarlyLog.shards.read_shards(KEY) == (1, 2)
     assert items == sorted(items)
-
-
-class Timer:
-    """The shard-count cache's clock of :class:`ExpiringLog`, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-TIMER = Timer()
-
-
-class ExpiringLog(EarlyLog):
-    """Another process following a stored protocol of cached reads, whose cached counts this
-    test lets expire."""
-
-    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=10, timer=TIMER))
-
-
-def _put_in_shards(shards: range, ats: range) -> None:
-    client = EarlyLog._get_connection().connection.client
-    for at in ats:
-        shard = shards[at % len(shards)]
-        physical = EarlyLog.shards.physical_key(KEY, shard)
-        client.put_item(TableName=EarlyLog.Meta.table_name,
-                        Item={"file_path": {"S": physical}, "accessed_at": {"N": str(at)}})
-
-
-def test_with_cached_reads_an_expired_count_is_read_while_its_shards_are_queried(
-        dynamodb_models: Callable[..., Any]) -> None:
-    """A key read less often than once per ``cache_ttl`` reads its metadata item each time:
-    the shards this process last read (4) are queried while it is read (the ``GetItem`` is held
-    until all four ``Query`` requests are sent: sent after it, they never would be), and shards
-    another process added meanwhile are read once it answers. The items are a plain model's."""
-    dynamodb_models(EarlyLog, PlainLog)
-    store_fleet_protocol(EarlyLog, cached_reads=True, immediately=True)  # before any process runs
-    EarlyLog.shards.grow(KEY)
-    EarlyLog.shards.grow(KEY)  # 4 shards
-    _put_in_shards(range(1, 5), range(40))
-    for at in range(40):
-        PlainLog(KEY, at).save()
-    ExpiringLog.shards.strategy.protocol_in_force()  # read once per process per 300 s
-    assert [item.accessed_at for item in ExpiringLog.query(KEY)] == list(range(40))
-    with record_requests(ExpiringLog) as sent:
-        assert len(list(ExpiringLog.query(KEY))) == 40
-    assert sent.requests == {"Query": 4}  # cached: no request to find the shards
-
-    TIMER.now += 11  # the cached count expired; meanwhile another process grew the key to 8
-    EarlyLog.shards.grow(KEY)
-    _put_in_shards(range(5, 9), range(40, 60))
-    for at in range(40, 60):
-        PlainLog(KEY, at).save()
-    queries = threading.Semaphore(0)
-    held: list[bool] = []
-
-    def on_query(**_: Any) -> None:
-        queries.release()
-
-    def on_get(**_: Any) -> None:
-        held.append(all(queries.acquire(timeout=5.0) for _ in range(4)))
-
-    data = ExpiringLog._get_connection().connection.client.meta.events
-    meta = EarlyShards._get_connection().connection.client.meta.events
-    data.register("before-send.dynamodb.Query", on_query)
-    meta.register("before-send.dynamodb.GetItem", on_get)
-    try:
-        with record_requests(ExpiringLog) as sent:
-            items = [int(item.accessed_at) for item in ExpiringLog.query(KEY)]
-    finally:
-        data.unregister("before-send.dynamodb.Query", on_query)
-        meta.unregister("before-send.dynamodb.GetItem", on_get)
-    assert held == [True]
-    assert sent.requests == {"GetItem": 1, "Query": 8}  # the 4 early pages used, 4 shards more
-    assert items == [int(item.accessed_at) for item in PlainLog.query(KEY)] == list(range(60))

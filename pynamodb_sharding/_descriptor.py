@@ -539,27 +539,39 @@ class ShardManager(Generic[_M]):
         view = self.key(key)
         return self._possible(view.value, self._shifted(self.strategy.read_shards(view)))
 
-    def early_read_shard(self, key: str) -> tuple[int, int] | None:
-        """``(shard, likely count)`` when finding the shards a read of ``key`` covers costs a
-        request (a ``DynamicShards`` model reading fresh counts): the first of those shards,
-        which every read covers, and how many shards the read probably has. ``None``
-        otherwise, and for a ``legacy_unsharded`` model (its bare key is read first). Sends
-        nothing.
+    def early_read_shard(self, key: str) -> tuple[int, int, Any] | None:
+        """``(shard, likely count, version)`` when finding the shards a read of ``key`` covers
+        costs a request (a ``DynamicShards`` count read, fresh or once the cached one expired)
+        and this process read the key before: the first of those shards, which every read
+        covers, how many shards the read probably has, and what :meth:`early_pages_valid` is
+        asked with once the count is read. ``None`` otherwise, and for a ``legacy_unsharded``
+        model (its bare key is read first). Sends nothing.
 
         Raises:
             ShardKeyError: ``key`` is not a valid logical key, or too long for any shard.
 
         .. versionadded:: 0.1.0
         """
-        hook: Callable[[ShardKey], int | None] | None = getattr(self.strategy, "likely_read_count", None)
+        hook: Callable[[ShardKey], tuple[int, Any] | None] | None = getattr(self.strategy, "likely_read_count", None)
         if hook is None or self.legacy_unsharded:
             return None
         view = self.key(key)
-        count = hook(view)
-        if count is None:
+        guess = hook(view)
+        if guess is None:
             return None
+        count, version = guess
         first = self._possible(view.value, self._shifted((1,)))
-        return (first[0], max(1, count)) if first else None
+        return (first[0], max(1, count), version) if first else None
+
+    def early_pages_valid(self, key: str, version: Any) -> bool:
+        """Whether requests sent for :meth:`early_read_shard`'s guess (its ``version``) may be
+        used now that the count of ``key`` was read: it is the same version (see
+        ``DynamicShards.early_pages_valid``).
+
+        .. versionadded:: 0.1.0
+        """
+        check: Callable[[ShardKey, Any], bool] | None = getattr(self.strategy, "early_pages_valid", None)
+        return check is not None and check(self.key(key), version)
 
     def read_targets(self, key: str) -> tuple[int, ...]:
         """:meth:`read_shards`, preceded by :data:`~pynamodb_sharding._keys.LEGACY_SHARD` (the bare

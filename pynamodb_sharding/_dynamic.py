@@ -51,6 +51,7 @@ from pynamodb_sharding._hot_keys import HotKeyHints
 from pynamodb_sharding._keys import MAX_SHARDS
 from pynamodb_sharding._locals import ContextLocal
 from pynamodb_sharding._metadata import (
+    SEEN_ABSENT,
     ShardCountStore,
     ShardMetadata,
     ShardState,
@@ -654,20 +655,42 @@ class DynamicShards:
             state = self._state(space, key)
         return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
 
-    def likely_read_count(self, shard_key: ShardKey) -> int | None:
-        """How many shards a read of ``key`` probably covers, known without a request: the
-        count this process last read, else ``initial``. ``None`` when reads use the cached
-        count (the fleet protocol's cached reads): with fresh reads, merged queries start shard
-        1's query while the count is read, and the guess only sizes that first page (the
-        shards read are the ones read from the table).
+    def likely_read_count(self, shard_key: ShardKey) -> tuple[int, tuple[Any, ...]] | None:
+        """How many shards a read of ``key`` probably covers, known without a request, when
+        finding them costs one: the read count of what this process last read of the key (also
+        after its cached count expired), with that state's version (:meth:`early_pages_valid`).
+        Merged reads start those shards' first requests while the count is read. ``None`` when
+        the count is cached (cached reads: no request), or this process never read the key:
+        then nothing is sent early.
 
         .. versionadded:: 0.1.0
         """
-        if self._protocol.known() and not self._fresh_reads():
+        namespace, key = self._namespace(shard_key.space), shard_key.value
+        cached = self.store.cached(namespace, key)
+        if self._protocol.known() and not self._fresh_reads() and (
+                cached is not None or self.store.known_absent(namespace, key)):
             return None
-        cached = self.store.cached(self._namespace(shard_key.space), shard_key.value)
-        return self.initial if cached is None else cached.read_count
+        seen = self.store.last_seen(namespace, key)
+        if seen is None:
+            return None
+        if seen == SEEN_ABSENT:
+            return self.initial, seen
+        count, read_count = seen[2], seen[3]
+        if read_count != count:
+            return None  # items may be moving between its shards: they are read in order
+        return read_count, seen
 
+    def early_pages_valid(self, shard_key: ShardKey, version: tuple[Any, ...]) -> bool:
+        """Whether the first requests a merged read sent before it read the count of ``key``
+        (from :meth:`likely_read_count`'s ``version``) stand for its shards: the count it read
+        since is the same version, with no shard items move out of. Items move only out of the
+        shards of a lowered count not trimmed yet, and a lowered count or a trim makes another
+        version, so nothing moved between the shards while the requests were answered.
+        Otherwise (the count grew, shrank, was trimmed, or is not known) they are dropped and
+        the shards are read again: a compaction that moved items into a shard after its early
+        page was read, and trimmed the history before the count was, would be missed."""
+        namespace, key = self._namespace(shard_key.space), shard_key.value
+        return self.store.last_seen(namespace, key) == version
     def shards_at(self, shard_key: ShardKey, at: float, *, fresh: bool = True) -> int:
         """The highest shard ``key`` had used by epoch second ``at``: the largest count in its
         history that took effect at or before ``at`` (``initial`` before any). ``fresh`` reads

@@ -17,6 +17,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -46,7 +47,7 @@ from pynamodb_sharding._point_reads import (
     with_key_attributes,
     without_stale_bare_copies,
 )
-from pynamodb_sharding._pool import BoundedSubmitter, fanout_threads, on_event_loop
+from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads, on_event_loop
 from pynamodb_sharding._query_plan import (
     SHARE_MIN_PER_SHARD,
     QueryPlan,
@@ -233,6 +234,8 @@ def merged_query(
     first_reads = plan.first_reads
     if first_reads:
         early = None  # its first page may have been read before the first reads: not used
+    elif early is not None and not early.valid():
+        early = None  # the count changed since the guess: the pages are read again
     size = page_size if page_size is not None else default_page_size(len(hash_values), limit)
     if early is not None:
         send = early.send
@@ -414,12 +417,29 @@ def merged_count(
     """
     index = sharded_index(model, index_name)
     manager = shard_manager(model) if index is None else index.manager
+    key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
+    until = range_end(model, key_condition, index_name)
+    send = ShardQuery(
+        model,
+        rate_limit,
+        range_key_condition=key_condition,
+        filter_condition=with_class_filter(model, rewrite_condition(model, filter_condition, Usage.FILTER)),
+        consistent_read=consistent_read,
+        index_name=index_name,
+        limit=limit,
+        select="COUNT",
+    )
+    # Where finding the shards costs a request (a DynamicShards count read, or read again once
+    # its cache expired), the shards this process last read are counted meanwhile, as a merged
+    # query's first pages are; only those the count read names are added up.
+    early, version = (_early_counts(model, hash_key, send, limit, first_only=until is not None)
+                      if shards is None and index_name is None and limit != 0 else ({}, None))
     moving = manager.legacy_unsharded or (
         shards is None and index_name is None and bool(manager.moving_out(hash_key)))
     if shards is None and moving:
         # An item may be moving to another shard meanwhile (a legacy item, a reshard or a
         # compaction): count what a merged query returns, each item once (the same reads:
-        # DynamoDB charges what it reads, not sends).
+        # DynamoDB charges what it reads, not sends). Counts sent early are not used.
         spec = QuerySpec(hash_key=hash_key, range_key_condition=range_key_condition,
                          filter_condition=filter_condition, consistent_read=consistent_read,
                          index_name=index_name, limit=limit, rate_limit=rate_limit,
@@ -427,20 +447,6 @@ def merged_count(
         merged = merged_query(model, spec, max_workers=max_workers)
         with merged:
             return sum(page[CAMEL_COUNT] for page in merged.page_iter)
-    range_key_condition = rewrite_condition(model, range_key_condition, Usage.KEY)
-    filter_condition = rewrite_condition(model, filter_condition, Usage.FILTER)
-    plan = plan_query(model, hash_key, shards, index_name, consistent_read, True,
-                 until=range_end(model, range_key_condition, index_name))
-    send = ShardQuery(
-        model,
-        rate_limit,
-        range_key_condition=range_key_condition,
-        filter_condition=with_class_filter(model, filter_condition),
-        consistent_read=consistent_read,
-        index_name=index_name,
-        limit=limit,
-        select="COUNT",
-    )
     total = 0
     lock = threading.Lock()
     done = threading.Event()
@@ -458,6 +464,9 @@ def merged_count(
             if start is None:
                 return
 
+    plan = plan_query(model, hash_key, shards, index_name, consistent_read, True, until=until)
+    if early and not manager.early_pages_valid(hash_key, version):
+        early = {}  # the count changed since the guess: those shards are counted again
     values = list(plan.hash_values.values())
     if not values or limit == 0:
         return 0
@@ -466,11 +475,18 @@ def merged_count(
     observer = query_observer
     trace = observer(model, index_name, len(values), "count") if observer is not None else None
     submitter = BoundedSubmitter(workers)
-    futures = [
-        submitter.submit(traced, trace, shard, functools.partial(count_shard, value))
-        for shard, value in plan.hash_values.items()
-    ]
+    futures = []
+    counted_early = []
+    for shard, value in plan.hash_values.items():
+        sent = early.pop(value, None)
+        if sent is not None:
+            counted_early.append(functools.partial(traced, trace, shard, sent.result))
+        else:
+            futures.append(submitter.submit(traced, trace, shard, functools.partial(count_shard, value)))
     try:
+        for result in counted_early:
+            with lock:
+                total += result()
         for future in futures:
             future.result()
     except BaseException as exc:
@@ -484,6 +500,37 @@ def merged_count(
     if trace is not None:
         trace.end()
     return min(total, limit) if limit is not None else total
+
+
+def _early_counts(model: type[Any], hash_key: Any, send: ShardQuery, limit: int | None, *,
+                  first_only: bool) -> tuple[dict[Any, Future[int]], Any]:
+    """The counts of the shards a ``count`` of ``hash_key`` probably reads, by physical key,
+    started now when finding its shards costs a request (see :class:`EarlyFirstPages`), else
+    none, with the version of the count they were started for. Each counts its shard alone,
+    to ``limit`` at most."""
+    manager = shard_manager(model)
+    guess = manager.early_read_shard(hash_key)
+    if guess is None:
+        return {}, None
+    first, likely, version = guess
+
+    def count_alone(value: Any) -> int:
+        counted, start = 0, None
+        while limit is None or counted < limit:
+            data = send(value, start)
+            counted += data[CAMEL_COUNT]
+            start = data.get(LAST_EVALUATED_KEY)
+            if start is None:
+                break
+        return counted
+
+    executor = fanout_executor()
+    shards = [shard for shard in range(first, first + likely) if manager.codec.fits(hash_key, shard)]
+    counts: dict[Any, Future[int]] = {}
+    for shard in shards[:1 if first_only else default_workers(model, likely)]:
+        value = manager.physical_key(hash_key, shard)
+        counts[value] = executor.submit(count_alone, value)
+    return counts, version
 
 
 def count_by_shard(

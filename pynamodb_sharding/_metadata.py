@@ -73,6 +73,7 @@ from pynamodb_sharding._write_rate import (
 __all__ = [
     "HOME_RECORD_KEY",
     "LOCK_RESOLUTION",
+    "SEEN_ABSENT",
     "ShardCountStore",
     "ShardCountsKeptWarning",
     "ShardMetadata",
@@ -85,6 +86,7 @@ __all__ = [
     "next_lock_value",
     "parse_history_entry",
     "region_model",
+    "seen_version",
 ]
 
 #: The smallest step between two ``last_updated`` values of one key, in seconds.
@@ -572,6 +574,14 @@ def state_from_item(item: ShardMetadata, *, owner: str, max_shards: int) -> Shar
 
 
 _CacheKey = tuple[str, str]
+#: :meth:`ShardCountStore.last_seen` of a key read without a metadata item.
+SEEN_ABSENT: tuple[Any, ...] = ("absent",)
+
+
+def seen_version(state: ShardState) -> tuple[Any, ...]:
+    """What tells two states of a key apart for :meth:`ShardCountStore.last_seen`: a change of
+    the count has a new lock value, a trim of the history a smaller read count."""
+    return (state.last_updated, state.home_epoch, state.count, state.read_count)
 
 class ForkSafe(Protocol):
     """What a fork does to a cache of this process: its lock held across the fork (so that no
@@ -693,6 +703,9 @@ class ShardCountStore:
         # after it shows the same ``last_updated`` with the old history, and must not bring
         # that history back into the cache (see ``_remember_locked``).
         self._trimmed: LRUCache[_CacheKey, ShardState] = LRUCache(maxsize=maxsize)
+        # What this process last read of each key (seen_version, or SEEN_ABSENT), kept after the
+        # state expires from the cache: see last_seen.
+        self._last_seen: LRUCache[_CacheKey, tuple[Any, ...]] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -772,6 +785,8 @@ class ShardCountStore:
         state, region = self._read(namespace, key, owner=owner, home=home)
         if state is None:
             self.forget(namespace, key)
+            with self._lock:
+                self._last_seen[(namespace, key)] = SEEN_ABSENT
             return None
         return self.remember(namespace, key, state, at_home=self._remote(region))
 
@@ -1087,16 +1102,16 @@ class ShardCountStore:
             if current is not None:
                 replica = current.count if current.replica_count is None else current.replica_count
             state = attrs.evolve(state, replica_count=replica)
-            self._cache[cache_key] = state
+            self._keep(cache_key, state)
             return state
         if current is not None and not state.newer_than(current) and not state.same_version(current):
             if current.replica_count is not None:
                 # An older state read here: the replica has not caught up with the home yet,
                 # but shows this count now.
                 current = attrs.evolve(current, replica_count=state.count)
-                self._cache[cache_key] = current
+                self._keep(cache_key, current)
             return current
-        self._cache[cache_key] = state
+        self._keep(cache_key, state)
         return state
 
     def forget(self, namespace: str, key: str) -> None:
@@ -1113,6 +1128,20 @@ class ShardCountStore:
             self._seen.clear()
             self._record.clear()
             self._trimmed.clear()
+            self._last_seen.clear()
+
+    def last_seen(self, namespace: str, key: str) -> tuple[Any, ...] | None:
+        """The version of what this process last read or wrote of ``key`` (:func:`seen_version`,
+        or :data:`SEEN_ABSENT` for no item), also once it expired from the cache; ``None`` if
+        nothing. Merged reads that query shards before they know the count use it: a page read
+        then is used only if the count read names the same version (nothing could have moved
+        in between). Never reads the table."""
+        with self._lock:
+            return self._last_seen.get((namespace, key))
+
+    def _keep(self, cache_key: _CacheKey, state: ShardState) -> None:
+        self._cache[cache_key] = state
+        self._last_seen[cache_key] = seen_version(state)
 
     def known_absent(self, namespace: str, key: str) -> bool:
         """Whether ``key`` was read without an item less than ``ttl`` seconds ago.
@@ -1129,6 +1158,7 @@ class ShardCountStore:
         """
         with self._lock:
             self._absent[(namespace, key)] = True
+            self._last_seen[(namespace, key)] = SEEN_ABSENT
 
     def first_sight(self, namespace: str, key: str) -> bool:
         """``True`` the first time ``key`` is asked about within ``ttl`` seconds (a cold key's

@@ -253,21 +253,31 @@ class EarlyFirstPages:
     """The first pages of the shards a merged query probably reads, asked for while the shards
     it does read are being found.
 
-    A ``DynamicShards`` model reading fresh counts reads the key's metadata item before a
-    merged query knows its shards. The shards this process last saw (shard 1 for a key it
-    never read: every read covers it) are queried at the same time, so a query costs one
-    round trip when the count has not changed. The shards read are always the ones the
-    metadata read returned: an early page is used only by the merge's first request of its
-    shard at its physical key, and the page of a shard the merge does not read is dropped.
+    A ``DynamicShards`` model reads the key's metadata item before a merged query knows its
+    shards (every query with fresh counts; with cached counts, once the cached one expired).
+    The shards this process last saw for a key it read before are queried at the same time, so
+    a query costs one round trip when the count has not changed. The shards read are always the
+    ones the metadata read returned: the pages are used only when that read names the version of
+    the count they were sent for (:meth:`valid`; else items may have moved between the shards
+    while they were read), an early page only by the merge's first request of its shard at its
+    physical key, and the page of a shard the merge does not read is dropped.
     Pages are sized for the count expected (the merge handles a page of any size); at most
     the merge's ``max_workers`` are sent early, and only shard 1 for a query whose range may
     let it skip shards (``written_at``).
     """
 
-    def __init__(self, send: ShardQuery, pages: dict[int, tuple[Any, Future[dict[str, Any]]]]) -> None:
+    def __init__(self, send: ShardQuery, pages: dict[int, tuple[Any, Future[dict[str, Any]]]],
+                 valid: Callable[[], bool] = lambda: True) -> None:
         self.send = send
         self._pages = pages
         self._lock = threading.Lock()
+        self._valid = valid
+
+    def valid(self) -> bool:
+        """Whether the pages may be used, now that the shards are known: the count read names
+        the version they were sent for (else something may have moved between the shards
+        while they were read: see ``ShardManager.early_pages_valid``)."""
+        return self._valid()
 
     @classmethod
     def start(
@@ -282,7 +292,7 @@ class EarlyFirstPages:
         early = manager.early_read_shard(hash_key)
         if early is None:
             return None
-        first, likely = early
+        first, likely, version = early
         key_names = tuple(table_connection(model).get_meta_table().get_key_names(None))  # type: ignore[no-untyped-call]
         send = ShardQuery(model, rate_limit, **query_options, limit=page_size,
                            attributes_to_get=with_key_attributes(attributes_to_get, key_names))
@@ -301,7 +311,7 @@ class EarlyFirstPages:
         for shard in shards[:1 if first_only else max(1, workers)]:
             hash_value = manager.physical_key(hash_key, shard)
             pages[shard] = (hash_value, executor.submit(send, hash_value, None, size))
-        return cls(send, pages)
+        return cls(send, pages, lambda: manager.early_pages_valid(hash_key, version))
 
     def take(self, shard: int, start: Start, hash_value: object) -> Future[dict[str, Any]] | None:
         """The early page of ``shard`` if this is the merge's first request of it, once."""

@@ -3,13 +3,16 @@
 Proves: with fresh reads (``fresh_reads=True``, and the fleet protocol of fresh reads its table
 stores) the metadata ``GetItem`` of a merged query is in flight while shard 1's ``Query`` is
 (checked by holding the ``GetItem`` until the ``Query`` is sent: the control without overlap
-would wait in vain); a cold key's query costs one
-``GetItem`` and one ``Query``, a grown key's one ``Query`` per shard, never one more; the
+would wait in vain); a key this process read before costs one
+``GetItem`` and one ``Query`` per shard, never one more, and its early pages are used only
+when the count read is the version they were sent for (a compaction that moves items into a
+shard after its early page and trims the history before the count is read is not missed); the
 shards read are the ones the metadata read returned, so items another process wrote to shards
 it added a moment ago are returned (raw check that they are in other shards); the results equal
 a plain ``Model``'s over the same items in both directions, with limits and resumed cursors;
-a process following a stored protocol of cached reads, and a query with a cursor, send nothing
-early.
+a process following a stored protocol of cached reads sends nothing early while its count is
+cached, and once it expired queries (and counts) the shards it last read while the count is
+read again; a query with a cursor sends nothing early.
 """
 
 from __future__ import annotations
@@ -95,6 +98,11 @@ def test_the_count_is_read_while_shard_1_is_queried(dynamodb_models: Callable[..
     dynamodb_models(EarlyLog)
     EarlyLog(KEY, 1).save()
     EarlyLog.shards.strategy.protocol_in_force()  # read once per process per 300 s
+    with record_requests(EarlyLog) as first:
+        assert [item.accessed_at for item in EarlyLog.query(KEY)] == [1]
+    # This process never read the key: its count first, then its shard (nothing to check an
+    # early page against; see test_a_compaction_while_the_count_is_read_is_not_missed).
+    assert first.requests == {"GetItem": 1, "Query": 1}
     overlapped, unhook = _metadata_waits_for_the_query(EarlyLog)
     try:
         with record_requests(EarlyLog) as sent:
@@ -103,7 +111,7 @@ def test_the_count_is_read_while_shard_1_is_queried(dynamodb_models: Callable[..
         unhook()
     assert items == [1]
     assert overlapped == [True]
-    assert sent.requests == {"GetItem": 1, "Query": 1}  # a cold key: one round trip
+    assert sent.requests == {"GetItem": 1, "Query": 1}  # a key read before: one round trip
 
 
 def test_with_cached_reads_nothing_is_sent_early(dynamodb_models: Callable[..., Any]) -> None:
@@ -131,7 +139,12 @@ def test_a_growth_made_elsewhere_a_moment_ago_is_read(dynamodb_models: Callable[
     with record_requests(EarlyLog) as sent:
         items = [item.accessed_at for item in EarlyLog.query(KEY)]
     assert items == list(range(60))
-    assert sent.requests == {"GetItem": 1, "Query": 4}  # shard 1's early page is used, not sent twice
+    # Shard 1's early page is dropped (the count changed since this process read it: it is read
+    # again with the others), then a key whose count stays the same is read in one round trip.
+    assert sent.requests == {"GetItem": 1, "Query": 5}
+    with record_requests(EarlyLog) as again:
+        assert [item.accessed_at for item in EarlyLog.query(KEY)] == list(range(60))
+    assert again.requests == {"GetItem": 1, "Query": 4}
 
 
 @pytest.mark.parametrize("forward", [True, False])
@@ -179,7 +192,179 @@ def test_early_pages_of_shards_no_longer_read_are_dropped(dynamodb_models: Calla
                     Item={"file_path": {"S": stray}, "accessed_at": {"N": "99"}})
     with record_requests(EarlyLog) as sent:
         items = [int(item.accessed_at) for item in EarlyLog.query(KEY)]
-    assert sent.requests == {"GetItem": 1, "Query": 4}  # 4 sent early, 2 of them used
+    assert sent.requests == {"GetItem": 1, "Query": 6}  # 4 sent early, dropped; shards 1 and 2 read again
     assert 99 not in items
     assert EarlyLog.shards.read_shards(KEY) == (1, 2)
     assert items == sorted(items)
+
+
+class EagerShards(ShardMetadata):
+    class Meta:
+        table_name = "early_eager_shards"
+
+
+class EagerLog(ShardedModel):
+    """Fresh reads, no count cached (its table stores that protocol): every query reads the
+    count, with its early pages; a compaction may trim a shrink at once."""
+
+    class Meta:
+        table_name = "early_eager_log"
+
+    file_path = UnicodeAttribute(hash_key=True)
+    accessed_at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(EagerShards, max_shards=8, cache_ttl=0, clock_skew=0, fresh_reads=True))
+
+
+class CompactingLog(EagerLog):
+    """Another process, running ``migrate compact`` (its own cache)."""
+
+    shards = Sharding(DynamicShards(EagerShards, max_shards=8, cache_ttl=0, clock_skew=0, fresh_reads=True))
+
+
+@pytest.mark.parametrize("read", ["query", "count"])
+def test_a_compaction_while_the_count_is_read_is_not_missed(dynamodb_models: Callable[..., Any], read: str) -> None:
+    """Found by an adversarial trial: the 4 early pages of a key this process read over 4 shards
+    are answered, then another process shrinks the key to 1, moves 31 items down to shard 1 and
+    trims the history, then the count is read (held until then): shard 1's early page, read
+    before the moves, must not stand for shard 1. All 40 items, as a plain model holds them."""
+    from pynamodb_sharding.migration import compact
+
+    dynamodb_models(EagerLog, PlainLog)
+    EagerLog.shards.grow(KEY)
+    EagerLog.shards.grow(KEY)  # 4 shards
+    for at in range(40):
+        EagerLog(KEY, at).save()
+        PlainLog(KEY, at).save()
+    assert EagerLog.count(KEY) == 40  # this process last read the key over 4 shards
+    CompactingLog.shards.shrink(KEY, to=1)
+    answered = threading.Semaphore(0)
+    held: list[bool] = []
+    reports: list[Any] = []
+
+    def on_query_answered(**_: Any) -> None:
+        answered.release()
+
+    def on_get(**_: Any) -> None:
+        if not held:
+            held.append(all(answered.acquire(timeout=5.0) for _ in range(4)))  # the early pages
+            reports.append(compact(CompactingLog, key_prefix=KEY))
+
+    data = EagerLog._get_connection().connection.client.meta.events
+    meta = EagerShards._get_connection().connection.client.meta.events
+    data.register("after-call.dynamodb.Query", on_query_answered)
+    meta.register("before-send.dynamodb.GetItem", on_get)
+    try:
+        found = (len(list(EagerLog.query(KEY))) if read == "query" else EagerLog.count(KEY))
+    finally:
+        data.unregister("after-call.dynamodb.Query", on_query_answered)
+        meta.unregister("before-send.dynamodb.GetItem", on_get)
+    assert reports
+    assert reports[0].complete
+    assert EagerLog.shards.read_shards(KEY) == (1,)
+    assert found == PlainLog.count(KEY) == 40
+
+
+class Timer:
+    """The shard-count cache's clock of :class:`ExpiringLog`, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+TIMER = Timer()
+
+
+class ExpiringLog(EarlyLog):
+    """Another process following a stored protocol of cached reads, whose cached counts this
+    test lets expire."""
+
+    shards = Sharding(DynamicShards(EarlyShards, max_shards=8, cache_ttl=10, timer=TIMER))
+
+
+def _put_in_shards(shards: range, ats: range) -> None:
+    client = EarlyLog._get_connection().connection.client
+    for at in ats:
+        shard = shards[at % len(shards)]
+        physical = EarlyLog.shards.physical_key(KEY, shard)
+        client.put_item(TableName=EarlyLog.Meta.table_name,
+                        Item={"file_path": {"S": physical}, "accessed_at": {"N": str(at)}})
+
+
+def _with_the_count_read_held(read: Callable[[], Any]) -> tuple[bool, dict[str, int], Any]:
+    """Run ``read`` holding the metadata ``GetItem`` until four ``Query`` requests were sent (5 s
+    at most): whether they were, the requests sent, and what ``read`` returned."""
+    queries = threading.Semaphore(0)
+    held: list[bool] = []
+
+    def on_query(**_: Any) -> None:
+        queries.release()
+
+    def on_get(**_: Any) -> None:
+        held.append(all(queries.acquire(timeout=5.0) for _ in range(4)))
+
+    data = ExpiringLog._get_connection().connection.client.meta.events
+    meta = EarlyShards._get_connection().connection.client.meta.events
+    data.register("before-send.dynamodb.Query", on_query)
+    meta.register("before-send.dynamodb.GetItem", on_get)
+    try:
+        with record_requests(ExpiringLog) as sent:
+            result = read()
+    finally:
+        data.unregister("before-send.dynamodb.Query", on_query)
+        meta.unregister("before-send.dynamodb.GetItem", on_get)
+    return held == [True], sent.requests, result
+
+
+@pytest.mark.parametrize("read", ["query", "count"])
+def test_with_cached_reads_an_expired_count_is_read_while_its_shards_are_read(
+        dynamodb_models: Callable[..., Any], read: str) -> None:
+    """A key read less often than once per ``cache_ttl`` reads its metadata item each time: the
+    shards this process last read (4) are queried (or counted) while it is read (the
+    ``GetItem`` is held until the four ``Query`` requests are sent: sent after it, they never
+    would be). When another process grew the key meanwhile, those early requests are dropped
+    and every shard of the grown count is read. The items are a plain model's."""
+    dynamodb_models(EarlyLog, PlainLog)
+    store_fleet_protocol(EarlyLog, cached_reads=True, immediately=True)  # before any process runs
+    EarlyLog.shards.grow(KEY)
+    EarlyLog.shards.grow(KEY)  # 4 shards
+    _put_in_shards(range(1, 5), range(40))
+    for at in range(40):
+        PlainLog(KEY, at).save()
+    ExpiringLog.shards.strategy.protocol_in_force()  # read once per process per 300 s
+
+    def found() -> Any:
+        if read == "count":
+            return ExpiringLog.count(KEY)
+        return [int(item.accessed_at) for item in ExpiringLog.query(KEY)]
+
+    def plain() -> Any:
+        return PlainLog.count(KEY) if read == "count" else [int(item.accessed_at) for item in PlainLog.query(KEY)]
+
+    assert found() == plain()
+    with record_requests(ExpiringLog) as sent:
+        assert found() == plain()
+    assert sent.requests == {"Query": 4}  # cached: no request to find the shards
+
+    TIMER.now += 11  # the cached count expired; it did not change
+    overlapped, requests, result = _with_the_count_read_held(found)
+    assert overlapped
+    assert requests == {"GetItem": 1, "Query": 4}  # one round trip
+    assert result == plain()
+
+    TIMER.now += 11  # expired again; meanwhile another process grew the key to 8
+    EarlyLog.shards.grow(KEY)
+    _put_in_shards(range(5, 9), range(40, 60))
+    for at in range(40, 60):
+        PlainLog(KEY, at).save()
+    overlapped, requests, result = _with_the_count_read_held(found)
+    assert overlapped
+    assert requests == {"GetItem": 1, "Query": 12}  # 4 sent early, dropped; 8 read
+    assert result == plain()
+    assert result == (60 if read == "count" else list(range(60)))
+    TIMER.now += 11
+    assert ExpiringLog.count(KEY, limit=7) == 7  # limit caps the total (docs/query.rst; PynamoDB's: a page size)
+    TIMER.now += 11
+    assert ExpiringLog.count(KEY, EarlyLog.accessed_at >= 50) == PlainLog.count(KEY, PlainLog.accessed_at >= 50) == 10

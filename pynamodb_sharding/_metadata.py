@@ -703,9 +703,9 @@ class ShardCountStore:
         # after it shows the same ``last_updated`` with the old history, and must not bring
         # that history back into the cache (see ``_remember_locked``).
         self._trimmed: LRUCache[_CacheKey, ShardState] = LRUCache(maxsize=maxsize)
-        # What this process last read of each key (seen_version, or SEEN_ABSENT), kept after the
-        # state expires from the cache: see last_seen.
-        self._last_seen: LRUCache[_CacheKey, tuple[Any, ...]] = LRUCache(maxsize=maxsize)
+        # The newest state this process read or wrote of each key (None: read without an item),
+        # kept after it expires from the cache: see last_seen.
+        self._last_seen: LRUCache[_CacheKey, ShardState | None] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
         _stores.add(self)
 
@@ -786,7 +786,7 @@ class ShardCountStore:
         if state is None:
             self.forget(namespace, key)
             with self._lock:
-                self._last_seen[(namespace, key)] = SEEN_ABSENT
+                self._see_absent((namespace, key))
             return None
         return self.remember(namespace, key, state, at_home=self._remote(region))
 
@@ -1137,11 +1137,27 @@ class ShardCountStore:
         then is used only if the count read names the same version (nothing could have moved
         in between). Never reads the table."""
         with self._lock:
-            return self._last_seen.get((namespace, key))
+            if (namespace, key) not in self._last_seen:
+                return None
+            state = self._last_seen[(namespace, key)]
+        return SEEN_ABSENT if state is None else seen_version(state)
 
     def _keep(self, cache_key: _CacheKey, state: ShardState) -> None:
         self._cache[cache_key] = state
-        self._last_seen[cache_key] = seen_version(state)
+        # Never back to an older version: a read answered late in another thread (a cache entry
+        # expired, or cache_ttl=0, lets it be remembered) must not make a changed count look
+        # unchanged to a merged read checking its early pages.
+        last = self._last_seen.get(cache_key)
+        if last is None or (state.last_updated, state.home_epoch) > (last.last_updated, last.home_epoch) or (
+                (state.last_updated, state.home_epoch) == (last.last_updated, last.home_epoch)
+                and state.read_count <= last.read_count):  # the same count, trimmed or not
+            self._last_seen[cache_key] = state
+
+    def _see_absent(self, cache_key: _CacheKey) -> None:
+        """A read found no item: remembered only when no state was (a read answered late must not
+        hide a state another thread saw since; an item deleted by hand leaves its last state)."""
+        if self._last_seen.get(cache_key) is None:
+            self._last_seen[cache_key] = None
 
     def known_absent(self, namespace: str, key: str) -> bool:
         """Whether ``key`` was read without an item less than ``ttl`` seconds ago.
@@ -1158,7 +1174,7 @@ class ShardCountStore:
         """
         with self._lock:
             self._absent[(namespace, key)] = True
-            self._last_seen[(namespace, key)] = SEEN_ABSENT
+            self._see_absent((namespace, key))
 
     def first_sight(self, namespace: str, key: str) -> bool:
         """``True`` the first time ``key`` is asked about within ``ttl`` seconds (a cold key's

@@ -368,3 +368,92 @@ def test_with_cached_reads_an_expired_count_is_read_while_its_shards_are_read(
     assert ExpiringLog.count(KEY, limit=7) == 7  # limit caps the total (docs/query.rst; PynamoDB's: a page size)
     TIMER.now += 11
     assert ExpiringLog.count(KEY, EarlyLog.accessed_at >= 50) == PlainLog.count(KEY, PlainLog.accessed_at >= 50) == 10
+
+
+def test_a_count_read_answered_late_in_another_thread_does_not_validate_early_pages(
+        dynamodb_models: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an adversarial trial: thread B's count read (the version this process had seen)
+    is answered, and B is held before it remembers it; thread A sends its early pages, another
+    process shrinks the key and compacts it while A's count is read (a new version), then B
+    remembers its older version before A checks its pages. The version A checks against must
+    not go back: A's early pages are dropped and A returns all 40 items, as B does."""
+    from pynamodb_sharding.migration import compact
+
+    dynamodb_models(EagerLog, PlainLog)
+    EagerLog.shards.grow(KEY)
+    EagerLog.shards.grow(KEY)  # 4 shards
+    for at in range(40):
+        EagerLog(KEY, at).save()
+        PlainLog(KEY, at).save()
+    assert EagerLog.count(KEY) == 40  # this process last saw the key over 4 shards
+    store = EagerLog.shards.strategy.store
+    main = threading.current_thread()
+    other: dict[str, threading.Thread] = {}
+    b_answered, b_release, b_remembered, a_checked, a_started = (threading.Event() for _ in range(5))
+    a_queries = threading.Semaphore(0)
+    held: list[bool] = []
+    reports: list[Any] = []
+
+    def on_get_answered(**_: Any) -> None:  # B's count read answered; B is held here
+        if threading.current_thread() is other.get("b") and not b_answered.is_set():
+            b_answered.set()
+            b_release.wait(20)
+
+    def on_query_answered(**_: Any) -> None:
+        if a_started.is_set():
+            a_queries.release()
+
+    def on_get_sent(**_: Any) -> None:  # A's count read: once its 4 early pages are answered
+        if threading.current_thread() is main and a_started.is_set() and not held:
+            held.append(all(a_queries.acquire(timeout=5.0) for _ in range(4)))
+            CompactingLog.shards.shrink(KEY, to=1)
+            reports.append(compact(CompactingLog, key_prefix=KEY))
+
+    strategy_type, store_type = type(EagerLog.shards.strategy), type(store)
+    check, remember = strategy_type.early_pages_valid, store_type.remember
+
+    def checked(self: Any, shard_key: Any, version: Any) -> bool:
+        if threading.current_thread() is main and reports:
+            b_release.set()  # B goes on, remembers its older version, then waits for A's check
+            b_remembered.wait(10)
+        try:
+            return check(self, shard_key, version)
+        finally:
+            if threading.current_thread() is main and reports:
+                a_checked.set()
+
+    def remembered(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = remember(self, *args, **kwargs)
+        if threading.current_thread() is other.get("b") and b_release.is_set() and not b_remembered.is_set():
+            b_remembered.set()
+            a_checked.wait(10)
+        return state
+
+    monkeypatch.setattr(strategy_type, "early_pages_valid", checked)
+    monkeypatch.setattr(store_type, "remember", remembered)
+    data = EagerLog._get_connection().connection.client.meta.events
+    meta = EagerShards._get_connection().connection.client.meta.events
+    data.register("after-call.dynamodb.Query", on_query_answered)
+    meta.register("after-call.dynamodb.GetItem", on_get_answered)
+    meta.register("before-send.dynamodb.GetItem", on_get_sent)
+    b_found: list[int] = []
+    try:
+        b = threading.Thread(target=lambda: b_found.append(len(list(EagerLog.query(KEY)))))
+        other["b"] = b
+        b.start()
+        assert b_answered.wait(10)
+        a_started.set()
+        found = len(list(EagerLog.query(KEY)))  # thread A
+        b.join(20)
+    finally:
+        data.unregister("after-call.dynamodb.Query", on_query_answered)
+        meta.unregister("after-call.dynamodb.GetItem", on_get_answered)
+        meta.unregister("before-send.dynamodb.GetItem", on_get_sent)
+        b_release.set()
+        a_checked.set()
+    assert held == [True]
+    assert reports[0].complete
+    assert b_remembered.is_set()  # the older version was remembered before A's check
+    assert EagerLog.shards.read_shards(KEY) == (1,)
+    assert b_found == [40]
+    assert found == PlainLog.count(KEY) == 40

@@ -184,7 +184,8 @@ def compare(plain: type[Model], model: type[Any], limit: int, latency: float, ro
             loop: asyncio.AbstractEventLoop | None = None, keys: tuple[str, ...] = (KEY,)) -> dict[str, float]:
     """Pages of ``plain`` and ``model`` A/B interleaved (``model``'s of each of ``keys`` in
     turn); medians, requests per page, and the share of ``model``'s pages that took more
-    requests than the fewest any of them took (a shard read a second time)."""
+    requests than the fewest any of them took (a shard read a second time, or a
+    ``DynamicShards`` count read again, sent with the shards' first requests)."""
     # PynamoDB has no async query: the plain page is the sync one an app would otherwise send.
     readers = {"plain": page_reader(plain, limit, None), "sharded": page_reader(model, limit, loop, keys)}
     per_page: list[int] = []
@@ -209,7 +210,7 @@ def compare(plain: type[Model], model: type[Any], limit: int, latency: float, ro
     result = {f"{name} {what}": statistics.median(row[n] for row in rows)
               for name, rows in figures.items() for n, what in enumerate(("wall", "cpu"))}
     result["requests"] = requests
-    result["second trips"] = sum(count > min(per_page) for count in per_page) / len(per_page)
+    result["more requests"] = sum(count > min(per_page) for count in per_page) / len(per_page)
     result["plain requests"] = plain_requests
     return result
 
@@ -242,7 +243,8 @@ def run(args: argparse.Namespace, out: Report) -> int:
         out(f"### A page of a hot key: merged over shards vs a plain PynamoDB page, A/B interleaved "
             f"(medians of {rounds}, the sharded pages of {len(PAGE_KEYS)} keys in turn; wall and client CPU in ms)")
         out()
-        out("| strategy | legacy_unsharded | path | limit | latency | requests | pages with a second request | "
+        out("| strategy | legacy_unsharded | path | limit | latency | requests | "
+            "pages with more requests than the fewest | "
             "plain wall | sharded wall | sharded / plain | target | plain CPU | sharded CPU | "
             "CPU added per shard request |")
         out("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
@@ -258,7 +260,7 @@ def run(args: argparse.Namespace, out: Report) -> int:
             met = ratio <= 1.2 and added <= 0.5
             missed += not met
             out(f"| {name} | {'yes' if legacy else 'no'} | {path} | {limit} | 10 ms | "
-                f"{figures['requests']:.1f} | {figures['second trips']:.0%} | {figures['plain wall']:.1f} | "
+                f"{figures['requests']:.1f} | {figures['more requests']:.0%} | {figures['plain wall']:.1f} | "
                 f"{figures['sharded wall']:.1f} | {ratio:.2f} | "
                 f"{'met' if ratio <= 1.2 else 'missed'} (1.2) | {figures['plain cpu']:.2f} | "
                 f"{figures['sharded cpu']:.2f} | {added:.2f} |")
@@ -267,7 +269,8 @@ def run(args: argparse.Namespace, out: Report) -> int:
         out("### Wide pages: 100 items over 16 and 64 shards, 50 ms per request, A/B interleaved "
             f"(medians of {wide_rounds}, the sharded pages of {len(WIDE_KEYS)} keys in turn; ms)")
         out()
-        out("| shards | requests | pages with a second request | plain wall | sharded wall | sharded / plain | "
+        out("| shards | requests | pages with more requests than the fewest | plain wall | sharded wall | "
+            "sharded / plain | "
             "target | plain CPU | sharded CPU | CPU added per shard request |")
         out("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
         for shards, model in WIDE_MODELS.items():
@@ -276,7 +279,7 @@ def run(args: argparse.Namespace, out: Report) -> int:
             target = 1.05 if shards == 16 else 1.3
             added = (figures["sharded cpu"] - figures["plain cpu"]) / max(1.0, figures["requests"])
             missed += ratio > target
-            out(f"| {shards} | {figures['requests']:.1f} | {figures['second trips']:.0%} | "
+            out(f"| {shards} | {figures['requests']:.1f} | {figures['more requests']:.0%} | "
                 f"{figures['plain wall']:.1f} | {figures['sharded wall']:.1f} | {ratio:.2f} | "
                 f"{'met' if ratio <= target else 'missed'} ({target}) | "
                 f"{figures['plain cpu']:.2f} | {figures['sharded cpu']:.2f} | {added:.2f} |")

@@ -485,8 +485,9 @@ def merged_count(
             futures.append(submitter.submit(traced, trace, shard, functools.partial(count_shard, value)))
     try:
         for result in counted_early:
+            counted = result()  # not under the lock: on an event loop this waits by yielding
             with lock:
-                total += result()
+                total += counted
         for future in futures:
             future.result()
     except BaseException as exc:

@@ -32,6 +32,7 @@ from pynamodb_sharding._host import hash_keyname, index_hash_attribute, index_mo
 from pynamodb_sharding._item import known
 from pynamodb_sharding._keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
 from pynamodb_sharding._periods import shard_namespace
+from pynamodb_sharding._pool import declare_workers
 from pynamodb_sharding._strategies import (
     HistoryEntry,
     ItemKey,
@@ -180,6 +181,8 @@ class Sharding:
         self.first_shard = first_shard
         self.legacy_unsharded = legacy_unsharded
         self.max_workers = max_workers
+        if max_workers is not None:
+            declare_workers(max_workers)  # the shared pool runs that many, unless its size was set
         if cursor_secret is not None and not callable(cursor_secret):
             try:
                 secret_keys(cursor_secret)

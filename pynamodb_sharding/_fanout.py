@@ -49,6 +49,7 @@ from pynamodb_sharding._point_reads import (
 )
 from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads, on_event_loop
 from pynamodb_sharding._query_plan import (
+    MAX_DEFAULT_WORKERS,
     SHARE_MIN_PER_SHARD,
     QueryPlan,
     QuerySpec,
@@ -72,10 +73,12 @@ __all__ = ["FanoutPoolWarning", "count_by_shard", "merged_count", "merged_query"
 _M = TypeVar("_M", bound="Model")
 
 class FanoutPoolWarning(UserWarning):
-    """A merged query runs more threads than the model's botocore connection pool holds."""
+    """A merged query runs more threads than the model's botocore connection pool holds, or
+    asks for more (``max_workers``) than the shared fan-out pool's size that was set."""
 
 
 _warned_pools: set[tuple[str, str]] = set()
+_warned_threads: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
@@ -95,8 +98,11 @@ def _check_pool(model: type[Any], workers: int) -> None:
     queries still open in the process (web servers run many at once), at most the size of the
     shared fan-out pool.
     """
+    if on_event_loop() is not None:  # on an event loop: the loop's tasks and connections
+        return
+    _check_threads(model, workers)
     pool = getattr(model.Meta, "max_pool_connections", None)
-    if pool is None or on_event_loop() is not None:  # on an event loop: the loop's connections
+    if pool is None:
         return
     with _warned_lock:  # _track adds under it: a set another thread adds to cannot be iterated
         merges = list(_open_merges.get(model, ()))
@@ -120,6 +126,28 @@ def _check_pool(model: type[Any], workers: int) -> None:
         f"max_workers=...) or the shared pool (pynamodb_sharding.set_fanout_threads)."
     )
     warnings.warn(msg, FanoutPoolWarning, stacklevel=4)
+
+
+def _check_threads(model: type[Any], workers: int) -> None:
+    """Warn once per model when a merged read asks for more requests at once (its declared or
+    given ``max_workers``) than the shared pool's size that was set runs: its pages then take
+    more rounds than the declaration says. (Without a size set, the pool grows to the largest
+    ``max_workers`` declared.)"""
+    threads = fanout_threads()
+    if workers <= threads or (workers <= MAX_DEFAULT_WORKERS and shard_manager(model).max_workers is None):
+        return  # within the pool, or the default min(32, shards) under a pool set smaller on purpose
+    key = (model.__module__, model.__qualname__)
+    with _warned_lock:
+        if key in _warned_threads:
+            return
+        _warned_threads.add(key)
+    msg = (
+        f"{model.__name__}: a merged read asks for {workers} shard requests at once (max_workers) but the "
+        f"shared fan-out pool has {threads} threads, so it runs {threads} at a time and a page over more "
+        f"shards takes more round trips; call pynamodb_sharding.set_fanout_threads({workers}) at start-up "
+        f"(or set PYNAMODB_SHARDING_FANOUT_THREADS={workers}), or lower Sharding(..., max_workers=...)."
+    )
+    warnings.warn(msg, FanoutPoolWarning, stacklevel=5)
 
 
 #: The merged queries of each model that may still send requests (closed or collected: gone).

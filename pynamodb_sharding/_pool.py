@@ -38,7 +38,9 @@ from pynamodb_sharding._forks import at_fork
 __all__ = [
     "DEFAULT_FANOUT_THREADS",
     "BoundedSubmitter",
+    "declare_workers",
     "fanout_executor",
+    "fanout_size_is_set",
     "fanout_threads",
     "hedging_scheduler",
     "new_future",
@@ -60,6 +62,8 @@ _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _executor_pid = 0
 _size: int | None = None
+#: The largest ``Sharding(max_workers=...)`` of the models declared in this process.
+_declared = 0
 
 
 class EventLoopBridge(Protocol):
@@ -170,12 +174,13 @@ def pause(seconds: float) -> None:
         (_sleep or time.sleep)(seconds)
 
 
-def _configured_size() -> int:
+def _explicit_size() -> int | None:
+    """The pool size set by :func:`set_fanout_threads` or the environment variable, else ``None``."""
     if _size is not None:
         return _size
     text = os.environ.get(_ENVIRONMENT)
     if text is None:
-        return DEFAULT_FANOUT_THREADS
+        return None
     try:
         size = int(text)
     except ValueError:
@@ -186,28 +191,62 @@ def _configured_size() -> int:
     return size
 
 
+def _configured_size() -> int:
+    explicit = _explicit_size()
+    return explicit if explicit is not None else max(DEFAULT_FANOUT_THREADS, _declared)
+
+
+def fanout_size_is_set() -> bool:
+    """Whether the pool's size was set (:func:`set_fanout_threads`, the environment variable)
+    rather than left to the default and the models' ``max_workers``."""
+    return _explicit_size() is not None
+
+
+def declare_workers(threads: int) -> None:
+    """A model declared ``Sharding(max_workers=threads)``: unless its size was set, the shared
+    pool grows to at least that many threads, so that one of its queries can run them all at
+    once, as declared (a 64-shard page in one round, not two)."""
+    global _declared, _executor
+    with _lock:
+        if threads <= _declared:
+            return
+        _declared = threads
+        if _explicit_size() is not None or threads <= DEFAULT_FANOUT_THREADS:
+            return
+        old, _executor = _executor, None
+    if old is not None and _executor_pid == os.getpid():
+        old.shutdown(wait=False)  # its queued and running requests still complete
+
+
 def fanout_threads() -> int:
     """The size of the shared fan-out pool: the most threads all merged reads use at once.
+
+    What :func:`set_fanout_threads` or ``PYNAMODB_SHARDING_FANOUT_THREADS`` set; otherwise 32,
+    or the largest ``Sharding(max_workers=...)`` of the models declared so far when that is more.
 
     .. versionadded:: 0.1.0
     """
     return _configured_size()
 
 
-def set_fanout_threads(threads: int) -> None:
+def set_fanout_threads(threads: int | None) -> None:
     """Set the size of the shared fan-out pool (default 32, or ``PYNAMODB_SHARDING_FANOUT_THREADS``).
 
     Call it at start-up (e.g. in a Django ``AppConfig.ready`` or a Flask app factory). Queries
-    already running finish on the previous pool; later ones use a pool of the new size.
+    already running finish on the previous pool; later ones use a pool of the new size. A size
+    set here is kept even below a model's ``Sharding(max_workers=...)``: that model's queries then
+    run at most this many requests at once, and warn once (``FanoutPoolWarning``). ``None``
+    goes back to the default: the environment variable, else 32 or the largest ``max_workers``
+    declared.
 
     Raises:
-        ValueError: ``threads`` is not a positive int.
+        ValueError: ``threads`` is not a positive int or ``None``.
 
     .. versionadded:: 0.1.0
     """
     global _size, _executor
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        msg = f"set_fanout_threads({threads!r}): expected a positive int, e.g. {DEFAULT_FANOUT_THREADS}."
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        msg = f"set_fanout_threads({threads!r}): expected a positive int, e.g. {DEFAULT_FANOUT_THREADS}, or None."
         raise ValueError(msg)
     with _lock:
         _size = threads

@@ -12,6 +12,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -21,6 +22,7 @@ from pynamodb_sharding import (
     HashedShards,
     ShardedModel,
     Sharding,
+    _pool,
     fanout_threads,
     set_fanout_threads,
 )
@@ -29,6 +31,7 @@ from tests.forked import fork_running
 
 KEYS = [f"/page/{n}" for n in range(4)]
 PER_KEY = 60
+WIDE = 40
 
 
 class Hit(ShardedModel):
@@ -39,6 +42,18 @@ class Hit(ShardedModel):
     page = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     shards = Sharding(HashedShards(16))
+
+
+class WideHit(ShardedModel):
+    """More shards than the default pool's 32 threads, and as many workers declared."""
+
+    class Meta:
+        table_name = "pool_wide_hit"
+        max_pool_connections = WIDE
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(WIDE, attributes=("at",)), max_workers=WIDE)
 
 
 class NarrowHit(ShardedModel):
@@ -70,6 +85,16 @@ def pool_of_8() -> Iterator[None]:
     while pool_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert pool_threads() == 0, "the previous fan-out pool's idle threads did not exit"
+    yield
+    set_fanout_threads(before)
+
+
+@pytest.fixture
+def default_pool() -> Iterator[None]:
+    """The pool's size left to its default (32, or the largest max_workers declared), as an
+    application that never sets it has it; the size before is restored afterwards."""
+    before = _pool._size
+    set_fanout_threads(None)
     yield
     set_fanout_threads(before)
 
@@ -145,3 +170,49 @@ def test_the_pool_warning_counts_the_queries_in_flight(hits: None) -> None:
         third = NarrowHit.query("/n", page_size=2)  # 4 more while the other two are open
     for query in (first, second, third):
         query.close()
+
+
+def all_at_once(requests: int) -> tuple[Any, threading.Barrier]:
+    """A ``before-send`` hook that holds each shard request until ``requests`` of them are in
+    flight together: a query sending fewer at once breaks the barrier (after 60 s) and fails."""
+    barrier = threading.Barrier(requests, timeout=60)
+
+    def hold(**_: Any) -> None:
+        barrier.wait()
+
+    return hold, barrier
+
+
+def test_a_declared_max_workers_sends_every_shard_request_at_once(dynamodb_models: BindModels,
+                                                                  default_pool: None) -> None:
+    dynamodb_models(WideHit)
+    with WideHit.batch_write() as batch:
+        for at in range(2 * WIDE):
+            batch.save(WideHit("/wide", at))
+    assert fanout_threads() >= WIDE  # 32 by default: grown to the max_workers declared
+    events = WideHit._get_connection().connection.client.meta.events
+    hold, barrier = all_at_once(WIDE)
+    events.register("before-send.dynamodb.Query", hold, unique_id="test-all-at-once")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FanoutPoolWarning)
+            got = [int(hit.at) for hit in WideHit.query("/wide", limit=10)]
+    finally:
+        events.unregister("before-send.dynamodb.Query", unique_id="test-all-at-once")
+    assert got == list(range(10))
+    assert not barrier.broken
+
+
+def test_a_pool_set_below_max_workers_warns_and_still_answers(dynamodb_models: BindModels,
+                                                              default_pool: None) -> None:
+    dynamodb_models(WideHit)
+    with WideHit.batch_write() as batch:
+        for at in range(2 * WIDE):
+            batch.save(WideHit("/set", at))
+    set_fanout_threads(8)
+    with pytest.warns(FanoutPoolWarning, match=r"asks for 40 shard requests at once .* has 8 threads"
+                                               r".*set_fanout_threads\(40\)"):
+        got = [int(hit.at) for hit in WideHit.query("/set")]
+    assert got == list(range(2 * WIDE))
+    set_fanout_threads(None)
+    assert fanout_threads() >= WIDE  # back to the default: the max_workers declared

@@ -643,6 +643,8 @@ class ShardManager(Generic[_M]):
         ``HashedShards`` layout (``previous_counts``; they may be shards of the current layout
         too), the shards above a random or dynamic key's current count. Empty for a key no job
         moves anything of. A merged query reads them first (see :mod:`pynamodb_sharding._fanout`).
+        For a dynamic key grown again while a compaction moves its items down, the shards above
+        the lowered count still in its history too (:meth:`DynamicShards.moving_floor`).
 
         .. versionadded:: 0.1.0
         """
@@ -654,7 +656,10 @@ class ShardManager(Generic[_M]):
             return legacy + tuple(shard for shard in shards if shard != LEGACY_SHARD and shard <= highest)
         if all(shard in (LEGACY_SHARD, self.first_shard) for shard in shards):
             return legacy  # nothing above the first shard: no count to read
-        current = self.first_shard + self.shard_count(key)
+        # A DynamicShards key grown again while a compaction still moves its items down: the
+        # shards above the lowered count, too (see DynamicShards.moving_floor).
+        floor = getattr(self.strategy, "moving_floor", None)
+        current = self.first_shard + (floor(self.key(key)) if callable(floor) else self.shard_count(key))
         return legacy + tuple(shard for shard in shards if shard >= current)
 
     def move_targets(self, item: _M, shard: int) -> tuple[int, ...]:

@@ -647,6 +647,17 @@ class DynamicShards:
         state = self._state(space, key)
         return self.initial if state is None else state.count
 
+    def moving_floor(self, shard_key: ShardKey) -> int:
+        """The lowest count a job may be moving ``key``'s items down to: the current count, or
+        the count of a shrink still in the history (a compaction trims it once done) when that
+        is lower. A compaction that read the lowered count may go on moving items out of the
+        shards above it after the key grew again (its count cached for up to ``cache_ttl``,
+        its page of moves planned before): reads treat those shards as moved out of until the
+        history is trimmed.
+        """
+        state = self._state(shard_key.space, shard_key.value)
+        return self.initial if state is None else state.moving_floor
+
     def read_shards(self, shard_key: ShardKey) -> tuple[int, ...]:
         space, key = shard_key.space, shard_key.value
         if self._fresh_reads():

@@ -39,6 +39,7 @@ ends with that section's URL::
 from __future__ import annotations
 
 import os
+import sys
 
 from pynamodb.exceptions import PutError, PynamoDBException, QueryError
 
@@ -578,3 +579,15 @@ class DeliveryDataError(DeliveryError, TypeError):
     """
 
     code = "delivery-data"
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised by the caller of this function that names the
+    first frame outside this package: the application's line that made the call."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level

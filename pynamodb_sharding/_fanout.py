@@ -35,7 +35,7 @@ from pynamodb_sharding._cursor import (
     decode_cursor,
 )
 from pynamodb_sharding._descriptor import shard_manager
-from pynamodb_sharding._exceptions import ShardKeyError
+from pynamodb_sharding._exceptions import ShardKeyError, caller_stacklevel
 from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import sharded_index
@@ -47,7 +47,13 @@ from pynamodb_sharding._point_reads import (
     with_key_attributes,
     without_stale_bare_copies,
 )
-from pynamodb_sharding._pool import BoundedSubmitter, fanout_executor, fanout_threads, on_event_loop
+from pynamodb_sharding._pool import (
+    BoundedSubmitter,
+    fanout_size_source,
+    fanout_submit,
+    fanout_threads,
+    on_event_loop,
+)
 from pynamodb_sharding._query_plan import (
     MAX_DEFAULT_WORKERS,
     SHARE_MIN_PER_SHARD,
@@ -125,14 +131,14 @@ def _check_pool(model: type[Any], workers: int) -> None:
         f"connection; set Meta.max_pool_connections = {concurrent} or lower Sharding(..., "
         f"max_workers=...) or the shared pool (pynamodb_sharding.set_fanout_threads)."
     )
-    warnings.warn(msg, FanoutPoolWarning, stacklevel=4)
+    warnings.warn(msg, FanoutPoolWarning, stacklevel=caller_stacklevel())
 
 
 def _check_threads(model: type[Any], workers: int) -> None:
     """Warn once per model when a merged read asks for more requests at once (its declared or
-    given ``max_workers``) than the shared pool's size that was set runs: its pages then take
-    more rounds than the declaration says. (Without a size set, the pool grows to the largest
-    ``max_workers`` declared.)"""
+    given ``max_workers``) than the shared pool runs: its pages then take more round trips than
+    the declaration says. (Without a size set, the pool grows to the largest ``max_workers``
+    declared, so this is a size set below it, or a ``max_workers`` given to one call.)"""
     threads = fanout_threads()
     if workers <= threads or (workers <= MAX_DEFAULT_WORKERS and shard_manager(model).max_workers is None):
         return  # within the pool, or the default min(32, shards) under a pool set smaller on purpose
@@ -141,13 +147,22 @@ def _check_threads(model: type[Any], workers: int) -> None:
         if key in _warned_threads:
             return
         _warned_threads.add(key)
+    source = fanout_size_source()
+    if source == "set_fanout_threads":
+        fix = (f"call set_fanout_threads({workers}) instead, or set_fanout_threads(None) to let the pool grow "
+               f"to the largest max_workers declared")
+    elif source is not None:
+        fix = f"set {source}={workers}, or unset it to let the pool grow to the largest max_workers declared"
+    else:
+        fix = (f"declare Sharding(..., max_workers={workers}) on the model (the pool grows to it) or call "
+               f"pynamodb_sharding.set_fanout_threads({workers}) at start-up")
     msg = (
         f"{model.__name__}: a merged read asks for {workers} shard requests at once (max_workers) but the "
-        f"shared fan-out pool has {threads} threads, so it runs {threads} at a time and a page over more "
-        f"shards takes more round trips; call pynamodb_sharding.set_fanout_threads({workers}) at start-up "
-        f"(or set PYNAMODB_SHARDING_FANOUT_THREADS={workers}), or lower Sharding(..., max_workers=...)."
+        f"shared fan-out pool has {threads} threads"
+        f"{f' ({source})' if source is not None else ''}, so it runs {threads} at a time and a page over "
+        f"more shards takes more round trips; {fix}; or lower max_workers."
     )
-    warnings.warn(msg, FanoutPoolWarning, stacklevel=5)
+    warnings.warn(msg, FanoutPoolWarning, stacklevel=caller_stacklevel())
 
 
 #: The merged queries of each model that may still send requests (closed or collected: gone).
@@ -553,12 +568,11 @@ def _early_counts(model: type[Any], hash_key: Any, send: ShardQuery, limit: int 
                 break
         return counted
 
-    executor = fanout_executor()
     shards = [shard for shard in range(first, first + likely) if manager.codec.fits(hash_key, shard)]
     counts: dict[Any, Future[int]] = {}
     for shard in shards[:1 if first_only else default_workers(model, likely)]:
         value = manager.physical_key(hash_key, shard)
-        counts[value] = executor.submit(count_alone, value)
+        counts[value] = fanout_submit(count_alone, value)
     return counts, version
 
 

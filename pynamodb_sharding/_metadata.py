@@ -17,6 +17,7 @@ epoch seconds for anyone reading the table. Items whose ``last_updated`` is whol
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -484,6 +485,16 @@ class ShardState:
         .. versionadded:: 0.1.0
         """
         return self.count if self.replica_count is None else min(self.count, self.replica_count)
+
+    @property
+    def moving_floor(self) -> int:
+        """The lowest count a job may be moving this key's items down to: the count, or the
+        count of a shrink still in the history (``compact`` trims it once done) when lower."""
+        lowest = self.count
+        for before, after in itertools.pairwise(self.history):  # oldest first
+            if after.count < before.count:
+                lowest = min(lowest, after.count)
+        return lowest
 
     def count_at(self, at: float) -> int:
         """The count writers were using at epoch second ``at`` when a growth takes effect only

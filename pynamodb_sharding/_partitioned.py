@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import sys
 import threading
 import time
 import warnings
@@ -44,6 +42,7 @@ from pynamodb_sharding._exceptions import (
     PeriodTableMissingError,
     PeriodTableNotActiveError,
     ShardingDefinitionError,
+    caller_stacklevel,
 )
 from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import (
@@ -482,17 +481,6 @@ def _missing_between(declared: TimePartitioned, existing: set[str], first: str, 
     return [period for period in declared.between(first, last) if period not in existing]
 
 
-def _stacklevel() -> int:
-    """The ``stacklevel`` of a warning raised here that names the first caller outside this package."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame = sys._getframe(1)
-    level = 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame = frame.f_back
-        level += 1
-    return level
-
-
 def _runs(declared: TimePartitioned, periods: Sequence[str]) -> list[tuple[str, str, int]]:
     """Consecutive periods as ``(first, last, how many)`` runs."""
     runs: list[tuple[str, str, int]] = []
@@ -550,7 +538,7 @@ def report_missing(model: type[Any], what: str, periods: Sequence[str]) -> None:
         f"TimePartitioned(missing_periods='ignore') to read missing periods as empty silently, or 'raise' "
         f"to refuse such reads."
     )
-    warnings.warn(PeriodsMissingWarning(msg, periods=tuple(periods), tables=tables), stacklevel=_stacklevel())
+    warnings.warn(PeriodsMissingWarning(msg, periods=tuple(periods), tables=tables), stacklevel=caller_stacklevel())
 
 
 # -- one iteration over several periods ---------------------------------------------------------

@@ -36,7 +36,7 @@ from pynamodb_sharding._item import forget, known, logical_key, move_refused, mo
 from pynamodb_sharding._item import range_value as range_of
 from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding._periods import template_of
-from pynamodb_sharding._pool import fanout_executor
+from pynamodb_sharding._pool import fanout_submit
 from pynamodb_sharding._replicas import failing_over, read_copies, spread
 
 __all__ = [
@@ -496,9 +496,8 @@ def _read_on_copies(model: type[Any], keys: Sequence[tuple[str, int, Any]],
     model's read replicas: one request each, in parallel (a BatchGetItem reads the table only;
     it costs the same read units). Returns ``(shard, raw item)`` of those found, by shard."""
     manager = shard_manager(model)
-    executor = fanout_executor()
-    sent = [(shard, executor.submit(_get_one, model, manager.codec.encode(logical, shard),
-                                    manager.serialize_range(range_key), False, projection))
+    sent = [(shard, fanout_submit(_get_one, model, manager.codec.encode(logical, shard),
+                                  manager.serialize_range(range_key), False, projection))
             for logical, shard, range_key in keys]
     try:
         found = [(shard, future.result()) for shard, future in sent]

@@ -40,7 +40,8 @@ __all__ = [
     "BoundedSubmitter",
     "declare_workers",
     "fanout_executor",
-    "fanout_size_is_set",
+    "fanout_size_source",
+    "fanout_submit",
     "fanout_threads",
     "hedging_scheduler",
     "new_future",
@@ -179,7 +180,7 @@ def _explicit_size() -> int | None:
     if _size is not None:
         return _size
     text = os.environ.get(_ENVIRONMENT)
-    if text is None:
+    if text is None or not text.strip():  # unset, or left empty (an .env template's blank)
         return None
     try:
         size = int(text)
@@ -196,10 +197,12 @@ def _configured_size() -> int:
     return explicit if explicit is not None else max(DEFAULT_FANOUT_THREADS, _declared)
 
 
-def fanout_size_is_set() -> bool:
-    """Whether the pool's size was set (:func:`set_fanout_threads`, the environment variable)
-    rather than left to the default and the models' ``max_workers``."""
-    return _explicit_size() is not None
+def fanout_size_source() -> str | None:
+    """What set the pool's size: ``"set_fanout_threads"``, the environment variable's name, or
+    ``None`` when it is the default (32, or the largest ``max_workers`` declared)."""
+    if _size is not None:
+        return "set_fanout_threads"
+    return None if _explicit_size() is None else _ENVIRONMENT
 
 
 def declare_workers(threads: int) -> None:
@@ -211,7 +214,11 @@ def declare_workers(threads: int) -> None:
         if threads <= _declared:
             return
         _declared = threads
-        if _explicit_size() is not None or threads <= DEFAULT_FANOUT_THREADS:
+        try:
+            explicit = _explicit_size()
+        except ValueError:
+            return  # a malformed environment variable: the first merged read raises, naming it
+        if explicit is not None or threads <= DEFAULT_FANOUT_THREADS:
             return
         old, _executor = _executor, None
     if old is not None and _executor_pid == os.getpid():
@@ -232,8 +239,9 @@ def fanout_threads() -> int:
 def set_fanout_threads(threads: int | None) -> None:
     """Set the size of the shared fan-out pool (default 32, or ``PYNAMODB_SHARDING_FANOUT_THREADS``).
 
-    Call it at start-up (e.g. in a Django ``AppConfig.ready`` or a Flask app factory). Queries
-    already running finish on the previous pool; later ones use a pool of the new size. A size
+    Call it at start-up (e.g. in a Django ``AppConfig.ready`` or a Flask app factory). Requests
+    already started finish on the previous pool; every later one, also of a query already
+    running, goes to a pool of the new size. A size
     set here is kept even below a model's ``Sharding(max_workers=...)``: that model's queries then
     run at most this many requests at once, and warn once (``FanoutPoolWarning``). ``None``
     goes back to the default: the environment variable, else 32 or the largest ``max_workers``
@@ -277,6 +285,22 @@ def fanout_executor() -> Executor:
         return _executor
 
 
+def fanout_submit(function: Callable[..., _T], *args: Any) -> Future[_T]:
+    """``fanout_executor().submit(function, *args)``, made again on the new pool when the pool
+    was replaced meanwhile (:func:`set_fanout_threads`, a model declaring a larger
+    ``max_workers``: :func:`declare_workers`), whose predecessor refuses new work once shut
+    down. Raises what ``submit`` raises when the pool was not replaced (the interpreter is
+    shutting down)."""
+    for _ in range(8):
+        executor = fanout_executor()
+        try:
+            return executor.submit(function, *args)
+        except RuntimeError:
+            if fanout_executor() is executor:
+                raise
+    return fanout_executor().submit(function, *args)  # replaced 8 times meanwhile: once more
+
+
 class BoundedSubmitter:
     """Runs callables on the shared pool, at most ``limit`` of them at a time.
 
@@ -307,7 +331,7 @@ class BoundedSubmitter:
 
     def _start(self, future: Future[Any], call: Callable[[], Any]) -> None:
         try:
-            inner = fanout_executor().submit(self._run, future, call)
+            inner = fanout_submit(self._run, future, call)
             if _bridge is not None:
                 _bridge.link(future, inner)
         except BaseException as exc:  # the interpreter is shutting down

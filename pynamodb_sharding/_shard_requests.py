@@ -37,7 +37,7 @@ from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import index_not_ready
 from pynamodb_sharding._merge import Page, Start, sort_value
 from pynamodb_sharding._point_reads import with_key_attributes
-from pynamodb_sharding._pool import fanout_executor, hedging_scheduler, new_future, new_lock, pause
+from pynamodb_sharding._pool import fanout_submit, hedging_scheduler, new_future, new_lock, pause
 from pynamodb_sharding._query_plan import (
     IndexPartition,
     closed_end,
@@ -306,11 +306,10 @@ class EarlyFirstPages:
             size = default_page_size(likely, limit)
         workers = max_workers if max_workers is not None else default_workers(model, likely)
         shards = [shard for shard in range(first, first + likely) if manager.codec.fits(hash_key, shard)]
-        executor = fanout_executor()
         pages = {}
         for shard in shards[:1 if first_only else max(1, workers)]:
             hash_value = manager.physical_key(hash_key, shard)
-            pages[shard] = (hash_value, executor.submit(send, hash_value, None, size))
+            pages[shard] = (hash_value, fanout_submit(send, hash_value, None, size))
         return cls(send, pages, lambda: manager.early_pages_valid(hash_key, version))
 
     def take(self, shard: int, start: Start, hash_value: object) -> Future[dict[str, Any]] | None:

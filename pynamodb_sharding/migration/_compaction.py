@@ -71,8 +71,8 @@ def trim_histories(job: CompactJob, *, left_waiting: bool = False) -> list[str]:
     for item in meta.scan(meta.model == namespace, consistent_read=True):
         key = item.partition_key
         state = store.load(namespace, key, owner=owner)
-        if state is None or state.read_count <= state.count:
-            continue
+        if state is None or (state.read_count <= state.count and state.moving_floor >= state.count):
+            continue  # no shard above the count, and no shrink left in the history (grown again since)
         # Since the count changed (as read now), or since this job republished it to the hot-key
         # hints that writers read (a lost publish): a writer may use the old count a while after.
         age = strategy.clock() - state.last_updated

@@ -56,6 +56,17 @@ class WideHit(ShardedModel):
     shards = Sharding(HashedShards(WIDE, attributes=("at",)), max_workers=WIDE)
 
 
+class QueuedHit(ShardedModel):
+    """Two requests at a time: the rest of a query's wait in its own queue, submitted later."""
+
+    class Meta:
+        table_name = "pool_queued_hit"
+
+    page = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(HashedShards(16, attributes=("at",)), max_workers=2)
+
+
 class NarrowHit(ShardedModel):
     class Meta:
         table_name = "pool_narrow_hit"
@@ -211,8 +222,47 @@ def test_a_pool_set_below_max_workers_warns_and_still_answers(dynamodb_models: B
             batch.save(WideHit("/set", at))
     set_fanout_threads(8)
     with pytest.warns(FanoutPoolWarning, match=r"asks for 40 shard requests at once .* has 8 threads"
-                                               r".*set_fanout_threads\(40\)"):
+                                               r".*set_fanout_threads\(40\)") as warned:
         got = [int(hit.at) for hit in WideHit.query("/set")]
+    assert [warning.filename for warning in warned] == [__file__]  # the application's line
     assert got == list(range(2 * WIDE))
     set_fanout_threads(None)
     assert fanout_threads() >= WIDE  # back to the default: the max_workers declared
+
+
+def test_a_query_in_flight_when_a_model_grows_the_pool_finishes_exactly(dynamodb_models: BindModels,
+                                                                        default_pool: None) -> None:
+    dynamodb_models(QueuedHit)
+    with QueuedHit.batch_write() as batch:
+        for at in range(48):
+            batch.save(QueuedHit("/q", at))
+    held, go = threading.Event(), threading.Event()
+
+    def hold(**_: Any) -> None:
+        held.set()
+        assert go.wait(60)
+
+    events = QueuedHit._get_connection().connection.client.meta.events
+    events.register("before-send.dynamodb.Query", hold, unique_id="test-held-across-growth")
+    got: list[int] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            got.extend(int(hit.at) for hit in QueuedHit.query("/q", page_size=4))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert held.wait(60)  # its first requests run on the pool, 14 shards wait in its queue
+        before = fanout_threads()
+        Sharding(HashedShards(8), max_workers=before + 1)  # a model module imported meanwhile
+        assert fanout_threads() == before + 1  # a new pool; the old one shut down
+    finally:
+        go.set()
+        reader.join(120)
+        events.unregister("before-send.dynamodb.Query", unique_id="test-held-across-growth")
+    assert errors == []
+    assert got == list(range(48))

@@ -78,6 +78,37 @@ def test_read_count_is_the_largest_count_in_the_history() -> None:
     assert ShardState(count=3, last_updated=1.0).read_count == 3
 
 
+def _state(*counts: int) -> ShardState:
+    """A state whose history holds ``counts``, oldest first, the last one current."""
+    history = tuple(HistoryEntry(float(10 * n), count) for n, count in enumerate(counts, start=1))
+    return ShardState(count=counts[-1], last_updated=history[-1].at, history=history)
+
+
+@pytest.mark.parametrize(("counts", "floor"), [
+    ((1, 2, 4, 8), 8),     # grown only: nothing is moved down
+    ((8, 2), 2),           # shrunk: the shards above 2 are moved out of
+    ((2, 1, 2), 1),        # shrunk, grown again before the compaction trimmed it
+    ((8, 4, 2, 4), 2),     # the lowest shrink still in the history counts
+    ((1, 4, 2, 8), 2),
+    ((4,), 4),             # a trimmed history: its current count only
+])
+def test_the_moving_floor_is_the_lowest_shrink_left_in_the_history(counts: tuple[int, ...], floor: int) -> None:
+    assert _state(*counts).moving_floor == floor
+
+
+def test_a_state_without_history_has_its_count_as_moving_floor() -> None:
+    assert ShardState(count=3, last_updated=1.0).moving_floor == 3
+
+
+@given(st.lists(counts, min_size=1, max_size=12))
+def test_the_moving_floor_never_exceeds_the_count_and_is_a_count_of_the_history(history: list[int]) -> None:
+    floor = _state(*history).moving_floor
+    assert floor <= history[-1]
+    assert floor in history
+    if history == sorted(history):
+        assert floor == history[-1]  # only growths: nothing to move down
+
+
 def test_newer_than_orders_by_lock_value() -> None:
     old = ShardState(count=2, last_updated=10.0)
     new = ShardState(count=1, last_updated=10.001)

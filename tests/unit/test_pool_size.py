@@ -3,6 +3,8 @@ declared, and what ``set_fanout_threads`` or the environment variable set wins o
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from pynamodb_sharding import HashedShards, Sharding, _pool, fanout_threads, set_fanout_threads
@@ -63,3 +65,38 @@ def test_a_bad_size_is_refused_naming_the_fix(threads: object) -> None:
     with pytest.raises(ValueError, match=r"set_fanout_threads\(.*\): expected a positive int, e\.g\. 32, or None"):
         set_fanout_threads(threads)  # type: ignore[arg-type]
     assert fanout_threads() == 32
+
+
+def test_an_empty_environment_variable_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYNAMODB_SHARDING_FANOUT_THREADS", " ")
+    Sharding(HashedShards(64), max_workers=64)
+    assert fanout_threads() == 64
+
+
+def test_a_malformed_environment_variable_fails_the_first_read_not_the_declaration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYNAMODB_SHARDING_FANOUT_THREADS", "many")
+    Sharding(HashedShards(64), max_workers=64)  # a model module still imports
+    with pytest.raises(ValueError, match=r"PYNAMODB_SHARDING_FANOUT_THREADS='many': expected a positive number"):
+        fanout_threads()
+
+
+def test_a_submit_to_a_pool_replaced_meanwhile_goes_to_the_new_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another thread replaced the pool (a model declaring more max_workers) between this
+    # caller's fanout_executor() and its submit: the old pool, shut down, refuses the task.
+    old, new = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
+    old.shutdown()
+    handed = iter([old, new, new])
+    monkeypatch.setattr(_pool, "fanout_executor", lambda: next(handed))
+    try:
+        assert _pool.fanout_submit(lambda x: x + 1, 41).result(timeout=10) == 42
+    finally:
+        new.shutdown()
+
+
+def test_a_submit_refused_by_the_current_pool_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()  # as at interpreter shutdown: the pool was not replaced
+    monkeypatch.setattr(_pool, "fanout_executor", lambda: closed)
+    with pytest.raises(RuntimeError, match="cannot schedule new futures"):
+        _pool.fanout_submit(lambda: None)

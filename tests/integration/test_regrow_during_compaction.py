@@ -1,0 +1,238 @@
+"""A DynamicShards key grown again while a compaction still moves its items down (DynamoDB Local).
+
+The key was grown to 2, shrunk to 1 and the settle time passed: a compaction plans its moves
+out of shard 2 with the count 1. Before it sends them, the application grows the key to 2
+again (a throttle after the cooldown, or ``grow()``). The job goes on with the moves it
+planned (its count is cached, its page planned); a merged read of the grown key must still
+treat shard 2 as moved out of (read first), or it misses the items that move behind it (found
+by an adversarial trial: 25 of 35 items returned, ``count()`` 15 of 35, without an error).
+
+Two "processes" share one table and one metadata table: JobProc runs ``compact``; App reads
+and grows. Each has its own count cache. Time is an injected clock, so nothing sleeps.
+
+Items: shard 1 holds at=0..9 and 200..204, shard 2 holds at=100..119 (35 items). A merged query
+with page_size=5 that has returned 0..9,100,101 has read shard 1 up to 204 (its page [200..204]
+is prefetched) but shard 2 only up to 109: an item moved from shard 2 (110..119) into shard 1
+now lies behind shard 1's position and is gone from shard 2.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _shard_requests
+from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding.migration import JobOptions, compact
+from tests.clock import Clock
+from tests.raw import put_raw, raw_items
+
+KEY = "hot"
+CLOCK = Clock(1_000_000.0)          # epoch seconds, shared by both processes (no skew)
+APP_TIMER = Clock(0.0)              # the app's cache timer
+JOB_TIMER = Clock(0.0)              # the job's cache timer
+
+
+class LeadShards(ShardMetadata):
+    class Meta:
+        table_name = "regrow_compact_shards"
+
+
+class App(ShardedModel):
+    class Meta:
+        table_name = "regrow_compact_log"
+        max_pool_connections = 16
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute()
+    shards = Sharding(DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1,
+                                    clock=CLOCK, timer=APP_TIMER))
+
+
+class JobProc(ShardedModel):
+    """The compaction job's process: same table, its own cache."""
+
+    Meta = App.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute()
+    shards = Sharding(DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1,
+                                    clock=CLOCK, timer=JOB_TIMER))
+
+
+EXPECTED = [*range(10), *range(100, 120), *range(200, 205)]
+
+
+def stored() -> dict[int, int]:
+    """at -> shard, as the table holds it."""
+    return {int(r["at"]["N"]): int(r["sensor"]["S"].rpartition("_")[2]) for r in raw_items(App)}
+
+
+@pytest.fixture
+def options() -> JobOptions:
+    return JobOptions(total_segments=1, page_size=100, threads=1,
+                      checkpoint_table=f"regrow_ckpt_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def shrunk(dynamodb_models: Callable[..., Any]) -> None:
+    """Key grown to 2 (30 items over shards 1 and 2), then shrunk to 1, settled."""
+    dynamodb_models(App, JobProc)
+    CLOCK.now = 1_000_000.0
+    APP_TIMER.now = JOB_TIMER.now = 0.0
+    assert App.shards.grow(KEY) == 2
+    CLOCK.now += 12  # growth in effect (cache_ttl + clock_skew = 11)
+    APP_TIMER.now += 12
+    manager = shard_manager(App)
+    put_raw(App, [{"sensor": {"S": manager.physical_key(KEY, 1)}, "at": {"N": str(a)}, "value": {"N": str(a)}}
+                  for a in [*range(10), *range(200, 205)]]
+            + [{"sensor": {"S": manager.physical_key(KEY, 2)}, "at": {"N": str(a)}, "value": {"N": str(a)}}
+               for a in range(100, 120)])
+    assert sorted(int(i.at) for i in App.query(KEY, consistent_read=True)) == EXPECTED
+    CLOCK.now += 100
+    APP_TIMER.now += 100
+    assert App.shards.shrink(KEY, to=1) == 1
+    CLOCK.now += 12  # past settle: compaction may move shard 2's items
+    APP_TIMER.now += 12
+    JOB_TIMER.now += 112
+
+
+def _on_first_move(model: type[Any], action: Callable[[], None]) -> Callable[[], None]:
+    """Run ``action`` once, just before the job's first TransactWriteItems is sent."""
+    client = botocore_client(model)
+    fired = []
+
+    def hook(**_: Any) -> None:
+        if not fired:
+            fired.append(True)
+            action()
+
+    client.meta.events.register("before-call.dynamodb.TransactWriteItems", hook, unique_id="regrow-hook")
+    return lambda: client.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
+                                                 unique_id="regrow-hook")
+
+
+@pytest.mark.usefixtures("shrunk")
+def test_a_query_of_the_grown_key_while_the_planned_moves_run_returns_every_item(options: JobOptions) -> None:
+    held: dict[str, Any] = {}
+
+    def regrow_and_start_query() -> None:
+        assert App.shards.grow(KEY) == 2
+        held["moving_out"] = shard_manager(App).moving_out(KEY)
+        results = iter(App.query(KEY, page_size=5))
+        held["first"] = [int(next(results).at) for _ in range(12)]
+        held["results"] = results
+
+    undo = _on_first_move(JobProc, regrow_and_start_query)
+    try:
+        report = compact(JobProc, options)
+    finally:
+        undo()
+    got = held["first"] + [int(item.at) for item in held["results"]]
+    assert report.tally.moved == 20  # the moves planned with the count 1 went on
+    assert held["moving_out"] == (2,)  # the grown key's shard 2: still moved out of
+    assert got == EXPECTED  # in order, each once
+    assert sorted(stored()) == EXPECTED  # the table holds each item once
+    assert sorted(int(item.at) for item in App.query(KEY, consistent_read=True)) == EXPECTED
+
+
+@pytest.mark.usefixtures("shrunk")
+def test_a_count_of_the_grown_key_while_the_planned_moves_run_counts_every_item(
+        options: JobOptions, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shard 1's requests wait until the job's moves are done; shard 2's go at once.
+    manager = shard_manager(App)
+    shard1, shard2 = manager.physical_key(KEY, 1), manager.physical_key(KEY, 2)
+    shard2_read, moves_done = threading.Event(), threading.Event()
+    result: dict[str, Any] = {}
+    original = _shard_requests.ShardQuery.__call__
+
+    def held(self: Any, hash_value: Any, start: Any, limit: Any = None) -> Any:
+        if "counting" in result and hash_value == shard1:
+            assert moves_done.wait(60)
+        reply = original(self, hash_value, start, limit)
+        if "counting" in result and hash_value == shard2:
+            shard2_read.set()
+        return reply
+
+    monkeypatch.setattr(_shard_requests.ShardQuery, "__call__", held)
+
+    def count() -> None:
+        try:
+            result["count"] = App.count(KEY)
+        except BaseException as exc:  # reported below
+            result["error"] = exc
+            shard2_read.set()
+
+    def regrow_and_start_count() -> None:
+        assert App.shards.grow(KEY) == 2
+        result["counting"] = True
+        result["thread"] = thread = threading.Thread(target=count)
+        thread.start()
+        assert shard2_read.wait(60)  # shard 2 counted before the moves
+
+    undo = _on_first_move(JobProc, regrow_and_start_count)
+    try:
+        report = compact(JobProc, options)
+    finally:
+        undo()
+        moves_done.set()
+    result["thread"].join(60)
+    assert "error" not in result
+    assert report.tally.moved == 20
+    assert result["count"] == len(EXPECTED)  # each item once: not 15, not 55
+    assert len(stored()) == len(EXPECTED)
+
+
+@pytest.mark.usefixtures("shrunk")
+def test_without_a_regrow_shard_2_is_read_first_too(options: JobOptions) -> None:
+    held: dict[str, Any] = {}
+
+    def start_query() -> None:
+        App.shards.refresh(KEY)
+        held["moving_out"] = shard_manager(App).moving_out(KEY)
+        results = iter(App.query(KEY, page_size=5))
+        held["first"] = [int(next(results).at) for _ in range(12)]
+        held["results"] = results
+
+    undo = _on_first_move(JobProc, start_query)
+    try:
+        compact(JobProc, options)
+    finally:
+        undo()
+    assert held["moving_out"] == (2,)
+    assert held["first"] + [int(item.at) for item in held["results"]] == EXPECTED
+
+
+def test_once_the_compaction_trimmed_the_history_the_grown_key_reads_its_shards_at_once(
+        dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+    dynamodb_models(App, JobProc)
+    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
+    assert App.shards.grow(KEY) == 2
+    _tick(12)
+    for at in range(20):
+        App(KEY, at, value=at).save()
+    _tick(100)
+    App.shards.shrink(KEY, to=1)
+    _tick(12)
+    report = compact(JobProc, options)
+    assert any("trimmed 1 keys" in note for note in report.notes), report.notes
+    assert App.shards.refresh(KEY) == 1
+    _tick(100)
+    assert App.shards.grow(KEY) == 2
+    assert shard_manager(App).moving_out(KEY) == ()  # no shrink left in the history: no read first
+    assert sorted(int(item.at) for item in App.query(KEY)) == list(range(20))
+
+
+def _tick(seconds: float) -> None:
+    """Both processes' clocks move together (no skew)."""
+    CLOCK.now += seconds
+    APP_TIMER.now += seconds
+    JOB_TIMER.now += seconds

@@ -237,7 +237,8 @@ def fanout_threads() -> int:
 
 
 def set_fanout_threads(threads: int | None) -> None:
-    """Set the size of the shared fan-out pool (default 32, or ``PYNAMODB_SHARDING_FANOUT_THREADS``).
+    """Set the size of the shared fan-out pool (by default ``PYNAMODB_SHARDING_FANOUT_THREADS``,
+    else 32 grown to the largest ``max_workers`` declared).
 
     Call it at start-up (e.g. in a Django ``AppConfig.ready`` or a Flask app factory). Requests
     already started finish on the previous pool; every later one, also of a query already

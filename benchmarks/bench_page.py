@@ -161,17 +161,12 @@ WIDE_KEYS = tuple(f"/wide/{n}" for n in range(10))
 LONG = sharded("Long16", RandomShards(16))
 
 
-class PlainFeedReplayed(Model):
+class PlainFeedReplayed(PlainFeed):
     """PlainFeed's twin, read through the replay server."""
 
     class Meta:
         table_name = "bench_page_plain_replayed"
         max_pool_connections = 64
-
-    path = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    day = UnicodeAttribute()
-    body = UnicodeAttribute()
 
 
 #: The models read through the replay server: (shards, limit, latency) -> model.

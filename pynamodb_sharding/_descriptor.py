@@ -15,7 +15,7 @@ import functools
 import weakref
 from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
 
 import attrs
 from pynamodb.indexes import GlobalSecondaryIndex
@@ -327,6 +327,16 @@ class Sharding:
             f"strategy and cannot be assigned; construct the item and save it."
         )
         raise AttributeError(msg)
+
+
+class ReadWatch(Protocol):
+    """What a merged read calls after each shard page it takes (see :meth:`ShardManager.count_watch`)."""
+
+    def planned(self, floor: int) -> None:
+        """The read found its shards (see :func:`pynamodb_sharding._fanout.planned_floor`)."""
+
+    def __call__(self) -> None:
+        """Raise before a page taken now is used, if it may miss items."""
 
 
 @attrs.frozen
@@ -661,6 +671,14 @@ class ShardManager(Generic[_M]):
         floor = getattr(self.strategy, "moving_floor", None)
         current = self.first_shard + (floor(self.key(key)) if callable(floor) else self.shard_count(key))
         return legacy + tuple(shard for shard in shards if shard >= current)
+
+    def count_watch(self, key: str) -> ReadWatch | None:
+        """For a merged read of ``key`` that starts now: what to call after each shard page it
+        takes, to stop it before a compaction of a count lowered meanwhile could make it miss
+        items (see :class:`~pynamodb_sharding._dynamic.CountWatch`); ``None`` for a strategy
+        whose count no job lowers under a running read."""
+        watch = getattr(self.strategy, "count_watch", None)
+        return watch(self.key(key)) if callable(watch) else None
 
     def move_targets(self, item: _M, shard: int) -> tuple[int, ...]:
         """Where a move of ``item`` out of its misplaced ``shard`` puts it, best first.

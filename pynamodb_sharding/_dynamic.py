@@ -41,6 +41,7 @@ from pynamodb_sharding._exceptions import (
     IndexThrottleError,
     MetadataRequestError,
     ShardCountConflictError,
+    ShardCountLoweredError,
     ShardingDefinitionError,
     ShardingError,
     ShrinkTargetError,
@@ -60,7 +61,7 @@ from pynamodb_sharding._metadata import (
     region_model,
 )
 from pynamodb_sharding._periods import template_of
-from pynamodb_sharding._pool import pause
+from pynamodb_sharding._pool import new_lock, pause
 from pynamodb_sharding._protocol import FleetProtocol, InForce, ProtocolFollower, StoredProtocol
 from pynamodb_sharding._regions import current_route
 from pynamodb_sharding._strategies import HistoryEntry, ItemKey, KeySpace, ShardKey
@@ -300,6 +301,57 @@ def _check_metadata_model(metadata_model: object) -> None:
             f"the table the shard counts are kept in."
         )
         raise ShardingDefinitionError(msg)
+
+
+class CountWatch:
+    """Keeps a merged read of a ``DynamicShards`` key open for long (an export iterating it) from
+    missing items a compaction moves meanwhile.
+
+    ``compact`` moves the items of the shards above a lowered count down ``settle`` seconds after
+    the shrink (every process's cached count shows it by then), into shards whose pages a read
+    planned before the shrink may already hold, behind its position. A read is safe from that
+    until ``settle`` seconds after the count it was planned with was read (its ``deadline``).
+    Called after each shard page the read takes: past the deadline, the key's count is read
+    again; if a shrink lowered the shards being emptied below those the read was planned with
+    (:attr:`ShardState.moving_floor`), it raises :class:`ShardCountLoweredError` (every item
+    returned so far is right; the read resumes from its cursor), else the read is safe until
+    ``settle`` seconds after that read. Pages taken before the deadline need nothing.
+    """
+
+    def __init__(self, strategy: DynamicShards, shard_key: ShardKey, deadline: float, started: float) -> None:
+        self._strategy = strategy
+        self._key = shard_key
+        self._floor: int | None = None
+        self._deadline = deadline
+        self._started = started
+        self._lock = new_lock()
+
+    def planned(self, floor: int) -> None:
+        """The read found its shards: it reads first those from ``first shard + floor`` on
+        (the shards a job may be emptying), or, reading none first, ``floor`` shards."""
+        self._floor = floor
+
+    def __call__(self) -> None:
+        timer = self._strategy.store.timer
+        if self._floor is None or timer() <= self._deadline:
+            return
+        with self._lock:  # one read for the shards' pages that arrive meanwhile
+            if timer() <= self._deadline:
+                return
+            sent = timer()
+            strategy, space, key = self._strategy, self._key.space, self._key.value
+            state = strategy.store.load(strategy._namespace(space), key, owner=strategy._owner(space))
+            floor = strategy.initial if state is None else state.moving_floor
+            if floor < self._floor:  # a job may empty shards the read did not read first
+                msg = (
+                    f"{space.model_name}: the shard count of key {key!r} was lowered (to {floor}) while this "
+                    f"merged read was open ({sent - self._started:.0f} s): a compaction may move items of its "
+                    f"shards above {floor} behind the read's position, so it stopped before it could miss any. "
+                    f"Every item returned so far is right: resume the read from its last_evaluated_key (or page "
+                    f"token), which reads the shards being emptied first."
+                )
+                raise ShardCountLoweredError(msg)
+            self._deadline = sent + strategy.protocol_in_force().settle
 
 
 class DynamicShards:
@@ -657,6 +709,18 @@ class DynamicShards:
         """
         state = self._state(shard_key.space, shard_key.value)
         return self.initial if state is None else state.moving_floor
+
+    def count_watch(self, shard_key: ShardKey) -> CountWatch:
+        """A :class:`CountWatch` for a merged read of ``key`` that starts now, before it finds
+        its shards (it reads nothing)."""
+        timer = self.store.timer
+        started = timer()
+        in_force = self.protocol_in_force()
+        # The count the read is planned with was read at most cache_ttl before it starts
+        # (cached reads) or after it started (fresh reads); a compaction moves nothing of a
+        # shrink made after that read before settle seconds have passed since the shrink.
+        safe_for = in_force.settle if self._fresh_reads() else max(0.0, in_force.settle - in_force.cache_ttl)
+        return CountWatch(self, shard_key, started + safe_for, started)
 
     def read_shards(self, shard_key: ShardKey) -> tuple[int, ...]:
         space, key = shard_key.space, shard_key.value

@@ -25,7 +25,7 @@ ends with that section's URL::
         │   ├── MetadataRequestError                            (also PutError)
         │   │   └── HomeHandoverError
         │   └── FixedShardCountError, GrowthPolicyError, ShrinkTargetError,
-        │       ShardCountConflictError, FleetProtocolError
+        │       ShardCountConflictError, ShardCountLoweredError, FleetProtocolError
         ├── MigrationError                jobs and adoption
         │   └── AmbiguousLegacyKeyError, LegacyMoveError, ArchiveError
         └── DeliveryError                 the delivery recipe
@@ -78,6 +78,7 @@ __all__ = [  # noqa: RUF022 - in the order of the tree above, group by group
     "GrowthPolicyError",
     "ShrinkTargetError",
     "ShardCountConflictError",
+    "ShardCountLoweredError",
     "FleetProtocolError",
     "MigrationError",
     "AmbiguousLegacyKeyError",
@@ -382,6 +383,15 @@ class ShardCountConflictError(MetadataError):
     """
 
     code = "count-conflict"
+
+
+class ShardCountLoweredError(MetadataError):
+    """A merged read of a ``DynamicShards`` key stayed open while the key's shard count was
+    lowered: a compaction may move items behind its position, so it stopped before it could
+    miss any. Resume it from its ``last_evaluated_key`` (or page token).
+    """
+
+    code = "count-lowered"
 
 
 class FleetProtocolError(MetadataError):

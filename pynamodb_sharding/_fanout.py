@@ -16,7 +16,7 @@ import functools
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,6 +39,7 @@ from pynamodb_sharding._exceptions import ShardKeyError, caller_stacklevel
 from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import sharded_index
+from pynamodb_sharding._keys import LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, STARTS_AT_POSITION, Page, ShardMerge, SortValue, Start, sort_value
 from pynamodb_sharding._merged_results import MergedResultIterator
 from pynamodb_sharding._point_reads import (
@@ -245,6 +246,8 @@ def merged_query(
         "scan_index_forward": scan_index_forward,
     }
     until = range_end(model, range_key_condition, index_name)
+    # Made before the count is read (it reads nothing): see CountWatch.
+    watch = shard_manager(model).count_watch(hash_key) if shards is None and index_name is None else None
     early = (EarlyFirstPages.start(model, hash_key, query_options, attributes_to_get, rate_limit=rate_limit,
                                     limit=limit, page_size=page_size, share_mode=filter_condition is None,
                                     max_workers=max_workers, first_only=until is not None)
@@ -275,6 +278,8 @@ def merged_query(
 
     hash_values = dict(plan.hash_values)
     first_reads = plan.first_reads
+    if watch is not None:
+        watch.planned(planned_floor(model, plan.hash_values, first_reads))
     if first_reads:
         early = None  # its first page may have been read before the first reads: not used
     elif early is not None and not early.valid():
@@ -308,6 +313,12 @@ def merged_query(
         return attrs.evolve(page, items=items, count=page.count - (len(page.items) - len(items)))
 
     def fetch_page(shard: int, start: Start) -> Page:
+        page = take_page(shard, start)
+        if watch is not None:
+            watch()  # a page taken while the key's count was lowered: stop before it is merged
+        return page
+
+    def take_page(shard: int, start: Start) -> Page:
         if first_reads:
             read_first.wait()
             first = read_first.take(shard, start) if shard in first_reads else None
@@ -382,6 +393,8 @@ def merged_query(
                        unique_streams=first_reads if index_name is not None else (),
                        unique_keys=shard_manager(model).keeps_keys_unique,
                        ties_are_copies=index_name is None,
+                       moved_from=(moved_from(plan, meta.hash_keyname, every_shard=shards is None)
+                                   if index_name is None and plan.shard_name is None else None),
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),
@@ -411,6 +424,24 @@ def tie_shard(model: type[Any], hash_key: Any) -> Callable[[RawValue], int | Non
         return number if logical == hash_key else None
 
     return shard
+
+
+def moved_from(plan: QueryPlan, hash_name: str, *, every_shard: bool) -> Callable[[RawKey], bool] | None:
+    """Whether a table key (a cursor's tie) is in a stream of ``plan`` a job moves items out of,
+    or, for a plan of ``every_shard`` of its key, in none of its streams (a shard a compaction
+    emptied and trimmed away, a bare key adopted): its item moved or is gone
+    (``ShardMerge(moved_from=...)``); ``None`` when neither can be."""
+    moving = {plan.hash_value(shard) for shard in plan.first_reads}
+    present = {plan.hash_value(shard) for shard in plan.hash_values}
+    if not moving and not every_shard:
+        return None
+
+    def is_moving(key: RawKey) -> bool:
+        value = key.get(hash_name)
+        stored = value.get("S") if isinstance(value, dict) else None
+        return stored in moving or (every_shard and stored not in present)
+
+    return is_moving
 
 
 def resume_starts(plan: QueryPlan, state: CursorState) -> dict[int, Start]:
@@ -475,6 +506,7 @@ def merged_count(
     # Where finding the shards costs a request (a DynamicShards count read, or read again once
     # its cache expired), the shards this process last read are counted meanwhile, as a merged
     # query's first pages are; only those the count read names are added up.
+    watch = manager.count_watch(hash_key) if shards is None and index_name is None else None
     early, version = (_early_counts(model, hash_key, send, limit, first_only=until is not None)
                       if shards is None and index_name is None and limit != 0 else ({}, None))
     moving = manager.legacy_unsharded or (
@@ -499,6 +531,8 @@ def merged_count(
         start: RawKey | None = None
         while not done.is_set():
             data = send(value, start)
+            if watch is not None:
+                watch()
             with lock:
                 total += data[CAMEL_COUNT]
                 if limit is not None and total >= limit:
@@ -508,6 +542,8 @@ def merged_count(
                 return
 
     plan = plan_query(model, hash_key, shards, index_name, consistent_read, True, until=until)
+    if watch is not None:
+        watch.planned(planned_floor(model, plan.hash_values, plan.first_reads))
     if early and not manager.early_pages_valid(hash_key, version):
         early = {}  # the count changed since the guess: those shards are counted again
     values = list(plan.hash_values.values())
@@ -529,6 +565,8 @@ def merged_count(
     try:
         for result in counted_early:
             counted = result()  # not under the lock: on an event loop this waits by yielding
+            if watch is not None:
+                watch()
             with lock:
                 total += counted
         for future in futures:
@@ -544,6 +582,17 @@ def merged_count(
     if trace is not None:
         trace.end()
     return min(total, limit) if limit is not None else total
+
+
+def planned_floor(model: type[Any], hash_values: Mapping[int, Any], first_reads: Collection[int]) -> int:
+    """What a merged read of a ``DynamicShards`` key was planned with, for its
+    :class:`~pynamodb_sharding._dynamic.CountWatch`: the shards it reads first start at
+    ``first shard + floor`` (a job may be emptying them); reading none first, ``floor`` is the
+    number of its shards."""
+    moving = [shard for shard in first_reads if shard != LEGACY_SHARD]
+    if moving:
+        return min(moving) - shard_manager(model).first_shard
+    return sum(1 for shard in hash_values if shard != LEGACY_SHARD)
 
 
 def _early_counts(model: type[Any], hash_key: Any, send: ShardQuery, limit: int | None, *,

@@ -737,6 +737,11 @@ class ShardCountStore:
 
     # -- reads ---------------------------------------------------------------------------
 
+    @property
+    def timer(self) -> Callable[[], float]:
+        """The cache's monotonic clock."""
+        return self._timer
+
     def cached(self, namespace: str, key: str) -> ShardState | None:
         """The cached state, or ``None``; never reads the table."""
         with self._lock:

@@ -26,7 +26,14 @@ from typing import Any
 import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetadata, _shard_requests
+from pynamodb_sharding import (
+    DynamicShards,
+    ShardCountLoweredError,
+    ShardedModel,
+    Sharding,
+    ShardMetadata,
+    _shard_requests,
+)
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.migration import JobOptions, compact
@@ -236,3 +243,88 @@ def _tick(seconds: float) -> None:
     CLOCK.now += seconds
     APP_TIMER.now += seconds
     JOB_TIMER.now += seconds
+
+
+def _grown_with_items(dynamodb_models: Callable[..., Any]) -> None:
+    """The key at 2 shards: shard 1 holds 0..9 and 200..204, shard 2 holds 100..119."""
+    dynamodb_models(App, JobProc)
+    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
+    assert App.shards.grow(KEY) == 2
+    _tick(12)
+    manager = shard_manager(App)
+    put_raw(App, [{"sensor": {"S": manager.physical_key(KEY, 1)}, "at": {"N": str(a)}, "value": {"N": str(a)}}
+                  for a in [*range(10), *range(200, 205)]]
+            + [{"sensor": {"S": manager.physical_key(KEY, 2)}, "at": {"N": str(a)}, "value": {"N": str(a)}}
+               for a in range(100, 120)])
+
+
+def test_a_query_kept_open_across_a_shrink_and_its_compaction_stops_and_resumes_exactly(
+        dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+    # An export reads part of the key, then waits; meanwhile the key is shrunk and compacted:
+    # shard 2's 110..119 move into shard 1, behind the page of shard 1 the query holds.
+    _grown_with_items(dynamodb_models)
+    results = App.query(KEY, page_size=5)
+    got = [int(next(results).at) for _ in range(12)]
+    _tick(100)
+    App.shards.shrink(KEY, to=1)
+    _tick(12)
+    report = compact(JobProc, options)
+    assert report.tally.moved == 20
+    with pytest.raises(ShardCountLoweredError, match=r"App: the shard count of key 'hot' was lowered \(to 1\) "
+                                                     r"while this merged read was open .* resume the read"):
+        for item in results:
+            got.append(int(item.at))
+    assert got == EXPECTED[:len(got)]  # what it returned before it stopped is right
+    resumed = App.query(KEY, last_evaluated_key=results.last_evaluated_key)
+    assert got + [int(item.at) for item in resumed] == EXPECTED
+
+
+def test_a_count_kept_open_across_a_shrink_stops(dynamodb_models: Callable[..., Any],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _grown_with_items(dynamodb_models)
+    original = _shard_requests.ShardQuery.__call__
+    shrunk: list[bool] = []
+
+    def slow(self: Any, hash_value: Any, start: Any, limit: Any = None) -> Any:
+        reply = original(self, hash_value, start, limit)
+        if not shrunk:  # the first shard's page came back; then the count waits and the key shrinks
+            shrunk.append(True)
+            _tick(100)
+            App.shards.shrink(KEY, to=1)
+            _tick(12)
+        return reply
+
+    monkeypatch.setattr(_shard_requests.ShardQuery, "__call__", slow)
+    with pytest.raises(ShardCountLoweredError):
+        App.count(KEY)
+
+
+def test_a_query_kept_open_without_a_shrink_goes_on(dynamodb_models: Callable[..., Any]) -> None:
+    _grown_with_items(dynamodb_models)
+    results = App.query(KEY, page_size=5)
+    got = [int(next(results).at) for _ in range(12)]
+    _tick(100)
+    App.shards.grow(KEY)  # a growth moves nothing: the query goes on
+    _tick(100)
+    got.extend(int(item.at) for item in results)
+    assert got == EXPECTED
+
+
+def test_a_page_boundary_before_a_shrink_and_its_compaction_repeats_nothing(
+        dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+    # A web page of 20 items ends on 109 of shard 2; before the next page is asked for, the key
+    # is shrunk and compacted (109 and the rest of shard 2 move into shard 1, and the history
+    # is trimmed: shard 2 is read no more). The next page starts right after 109, once each.
+    _grown_with_items(dynamodb_models)
+    first = App.query(KEY, limit=20)
+    page = [int(item.at) for item in first]
+    assert page == EXPECTED[:20]
+    assert page[-1] == 109
+    cursor = first.last_evaluated_key
+    _tick(100)
+    App.shards.shrink(KEY, to=1)
+    _tick(12)
+    report = compact(JobProc, options)
+    assert any("trimmed 1 keys" in note for note in report.notes), report.notes
+    assert set(stored().values()) == {1}
+    assert page + [int(item.at) for item in App.query(KEY, last_evaluated_key=cursor)] == EXPECTED

@@ -710,12 +710,15 @@ class DynamicShards:
         state = self._state(shard_key.space, shard_key.value)
         return self.initial if state is None else state.moving_floor
 
-    def count_watch(self, shard_key: ShardKey) -> CountWatch:
+    def count_watch(self, shard_key: ShardKey) -> CountWatch | None:
         """A :class:`CountWatch` for a merged read of ``key`` that starts now, before it finds
-        its shards (it reads nothing)."""
+        its shards (it reads nothing); ``None`` when counts are not cached (``cache_ttl=0``):
+        a job then moves items at once after a shrink, and no read is known safe for any time."""
+        in_force = self.protocol_in_force()
+        if in_force.settle <= 0:
+            return None
         timer = self.store.timer
         started = timer()
-        in_force = self.protocol_in_force()
         # The count the read is planned with was read at most cache_ttl before it starts
         # (cached reads) or after it started (fresh reads); a compaction moves nothing of a
         # shrink made after that read before settle seconds have passed since the shrink.

@@ -328,3 +328,29 @@ def test_a_page_boundary_before_a_shrink_and_its_compaction_repeats_nothing(
     assert any("trimmed 1 keys" in note for note in report.notes), report.notes
     assert set(stored().values()) == {1}
     assert page + [int(item.at) for item in App.query(KEY, last_evaluated_key=cursor)] == EXPECTED
+
+
+class UncachedShards(ShardMetadata):
+    class Meta:
+        table_name = "regrow_uncached_shards"
+
+
+class Uncached(ShardedModel):
+    """A table whose fleet protocol caches no count."""
+
+    class Meta:
+        table_name = "regrow_uncached"
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    shards = Sharding(DynamicShards(UncachedShards, max_shards=8, cache_ttl=0))
+
+
+def test_a_read_of_a_key_whose_count_is_not_cached_has_no_watch(dynamodb_models: Callable[..., Any]) -> None:
+    # cache_ttl=0: a job moves at once after a shrink; no read is known safe for any time, and
+    # checking the count after every page would cost a request a page.
+    dynamodb_models(App, Uncached)
+    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
+    assert shard_manager(Uncached).strategy.settle_seconds() == 0  # type: ignore[attr-defined]
+    assert shard_manager(Uncached).count_watch("k") is None
+    assert shard_manager(App).count_watch("k") is not None

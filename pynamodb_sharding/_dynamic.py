@@ -703,9 +703,9 @@ class DynamicShards:
         """The lowest count a job may be moving ``key``'s items down to: the current count, or
         the count of a shrink still in the history (a compaction trims it once done) when that
         is lower. A compaction that read the lowered count may go on moving items out of the
-        shards above it after the key grew again (its count cached for up to ``cache_ttl``,
-        its page of moves planned before): reads treat those shards as moved out of until the
-        history is trimmed.
+        shards above it after the key grew again (the moves of a page it planned before, for as
+        long as the page takes): reads treat those shards as moved out of until the history is
+        trimmed (by the compaction of a later shrink: see ``trim_histories``).
         """
         state = self._state(shard_key.space, shard_key.value)
         return self.initial if state is None else state.moving_floor

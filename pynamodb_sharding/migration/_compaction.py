@@ -71,8 +71,12 @@ def trim_histories(job: CompactJob, *, left_waiting: bool = False) -> list[str]:
     for item in meta.scan(meta.model == namespace, consistent_read=True):
         key = item.partition_key
         state = store.load(namespace, key, owner=owner)
-        if state is None or (state.read_count <= state.count and state.moving_floor >= state.count):
-            continue  # no shard above the count, and no shrink left in the history (grown again since)
+        if state is None or state.read_count <= state.count:
+            # No shard above the count. A key grown again since its shrink keeps the shrink in
+            # its history: another compact run may still be moving items down with the moves
+            # it planned from the lowered count (its page of moves is not bounded in time), and
+            # reads read those shards first until a later shrink's compaction trims it.
+            continue
         # Since the count changed (as read now), or since this job republished it to the hot-key
         # hints that writers read (a lost publish): a writer may use the old count a while after.
         age = strategy.clock() - state.last_updated

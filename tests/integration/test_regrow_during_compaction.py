@@ -44,6 +44,7 @@ KEY = "hot"
 CLOCK = Clock(1_000_000.0)          # epoch seconds, shared by both processes (no skew)
 APP_TIMER = Clock(0.0)              # the app's cache timer
 JOB_TIMER = Clock(0.0)              # the job's cache timer
+OTHER_TIMER = Clock(0.0)            # a second job's cache timer
 
 
 class LeadShards(ShardMetadata):
@@ -75,6 +76,18 @@ class JobProc(ShardedModel):
                                     clock=CLOCK, timer=JOB_TIMER))
 
 
+class OtherJobProc(ShardedModel):
+    """A second compaction run's process (another worker, or a run started again)."""
+
+    Meta = App.Meta
+
+    sensor = UnicodeAttribute(hash_key=True)
+    at = NumberAttribute(range_key=True)
+    value = NumberAttribute()
+    shards = Sharding(DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1,
+                                    clock=CLOCK, timer=OTHER_TIMER))
+
+
 EXPECTED = [*range(10), *range(100, 120), *range(200, 205)]
 
 
@@ -92,9 +105,9 @@ def options() -> JobOptions:
 @pytest.fixture
 def shrunk(dynamodb_models: Callable[..., Any]) -> None:
     """Key grown to 2 (30 items over shards 1 and 2), then shrunk to 1, settled."""
-    dynamodb_models(App, JobProc)
+    dynamodb_models(App, JobProc, OtherJobProc)
     CLOCK.now = 1_000_000.0
-    APP_TIMER.now = JOB_TIMER.now = 0.0
+    APP_TIMER.now = JOB_TIMER.now = OTHER_TIMER.now = 0.0
     assert App.shards.grow(KEY) == 2
     CLOCK.now += 12  # growth in effect (cache_ttl + clock_skew = 11)
     APP_TIMER.now += 12
@@ -110,6 +123,7 @@ def shrunk(dynamodb_models: Callable[..., Any]) -> None:
     CLOCK.now += 12  # past settle: compaction may move shard 2's items
     APP_TIMER.now += 12
     JOB_TIMER.now += 112
+    OTHER_TIMER.now += 112
 
 
 def _on_first_move(model: type[Any], action: Callable[[], None]) -> Callable[[], None]:
@@ -221,7 +235,7 @@ def test_without_a_regrow_shard_2_is_read_first_too(options: JobOptions) -> None
 def test_once_the_compaction_trimmed_the_history_the_grown_key_reads_its_shards_at_once(
         dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
     dynamodb_models(App, JobProc)
-    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
+    CLOCK.now, APP_TIMER.now, JOB_TIMER.now, OTHER_TIMER.now = 1_000_000.0, 0.0, 0.0, 0.0
     assert App.shards.grow(KEY) == 2
     _tick(12)
     for at in range(20):
@@ -239,16 +253,17 @@ def test_once_the_compaction_trimmed_the_history_the_grown_key_reads_its_shards_
 
 
 def _tick(seconds: float) -> None:
-    """Both processes' clocks move together (no skew)."""
+    """Every process's clocks move together (no skew)."""
     CLOCK.now += seconds
     APP_TIMER.now += seconds
     JOB_TIMER.now += seconds
+    OTHER_TIMER.now += seconds
 
 
 def _grown_with_items(dynamodb_models: Callable[..., Any]) -> None:
     """The key at 2 shards: shard 1 holds 0..9 and 200..204, shard 2 holds 100..119."""
     dynamodb_models(App, JobProc)
-    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
+    CLOCK.now, APP_TIMER.now, JOB_TIMER.now, OTHER_TIMER.now = 1_000_000.0, 0.0, 0.0, 0.0
     assert App.shards.grow(KEY) == 2
     _tick(12)
     manager = shard_manager(App)
@@ -350,7 +365,38 @@ def test_a_read_of_a_key_whose_count_is_not_cached_has_no_watch(dynamodb_models:
     # cache_ttl=0: a job moves at once after a shrink; no read is known safe for any time, and
     # checking the count after every page would cost a request a page.
     dynamodb_models(App, Uncached)
-    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
+    CLOCK.now, APP_TIMER.now, JOB_TIMER.now, OTHER_TIMER.now = 1_000_000.0, 0.0, 0.0, 0.0
     assert shard_manager(Uncached).strategy.settle_seconds() == 0  # type: ignore[attr-defined]
     assert shard_manager(Uncached).count_watch("k") is None
     assert shard_manager(App).count_watch("k") is not None
+
+
+@pytest.mark.usefixtures("shrunk")
+def test_another_run_does_not_trim_the_grown_key_while_the_first_still_moves(options: JobOptions) -> None:
+    # Found by a second adversarial trial: run B planned its moves with the count 1; the key is
+    # grown again, and past the settle time a second run A compacts: it must not trim the
+    # key's history (B still moves shard 2's items down), or a query reads the shards at once.
+    held: dict[str, Any] = {}
+
+    def regrow_another_run_then_query() -> None:
+        assert App.shards.grow(KEY) == 2
+        _tick(12)  # B's page of moves goes on (a rate-limited page takes minutes)
+        other = JobOptions(total_segments=1, page_size=100, threads=1,
+                           checkpoint_table=f"regrow_ckpt_{uuid.uuid4().hex[:8]}")
+        held["notes"] = compact(OtherJobProc, other).notes
+        App.shards.refresh(KEY)
+        held["moving_out"] = shard_manager(App).moving_out(KEY)
+        results = iter(App.query(KEY, page_size=5))
+        held["first"] = [int(next(results).at) for _ in range(12)]
+        held["results"] = results
+
+    undo = _on_first_move(JobProc, regrow_another_run_then_query)
+    try:
+        report = compact(JobProc, options)
+    finally:
+        undo()
+    assert report.tally.moved == 20
+    assert any("trimmed 0 keys" in note for note in held["notes"]), held["notes"]
+    assert held["moving_out"] == (2,)
+    assert held["first"] + [int(item.at) for item in held["results"]] == EXPECTED
+    assert sorted(stored()) == EXPECTED

@@ -39,7 +39,7 @@ from pynamodb_sharding._exceptions import ShardKeyError, caller_stacklevel
 from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import sharded_index
-from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding._merge import SHARE_SLACK, STARTS_AT_POSITION, Page, ShardMerge, SortValue, Start, sort_value
 from pynamodb_sharding._merged_results import MergedResultIterator
 from pynamodb_sharding._point_reads import (
@@ -589,7 +589,8 @@ def planned_floor(model: type[Any], hash_values: Mapping[int, Any], first_reads:
     :class:`~pynamodb_sharding._dynamic.CountWatch`: the shards it reads first start at
     ``first shard + floor`` (a job may be emptying them); reading none first, ``floor`` is the
     number of its shards."""
-    moving = [shard for shard in first_reads if shard != LEGACY_SHARD]
+    # A shard read first that the layout writes too is a stream of its own, FIRST_READ above it.
+    moving = [shard - FIRST_READ if shard >= FIRST_READ else shard for shard in first_reads if shard != LEGACY_SHARD]
     if moving:
         return min(moving) - shard_manager(model).first_shard
     return sum(1 for shard in hash_values if shard != LEGACY_SHARD)

@@ -35,7 +35,9 @@ from pynamodb_sharding import (
     _shard_requests,
 )
 from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._fanout import planned_floor
 from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding.migration import JobOptions, compact
 from tests.clock import Clock
 from tests.raw import put_raw, raw_items
@@ -400,3 +402,13 @@ def test_another_run_does_not_trim_the_grown_key_while_the_first_still_moves(opt
     assert held["moving_out"] == (2,)
     assert held["first"] + [int(item.at) for item in held["results"]] == EXPECTED
     assert sorted(stored()) == EXPECTED
+
+
+@pytest.mark.parametrize(("streams", "first_reads", "floor"), [
+    ((1, 2, 3, 4), (), 4),                       # nothing read first: its shards
+    ((1, 2, 3, 4), (3, 4), 2),                   # shards 3 and 4 read first: a floor of 2
+    ((1, 2, FIRST_READ + 2), (FIRST_READ + 2,), 1),  # shard 2 read first and again as written
+    ((LEGACY_SHARD, 1, 2), (LEGACY_SHARD,), 2),  # a bare legacy key is not a shard
+])
+def test_the_floor_a_read_is_planned_with(streams: tuple[int, ...], first_reads: tuple[int, ...], floor: int) -> None:
+    assert planned_floor(App, dict.fromkeys(streams, "value"), frozenset(first_reads)) == floor

@@ -393,8 +393,6 @@ def merged_query(
                        unique_streams=first_reads if index_name is not None else (),
                        unique_keys=shard_manager(model).keeps_keys_unique,
                        ties_are_copies=index_name is None,
-                       moved_from=(moved_from(plan, meta.hash_keyname, every_shard=shards is None)
-                                   if index_name is None and plan.shard_name is None else None),
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),
@@ -424,24 +422,6 @@ def tie_shard(model: type[Any], hash_key: Any) -> Callable[[RawValue], int | Non
         return number if logical == hash_key else None
 
     return shard
-
-
-def moved_from(plan: QueryPlan, hash_name: str, *, every_shard: bool) -> Callable[[RawKey], bool] | None:
-    """Whether a table key (a cursor's tie) is in a stream of ``plan`` a job moves items out of,
-    or, for a plan of ``every_shard`` of its key, in none of its streams (a shard a compaction
-    emptied and trimmed away, a bare key adopted): its item moved or is gone
-    (``ShardMerge(moved_from=...)``); ``None`` when neither can be."""
-    moving = {plan.hash_value(shard) for shard in plan.first_reads}
-    present = {plan.hash_value(shard) for shard in plan.hash_values}
-    if not moving and not every_shard:
-        return None
-
-    def is_moving(key: RawKey) -> bool:
-        value = key.get(hash_name)
-        stored = value.get("S") if isinstance(value, dict) else None
-        return stored in moving or (every_shard and stored not in present)
-
-    return is_moving
 
 
 def resume_starts(plan: QueryPlan, state: CursorState) -> dict[int, Start]:

@@ -236,10 +236,6 @@ class ShardMerge:
         ties_are_copies: without ``copies``: items of one sort value are copies of one logical
             key (a table query); ``False``: they are items of their own (an index query whose
             items never move), each told by its table key.
-        moved_from: without ``copies``: whether a position's tie (its table key) is in a stream
-            a job moves items out of now (one of ``shadowed``): the item the position returned
-            from there may have moved into another stream since, where its copy at the
-            position's value is skipped as the tie's (a page boundary before a compaction).
     """
 
     def __init__(
@@ -264,7 +260,6 @@ class ShardMerge:
         unique_streams: Collection[int] = (),
         unique_keys: bool = False,
         ties_are_copies: bool = True,
-        moved_from: Callable[[RawKey], bool] | None = None,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -329,7 +324,6 @@ class ShardMerge:
         self._resume_ties: tuple[Tie, ...] = ()
         self._unique_keys = unique_keys
         self._ties_are_copies = ties_are_copies
-        self._moved_from = moved_from
         #: ``id()`` of held items a batch passes over: those the position resumed from returned.
         self._dropped: set[int] = set()
         if after is not None and after.ties:
@@ -798,10 +792,8 @@ class ShardMerge:
         if not self._ties_are_copies:
             self._drop_returned_entries(stream)
             return
-        moved_from = self._moved_from
         stands_for_copies = (self._unique_keys or stream.shard in self._shadowed
-                             or any(tie.copy or (moved_from is not None and moved_from(tie.key))
-                                    for tie in self._resume_ties))
+                             or any(tie.copy for tie in self._resume_ties))
         items = stream.items
         while stream.index < len(items):
             item = items[stream.index]

@@ -339,19 +339,18 @@ class CountWatch:
             if timer() <= self._deadline:
                 return
             sent = timer()
-            strategy, space, key = self._strategy, self._key.space, self._key.value
-            state = strategy.store.load(strategy._namespace(space), key, owner=strategy._owner(space))
-            floor = strategy.initial if state is None else state.moving_floor
+            floor = self._strategy.moving_floor(self._key, fresh=True)
             if floor < self._floor:  # a job may empty shards the read did not read first
                 msg = (
-                    f"{space.model_name}: the shard count of key {key!r} was lowered (to {floor}) while this "
-                    f"merged read was open ({sent - self._started:.0f} s): a compaction may move items of its "
-                    f"shards above {floor} behind the read's position, so it stopped before it could miss any. "
+                    f"{self._key.space.model_name}: the shard count of key {self._key.value!r} was lowered "
+                    f"(to {floor}) while this merged read was open ({sent - self._started:.0f} s): a compaction "
+                    f"may move items of its shards above {floor} behind the read's position, so it stopped "
+                    f"before it could miss any. "
                     f"Every item returned so far is right: resume the read from its last_evaluated_key (or page "
                     f"token), which reads the shards being emptied first."
                 )
                 raise ShardCountLoweredError(msg)
-            self._deadline = sent + strategy.protocol_in_force().settle
+            self._deadline = sent + self._strategy.protocol_in_force().settle
 
 
 class DynamicShards:
@@ -699,15 +698,17 @@ class DynamicShards:
         state = self._state(space, key)
         return self.initial if state is None else state.count
 
-    def moving_floor(self, shard_key: ShardKey) -> int:
+    def moving_floor(self, shard_key: ShardKey, *, fresh: bool = False) -> int:
         """The lowest count a job may be moving ``key``'s items down to: the current count, or
         the count of a shrink still in the history (a compaction trims it once done) when that
         is lower. A compaction that read the lowered count may go on moving items out of the
         shards above it after the key grew again (the moves of a page it planned before, for as
         long as the page takes): reads treat those shards as moved out of until the history is
-        trimmed (by the compaction of a later shrink: see ``trim_histories``).
+        trimmed (by the compaction of a later shrink: see ``trim_histories``). ``fresh``: from
+        the key's item read now, not the cached count.
         """
-        state = self._state(shard_key.space, shard_key.value)
+        space, key = shard_key.space, shard_key.value
+        state = self._load(space, key) if fresh else self._state(space, key)
         return self.initial if state is None else state.moving_floor
 
     def count_watch(self, shard_key: ShardKey) -> CountWatch | None:
@@ -727,10 +728,7 @@ class DynamicShards:
 
     def read_shards(self, shard_key: ShardKey) -> tuple[int, ...]:
         space, key = shard_key.space, shard_key.value
-        if self._fresh_reads():
-            state = self.store.load(self._namespace(space), key, owner=self._owner(space))
-        else:
-            state = self._state(space, key)
+        state = self._load(space, key) if self._fresh_reads() else self._state(space, key)
         return tuple(range(1, (self.initial if state is None else state.read_count) + 1))
 
     def likely_read_count(self, shard_key: ShardKey) -> tuple[int, tuple[Any, ...]] | None:
@@ -777,10 +775,7 @@ class DynamicShards:
         .. versionadded:: 0.1.0
         """
         space, key = shard_key.space, shard_key.value
-        if fresh and self._fresh_reads():
-            state = self.store.load(self._namespace(space), key, owner=self._owner(space))
-        else:
-            state = self._state(space, key)
+        state = self._load(space, key) if fresh and self._fresh_reads() else self._state(space, key)
         if state is None:
             return self.initial
         if all(entry.count != state.count for entry in state.history):
@@ -1271,7 +1266,7 @@ class DynamicShards:
     def history(self, shard_key: ShardKey) -> list[HistoryEntry]:
         """The recorded count changes of ``key``, oldest first (read from the table)."""
         space, key = shard_key.space, shard_key.value
-        state = self.store.load(self._namespace(space), key, owner=self._owner(space))
+        state = self._load(space, key)
         return [] if state is None else list(state.history)
 
     def refresh(self, shard_key: ShardKey) -> int:
@@ -1281,6 +1276,10 @@ class DynamicShards:
         return self.shard_count(shard_key)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _load(self, space: KeySpace, key: str) -> ShardState | None:
+        """The state of ``key`` read from the table now (and cached); ``None`` without an item."""
+        return self.store.load(self._namespace(space), key, owner=self._owner(space))
 
     def _namespace(self, space: KeySpace) -> str:
         return self.namespace if self.namespace is not None else space.namespace
@@ -1378,7 +1377,7 @@ class DynamicShards:
     def _fresh_state(self, space: KeySpace, key: str) -> ShardState:
         """The state of ``key`` as this region's replica holds it now; its item is created (at
         home) when the replica shows none."""
-        state = self.store.load(self._namespace(space), key, owner=self._owner(space))
+        state = self._load(space, key)
         if state is None:
             state = self.store.create(self._namespace(space), key, self.initial, self.clock(), owner=self._owner(space))
         return state

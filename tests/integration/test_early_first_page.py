@@ -221,6 +221,18 @@ class CompactingLog(EagerLog):
     shards = Sharding(DynamicShards(EagerShards, max_shards=8, cache_ttl=0, clock_skew=0, fresh_reads=True))
 
 
+def _read_over_4_shards(dynamodb_models: Callable[..., Any]) -> None:
+    """40 items of KEY over 4 shards (and in a plain model), counted once: this process last
+    read the key over 4 shards."""
+    dynamodb_models(EagerLog, PlainLog)
+    EagerLog.shards.grow(KEY)
+    EagerLog.shards.grow(KEY)  # 4 shards
+    for at in range(40):
+        EagerLog(KEY, at).save()
+        PlainLog(KEY, at).save()
+    assert EagerLog.count(KEY) == 40
+
+
 @pytest.mark.parametrize("read", ["query", "count"])
 def test_a_compaction_while_the_count_is_read_is_not_missed(dynamodb_models: Callable[..., Any], read: str) -> None:
     """Found by an adversarial trial: the 4 early pages of a key this process read over 4 shards
@@ -229,13 +241,7 @@ def test_a_compaction_while_the_count_is_read_is_not_missed(dynamodb_models: Cal
     before the moves, must not stand for shard 1. All 40 items, as a plain model holds them."""
     from pynamodb_sharding.migration import compact
 
-    dynamodb_models(EagerLog, PlainLog)
-    EagerLog.shards.grow(KEY)
-    EagerLog.shards.grow(KEY)  # 4 shards
-    for at in range(40):
-        EagerLog(KEY, at).save()
-        PlainLog(KEY, at).save()
-    assert EagerLog.count(KEY) == 40  # this process last read the key over 4 shards
+    _read_over_4_shards(dynamodb_models)
     CompactingLog.shards.shrink(KEY, to=1)
     answered = threading.Semaphore(0)
     held: list[bool] = []
@@ -379,13 +385,7 @@ def test_a_count_read_answered_late_in_another_thread_does_not_validate_early_pa
     not go back: A's early pages are dropped and A returns all 40 items, as B does."""
     from pynamodb_sharding.migration import compact
 
-    dynamodb_models(EagerLog, PlainLog)
-    EagerLog.shards.grow(KEY)
-    EagerLog.shards.grow(KEY)  # 4 shards
-    for at in range(40):
-        EagerLog(KEY, at).save()
-        PlainLog(KEY, at).save()
-    assert EagerLog.count(KEY) == 40  # this process last saw the key over 4 shards
+    _read_over_4_shards(dynamodb_models)
     store = EagerLog.shards.strategy.store
     main = threading.current_thread()
     other: dict[str, threading.Thread] = {}

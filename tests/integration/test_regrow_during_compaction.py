@@ -54,6 +54,11 @@ class LeadShards(ShardMetadata):
         table_name = "regrow_compact_shards"
 
 
+def _counts(timer: Clock) -> DynamicShards:
+    """One process's DynamicShards of the table: the same settings, its own cache timer."""
+    return DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1, clock=CLOCK, timer=timer)
+
+
 class App(ShardedModel):
     class Meta:
         table_name = "regrow_compact_log"
@@ -62,8 +67,7 @@ class App(ShardedModel):
     sensor = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     value = NumberAttribute()
-    shards = Sharding(DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1,
-                                    clock=CLOCK, timer=APP_TIMER))
+    shards = Sharding(_counts(timer=APP_TIMER))
 
 
 class JobProc(ShardedModel):
@@ -74,8 +78,7 @@ class JobProc(ShardedModel):
     sensor = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     value = NumberAttribute()
-    shards = Sharding(DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1,
-                                    clock=CLOCK, timer=JOB_TIMER))
+    shards = Sharding(_counts(timer=JOB_TIMER))
 
 
 class OtherJobProc(ShardedModel):
@@ -86,8 +89,7 @@ class OtherJobProc(ShardedModel):
     sensor = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     value = NumberAttribute()
-    shards = Sharding(DynamicShards(LeadShards, max_shards=8, cache_ttl=10, clock_skew=1,
-                                    clock=CLOCK, timer=OTHER_TIMER))
+    shards = Sharding(_counts(timer=OTHER_TIMER))
 
 
 EXPECTED = [*range(10), *range(100, 120), *range(200, 205)]

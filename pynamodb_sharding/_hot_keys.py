@@ -189,7 +189,8 @@ class HotKeyHints:
             self._lists[namespace] = read
             return read
 
-        return single_flight(self._lock, self._reading, namespace, lambda: self._read(namespace), keep)
+        return single_flight(self._lock, self._reading, namespace, lambda: self._read(namespace), keep,
+                             lambda: self._lists.get(namespace))
 
     def entry(self, namespace: str, key: str) -> HintEntry | None:
         """``key``'s newest unexpired entry in ``namespace``'s list (read once per ``ttl``; a

@@ -758,7 +758,8 @@ class ShardCountStore:
             state = self._cache.get(cache_key)
         if state is not None:
             return state
-        return self._single_flight(self._loading, cache_key, lambda: self._read(namespace, key, owner=owner)[0])
+        return self._single_flight(self._loading, cache_key, lambda: self._read(namespace, key, owner=owner)[0],
+                                   kept=lambda: self._cache.get(cache_key))
 
     def get_or_create(
         self, namespace: str, key: str, count: int, clock: Callable[[], float], *, owner: str
@@ -784,13 +785,15 @@ class ShardCountStore:
         flights: dict[_CacheKey, Future[ShardState | None]],
         cache_key: _CacheKey,
         call: Callable[[], ShardState | None],
+        *,
+        kept: Callable[[], ShardState | None] = lambda: None,
     ) -> ShardState | None:
         """Run ``call`` once for all the threads asking at the same time; cache its state."""
 
         def keep(state: ShardState | None) -> ShardState | None:
             return None if state is None else self._remember_locked(cache_key, state)
 
-        return single_flight(self._lock, flights, cache_key, call, keep)
+        return single_flight(self._lock, flights, cache_key, call, keep, kept)
 
     def load(self, namespace: str, key: str, *, owner: str, home: bool = False) -> ShardState | None:
         """Read ``key`` from the table now (bypassing the cache) and cache what was read.

@@ -119,13 +119,21 @@ _V = TypeVar("_V")
 
 
 def single_flight(lock: AbstractContextManager[Any], flights: dict[_K, Future[_V]], key: _K,
-                  call: Callable[[], _V], keep: Callable[[_V], _V]) -> _V:
+                  call: Callable[[], _V], keep: Callable[[_V], _V],
+                  kept: Callable[[], _V | None] = lambda: None) -> _V:
     """Run ``call`` once for every caller asking for ``key`` at the same time: the first runs it
     (``flights`` holds its future meanwhile, under ``lock``), the others wait for its result
     (yielding on the asyncio bridge). ``keep(result)`` runs under ``lock`` as the flight ends
-    (caching it) and gives what every caller gets; an exception is raised to them all."""
+    (caching it) and gives what every caller gets; an exception is raised to them all.
+
+    ``kept()`` (under ``lock``) gives what a flight that ended since the caller last looked kept,
+    or ``None``: a caller that missed the cache just before a flight ended takes its result
+    instead of starting another."""
     mine: Future[_V] = new_future()
     with lock:
+        ready = kept()
+        if ready is not None:
+            return ready
         flight = flights.setdefault(key, mine)
     if flight is not mine:
         return flight.result()

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import boto3
 import pytest
+from boto3.dynamodb.types import TypeDeserializer
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import DynamicShards, ShardedModel, Sharding
@@ -23,6 +24,7 @@ from pynamodb_sharding.testing.local import ServerProcess, find_installation, in
 from pynamodb_sharding.testing.replication import Replicator
 
 HOME, OTHER = "us-east-1", "eu-west-1"
+_deserialize = TypeDeserializer()
 KEY_ID, SECRET = "globaltables", "globaltables"  # one account in both regions
 #: Nothing listens there: a home region that cannot be reached, without leaving the machine.
 CLOSED_PORT = "http://127.0.0.1:9"
@@ -113,6 +115,13 @@ def metadata_item(region: Region, key: str) -> dict[str, Any] | None:
     )
     item: dict[str, Any] | None = found.get("Item")
     return item
+
+
+def metadata_values(region: Region, key: str) -> dict[str, Any] | None:
+    """The metadata item of ``key`` in ``region`` as DynamoDB compares it: numbers by value
+    (``{"N": "1796404070"}`` and ``{"N": "1796404070.0"}`` are the same), sets unordered."""
+    item = metadata_item(region, key)
+    return None if item is None else {name: _deserialize.deserialize(value) for name, value in item.items()}
 
 
 def history(region: Region, key: str) -> set[int]:

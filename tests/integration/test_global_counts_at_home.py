@@ -35,7 +35,7 @@ from tests.regions import (
     fresh_query,
     history,
     make_region,
-    metadata_item,
+    metadata_values,
     raw_log,
     replicator,
     stored_count,
@@ -72,7 +72,7 @@ class TestGrowAfterLosingAtHome:
             assert history(home, "hot") == {1, 2, 4}
             replication.resume()
             replication.settle()
-        assert metadata_item(other, "hot") == metadata_item(home, "hot")
+        assert metadata_values(other, "hot") == metadata_values(home, "hot")
         assert replication.overwritten == 0
 
     def test_a_smaller_change_at_home_is_grown_from(self, regions: tuple[Region, Region]) -> None:
@@ -88,7 +88,7 @@ class TestGrowAfterLosingAtHome:
             assert stored_count(home, "hot") == 2
             replication.resume()
             replication.settle()
-        assert metadata_item(other, "hot") == metadata_item(home, "hot")
+        assert metadata_values(other, "hot") == metadata_values(home, "hot")
         assert history(other, "hot") == {1, 2}
 
 
@@ -111,7 +111,7 @@ class TestShrinkAtHome:
             assert history(home, "hot") == {1, 2, 3, 4}
             replication.resume()
             replication.settle()
-        assert metadata_item(other, "hot") == metadata_item(home, "hot")
+        assert metadata_values(other, "hot") == metadata_values(home, "hot")
         assert fresh_query(other, "hot") == written
         assert fresh_query(home, "hot") == written
 

@@ -40,7 +40,16 @@ from pynamodb_sharding._forks import at_fork
 from pynamodb_sharding._host import table_connection
 from pynamodb_sharding._indexes import sharded_index
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
-from pynamodb_sharding._merge import SHARE_SLACK, STARTS_AT_POSITION, Page, ShardMerge, SortValue, Start, sort_value
+from pynamodb_sharding._merge import (
+    SHARE_SLACK,
+    STARTS_AT_POSITION,
+    UNKNOWN_PLACE,
+    Page,
+    ShardMerge,
+    SortValue,
+    Start,
+    sort_value,
+)
 from pynamodb_sharding._merged_results import MergedResultIterator
 from pynamodb_sharding._point_reads import (
     index_entries,
@@ -393,6 +402,8 @@ def merged_query(
                        unique_streams=first_reads if index_name is not None else (),
                        unique_keys=shard_manager(model).keeps_keys_unique,
                        ties_are_copies=index_name is None,
+                       tie_stream=(tie_streams(plan, meta.hash_keyname)
+                                   if index_name is None and shards is None and plan.shard_name is None else None),
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),
@@ -422,6 +433,20 @@ def tie_shard(model: type[Any], hash_key: Any) -> Callable[[RawValue], int | Non
         return number if logical == hash_key else None
 
     return shard
+
+
+def tie_streams(plan: QueryPlan, hash_name: str) -> Callable[[RawKey], int | None]:
+    """The stream of a plan of every shard of its key that holds a cursor tie's place (its
+    table key), ``None`` for a place the plan reads no more (``ShardMerge(tie_stream=...)``),
+    :data:`UNKNOWN_PLACE` for a key that is not one of its shards' (not a string)."""
+    streams = {str(value): shard for shard, value in plan.hash_values.items()}
+
+    def stream_of(key: RawKey) -> int | None:
+        value = key.get(hash_name)
+        stored = value.get("S") if isinstance(value, dict) else None
+        return streams.get(stored) if isinstance(stored, str) else UNKNOWN_PLACE
+
+    return stream_of
 
 
 def resume_starts(plan: QueryPlan, state: CursorState) -> dict[int, Start]:

@@ -33,6 +33,7 @@ from pynamodb_sharding._pool import BoundedSubmitter
 
 __all__ = [
     "STARTS_AT_POSITION",
+    "UNKNOWN_PLACE",
     "FetchPage",
     "Page",
     "ShardMerge",
@@ -48,6 +49,9 @@ _U = TypeVar("_U")
 #: No sort value seen yet.
 _NOTHING: Any = object()
 
+#: What ``ShardMerge(tie_stream=...)`` gives for a tie whose place it cannot tell: no stream's,
+#: and not gone (nothing is skipped as its copy).
+UNKNOWN_PLACE = -(2**31)
 #: The tie-break rank of a shadowed stream: after every real shard (the bare legacy key last).
 _LAST = 1 << 62
 
@@ -236,6 +240,13 @@ class ShardMerge:
         ties_are_copies: without ``copies``: items of one sort value are copies of one logical
             key (a table query); ``False``: they are items of their own (an index query whose
             items never move), each told by its table key.
+        tie_stream: for a table query of every shard of its key that may hold two items of one
+            key (not ``unique_keys``): the stream that holds the place of a position's tie (its
+            table key), ``None`` when no stream of this read does (a shard read no more: a
+            compaction emptied it). A tie gone from its place (that place read no more, or a
+            stream read first that holds it no longer) moved into another stream: there, one
+            item at the position's value is skipped as its copy. Without it, a position whose
+            tie stood for every copy (:attr:`Tie.copy`) skips every item at that value.
     """
 
     def __init__(
@@ -260,6 +271,7 @@ class ShardMerge:
         unique_streams: Collection[int] = (),
         unique_keys: bool = False,
         ties_are_copies: bool = True,
+        tie_stream: Callable[[RawKey], int | None] | None = None,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -324,6 +336,11 @@ class ShardMerge:
         self._resume_ties: tuple[Tie, ...] = ()
         self._unique_keys = unique_keys
         self._ties_are_copies = ties_are_copies
+        self._tie_stream = tie_stream
+        # The ties read again in their place (where the position returned them), and the stream
+        # that skipped an item as the copy of a tie gone from its place (once per tie).
+        self._ties_in_place: set[tuple[Any, ...]] = set()
+        self._tie_copies: dict[tuple[Any, ...], int] = {}
         #: ``id()`` of held items a batch passes over: those the position resumed from returned.
         self._dropped: set[int] = set()
         if after is not None and after.ties:
@@ -529,7 +546,9 @@ class ShardMerge:
             stream.pending = self._submit(stream.shard, stream.next_start())
         if not self.started:
             self.started = True
-            self._loading = list(self._streams)
+            # The streams read first are loaded first: whether a position's tie is still in its
+            # place there is known before another stream's items at its value are looked at.
+            self._loading = sorted(self._streams, key=lambda stream: stream.shard not in self._shadowed)
             for stream in self._streams:
                 stream.pending = self._submit(stream.shard, stream.start)
 
@@ -793,19 +812,46 @@ class ShardMerge:
             self._drop_returned_entries(stream)
             return
         stands_for_copies = (self._unique_keys or stream.shard in self._shadowed
-                             or any(tie.copy for tie in self._resume_ties))
+                             or (self._tie_stream is None and any(tie.copy for tie in self._resume_ties)))
         items = stream.items
         while stream.index < len(items):
             item = items[stream.index]
             if self._sort_key(item) != self._resume_value:
                 stream.at_position = False
                 return
-            if not (stands_for_copies or self._tie_marker(item) in self._resume_keys):
+            marker = self._tie_marker(item)
+            if marker in self._resume_keys:
+                self._ties_in_place.add(marker)
+            elif not (stands_for_copies or self._take_moved_tie(stream)):
                 stream.at_position = False
                 return
             stream.skipped = item
             stream.index += 1
             self.copies_dropped += 1
+
+    def _take_moved_tie(self, stream: _ShardStream) -> bool:
+        """Whether an item of ``stream`` at the position's value is the copy of a tie that
+        moved out of its place (counted once per tie: another item there is a second item of
+        the key, returned). A tie moved when its place is read no more, or is read first and
+        was read past the position's value without it."""
+        tie_stream = self._tie_stream
+        if tie_stream is None:
+            return False
+        streams = {other.shard: other for other in self._streams}
+        for tie in self._resume_ties:
+            marker = self._tie_marker(tie.key)
+            taken = self._tie_copies.get(marker)
+            if marker in self._ties_in_place or (taken is not None and taken != stream.shard):
+                continue
+            place = tie_stream(tie.key)
+            if place is not None:
+                held = streams.get(place)
+                if (place not in self._shadowed or held is None or not held.loaded
+                        or (held.at_position and held.page_key is not None)):
+                    continue  # items do not move out of it, or it is not read past the value yet
+            self._tie_copies[marker] = stream.shard
+            return True
+        return False
 
     def _drop_returned_entries(self, stream: _ShardStream) -> None:
         """An index query's stream started at the position's sort value: of the entries of that

@@ -439,7 +439,10 @@ def tie_streams(plan: QueryPlan, hash_name: str) -> Callable[[RawKey], int | Non
     """The stream of a plan of every shard of its key that holds a cursor tie's place (its
     table key), ``None`` for a place the plan reads no more (``ShardMerge(tie_stream=...)``),
     :data:`UNKNOWN_PLACE` for a key that is not one of its shards' (not a string)."""
-    streams = {str(value): shard for shard, value in plan.hash_values.items()}
+    streams: dict[str, int] = {}
+    for shard, value in plan.hash_values.items():
+        if str(value) not in streams or shard in plan.first_reads:  # a shard read first and again: first
+            streams[str(value)] = shard
 
     def stream_of(key: RawKey) -> int | None:
         value = key.get(hash_name)

@@ -245,8 +245,9 @@ class ShardMerge:
             table key), ``None`` when no stream of this read does (a shard read no more: a
             compaction emptied it). A tie gone from its place (that place read no more, or a
             stream read first that holds it no longer) moved into another stream: there, one
-            item at the position's value is skipped as its copy. Without it, a position whose
-            tie stood for every copy (:attr:`Tie.copy`) skips every item at that value.
+            item at the position's value is skipped as its copy. Without it, or for a tie of the
+            bare legacy key, a position whose tie stood for every copy (:attr:`Tie.copy`) skips
+            every item at that value.
     """
 
     def __init__(
@@ -812,7 +813,7 @@ class ShardMerge:
             self._drop_returned_entries(stream)
             return
         stands_for_copies = (self._unique_keys or stream.shard in self._shadowed
-                             or (self._tie_stream is None and any(tie.copy for tie in self._resume_ties)))
+                             or any(tie.copy and not self._placed(tie) for tie in self._resume_ties))
         items = stream.items
         while stream.index < len(items):
             item = items[stream.index]
@@ -829,6 +830,12 @@ class ShardMerge:
             stream.index += 1
             self.copies_dropped += 1
 
+    def _placed(self, tie: Tie) -> bool:
+        """Whether a tie's place can tell whether its item left it: a shard of the key, not the
+        bare legacy key (where a stale copy of an item a shard holds may stay: such a tie stands
+        for every copy at its value, as it did)."""
+        return self._tie_stream is not None and self._tie_stream(tie.key) not in (LEGACY_SHARD, UNKNOWN_PLACE)
+
     def _take_moved_tie(self, stream: _ShardStream) -> bool:
         """Whether an item of ``stream`` at the position's value is the copy of a tie that
         moved out of its place (counted once per tie: another item there is a second item of
@@ -841,7 +848,8 @@ class ShardMerge:
         for tie in self._resume_ties:
             marker = self._tie_marker(tie.key)
             taken = self._tie_copies.get(marker)
-            if marker in self._ties_in_place or (taken is not None and taken != stream.shard):
+            if (marker in self._ties_in_place or (taken is not None and taken != stream.shard)
+                    or not self._placed(tie)):
                 continue
             place = tie_stream(tie.key)
             if place is not None:

@@ -44,6 +44,7 @@ __all__ = [
     "TokenCodec",
     "decode_cursor",
     "encode_cursor",
+    "item_digest",
     "secret_keys",
 ]
 
@@ -84,10 +85,15 @@ class Tie:
     """An item returned at a position's sort value: its table key as stored (physical), and
     whether it stands for every other copy of its logical key there (it was in a place a job
     moves items out of, or the layout keeps logical keys unique), so that a copy read there
-    after a move is the same item, not a second copy of a duplicated key."""
+    after a move is the same item, not a second copy of a duplicated key.
+
+    ``digest``: on a layout that may hold two items of one key, :func:`item_digest` of the
+    item, so that a resumed query takes only an identical item for its copy once the item left
+    its place (``None`` in cursors made before it was kept)."""
 
     key: RawKey
     copy: bool = True
+    digest: bytes | None = None
 
 
 @attrs.frozen
@@ -142,6 +148,47 @@ def _value_to_json(value: Mapping[str, Any]) -> dict[str, str]:
     return {str(kind): str(inner)}
 
 
+#: The bytes of :func:`item_digest` a cursor keeps.
+DIGEST_BYTES = 8
+
+
+def _canonical(value: Mapping[str, Any]) -> Any:
+    """An attribute value in a form equal for two values DynamoDB holds equal: numbers by value,
+    sets unordered, binary as base64, maps and lists recursively."""
+    ((kind, inner),) = value.items()
+    if kind == "N":
+        return ["N", _number(inner)]
+    if kind == "NS":
+        return ["NS", sorted(_number(number) for number in inner)]
+    if kind in ("B", "BS"):
+        members = [inner] if kind == "B" else list(inner)
+        encoded = sorted(_value_to_json({"B": member})["B"] for member in members)
+        return [kind, encoded[0] if kind == "B" else encoded]
+    if kind == "SS":
+        return ["SS", sorted(inner)]
+    if kind == "M":
+        return ["M", {name: _canonical(member) for name, member in inner.items()}]
+    if kind == "L":
+        return ["L", [_canonical(member) for member in inner]]
+    return [kind, inner]  # S, BOOL, NULL
+
+
+def _number(text: str) -> str:
+    try:
+        return str(Decimal(text).normalize())
+    except InvalidOperation:
+        return text
+
+
+def item_digest(item: Mapping[str, Mapping[str, Any]], left_out: str) -> bytes:
+    """A digest of an item's attributes but ``left_out`` (the stored hash key, which a move
+    rewrites): equal for an item and its copy in another shard, and for nothing else but an
+    identical item."""
+    canonical = {name: _canonical(value) for name, value in item.items() if name != left_out}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).digest()[:DIGEST_BYTES]
+
+
 def _key_to_json(key: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     return {name: _value_to_json(value) for name, value in key.items()}
 
@@ -171,7 +218,7 @@ def encode_cursor(scope: CursorScope, state: CursorState) -> dict[str, Any]:
     if after is not None:
         body["after"] = {
             "value": None if after.value is None else _value_to_json(after.value),
-            "ties": [{"key": _key_to_json(tie.key), "copy": tie.copy} for tie in after.ties],
+            "ties": [_tie_to_json(tie) for tie in after.ties],
             "complete": after.complete,
         }
     body["positions"] = [
@@ -183,6 +230,13 @@ def encode_cursor(scope: CursorScope, state: CursorState) -> dict[str, Any]:
         body["also_returned"] = [{"shard": shard, "start_key": _key_to_json(key)} for shard, key in state.also_returned]
     body["checksum"] = _checksum(body)
     return body
+
+
+def _tie_to_json(tie: Tie) -> dict[str, Any]:
+    value: dict[str, Any] = {"key": _key_to_json(tie.key), "copy": tie.copy}
+    if tie.digest is not None:
+        value["digest"] = base64.b64encode(tie.digest).decode("ascii")
+    return value
 
 
 class _CursorReader:
@@ -299,9 +353,18 @@ class _CursorReader:
         return self._raw_value(None, self.sort_name or "", _value_to_json(value))
 
     def tie(self, value: object) -> Tie:
-        if not isinstance(value, dict) or set(value) != {"key", "copy"} or not isinstance(value["copy"], bool):
+        if (not isinstance(value, dict) or set(value) - {"digest"} != {"key", "copy"}
+                or not isinstance(value["copy"], bool)):
             raise self.fail(f"has a malformed tie {value!r}")
-        return Tie(self.tie_key(value["key"]), value["copy"])
+        digest = None
+        if "digest" in value:
+            try:
+                digest = base64.b64decode(value["digest"], validate=True) if isinstance(value["digest"], str) else b""
+            except (binascii.Error, ValueError):
+                digest = b""
+            if len(digest) != DIGEST_BYTES:
+                raise self.fail(f"has a malformed tie {value!r}")
+        return Tie(self.tie_key(value["key"]), value["copy"], digest)
 
     def tie_key(self, value: object) -> RawKey:
         if not isinstance(value, dict) or set(value) != self.tie_names:
@@ -525,6 +588,7 @@ _HAS_VALUE = 1
 _COMPLETE = 2
 _TIE_COPY = 1
 _TIE_SHARD = 2
+_TIE_DIGEST = 4
 
 
 def _pack_values(body: bytearray, names: Sequence[str], key: Mapping[str, Any], previous: dict[str, bytes]) -> None:
@@ -655,10 +719,13 @@ class TokenCodec:
             for tie in after.ties:
                 shard = (self.tie_shard(tie.key[self.hash_name])
                          if self.tie_shard is not None and self.hash_name in tie.key else None)
-                body.append((_TIE_COPY if tie.copy else 0) | (_TIE_SHARD if shard is not None else 0))
+                body.append((_TIE_COPY if tie.copy else 0) | (_TIE_SHARD if shard is not None else 0)
+                            | (_TIE_DIGEST if tie.digest is not None else 0))
                 if shard is not None:
                     body += _varint(shard + 1)
                 _pack_values(body, self._tie_stored(shard is not None), tie.key, previous_tie)
+                if tie.digest is not None:
+                    body += tie.digest
             body += _varint(len(state.positions))
             previous = dict.fromkeys(self._stored_names, b"")
             for shard in sorted(state.positions):
@@ -759,7 +826,7 @@ class TokenCodec:
         ties: list[Tie] = []
         for _ in range(count):
             (tie_flags,) = data.take(1)
-            if tie_flags & ~(_TIE_COPY | _TIE_SHARD):
+            if tie_flags & ~(_TIE_COPY | _TIE_SHARD | _TIE_DIGEST):
                 raise reader.fail("is malformed")
             rebuilt = bool(tie_flags & _TIE_SHARD)
             values = {}
@@ -768,7 +835,8 @@ class TokenCodec:
             values.update(_unpack_values(data, self._tie_stored(rebuilt), previous_tie, reader, "its position"))
             if self.sort_name in self.tie_names and value is not None:
                 values[self.sort_name] = value
-            ties.append(Tie(reader.tie_key(_key_to_json(values)), bool(tie_flags & _TIE_COPY)))
+            digest = bytes(data.take(DIGEST_BYTES)) if tie_flags & _TIE_DIGEST else None
+            ties.append(Tie(reader.tie_key(_key_to_json(values)), bool(tie_flags & _TIE_COPY), digest))
         positions = self._positions(data, hash_value, reader, dict.fromkeys(self._stored_names, b""))
         after = MergePosition(None if value is None else reader.position_value(value), tuple(ties),
                               bool(flags & _COMPLETE))

@@ -33,6 +33,7 @@ from pynamodb_sharding._cursor import (
     RawValue,
     TokenCodec,
     decode_cursor,
+    item_digest,
 )
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import ShardKeyError, caller_stacklevel
@@ -404,6 +405,7 @@ def merged_query(
                        ties_are_copies=index_name is None,
                        tie_stream=(tie_streams(plan, meta.hash_keyname)
                                    if index_name is None and shards is None and plan.shard_name is None else None),
+                       tie_digest=functools.partial(item_digest, left_out=meta.hash_keyname),
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),

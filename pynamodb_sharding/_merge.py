@@ -243,11 +243,14 @@ class ShardMerge:
         tie_stream: for a table query of every shard of its key that may hold two items of one
             key (not ``unique_keys``): the stream that holds the place of a position's tie (its
             table key), ``None`` when no stream of this read does (a shard read no more: a
-            compaction emptied it). A tie gone from its place (that place read no more, or a
-            stream read first that holds it no longer) moved into another stream: there, one
-            item at the position's value is skipped as its copy. Without it, or for a tie of the
-            bare legacy key, a position whose tie stood for every copy (:attr:`Tie.copy`) skips
-            every item at that value.
+            compaction emptied it).
+        tie_digest: with ``tie_stream``, the digest of an item that a position's ties keep
+            (:func:`~pynamodb_sharding._cursor.item_digest`). A tie gone from its place (that
+            place read no more, or a stream read first that was read past the position's value
+            without it) may have moved into another stream: there, an item at the position's
+            value with the tie's digest is skipped as its copy, once. A tie without a digest
+            (a cursor made before they were kept), or of the bare legacy key, that stood for
+            every copy (:attr:`Tie.copy`) skips every item at that value, as it did.
     """
 
     def __init__(
@@ -273,6 +276,7 @@ class ShardMerge:
         unique_keys: bool = False,
         ties_are_copies: bool = True,
         tie_stream: Callable[[RawKey], int | None] | None = None,
+        tie_digest: Callable[[RawItem], bytes] | None = None,
         fetch_share: FetchLimitedPage | None = None,
         share_slack: float = SHARE_SLACK,
         share_extra: int = 0,
@@ -337,7 +341,8 @@ class ShardMerge:
         self._resume_ties: tuple[Tie, ...] = ()
         self._unique_keys = unique_keys
         self._ties_are_copies = ties_are_copies
-        self._tie_stream = tie_stream
+        self._tie_stream = tie_stream if tie_digest is not None and not unique_keys else None
+        self._tie_digest = tie_digest if self._tie_stream is not None else None
         # The ties read again in their place (where the position returned them), and the stream
         # that skipped an item as the copy of a tie gone from its place (once per tie).
         self._ties_in_place: set[tuple[Any, ...]] = set()
@@ -813,7 +818,7 @@ class ShardMerge:
             self._drop_returned_entries(stream)
             return
         stands_for_copies = (self._unique_keys or stream.shard in self._shadowed
-                             or any(tie.copy and not self._placed(tie) for tie in self._resume_ties))
+                             or any(tie.copy and not self._told_apart(tie) for tie in self._resume_ties))
         items = stream.items
         while stream.index < len(items):
             item = items[stream.index]
@@ -823,33 +828,34 @@ class ShardMerge:
             marker = self._tie_marker(item)
             if marker in self._resume_keys:
                 self._ties_in_place.add(marker)
-            elif not (stands_for_copies or self._take_moved_tie(stream)):
+            elif not (stands_for_copies or self._take_moved_tie(stream, item)):
                 stream.at_position = False
                 return
             stream.skipped = item
             stream.index += 1
             self.copies_dropped += 1
 
-    def _placed(self, tie: Tie) -> bool:
-        """Whether a tie's place can tell whether its item left it: a shard of the key, not the
-        bare legacy key (where a stale copy of an item a shard holds may stay: such a tie stands
-        for every copy at its value, as it did)."""
-        return self._tie_stream is not None and self._tie_stream(tie.key) not in (LEGACY_SHARD, UNKNOWN_PLACE)
+    def _told_apart(self, tie: Tie) -> bool:
+        """Whether a tie's copies are told from second items of its key: it has a digest and a
+        place that can tell whether its item left it, a shard of the key, not the bare legacy
+        key (where a stale copy of an item a shard holds may stay)."""
+        return (tie.digest is not None and self._tie_stream is not None
+                and self._tie_stream(tie.key) not in (LEGACY_SHARD, UNKNOWN_PLACE))
 
-    def _take_moved_tie(self, stream: _ShardStream) -> bool:
-        """Whether an item of ``stream`` at the position's value is the copy of a tie that
-        moved out of its place (counted once per tie: another item there is a second item of
-        the key, returned). A tie moved when its place is read no more, or is read first and
-        was read past the position's value without it."""
-        tie_stream = self._tie_stream
-        if tie_stream is None:
+    def _take_moved_tie(self, stream: _ShardStream, item: RawItem) -> bool:
+        """Whether ``item``, of ``stream`` at the position's value, is the copy of a tie that
+        left its place: it has the tie's digest, the tie is not in its place (read no more, or
+        read first and read past the value without it) and no other stream took its copy."""
+        tie_stream, tie_digest = self._tie_stream, self._tie_digest
+        if tie_stream is None or tie_digest is None:
             return False
+        digest = tie_digest(item)
         streams = {other.shard: other for other in self._streams}
         for tie in self._resume_ties:
             marker = self._tie_marker(tie.key)
             taken = self._tie_copies.get(marker)
-            if (marker in self._ties_in_place or (taken is not None and taken != stream.shard)
-                    or not self._placed(tie)):
+            if (tie.digest != digest or marker in self._ties_in_place
+                    or (taken is not None and taken != stream.shard) or not self._told_apart(tie)):
                 continue
             place = tie_stream(tie.key)
             if place is not None:
@@ -998,8 +1004,10 @@ class ShardMerge:
             for stream in self._streams:
                 found, whole = self._returned_at(stream, at)
                 seen_all = seen_all and whole
+                digest = self._tie_digest
                 ties.extend(Tie({name: item[name] for name in names},
-                                self._ties_are_copies and (self._unique_keys or stream.shard in self._shadowed))
+                                self._ties_are_copies and (self._unique_keys or stream.shard in self._shadowed),
+                                None if digest is None else digest(item))
                             for item in found)
             ties = list({self._tie_marker(tie.key): tie for tie in ties}.values())
             complete = seen_all and len(ties) <= MAX_TIES

@@ -20,35 +20,29 @@ from tests.raw import put_raw, raw_items
 KEY = "feed"
 
 
-class Feed(ShardedModel):
-    class Meta:
-        table_name = "moved_tie_feed"
-        max_pool_connections = 16
-
-    feed = UnicodeAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    body = UnicodeAttribute()
-    shards = Sharding(RandomShards(4, previous_counts=(8,)))
+class FeedMeta:
+    table_name = "moved_tie_feed"
+    max_pool_connections = 16
 
 
-FeedBefore = Feed
-
-
-def _feed_after() -> type[ShardedModel]:
-    """The same model once the reshard is done and ``previous_counts`` is dropped (a deploy)."""
+def _feed(layout: RandomShards) -> type[ShardedModel]:
+    """The feed model as one deploy declares it (each deploy names it ``Feed``: a cursor names
+    its model)."""
 
     class Feed(ShardedModel):
-        Meta = FeedBefore.Meta
+        Meta = FeedMeta
 
         feed = UnicodeAttribute(hash_key=True)
         at = NumberAttribute(range_key=True)
         body = UnicodeAttribute()
-        shards = Sharding(RandomShards(4))
+        shards = Sharding(layout)
 
     return Feed
 
 
-FeedAfter = _feed_after()
+Feed: Any = _feed(RandomShards(4, previous_counts=(8,)))
+#: The same table once the reshard is done and ``previous_counts`` is dropped.
+FeedAfter: Any = _feed(RandomShards(4))
 
 
 def _physical(shard: int) -> str:

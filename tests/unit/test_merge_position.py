@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pynamodb.expressions.operand import Path
 
 from pynamodb_sharding._cursor import (
+    DIGEST_BYTES,
     MAX_TIES,
     CursorScope,
     CursorState,
@@ -58,10 +59,13 @@ def decode_table(cursor: object) -> CursorState:
 
 
 numbers = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
+digests = st.one_of(st.none(), st.binary(min_size=DIGEST_BYTES, max_size=DIGEST_BYTES))
 table_positions = st.builds(
     lambda at, shards, copy, complete: MergePosition(
-        {"N": at}, tuple(Tie(start_key(shard, at), copy) for shard in shards), complete),
-    numbers, st.lists(st.integers(1, 64), min_size=1, max_size=MAX_TIES, unique=True), st.booleans(), st.booleans(),
+        {"N": at}, tuple(Tie(start_key(shard, at), copy, digest) for shard, digest in shards), complete),
+    numbers, st.lists(st.tuples(st.integers(1, 64), digests), min_size=1, max_size=MAX_TIES,
+                      unique_by=lambda tie: tie[0]),
+    st.booleans(), st.booleans(),
 )
 
 
@@ -82,6 +86,35 @@ class TestTablePositions:
     def test_the_dict_round_trips_through_json(self, after: MergePosition) -> None:
         state = CursorState(after=after)
         assert decode_table(json.loads(json.dumps(encode_cursor(SCOPE, state)))) == state
+
+    def test_a_tie_s_digest_is_in_the_dict_only_when_it_has_one(self) -> None:
+        plain = encode_cursor(SCOPE, CursorState(after=MergePosition({"N": "1"}, (Tie(start_key(1, "1")),))))
+        assert set(plain["after"]["ties"][0]) == {"key", "copy"}  # the layout of cursors without one
+        kept = encode_cursor(SCOPE, CursorState(after=MergePosition({"N": "1"}, (Tie(start_key(1, "1"), False,
+                                                                                      b"\x01" * 8),))))
+        assert kept["after"]["ties"][0]["digest"] == "AQEBAQEBAQE="
+        assert decode_table(kept).after == MergePosition({"N": "1"}, (Tie(start_key(1, "1"), False, b"\x01" * 8),))
+
+    @pytest.mark.parametrize("digest", ["AQEB", "not base64!", 17, None])
+    def test_a_malformed_digest_is_refused(self, digest: object) -> None:
+        cursor = encode_cursor(SCOPE, CursorState(after=MergePosition({"N": "1"}, (Tie(start_key(1, "1"), False,
+                                                                                       b"\x01" * 8),))))
+        cursor["after"]["ties"][0]["digest"] = digest
+        from pynamodb_sharding._cursor import _checksum
+
+        cursor["checksum"] = _checksum({name: value for name, value in cursor.items() if name != "checksum"})
+        with pytest.raises(CursorError, match="malformed tie"):
+            decode_table(cursor)
+
+    def test_a_digest_adds_its_eight_bytes_to_the_token(self) -> None:
+        tokens = table_codec()
+        tie = Tie(start_key(3, "1456369249"), False)
+        without = tokens.encode(CursorState(after=MergePosition({"N": "1456369249"}, (tie,))))
+        with_digest = tokens.encode(CursorState(after=MergePosition(
+            {"N": "1456369249"}, (Tie(tie.key, False, b"\x07" * 8),))))
+        import base64
+
+        assert len(base64.urlsafe_b64decode(with_digest + "==")) == len(base64.urlsafe_b64decode(without + "==")) + 8
 
     def test_a_position_of_one_item_is_a_short_token(self) -> None:
         """A 16-shard page's token: the sort key once and the shard of the item returned."""

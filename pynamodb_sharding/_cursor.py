@@ -784,6 +784,11 @@ class TokenCodec:
         body, tag = packed[:-TOKEN_TAG_BYTES], packed[-TOKEN_TAG_BYTES:]
         keys = self.secrets or (_UNSIGNED_KEY,)
         if not any(hmac.compare_digest(self._tag(key, body), tag) for key in keys):
+            if not self.secrets:  # its check covers its query, not a secret of the application's
+                raise reader.fail(
+                    "belongs to another query (another key, index or direction), was edited or "
+                    "truncated, or was signed with a cursor secret (this model has none)"
+                )
             raise reader.fail(
                 "fails its signature: it was edited or truncated, belongs to another query "
                 "(key, index or direction), or was made with another cursor secret"

@@ -83,7 +83,9 @@ class LiveView:
 
     def phase_checked(self, phase: PhaseResult) -> None:
         if phase.errors:
-            example = " ".join(phase.errors[0].split())[:150]
+            example = " ".join(phase.errors[0].split())
+            if len(example) > 200:  # cut between words, and say so
+                example = example[:200].rsplit(" ", 1)[0] + " ..."
             self.console.print(f"  {phase.failed} writes given up, e.g. {example}", highlight=False, markup=False)
         self.console.print(f"  {phase.name} read back: {phase.check.describe()}", highlight=False)
 
@@ -99,6 +101,7 @@ def summary_table(result: DemoResult) -> Table:
         ("mean writes/s", lambda p: f"{p.mean_rate:.1f}"),
         ("writes/s, last third", lambda p: f"{p.rate_over_last(1 / 3):.1f}"),
         ("throttled attempts", lambda p: str(p.throttles)),
+        ("share of attempts throttled", lambda p: f"{p.throttles / max(1, p.throttles + p.acknowledged):.0%}"),
         ("writes given up", lambda p: str(p.failed)),
         ("final shard count", lambda p: str(p.final_shards)),
         ("items per shard", lambda p: ", ".join(f"{k or '-'}:{v}" for k, v in p.items_per_shard.items()) or "-"),
@@ -141,7 +144,9 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
     console.print(
         f"[bold]pynamodb-sharding demo[/bold]: {config.writers} writers, one hot key ({HOT_FILE}), "
         f"simulated limit {config.limit:g} write units/s per partition, "
-        f"{config.phase_seconds:g} s per phase"
+        f"{config.phase_seconds:g} s per phase; the sharded phase grows the key to at most "
+        f"{config.max_shards} shards (--max-shards), so its writers, offering more than "
+        f"{config.max_shards} partitions take, are still throttled at that count"
     )
     console.print(server_notice(), highlight=False)
     result = run_scenario(config, LiveView(console, config))

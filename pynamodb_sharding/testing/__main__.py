@@ -58,8 +58,13 @@ def roundtrip(items: int) -> int:
     return 0
 
 
+def _plain(text: str | None) -> str:
+    """A docstring as ``--help`` shows it: without reStructuredText's double backquotes."""
+    return (text or "").replace("``", "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pynamodb_sharding.testing", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m pynamodb_sharding.testing", description=_plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     install_command = commands.add_parser("install", help="install DynamoDB Local into the cache")

@@ -659,6 +659,19 @@ def running_dynamodb_local(*, timeout: float = 60.0) -> Iterator[DynamoDBLocal]:
         yield process.server
 
 
+def app_settings_lines(endpoint: str, region: str) -> list[str]:
+    """What ``serve`` prints after the exports: that the endpoint variable is the pytest
+    plugin's, and the PynamoDB settings file an application reaches the server through (as
+    shell comments, so that the whole output can be pasted)."""
+    return [
+        f"# {ENDPOINT_ENV} points this package's pytest fixtures here. An application reaches the",
+        "# server through PynamoDB's settings file (PynamoDB takes no host from the environment):",
+        f"#   printf 'host = \"{endpoint}\"\\nregion = \"{region}\"\\n' > pynamodb_settings.py",
+        "#   export PYNAMODB_CONFIG=$PWD/pynamodb_settings.py",
+        "# DynamoDB Local keeps one database per AWS_ACCESS_KEY_ID: use the same one everywhere.",
+    ]
+
+
 def serve(port: int | None = None, *, out: TextIO | None = None) -> None:
     """Run DynamoDB Local on 127.0.0.1, print its endpoint, and block until Ctrl-C or SIGTERM.
 
@@ -692,7 +705,10 @@ def serve(port: int | None = None, *, out: TextIO | None = None) -> None:
             print(f"export {ENDPOINT_ENV}={endpoint}", file=out)
             print(f"export AWS_DEFAULT_REGION={server.region}", file=out)
             print(f"export AWS_ACCESS_KEY_ID={server.aws_access_key_id}", file=out)
-            print(f"export AWS_SECRET_ACCESS_KEY={server.aws_secret_access_key}", file=out, flush=True)
+            print(f"export AWS_SECRET_ACCESS_KEY={server.aws_secret_access_key}", file=out)
+            for line in app_settings_lines(endpoint, server.region):
+                print(line, file=out)
+            out.flush()
             while process.running:
                 time.sleep(0.2)
             msg = f"DynamoDB Local at {endpoint} exited by itself: {process.output_tail()}"

@@ -103,6 +103,10 @@ class TestRefused:
         with pytest.raises(CursorError, match="another cursor secret"):
             codec((b"two",)).decode(codec().encode(self.state), physical)
         assert codec((b"two", b"one")).decode(signed, physical) == self.state
+        # A model without a secret does not speak of a signature it does not check.
+        with pytest.raises(CursorError, match=r"signed with a cursor secret \(this model has none\)") as refused:
+            codec().decode(signed, physical)
+        assert "fails its signature" not in str(refused.value)
 
     @pytest.mark.parametrize("token", ["", "A", "@@@@", "{\"version\": 1}"])
     def test_not_a_token(self, token: str) -> None:

@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 import attrs
@@ -173,9 +173,13 @@ def _canonical(value: Mapping[str, Any]) -> Any:
     return [kind, inner]  # S, BOOL, NULL
 
 
+#: More digits than DynamoDB keeps (38): normalising a number never rounds it.
+_NUMBER_CONTEXT = Context(prec=80)
+
+
 def _number(text: str) -> str:
     try:
-        return str(Decimal(text).normalize())
+        return str(Decimal(text).normalize(_NUMBER_CONTEXT))
     except InvalidOperation:
         return text
 

@@ -405,7 +405,10 @@ def merged_query(
                        ties_are_copies=index_name is None,
                        tie_stream=(tie_streams(plan, meta.hash_keyname)
                                    if index_name is None and shards is None and plan.shard_name is None else None),
-                       tie_digest=functools.partial(item_digest, left_out=meta.hash_keyname),
+                       # Of whole items only: a digest of some attributes would tell a copy read
+                       # with other attributes_to_get from the item, and two items from one.
+                       tie_digest=(functools.partial(item_digest, left_out=meta.hash_keyname)
+                                   if attributes_to_get is None else None),
                        fetch_share=share, share_slack=slack, share_extra=extra, share_cap=size,
                        refill_first_share=(page_reads == "fewest_items" and limit is not None
                                            and limit < SHARE_MIN_PER_SHARD * len(starts)),

@@ -245,8 +245,8 @@ class ShardMerge:
             table key), ``None`` when no stream of this read does (a shard read no more: a
             compaction emptied it).
         tie_digest: with ``tie_stream``, the digest of an item that a position's ties keep
-            (:func:`~pynamodb_sharding._cursor.item_digest`). A tie gone from its place (that
-            place read no more, or a stream read first that was read past the position's value
+            (:func:`~pynamodb_sharding._cursor.item_digest`; a query of whole items only). A tie
+            gone from its place (that place read no more, or read past the position's value
             without it) may have moved into another stream: there, an item at the position's
             value with the tie's digest is skipped as its copy, once. A tie without a digest
             (a cursor made before they were kept), or of the bare legacy key, that stood for
@@ -347,6 +347,9 @@ class ShardMerge:
         # that skipped an item as the copy of a tie gone from its place (once per tie).
         self._ties_in_place: set[tuple[Any, ...]] = set()
         self._tie_copies: dict[tuple[Any, ...], int] = {}
+        self._tie_places: frozenset[int | None] = frozenset(
+            self._tie_stream(tie.key) for tie in (after.ties if after is not None else ())
+        ) if self._tie_stream is not None else frozenset()
         #: ``id()`` of held items a batch passes over: those the position resumed from returned.
         self._dropped: set[int] = set()
         if after is not None and after.ties:
@@ -552,9 +555,11 @@ class ShardMerge:
             stream.pending = self._submit(stream.shard, stream.next_start())
         if not self.started:
             self.started = True
-            # The streams read first are loaded first: whether a position's tie is still in its
-            # place there is known before another stream's items at its value are looked at.
-            self._loading = sorted(self._streams, key=lambda stream: stream.shard not in self._shadowed)
+            # The streams read first, then those holding a position's ties, are loaded first:
+            # whether a tie is still in its place is known before another stream's items at its
+            # value are looked at.
+            self._loading = sorted(self._streams, key=lambda stream: (stream.shard not in self._shadowed,
+                                                                      stream.shard not in self._tie_places))
             for stream in self._streams:
                 stream.pending = self._submit(stream.shard, stream.start)
 
@@ -845,7 +850,8 @@ class ShardMerge:
     def _take_moved_tie(self, stream: _ShardStream, item: RawItem) -> bool:
         """Whether ``item``, of ``stream`` at the position's value, is the copy of a tie that
         left its place: it has the tie's digest, the tie is not in its place (read no more, or
-        read first and read past the value without it) and no other stream took its copy."""
+        read past the value without it: moved, as a job moves items, or deleted) and no other
+        stream took its copy."""
         tie_stream, tie_digest = self._tie_stream, self._tie_digest
         if tie_stream is None or tie_digest is None:
             return False
@@ -860,9 +866,8 @@ class ShardMerge:
             place = tie_stream(tie.key)
             if place is not None:
                 held = streams.get(place)
-                if (place not in self._shadowed or held is None or not held.loaded
-                        or (held.at_position and held.page_key is not None)):
-                    continue  # items do not move out of it, or it is not read past the value yet
+                if held is None or not held.loaded or (held.at_position and held.page_key is not None):
+                    continue  # not read past the value yet: the tie may still be there
             self._tie_copies[marker] = stream.shard
             return True
         return False

@@ -69,3 +69,12 @@ def test_two_numbers_share_a_digest_exactly_when_they_are_equal(first: int, seco
     one = item_digest({**ITEM, "value": {"N": str(first)}}, "sensor")
     two = item_digest({**ITEM, "value": {"N": f"{second}.0"}}, "sensor")
     assert (one == two) == (first == second)
+
+
+def test_numbers_of_38_digits_that_differ_in_the_last_one_differ() -> None:
+    # DynamoDB keeps 38 significant digits; Python's default context rounds to 28.
+    one = item_digest({**ITEM, "big": {"N": "12345678901234567890123456789012345678"}}, "sensor")
+    two = item_digest({**ITEM, "big": {"N": "12345678901234567890123456789012345679"}}, "sensor")
+    assert one != two
+    assert item_digest({**ITEM, "big": {"N": "1234567890123456789012345678901234567.80"}}, "sensor") == \
+        item_digest({**ITEM, "big": {"N": "1234567890123456789012345678901234567.8"}}, "sensor")

@@ -151,8 +151,8 @@ SHARE_SLACK = 1.5
 class _ShardStream:
     """One shard's place in the merge: its current page, its prefetch, where it resumes."""
 
-    __slots__ = ("at_position", "index", "items", "keys", "last", "loaded", "page_key", "pending", "shard",
-                 "skipped", "start", "start_returned", "tail")
+    __slots__ = ("at_position", "from_position", "index", "items", "keys", "last", "loaded", "page_key", "pending",
+                 "shard", "skipped", "start", "start_returned", "tail")
 
     def __init__(self, shard: int, start: Start) -> None:
         self.shard = shard
@@ -161,6 +161,7 @@ class _ShardStream:
         # Started at a position's sort value, and not past it yet: what the position returned
         # there is skipped as it is read again.
         self.at_position = isinstance(start, StartAt)
+        self.from_position = self.at_position  # it reads the position's value from its first item
         self.items: list[RawItem] = []
         self.last: RawItem | None = None  # the last item of the pages before this one
         self.skipped: RawItem | None = None  # the last item skipped as a copy, not returned
@@ -716,12 +717,18 @@ class ShardMerge:
                 if self._fetch_share is not None:
                     self._top_up()
 
-    def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
-        value = self._sort_key(stream.items[index])
+    def _rank(self, stream: _ShardStream) -> int:
+        """Where ``stream``'s item comes among the items of one sort value, in the order of the
+        merge's own sort (ascending, or descending for a descending merge)."""
         rank = stream.shard
         if stream.shard in self._shadowed:  # after every other stream's copy, either direction
             rank = _LAST + (_LAST if stream.shard == LEGACY_SHARD else stream.shard)
             rank = rank if self._forward else -rank
+        return rank
+
+    def _entry(self, stream: _ShardStream, index: int) -> tuple[Any, int, _ShardStream]:
+        value = self._sort_key(stream.items[index])
+        rank = self._rank(stream)
         if self._forward:
             return (value, rank, stream)
         return (_Descending((value, rank)), 0, stream)
@@ -832,6 +839,7 @@ class ShardMerge:
                 return
             marker = self._tie_marker(item)
             if marker in self._resume_keys:
+                # The item at the tie's key (perhaps updated since): the tie, in its place.
                 self._ties_in_place.add(marker)
             elif not (stands_for_copies or self._take_moved_tie(stream, item)):
                 stream.at_position = False
@@ -866,8 +874,11 @@ class ShardMerge:
             place = tie_stream(tie.key)
             if place is not None:
                 held = streams.get(place)
-                if held is None or not held.loaded or (held.at_position and held.page_key is not None):
-                    continue  # not read past the value yet: the tie may still be there
+                if (held is None or not held.from_position or not held.loaded
+                        or (held.at_position and held.page_key is not None)):
+                    # Not read through the value (yet), or resumed right after the tie's own key
+                    # (a cursor of more than MAX_TIES ties): the tie may still be there.
+                    continue
             self._tie_copies[marker] = stream.shard
             return True
         return False
@@ -1006,7 +1017,9 @@ class ShardMerge:
             ties = [tie for tie in self._resume_ties if at == self._resume_value]
             # The position resumed from named only the latest of its ties: still so at its value.
             seen_all = not (at == self._resume_value and self._after is not None and not self._after.complete)
-            for stream in self._streams:
+            # In the order the merge returned them, so that the latest are kept.
+            returned_order = sorted(self._streams, key=self._rank, reverse=not self._forward)
+            for stream in returned_order:
                 found, whole = self._returned_at(stream, at)
                 seen_all = seen_all and whole
                 digest = self._tie_digest

@@ -26,6 +26,7 @@ from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.migration import JobOptions, reshard
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "feed"
@@ -61,14 +62,6 @@ def _stored(at: int) -> list[dict[str, Any]]:
     return [r for r in raw_items(Feed) if r["at"]["N"] == str(at)]
 
 
-def _move(at: int, source: int, target: int) -> None:
-    old = {"feed": {"S": _physical(source)}, "at": {"N": str(at)}}
-    item = next(r for r in raw_items(Feed) if r["feed"]["S"] == _physical(source) and r["at"]["N"] == str(at))
-    item = {**item, "feed": {"S": _physical(target)}}
-    botocore_client(Feed).transact_write_items(TransactItems=[
-        {"Put": {"TableName": Feed.Meta.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(feed)"}},
-        {"Delete": {"TableName": Feed.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(feed)"}},
-    ])
 
 
 def _rows(results: Any) -> list[tuple[int, str]]:
@@ -107,7 +100,7 @@ def test_rich_item_moved_by_the_job(dynamodb_models: Callable[..., Any], how: st
     elif resume == "token":
         cursor = first.next_page_token
     if how == "raw":
-        _move(13, source=6, target=3)
+        move_item(Feed, KEY, 13, source=6, target=3)
     else:
         reshard(Feed, JobOptions(total_segments=1, page_size=100, threads=1,
                                  checkpoint_table=f"pbreak_ckpt_{uuid.uuid4().hex[:8]}"), key_prefix=KEY)

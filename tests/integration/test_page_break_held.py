@@ -14,6 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._host import botocore_client
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "feed"
@@ -42,14 +43,6 @@ def _rows(results: Any) -> list[tuple[int, str]]:
     return [(int(i.at), i.body) for i in results]
 
 
-def _move(at: int, source: int, target: int) -> None:
-    old = {"feed": {"S": _physical(source)}, "at": {"N": str(at)}}
-    item = next(r for r in raw_items(Feed) if r["feed"]["S"] == _physical(source) and r["at"]["N"] == str(at))
-    item = {**item, "feed": {"S": _physical(target)}}
-    botocore_client(Feed).transact_write_items(TransactItems=[
-        {"Put": {"TableName": Feed.Meta.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(feed)"}},
-        {"Delete": {"TableName": Feed.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(feed)"}},
-    ])
 
 
 def _update(shard: int, at: int, body: str) -> None:
@@ -107,7 +100,7 @@ def test_two_ties_one_moved_plus_twin(dynamodb_models: Callable[..., Any], twin_
     page = _rows(first)
     assert page[-2:] == [(13, "A"), (13, "item 13")]
     put_raw(Feed, [_item(twin_at, 13)])  # a second, identical item (after the page)
-    _move(13, source=6, target=2)  # the tie moves (as a job moves it)
+    move_item(Feed, KEY, 13, source=6, target=2)  # the tie moves (as a job moves it)
     resumed = _rows(Feed.query(KEY, last_evaluated_key=first.last_evaluated_key))
     after = _rows(Feed.query(KEY))
     assert sorted(page + resumed) == sorted(after), resumed[:3]
@@ -118,8 +111,8 @@ def test_swap_identical_a_to_b_and_c_to_a(dynamodb_models: Callable[..., Any]) -
     _fill(dynamodb_models, [_item(8, 13)])
     first = Feed.query(KEY, limit=14)
     page = _rows(first)
-    _move(13, source=6, target=2)
-    _move(13, source=8, target=6)
+    move_item(Feed, KEY, 13, source=6, target=2)
+    move_item(Feed, KEY, 13, source=8, target=6)
     resumed = _rows(Feed.query(KEY, last_evaluated_key=first.last_evaluated_key))
     after = _rows(Feed.query(KEY))
     assert sorted(page + resumed) == sorted(after), resumed[:3]
@@ -140,7 +133,7 @@ def test_cursor_across_query_and_aquery(dynamodb_models: Callable[..., Any], loo
         if direction == "json_async":
             cursor = json.loads(json.dumps(cursor))
     assert page[-1] == (13, "item 13")
-    _move(13, source=6, target=2)
+    move_item(Feed, KEY, 13, source=6, target=2)
     if direction == "async_then_sync":
         resumed = _rows(Feed.query(KEY, last_evaluated_key=cursor))
     else:
@@ -170,6 +163,6 @@ def test_page_iter_chain_with_moves_between_every_page(dynamodb_models: Callable
             free = [s for s in range(1, 9) if s not in holders]
             src = next((s for s, b in _stored(13) if b == last[1]), None)
             if free and src is not None:
-                _move(13, source=src, target=free[0])
+                move_item(Feed, KEY, 13, source=src, target=free[0])
         next(moves, None)
     assert sorted(got) == sorted(expected)

@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding._descriptor import shard_manager
-from pynamodb_sharding._host import botocore_client
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "feed"
@@ -59,14 +59,6 @@ def _stored(at: int) -> list[tuple[int, str]]:
                   for raw in raw_items(Feed) if raw["at"]["N"] == str(at))
 
 
-def _move(at: int, source: int, target: int) -> None:
-    """What ``reshard`` sends for one item: put the new copy where the key is free, delete the old."""
-    old = {"feed": {"S": _physical(source)}, "at": {"N": str(at)}}
-    item = {**_item(target, at)}
-    botocore_client(Feed).transact_write_items(TransactItems=[
-        {"Put": {"TableName": Feed.Meta.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(feed)"}},
-        {"Delete": {"TableName": Feed.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(feed)"}},
-    ])
 
 
 def _fill(dynamodb_models: Callable[..., Any]) -> list[int]:
@@ -83,8 +75,8 @@ def test_a_page_ending_on_an_item_the_reshard_moves_next_repeats_nothing(
     page = [int(item.at) for item in first]
     assert page == expected[:14]
     assert _stored(13) == [(6, "item 13")]  # the page's last item is in shard 6, read first
-    _move(13, source=6, target=2)
-    _move(20, source=5, target=3)  # and one ahead of the page, as the job goes on
+    move_item(Feed, KEY, 13, source=6, target=2)
+    move_item(Feed, KEY, 20, source=5, target=3)  # and one ahead of the page, as the job goes on
     resumed = [int(item.at) for item in Feed.query(KEY, last_evaluated_key=first.last_evaluated_key)]
     assert page + resumed == expected
 
@@ -97,7 +89,7 @@ def test_once_the_old_shards_are_read_no_more_the_moved_item_is_not_repeated(
     for at in expected:  # the reshard moves every item of shards 5-8 into shards 1-4
         shard = at % 8 + 1
         if shard > 4:
-            _move(at, source=shard, target=shard - 4)
+            move_item(Feed, KEY, at, source=shard, target=shard - 4)
     resumed = [int(item.at) for item in FeedAfter.query(KEY, last_evaluated_key=first.last_evaluated_key)]
     assert page + resumed == expected
 

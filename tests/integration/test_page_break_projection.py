@@ -20,7 +20,8 @@ from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.migration import JobOptions, reshard
-from tests.raw import put_raw, raw_items
+from tests.item_moves import move_item
+from tests.raw import put_raw
 
 KEY = "feed"
 
@@ -44,14 +45,6 @@ def _item(shard: int, at: int, body: str = "") -> dict[str, Any]:
     return {"feed": {"S": _physical(shard)}, "at": {"N": str(at)}, "body": {"S": body or f"item {at}"}}
 
 
-def _move(at: int, source: int, target: int) -> None:
-    old = {"feed": {"S": _physical(source)}, "at": {"N": str(at)}}
-    item = next(r for r in raw_items(Feed) if r["feed"]["S"] == _physical(source) and r["at"]["N"] == str(at))
-    item = {**item, "feed": {"S": _physical(target)}}
-    botocore_client(Feed).transact_write_items(TransactItems=[
-        {"Put": {"TableName": Feed.Meta.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(feed)"}},
-        {"Delete": {"TableName": Feed.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(feed)"}},
-    ])
 
 
 def _fill(dynamodb_models: Callable[..., Any]) -> None:
@@ -77,7 +70,7 @@ def test_projection_changes_between_pages(dynamodb_models: Callable[..., Any], f
     page = _ats(first)
     assert page == list(range(14))
     cursor = first.last_evaluated_key
-    _move(13, source=6, target=3)
+    move_item(Feed, KEY, 13, source=6, target=3)
     after = _ats(Feed.query(KEY))
     assert after == list(range(40))  # unpaged: each once
     resumed = _ats(Feed.query(KEY, last_evaluated_key=cursor, attributes_to_get=PROJECTIONS[second_projection]))
@@ -90,7 +83,7 @@ def test_projection_changes_between_pages_page_token(dynamodb_models: Callable[.
     page = _ats(first)
     token = first.next_page_token
     assert isinstance(token, str)
-    _move(13, source=6, target=3)
+    move_item(Feed, KEY, 13, source=6, target=3)
     resumed = _ats(Feed.query(KEY, last_evaluated_key=token))
     assert page + resumed == list(range(40)), resumed[:3]
 

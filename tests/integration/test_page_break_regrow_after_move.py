@@ -16,6 +16,7 @@ from pynamodb_sharding import DynamicShards, ShardedModel, Sharding, ShardMetada
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding.migration import JobOptions, compact, reshard
 from tests.clock import Clock
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "hot"
@@ -134,17 +135,6 @@ def test_control_without_regrow(dynamodb_models: Callable[..., Any], forward: bo
     assert page + resumed == unpaged, resumed[:3]
 
 
-def _move_raw(at: int, source: int, target: int) -> None:
-    from pynamodb_sharding._host import botocore_client
-
-    manager = shard_manager(App)
-    old = {"sensor": {"S": manager.physical_key(KEY, source)}, "at": {"N": str(at)}}
-    item = {**old, "sensor": {"S": manager.physical_key(KEY, target)}, "value": {"N": str(at)}}
-    botocore_client(App).transact_write_items(TransactItems=[
-        {"Put": {"TableName": App.Meta.table_name, "Item": item,
-                 "ConditionExpression": "attribute_not_exists(sensor)"}},
-        {"Delete": {"TableName": App.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(sensor)"}},
-    ])
 
 
 @pytest.mark.parametrize("forward", [False, True])
@@ -162,7 +152,7 @@ def test_control_regrow_before_the_history_is_trimmed(dynamodb_models: Callable[
     _tick(100)
     App.shards.shrink(KEY, to=2)
     _tick(12)
-    _move_raw(13, source=4, target=2)
+    move_item(App, KEY, 13, source=4, target=2)
     _tick(100)
     _grow_to(4)
     resumed = _items(App.query(KEY, scan_index_forward=forward, last_evaluated_key=first.last_evaluated_key))

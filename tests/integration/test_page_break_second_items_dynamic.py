@@ -15,6 +15,7 @@ from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.migration import JobOptions, compact
 from tests.clock import Clock
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "hot"
@@ -69,15 +70,6 @@ def stored() -> list[tuple[int, int, int]]:
                   for r in raw_items(App))
 
 
-def _move_raw(at: int, source: int, target: int) -> None:
-    manager = shard_manager(App)
-    old = {"sensor": {"S": manager.physical_key(KEY, source)}, "at": {"N": str(at)}}
-    item = {**old, "sensor": {"S": manager.physical_key(KEY, target)}, "value": {"N": str(at)}}
-    botocore_client(App).transact_write_items(TransactItems=[
-        {"Put": {"TableName": App.Meta.table_name, "Item": item,
-                 "ConditionExpression": "attribute_not_exists(sensor)"}},
-        {"Delete": {"TableName": App.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(sensor)"}},
-    ])
 
 
 @pytest.fixture
@@ -146,7 +138,7 @@ def test_newest_first_page_ends_on_top_shard_item_then_compaction_trims(
 def test_newest_first_page_ends_on_top_shard_item_then_it_moves_while_read_first(
         dynamodb_models: Callable[..., Any]) -> None:
     count, _page, cursor = _first_page(dynamodb_models)
-    _move_raw(13, source=count, target=2)  # shard 1 holds a 13 already: the job puts it in shard 2
+    move_item(App, KEY, 13, source=count, target=2)  # shard 1 holds a 13 already: the job puts it in shard 2
     assert shard_manager(App).moving_out(KEY) == (3, 4)
     assert _items(App.query(KEY, scan_index_forward=False)) == UNPAGED
     resumed = _items(App.query(KEY, scan_index_forward=False, last_evaluated_key=cursor))
@@ -184,12 +176,12 @@ def test_async_resume_of_the_same_cursor(dynamodb_models: Callable[..., Any], lo
     from tests.async_loop import collect
 
     count, _page, cursor = _first_page(dynamodb_models)
-    _move_raw(13, source=count, target=2)
+    move_item(App, KEY, 13, source=count, target=2)
     items, _, _ = loop.run(collect(App.aquery(KEY, scan_index_forward=False, last_evaluated_key=cursor)))
     assert [(int(i.at), int(i.value)) for i in items] == REST
 
 
 def test_count_is_right(dynamodb_models: Callable[..., Any]) -> None:
     count, _page, _cursor = _first_page(dynamodb_models)
-    _move_raw(13, source=count, target=2)
+    move_item(App, KEY, 13, source=count, target=2)
     assert App.count(KEY) == len(UNPAGED)

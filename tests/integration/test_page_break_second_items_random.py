@@ -11,8 +11,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import RandomShards, ShardedModel, Sharding
 from pynamodb_sharding._descriptor import shard_manager
-from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding.migration import JobOptions, reshard
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "feed"
@@ -60,13 +60,6 @@ def _stored() -> list[tuple[int, str, int]]:
     return sorted((int(r["at"]["N"]), r["body"]["S"], int(r["feed"]["S"].rpartition("_")[2])) for r in raw_items(Feed))
 
 
-def _move(at: int, source: int, target: int, body: str = "") -> None:
-    old = {"feed": {"S": _physical(source)}, "at": {"N": str(at)}}
-    botocore_client(Feed).transact_write_items(TransactItems=[
-        {"Put": {"TableName": Feed.Meta.table_name, "Item": _item(target, at, body),
-                 "ConditionExpression": "attribute_not_exists(feed)"}},
-        {"Delete": {"TableName": Feed.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(feed)"}},
-    ])
 
 
 def _rows(results: Any) -> list[tuple[int, str]]:
@@ -103,7 +96,7 @@ def test_ascending_new_item_at_the_cursor_value_then_the_tie_moves(dynamodb_mode
     page = _rows(first)
     assert page == [(at, f"item {at}") for at in range(14)]
     put_raw(Feed, [_item(2, 13, "new 13")])
-    _move(13, source=6, target=3)
+    move_item(Feed, KEY, 13, source=6, target=3)
     resumed = _rows(Feed.query(KEY, last_evaluated_key=first.last_evaluated_key))
     bodies = [body for _, body in page + resumed]
     assert bodies.count("item 13") == 1, resumed[:3]
@@ -122,9 +115,9 @@ def test_two_ties_from_before_the_reshard_both_move(dynamodb_models: Callable[..
     cut = max(i for i, row in enumerate(unpaged) if row[0] == 13) + 1
     first = Feed8.query(KEY, scan_index_forward=forward, limit=cut)
     page = _rows(first)
-    _move(13, source=5, target=1, body="second 13")
-    _move(13, source=6, target=3)
-    _move(14, source=7, target=4)
+    move_item(Feed, KEY, 13, source=5, target=1)
+    move_item(Feed, KEY, 13, source=6, target=3)
+    move_item(Feed, KEY, 14, source=7, target=4)
     resumed = _rows(Feed.query(KEY, scan_index_forward=forward, last_evaluated_key=first.last_evaluated_key,
                                page_size=1))
     assert sorted(page + resumed) == sorted(unpaged)

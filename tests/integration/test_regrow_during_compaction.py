@@ -40,6 +40,7 @@ from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
 from pynamodb_sharding.migration import JobOptions, compact
 from tests.clock import Clock
+from tests.item_moves import move_item
 from tests.raw import put_raw, raw_items
 
 KEY = "hot"
@@ -399,17 +400,6 @@ def test_the_floor_a_read_is_planned_with(streams: tuple[int, ...], first_reads:
     assert planned_floor(App, dict.fromkeys(streams, "value"), frozenset(first_reads)) == floor
 
 
-def _move_raw(at: int, source: int, target: int) -> None:
-    """Move the item ``at`` from shard ``source`` into shard ``target`` as the job moves one: a
-    transaction that puts the new copy where the key is free and deletes the old one."""
-    manager = shard_manager(App)
-    old = {"sensor": {"S": manager.physical_key(KEY, source)}, "at": {"N": str(at)}}
-    item = {**old, "sensor": {"S": manager.physical_key(KEY, target)}, "value": {"N": str(at)}}
-    botocore_client(App).transact_write_items(TransactItems=[
-        {"Put": {"TableName": App.Meta.table_name, "Item": item,
-                 "ConditionExpression": "attribute_not_exists(sensor)"}},
-        {"Delete": {"TableName": App.Meta.table_name, "Key": old, "ConditionExpression": "attribute_exists(sensor)"}},
-    ])
 
 
 def test_a_page_boundary_before_a_shrink_and_its_compaction_repeats_nothing(
@@ -443,7 +433,7 @@ def test_a_page_boundary_before_its_item_moves_out_of_a_shard_read_first_repeats
     _tick(100)
     App.shards.shrink(KEY, to=1)
     _tick(12)
-    _move_raw(109, source=2, target=1)
+    move_item(App, KEY, 109, source=2, target=1)
     assert shard_manager(App).moving_out(KEY) == (2,)
     resumed = [int(item.at) for item in App.query(KEY, last_evaluated_key=first.last_evaluated_key)]
     assert page + resumed == EXPECTED

@@ -1,10 +1,10 @@
-"""(From an adversarial trial.) The tie's physical key is reused by another item after the tie moved out.
+"""(From an adversarial trial.) A key's layout lowered (the item a page ended on moves down) and
+raised again before the next page, and a new item of the same sort value saved meanwhile.
 
-A page ends on item 13 of shard 6 (RandomShards 8). A reshard to 4 moves it down; the layout is
-scaled back up to 8 and the application saves a NEW, different item at sort value 13 that lands
-in shard 6: the very physical key the cursor's tie names. The resumed query takes that new item
-for the tie "in its place" (by key only, no digest check) and the moved copy of the tie is not
-recognised as gone -> the old item comes twice, the new item never.
+Saved into a shard other than the one the page read the item from, both are right: the moved
+item is not repeated, the new one is returned. Saved at the very key the page ended on (left
+alone, docs/query.rst): that item stands for the page's in its place, as a plain cursor never
+returns its own key's item, and the moved one comes again.
 """
 
 from __future__ import annotations

@@ -101,7 +101,6 @@ def summary_table(result: DemoResult) -> Table:
         ("mean writes/s", lambda p: f"{p.mean_rate:.1f}"),
         ("writes/s, last third", lambda p: f"{p.rate_over_last(1 / 3):.1f}"),
         ("throttled attempts", lambda p: str(p.throttles)),
-        ("share of attempts throttled", lambda p: f"{p.throttles / max(1, p.throttles + p.acknowledged):.0%}"),
         ("writes given up", lambda p: str(p.failed)),
         ("final shard count", lambda p: str(p.final_shards)),
         ("items per shard", lambda p: ", ".join(f"{k or '-'}:{v}" for k, v in p.items_per_shard.items()) or "-"),

@@ -327,6 +327,7 @@ class ShardMerge:
         self._unique_ids: set[Any] = set()
         self._unique_returned: set[Any] = set()
         self._streams = [_ShardStream(shard, starts[shard]) for shard in sorted(starts)]
+        self._stream_of = {stream.shard: stream for stream in self._streams}
         for stream in self._streams:
             stream.start_returned = stream.shard in returned
         self._sort_key = sort_key
@@ -348,9 +349,9 @@ class ShardMerge:
         # that skipped an item as the copy of a tie gone from its place (once per tie).
         self._ties_in_place: set[tuple[Any, ...]] = set()
         self._tie_copies: dict[tuple[Any, ...], int] = {}
-        self._tie_places: frozenset[int | None] = frozenset(
-            self._tie_stream(tie.key) for tie in (after.ties if after is not None else ())
-        ) if self._tie_stream is not None else frozenset()
+        # Each tie's place (its stream, ``None`` for one read no more), by its marker: with
+        # ``tie_stream`` only.
+        self._tie_place: dict[tuple[Any, ...], int | None] = {}
         #: ``id()`` of held items a batch passes over: those the position resumed from returned.
         self._dropped: set[int] = set()
         if after is not None and after.ties:
@@ -358,6 +359,8 @@ class ShardMerge:
             self._resume_value = self._sort_key({**after.ties[-1].key, **at})
             self._resume_keys = {self._tie_marker(tie.key) for tie in after.ties}
             self._resume_ties = after.ties
+            if self._tie_stream is not None:
+                self._tie_place = {self._tie_marker(tie.key): self._tie_stream(tie.key) for tie in after.ties}
             if copies is not None:
                 self._seed_copies(copies, [(0, {**tie.key, **at}) for tie in after.ties],
                                   flags=[tie.copy for tie in after.ties])
@@ -559,8 +562,9 @@ class ShardMerge:
             # The streams read first, then those holding a position's ties, are loaded first:
             # whether a tie is still in its place is known before another stream's items at its
             # value are looked at.
+            places = set(self._tie_place.values())
             self._loading = sorted(self._streams, key=lambda stream: (stream.shard not in self._shadowed,
-                                                                      stream.shard not in self._tie_places))
+                                                                      stream.shard not in places))
             for stream in self._streams:
                 stream.pending = self._submit(stream.shard, stream.start)
 
@@ -852,28 +856,28 @@ class ShardMerge:
         """Whether a tie's copies are told from second items of its key: it has a digest and a
         place that can tell whether its item left it, a shard of the key, not the bare legacy
         key (where a stale copy of an item a shard holds may stay)."""
-        return (tie.digest is not None and self._tie_stream is not None
-                and self._tie_stream(tie.key) not in (LEGACY_SHARD, UNKNOWN_PLACE))
+        marker = self._tie_marker(tie.key)
+        return (tie.digest is not None and marker in self._tie_place
+                and self._tie_place[marker] not in (LEGACY_SHARD, UNKNOWN_PLACE))
 
     def _take_moved_tie(self, stream: _ShardStream, item: RawItem) -> bool:
         """Whether ``item``, of ``stream`` at the position's value, is the copy of a tie that
         left its place: it has the tie's digest, the tie is not in its place (read no more, or
         read past the value without it: moved, as a job moves items, or deleted) and no other
         stream took its copy."""
-        tie_stream, tie_digest = self._tie_stream, self._tie_digest
-        if tie_stream is None or tie_digest is None:
+        tie_digest = self._tie_digest
+        if tie_digest is None:
             return False
         digest = tie_digest(item)
-        streams = {other.shard: other for other in self._streams}
         for tie in self._resume_ties:
             marker = self._tie_marker(tie.key)
             taken = self._tie_copies.get(marker)
             if (tie.digest != digest or marker in self._ties_in_place
                     or (taken is not None and taken != stream.shard) or not self._told_apart(tie)):
                 continue
-            place = tie_stream(tie.key)
+            place = self._tie_place[marker]
             if place is not None:
-                held = streams.get(place)
+                held = self._stream_of.get(place)
                 if (held is None or not held.from_position or not held.loaded
                         or (held.at_position and held.page_key is not None)):
                     # Not read through the value (yet), or resumed right after the tie's own key
@@ -1019,10 +1023,10 @@ class ShardMerge:
             seen_all = not (at == self._resume_value and self._after is not None and not self._after.complete)
             # In the order the merge returned them, so that the latest are kept.
             returned_order = sorted(self._streams, key=self._rank, reverse=not self._forward)
+            digest = self._tie_digest
             for stream in returned_order:
                 found, whole = self._returned_at(stream, at)
                 seen_all = seen_all and whole
-                digest = self._tie_digest
                 ties.extend(Tie({name: item[name] for name in names},
                                 self._ties_are_copies and (self._unique_keys or stream.shard in self._shadowed),
                                 None if digest is None else digest(item))

@@ -70,8 +70,6 @@ def stored() -> list[tuple[int, int, int]]:
                   for r in raw_items(App))
 
 
-
-
 @pytest.fixture
 def options() -> JobOptions:
     return JobOptions(total_segments=1, page_size=100, threads=1,
@@ -199,21 +197,27 @@ def _grow_to(target: int) -> int:
     return count
 
 
-@pytest.mark.parametrize("forward", [False, True])
-@pytest.mark.parametrize("token", [False, True])
-def test_page_ends_on_top_shard_item_compacted_down_then_key_regrown(
-        dynamodb_models: Callable[..., Any], forward: bool, token: bool) -> None:
+def _page_ending_on_the_top_shard(dynamodb_models: Callable[..., Any],
+                                  forward: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]], Any]:
+    """The key grown to 4 shards: shard 1 holds 0..9, shard 2 20..24, the top shard 4 holds 13;
+    the unpaged items, and the first page, which ends on 13, with its results."""
     dynamodb_models(App, JobProc)
     CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
-    count = _grow_to(3)
-    assert count == 4
-    # shard 1: 0..9; top shard 4: 13 (the item the page ends on); shard 2: 20..24
+    assert _grow_to(3) == 4
     put_raw(App, [_raw(1, a, a) for a in range(10)] + [_raw(4, 13, 13)] + [_raw(2, a, a) for a in range(20, 25)])
     unpaged = _items(App.query(KEY, scan_index_forward=forward))
     cut = unpaged.index((13, 13)) + 1
     first = App.query(KEY, scan_index_forward=forward, limit=cut)
     page = _items(first)
     assert page == unpaged[:cut]
+    return unpaged, page, first
+
+
+@pytest.mark.parametrize("forward", [False, True])
+@pytest.mark.parametrize("token", [False, True])
+def test_page_ends_on_top_shard_item_compacted_down_then_key_regrown(
+        dynamodb_models: Callable[..., Any], forward: bool, token: bool) -> None:
+    unpaged, page, first = _page_ending_on_the_top_shard(dynamodb_models, forward)
     cursor = first.next_page_token if token else first.last_evaluated_key
     _tick(100)
     App.shards.shrink(KEY, to=2)
@@ -233,14 +237,7 @@ def test_page_ends_on_top_shard_item_compacted_down_then_key_regrown(
 
 @pytest.mark.parametrize("forward", [False, True])
 def test_control_without_regrow(dynamodb_models: Callable[..., Any], forward: bool) -> None:
-    dynamodb_models(App, JobProc)
-    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
-    _grow_to(3)
-    put_raw(App, [_raw(1, a, a) for a in range(10)] + [_raw(4, 13, 13)] + [_raw(2, a, a) for a in range(20, 25)])
-    unpaged = _items(App.query(KEY, scan_index_forward=forward))
-    cut = unpaged.index((13, 13)) + 1
-    first = App.query(KEY, scan_index_forward=forward, limit=cut)
-    page = _items(first)
+    unpaged, page, first = _page_ending_on_the_top_shard(dynamodb_models, forward)
     _tick(100)
     App.shards.shrink(KEY, to=2)
     _tick(12)
@@ -252,20 +249,11 @@ def test_control_without_regrow(dynamodb_models: Callable[..., Any], forward: bo
     assert page + resumed == unpaged, resumed[:3]
 
 
-
-
 @pytest.mark.parametrize("forward", [False, True])
 def test_control_regrow_before_the_history_is_trimmed(dynamodb_models: Callable[..., Any], forward: bool) -> None:
     # The same, but the item is moved (as the job does) without a trim: the regrown key reads
     # shard 4 first and again (stream FIRST_READ + 4).
-    dynamodb_models(App, JobProc)
-    CLOCK.now, APP_TIMER.now, JOB_TIMER.now = 1_000_000.0, 0.0, 0.0
-    _grow_to(3)
-    put_raw(App, [_raw(1, a, a) for a in range(10)] + [_raw(4, 13, 13)] + [_raw(2, a, a) for a in range(20, 25)])
-    unpaged = _items(App.query(KEY, scan_index_forward=forward))
-    cut = unpaged.index((13, 13)) + 1
-    first = App.query(KEY, scan_index_forward=forward, limit=cut)
-    page = _items(first)
+    unpaged, page, first = _page_ending_on_the_top_shard(dynamodb_models, forward)
     _tick(100)
     App.shards.shrink(KEY, to=2)
     _tick(12)

@@ -22,7 +22,12 @@ PynamoDB calls on paths it builds itself (the model's own ``save``, ``update``, 
   ``test_host_hooks.py::test_writes_of_new_items_route_through_serialize``.
 * ``Model._instantiate``: builds items from raw data (``from_raw_data``, query, scan,
   batch_get); decodes the physical key. Pinned by
-  ``test_host_hooks.py::test_items_read_back_route_through_instantiate``.
+  ``test_host_hooks.py::test_items_read_back_route_through_instantiate``. Where the class keeps
+  PynamoDB's steps (``AttributeContainer._container_deserialize``, ``_set_discriminator``,
+  ``_set_defaults``; :func:`builds_as_pynamodb`), the instance is built as those steps build
+  it, without doing them twice (``_building``), values kept under their Python names
+  (``Model._dynamo_to_python_attrs``: :func:`python_attribute_name`). Pinned by
+  ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``.
 * ``Model._get_connection``: every request's table connection; the model arms its client's key
   guard there. Pinned by ``test_host_hooks.py::test_every_request_gets_its_connection_from_the_hook``.
 * ``Model._get_schema``: what ``create_table`` sends (and PynamoDB's own key metadata); the
@@ -106,7 +111,7 @@ import botocore
 import botocore.loaders
 from botocore.httpsession import get_cert_path
 from botocore.model import NoShapeFoundError
-from pynamodb.attributes import Attribute
+from pynamodb.attributes import Attribute, AttributeContainer
 from pynamodb.connection.table import TableConnection
 from pynamodb.models import Model, _ModelFuture
 from pynamodb.pagination import ResultIterator
@@ -132,6 +137,7 @@ __all__ = [
     "add_client_hook",
     "arm_client",
     "botocore_client",
+    "builds_as_pynamodb",
     "bump_local_version",
     "client_hooks_armed",
     "connection_owner",
@@ -155,6 +161,7 @@ __all__ = [
     "own_connection",
     "pace_rate_limit",
     "put_arguments",
+    "python_attribute_name",
     "query_operation",
     "range_keyname",
     "reset_connection",
@@ -367,6 +374,29 @@ def index_hash_attribute(index: Any) -> Attribute[Any]:
 def discriminator_attribute(model: type[Model]) -> Any:
     """The model's ``DiscriminatorAttribute``, or ``None`` (``Model._get_discriminator_attribute()``)."""
     return model._get_discriminator_attribute()
+
+
+#: The methods by which PynamoDB's ``Model._instantiate`` fills an instance read back (after
+#: calling the class with ``_user_instantiated=False``): it empties ``attribute_values``, sets the
+#: discriminator and the defaults, then each stored value with ``setattr``.
+_INSTANTIATION_STEPS = ("_container_deserialize", "_set_discriminator", "_set_defaults")
+
+
+def builds_as_pynamodb(model: type[Model]) -> bool:
+    """Whether ``model`` fills instances read back with PynamoDB's own steps (it overrides none
+    of ``AttributeContainer._container_deserialize``, ``_set_discriminator``, ``_set_defaults``,
+    nor ``__setattr__``), which ``_building`` then takes in fewer steps. Pinned by
+    ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``."""
+    if getattr(model, "__setattr__") is not object.__setattr__:  # noqa: B009 (the class's, not an instance's)
+        return False
+    return all(getattr(model, step) is getattr(AttributeContainer, step) for step in _INSTANTIATION_STEPS)
+
+
+def python_attribute_name(model: type[Model], stored_name: str) -> str:
+    """The name under which an attribute stored as ``stored_name`` is kept in an instance's
+    ``attribute_values`` (``Model._dynamo_to_python_attrs``, what ``Attribute.__set__`` reads)."""
+    names: dict[str, str] = getattr(model, "_dynamo_to_python_attrs", {})  # untyped in PynamoDB
+    return names.get(stored_name, stored_name)
 
 
 #: How PynamoDB's ``BatchWrite.commit`` words the ``PutError`` it raises when items are still

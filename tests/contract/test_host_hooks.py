@@ -171,6 +171,42 @@ def test_items_read_back_route_through_instantiate(ledger: type[Ledger], calls: 
     assert "acct" == future.get().account
 
 
+class _Counted(Model):
+    """A plain model whose instantiation steps are counted (the class is called, then
+    ``_container_deserialize`` fills it)."""
+
+    class Meta:
+        table_name = "contract_counted"
+
+    steps: Counter[str] = Counter()  # noqa: RUF012 (a record of the calls)
+
+    owner = UnicodeAttribute(hash_key=True)
+    renamed = UnicodeAttribute(attr_name="stored_as", default="d")
+    amount = NumberAttribute(null=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _Counted.steps[f"init {kwargs.get('_user_instantiated')}"] += 1
+        super().__init__(*args, **kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _Counted.steps[f"set {name}"] += 1
+        super().__setattr__(name, value)
+
+
+def test_pynamodb_instantiates_by_init_then_container_deserialize() -> None:
+    """What ``_building`` takes in fewer steps (``_host.builds_as_pynamodb``): PynamoDB calls the
+    class with ``_user_instantiated=False``, then empties ``attribute_values`` and sets the
+    defaults and each stored value with ``setattr``, under the attribute's Python name."""
+    raw = {"owner": {"S": "o"}, "stored_as": {"S": "kept"}, "amount": {"N": "2"}}
+    _Counted.steps.clear()
+    item = Model._instantiate.__func__(_Counted, raw)  # type: ignore[attr-defined]
+    assert _Counted.steps["init False"] == 1
+    assert _Counted.steps["set attribute_values"] == 2  # in __init__, and emptied again
+    assert _Counted.steps["set renamed"] == 3  # its default twice (__init__, then again), its value
+    assert item.attribute_values == {"renamed": "kept", "owner": "o", "amount": 2}
+    assert list(item.attribute_values) == ["renamed", "amount", "owner"]  # the default first, then by name
+
+
 def test_every_request_gets_its_connection_from_the_hook(ledger: type[Ledger], calls: Counter[str]) -> None:
     """PynamoDB asks the model's _get_connection for every request: the key guard is armed there."""
     item = Ledger.get("acct", 1)

@@ -119,6 +119,10 @@ def decode(physical_key: str, separator: str = DEFAULT_SEPARATOR) -> tuple[str, 
     return split
 
 
+#: How many decoded physical keys a codec keeps (:meth:`KeyCodec.decode`).
+_DECODED_KEPT = 4096
+
+
 @attrs.frozen
 class KeyCodec:
     """Encodes and decodes the physical keys of one model's hash-key attribute.
@@ -139,6 +143,9 @@ class KeyCodec:
     #: The highest shard number the layout can have (its strategy's ``max_shards``, shifted by
     #: ``first_shard``); ``None``: any shard up to :attr:`last_shard`.
     highest_shard: int | None = None
+    #: Physical keys decoded lately: a read decodes the same few keys (one a shard) for every
+    #: item it returns. Emptied when it holds :data:`_DECODED_KEPT`.
+    _decoded: dict[str, tuple[str, int]] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     @property
     def last_shard(self) -> int:
@@ -215,6 +222,9 @@ class KeyCodec:
         Raises:
             ShardKeyError: the value is not a physical key of this model.
         """
+        decoded = self._decoded.get(physical_key) if isinstance(physical_key, str) else None
+        if decoded is not None:
+            return decoded
         if not isinstance(physical_key, str):
             msg = f"{self.where}: expected a physical key string, got {type(physical_key).__name__}."
             raise ShardKeyError(msg)
@@ -222,9 +232,13 @@ class KeyCodec:
         highest = self.last_shard if self.highest_shard is None or not self.legacy else self.highest_shard
         if split is None or split[1] > highest:
             if self.legacy and physical_key:
-                return physical_key, LEGACY_SHARD
-            msg = f"{self.where}: {_not_physical(physical_key, self.separator, self.first_shard)}"
-            raise ShardKeyError(msg)
+                split = physical_key, LEGACY_SHARD
+            else:
+                msg = f"{self.where}: {_not_physical(physical_key, self.separator, self.first_shard)}"
+                raise ShardKeyError(msg)
+        if len(self._decoded) >= _DECODED_KEPT:
+            self._decoded.clear()
+        self._decoded[physical_key] = split
         return split
 
 

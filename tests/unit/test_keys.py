@@ -98,3 +98,18 @@ class TestLegacyCodec:
     @given(key=st.one_of(logical_keys, tricky_logical_keys), shard=st.integers(1, 8))
     def test_a_shard_the_layout_can_have_round_trips(self, key: str, shard: int) -> None:
         assert (key, shard) == self.codec.decode(self.codec.encode(key, shard))
+
+
+def test_decoding_a_key_again_answers_the_same_and_a_bad_key_is_refused_each_time() -> None:
+    codec = KeyCodec("Feed", "path", separator="#", legacy=True, highest_shard=8)
+    for round_ in range(2):  # the second round answers from what the codec kept
+        assert codec.decode("a#3") == ("a", 3), round_
+        assert codec.decode("a#9") == ("a#9", LEGACY_SHARD), round_  # above the layout: a bare key
+        assert codec.decode("plain") == ("plain", LEGACY_SHARD), round_
+    strict = KeyCodec("Feed", "path", separator="#")
+    for _ in range(2):
+        with pytest.raises(ShardKeyError, match="is not a physical key"):
+            strict.decode("plain")
+    many = [f"key-{number}#{number % 7 + 1}" for number in range(10_000)]  # more than it keeps
+    assert [strict.decode(key) for key in many] == [(f"key-{n}", n % 7 + 1) for n in range(10_000)]
+    assert strict == KeyCodec("Feed", "path", separator="#")  # what it kept is not part of the codec's value

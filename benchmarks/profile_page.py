@@ -9,6 +9,11 @@ sampled, so the samples are client CPU)::
     py-spy record --gil -r 400 -o apage.svg -- python benchmarks/profile_page.py --async --seconds 20
     python benchmarks/profile_page.py --plain --seconds 10   # the plain page, for comparison
 
+``--long-read index`` (or ``table``) iterates bench_page's long read instead, 30,000 items of
+one key merged over 16 shards (``--plain``: the plain PynamoDB query of one partition)::
+
+    py-spy record --gil -r 200 -o long.svg -- python benchmarks/profile_page.py --long-read index --seconds 25
+
 ``--shards 16 --limit 100`` reads the wide page of bench_page (``RandomShards(16)``; 64 too).
 When it starts its own DynamoDB Local (not with ``DYNAMODB_LOCAL_ENDPOINT`` set) it also prints
 the server's CPU a page, from ``/proc/<pid>/stat`` of its Java process (Linux): on this machine
@@ -42,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--plain", action="store_true", help="a plain PynamoDB Model's page")
     parser.add_argument("--per-item", action="store_true",
                         help="also print the median time each next() (or __anext__) of a page took, and its end")
+    parser.add_argument("--long-read", choices=("table", "index"),
+                        help="instead of pages: iterate --items items of one key, merged over 16 shards "
+                             "(bench_page's long read of a table or of a sharded index; --plain: PynamoDB's)")
+    parser.add_argument("--items", type=int, default=30_000, help="items of --long-read")
     args = parser.parse_args(argv)
+    if args.long_read is not None:
+        return _long_reads(args)
     sharded = page.PAGE_MODELS[("RandomShards(8)", False)] if args.shards == 8 else page.WIDE_MODELS[args.shards]
     model: Any = page.PlainFeed if args.plain else sharded
     with running_dynamodb_local() as server, bound_models(server, page.PlainFeed, sharded):
@@ -78,6 +89,25 @@ def main(argv: list[str] | None = None) -> int:
     if steps is not None:
         *items, end = steps
         print("per item (median ms): " + " ".join(f"{step:.3f}" for step in items) + f", end {end:.3f}")
+    return 0
+
+
+def _long_reads(args: argparse.Namespace) -> int:
+    """Iterate ``args.items`` items of one key again and again for ``args.seconds``."""
+    index = args.long_read == "index"
+    model: Any = (page.PlainIndexedFeed if index else page.PlainFeed) if args.plain else (
+        page.IndexedFeed if index else page.LONG)
+    with running_dynamodb_local() as server, bound_models(server, model):
+        page.write(model, "/long", args.items, day="long")
+        query = (lambda: model.by_day.query("long")) if index else (lambda: model.query("/long"))
+        reads, cpu, started = 0, time.process_time(), time.perf_counter()
+        while time.perf_counter() - started < args.seconds:
+            assert sum(1 for _item in query()) == args.items
+            reads += 1
+        cpu = time.process_time() - cpu
+    kind = ("plain " if args.plain else "merged ") + ("index query" if index else "query")
+    print(f"{kind}: {reads} reads of {args.items} items in {args.seconds:g} s, "
+          f"{cpu / reads * 1000:.0f} ms of client CPU a read")
     return 0
 
 

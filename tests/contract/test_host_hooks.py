@@ -205,6 +205,14 @@ def test_pynamodb_instantiates_by_init_then_container_deserialize() -> None:
     assert _Counted.steps["set renamed"] == 3  # its default twice (__init__, then again), its value
     assert item.attribute_values == {"renamed": "kept", "owner": "o", "amount": 2}
     assert list(item.attribute_values) == ["renamed", "amount", "owner"]  # the default first, then by name
+    # Nothing but the values is kept on the instance, and no metaclass steps in when the class
+    # is called: an instance made without calling a class that has no __init__ of its own
+    # (_building) misses nothing.
+    assert list(vars(item)) == ["attribute_values"]
+    for meta in (*type(_Counted).__mro__, *type(Ledger).__mro__):
+        assert meta in (type, object) or "__call__" not in vars(meta), meta
+    plain = Model._instantiate.__func__(Ledger, {"account": {"S": "a_1"}, "entry": {"N": "1"}})  # type: ignore[attr-defined]
+    assert list(vars(plain)) == ["attribute_values"]
 
 
 def test_every_request_gets_its_connection_from_the_hook(ledger: type[Ledger], calls: Counter[str]) -> None:

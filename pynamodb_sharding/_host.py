@@ -376,20 +376,25 @@ def discriminator_attribute(model: type[Model]) -> Any:
     return model._get_discriminator_attribute()
 
 
-#: The methods by which PynamoDB's ``Model._instantiate`` fills an instance read back (after
-#: calling the class with ``_user_instantiated=False``): it empties ``attribute_values``, sets the
-#: discriminator and the defaults, then each stored value with ``setattr``.
-_INSTANTIATION_STEPS = ("_container_deserialize", "_set_discriminator", "_set_defaults")
+#: The methods by which PynamoDB's ``Model._instantiate`` fills an instance read back, as
+#: PynamoDB defines them: it calls the class with ``_user_instantiated=False`` (whose ``__init__``
+#: sets the discriminator, the defaults and no attributes), then ``_container_deserialize``
+#: empties ``attribute_values``, sets the discriminator and the defaults again, then each stored
+#: value with ``setattr``. Taken when this module is imported, so that a method patched later
+#: (a test's spy) reads as a change.
+_INSTANTIATION_STEPS = {step: getattr(AttributeContainer, step) for step in (
+    "_container_deserialize", "_set_discriminator", "_set_defaults", "_set_attributes")}
 
 
 def builds_as_pynamodb(model: type[Model]) -> bool:
-    """Whether ``model`` fills instances read back with PynamoDB's own steps (it overrides none
-    of ``AttributeContainer._container_deserialize``, ``_set_discriminator``, ``_set_defaults``,
-    nor ``__setattr__``), which ``_building`` then takes in fewer steps. Pinned by
-    ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``."""
+    """Whether ``model`` fills instances read back with PynamoDB's own steps, as PynamoDB
+    defines them (it overrides, and a patch replaced, none of
+    ``AttributeContainer._container_deserialize``, ``_set_discriminator``, ``_set_defaults``,
+    ``_set_attributes``, nor ``__setattr__``), which ``_building`` then takes in fewer steps.
+    Pinned by ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``."""
     if getattr(model, "__setattr__") is not object.__setattr__:  # noqa: B009 (the class's, not an instance's)
         return False
-    return all(getattr(model, step) is getattr(AttributeContainer, step) for step in _INSTANTIATION_STEPS)
+    return all(getattr(model, step) is method for step, method in _INSTANTIATION_STEPS.items())
 
 
 def python_attribute_name(model: type[Model], stored_name: str) -> str:

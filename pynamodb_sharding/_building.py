@@ -69,20 +69,31 @@ class Builder:
 
     def current(self) -> bool:
         """Whether no attribute class's ``__set__`` or ``get_value`` was replaced since."""
-        return all(kind.__set__ is set_ and kind.get_value is get_value for kind, set_, get_value in self.kinds)
+        for kind, set_, get_value in self.kinds:  # asked for every item read back: no generator
+            if kind.__set__ is not set_ or kind.get_value is not get_value:
+                return False
+        return True
 
 
 _builders: weakref.WeakKeyDictionary[type[Any], Builder | None] = weakref.WeakKeyDictionary()
+#: The class last asked for and its builder: a read asks for one class item after item.
+_last: tuple[type[Any] | None, Builder | None] = (None, None)
 
 
 def builder(cls: type[Any]) -> Builder | None:
     """The :class:`Builder` of ``cls``, or ``None`` where PynamoDB's ``_instantiate`` builds it."""
+    global _last
     if not builds_as_pynamodb(cls):
         return None
-    made = _builders.get(cls, _MISSING)
-    if made is None or (isinstance(made, Builder) and made.current()):
+    last_class, made = _last
+    if last_class is not cls:
+        made = _builders.get(cls, _MISSING)  # type: ignore[arg-type]
+    if made is not _MISSING and (made is None or made.current()):
+        if last_class is not cls:
+            _last = (cls, made)
         return made
     made = _builders[cls] = _make_builder(cls)
+    _last = (cls, made)
     return made
 
 

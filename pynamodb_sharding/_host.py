@@ -382,8 +382,10 @@ def discriminator_attribute(model: type[Model]) -> Any:
 #: empties ``attribute_values``, sets the discriminator and the defaults again, then each stored
 #: value with ``setattr``. Taken when this module is imported, so that a method patched later
 #: (a test's spy) reads as a change.
-_INSTANTIATION_STEPS = {step: getattr(AttributeContainer, step) for step in (
-    "_container_deserialize", "_set_discriminator", "_set_defaults", "_set_attributes")}
+_CONTAINER_DESERIALIZE = AttributeContainer._container_deserialize
+_SET_DISCRIMINATOR = AttributeContainer._set_discriminator
+_SET_DEFAULTS = AttributeContainer._set_defaults
+_SET_ATTRIBUTES = AttributeContainer._set_attributes
 
 
 def builds_as_pynamodb(model: type[Model]) -> bool:
@@ -392,9 +394,12 @@ def builds_as_pynamodb(model: type[Model]) -> bool:
     ``AttributeContainer._container_deserialize``, ``_set_discriminator``, ``_set_defaults``,
     ``_set_attributes``, nor ``__setattr__``), which ``_building`` then takes in fewer steps.
     Pinned by ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``."""
-    if getattr(model, "__setattr__") is not object.__setattr__:  # noqa: B009 (the class's, not an instance's)
-        return False
-    return all(getattr(model, step) is method for step, method in _INSTANTIATION_STEPS.items())
+    # Asked for every item read back: plain comparisons, no loop.
+    return (model._container_deserialize is _CONTAINER_DESERIALIZE
+            and model._set_defaults is _SET_DEFAULTS
+            and model._set_discriminator is _SET_DISCRIMINATOR
+            and model._set_attributes is _SET_ATTRIBUTES
+            and getattr(model, "__setattr__") is object.__setattr__)  # noqa: B009 (the class's, not an instance's)
 
 
 def python_attribute_name(model: type[Model], stored_name: str) -> str:

@@ -26,7 +26,7 @@ PynamoDB calls on paths it builds itself (the model's own ``save``, ``update``, 
   PynamoDB's steps (``AttributeContainer._container_deserialize``, ``_set_discriminator``,
   ``_set_defaults``; :func:`builds_as_pynamodb`), the instance is built as those steps build
   it, without doing them twice (``_building``), values kept under their Python names
-  (``Model._dynamo_to_python_attrs``: :func:`python_attribute_name`). Pinned by
+  (``Model._dynamo_to_python_attrs``: :func:`python_attribute_names`). Pinned by
   ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``.
 * ``Model._get_connection``: every request's table connection; the model arms its client's key
   guard there. Pinned by ``test_host_hooks.py::test_every_request_gets_its_connection_from_the_hook``.
@@ -161,7 +161,7 @@ __all__ = [
     "own_connection",
     "pace_rate_limit",
     "put_arguments",
-    "python_attribute_name",
+    "python_attribute_names",
     "query_operation",
     "range_keyname",
     "reset_connection",
@@ -402,11 +402,12 @@ def builds_as_pynamodb(model: type[Model]) -> bool:
             and getattr(model, "__setattr__") is object.__setattr__)  # noqa: B009 (the class's, not an instance's)
 
 
-def python_attribute_name(model: type[Model], stored_name: str) -> str:
-    """The name under which an attribute stored as ``stored_name`` is kept in an instance's
-    ``attribute_values`` (``Model._dynamo_to_python_attrs``, what ``Attribute.__set__`` reads)."""
+def python_attribute_names(model: type[Model]) -> dict[str, str]:
+    """Stored name -> the name under which an instance's ``attribute_values`` keeps an
+    attribute, where the two differ (``Model._dynamo_to_python_attrs``, what
+    ``Attribute.__set__`` reads)."""
     names: dict[str, str] = getattr(model, "_dynamo_to_python_attrs", {})  # untyped in PynamoDB
-    return names.get(stored_name, stored_name)
+    return names
 
 
 #: How PynamoDB's ``BatchWrite.commit`` words the ``PutError`` it raises when items are still

@@ -30,7 +30,7 @@ from pynamodb_sharding import _partitioned as partitioned
 from pynamodb_sharding import _point_reads as point_reads
 from pynamodb_sharding import _regions as regions
 from pynamodb_sharding import _writes as writes
-from pynamodb_sharding._building import builder, instantiate
+from pynamodb_sharding._building import builds_here, instantiate
 from pynamodb_sharding._declaration import declare
 from pynamodb_sharding._descriptor import index_owner, shard_manager
 from pynamodb_sharding._exceptions import LogicalKeyError, ShardingDefinitionError
@@ -143,8 +143,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
 
     @classmethod
     def _instantiate(cls: type[_T], attribute_values: dict[str, Any]) -> _T:
-        plan = builder(cls)
-        instance = super()._instantiate(attribute_values) if plan is None else instantiate(cls, plan, attribute_values)
+        instance = instantiate(cls, attribute_values) if builds_here(cls) else super()._instantiate(attribute_values)
         point_reads.adopt_stored(instance, attribute_values)
         return instance
 

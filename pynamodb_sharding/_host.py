@@ -24,9 +24,9 @@ PynamoDB calls on paths it builds itself (the model's own ``save``, ``update``, 
   batch_get); decodes the physical key. Pinned by
   ``test_host_hooks.py::test_items_read_back_route_through_instantiate``. Where the class keeps
   PynamoDB's steps (``AttributeContainer._container_deserialize``, ``_set_discriminator``,
-  ``_set_defaults``; :func:`builds_as_pynamodb`), the instance is built as those steps build
-  it, without doing them twice (``_building``), values kept under their Python names
-  (``Model._dynamo_to_python_attrs``: :func:`python_attribute_names`). Pinned by
+  ``_set_defaults``, ``_set_attributes``; :func:`builds_as_pynamodb`), the instance is built
+  as those steps build it, without doing them twice (``_building``), values kept under their
+  Python names (``Model._dynamo_to_python_attrs``: :func:`python_attribute_names`). Pinned by
   ``test_host_hooks.py::test_pynamodb_instantiates_by_init_then_container_deserialize``.
 * ``Model._get_connection``: every request's table connection; the model arms its client's key
   guard there. Pinned by ``test_host_hooks.py::test_every_request_gets_its_connection_from_the_hook``.

@@ -8,7 +8,7 @@ from unittest import mock
 from pynamodb.attributes import AttributeContainer, NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from tests.integration.test_item_building_classes import keys, pair
+from tests.integration.test_item_building_classes import calls_while_querying, keys, pair
 from tests.integration.test_item_building_parity import outcome
 from tests.raw import raw_client
 
@@ -160,13 +160,7 @@ def test_a_spy_on_attribute_container_init(dynamodb_models: Any) -> None:
     s, p = pair("A11", body_note)
     dynamodb_models(s, p)
     put_raw(s, p)
-    real = AttributeContainer.__init__
-    with mock.patch.object(AttributeContainer, "__init__", autospec=True, side_effect=real) as spy:
-        list(p.query("k"))
-        plain = spy.call_count
-        spy.reset_mock()
-        list(s.query("k"))
-        assert (plain, spy.call_count) == (2, 2)
+    assert calls_while_querying(AttributeContainer, "__init__", p, s) == [2, 2]
 
 
 def test_a_spy_on_get_attributes(dynamodb_models: Any) -> None:

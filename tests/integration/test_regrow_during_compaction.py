@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -35,9 +36,11 @@ from pynamodb_sharding import (
     _shard_requests,
 )
 from pynamodb_sharding._descriptor import shard_manager
+from pynamodb_sharding._dynamic import CountWatch
 from pynamodb_sharding._fanout import planned_floor
 from pynamodb_sharding._host import botocore_client
 from pynamodb_sharding._keys import FIRST_READ, LEGACY_SHARD
+from pynamodb_sharding._merge import ShardMerge
 from pynamodb_sharding.migration import JobOptions, compact
 from tests.clock import Clock
 from tests.item_moves import move_item
@@ -278,17 +281,48 @@ def _grown_with_items(dynamodb_models: Callable[..., Any]) -> None:
                for a in range(100, 120)])
 
 
+@pytest.mark.parametrize("shard_2_next_page", ["landed", "held"])
 def test_a_query_kept_open_across_a_shrink_and_its_compaction_stops_and_resumes_exactly(
-        dynamodb_models: Callable[..., Any], options: JobOptions) -> None:
+        dynamodb_models: Callable[..., Any], options: JobOptions, monkeypatch: pytest.MonkeyPatch,
+        shard_2_next_page: str) -> None:
     # An export reads part of the key, then waits; meanwhile the key is shrunk and compacted:
     # shard 2's 110..119 move into shard 1, behind the page of shard 1 the query holds.
+    # Shard 2's next page (105..109) is prefetched while the export waits: either it landed
+    # before the job ran, or its request is held until the job is done (it then reads nothing
+    # left in shard 2). Both are made to happen, not left to the threads' timing.
     _grown_with_items(dynamodb_models)
+    submitted: list[Future[Any]] = []
+    submit = ShardMerge._submit
+
+    def recorded(self: ShardMerge, shard: int, start: Any) -> Future[Any]:
+        future = submit(self, shard, start)
+        submitted.append(future)
+        return future
+
+    monkeypatch.setattr(ShardMerge, "_submit", recorded)
+    job_done, holding = threading.Event(), threading.Event()
+    if shard_2_next_page == "held":
+        original = _shard_requests.ShardQuery.__call__
+        shard_2 = shard_manager(App).physical_key(KEY, 2)
+
+        def held(self: Any, hash_value: Any, start: Any, limit: Any = None) -> Any:
+            if self._model is App and hash_value == shard_2 and start is not None and not job_done.is_set():
+                holding.set()
+                assert job_done.wait(60), "the compaction did not finish"
+            return original(self, hash_value, start, limit)
+
+        monkeypatch.setattr(_shard_requests.ShardQuery, "__call__", held)
     results = App.query(KEY, page_size=5)
     got = [int(next(results).at) for _ in range(12)]
+    if shard_2_next_page == "landed":
+        assert all(future.exception(60) is None for future in list(submitted))
+    else:
+        assert holding.wait(60), "shard 2's next page was not requested"
     _tick(100)
     App.shards.shrink(KEY, to=1)
     _tick(12)
     report = compact(JobProc, options)
+    job_done.set()
     assert report.tally.moved == 20
     with pytest.raises(ShardCountLoweredError, match=r"App: the shard count of key 'hot' was lowered \(to 1\) "
                                                      r"while this merged read was open .* resume the read"):
@@ -298,28 +332,31 @@ def test_a_query_kept_open_across_a_shrink_and_its_compaction_stops_and_resumes_
     resumed = [int(item.at) for item in App.query(KEY, last_evaluated_key=results.last_evaluated_key)]
     # The rest, in order, each once. The item it stopped after was in shard 2, and the job moved
     # it into shard 1: the resumed query reads shard 2 no more (trimmed), so that copy is it.
-    assert got[-1] == 109
+    assert got[-1] == (109 if shard_2_next_page == "landed" else 104)
     assert got + resumed == EXPECTED
 
 
 def test_a_count_kept_open_across_a_shrink_stops(dynamodb_models: Callable[..., Any],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _grown_with_items(dynamodb_models)
-    original = _shard_requests.ShardQuery.__call__
+    check = CountWatch.__call__
     shrunk: list[bool] = []
 
-    def slow(self: Any, hash_value: Any, start: Any, limit: Any = None) -> Any:
-        reply = original(self, hash_value, start, limit)
-        if not shrunk:  # the first shard's page came back; then the count waits and the key shrinks
+    def shrink_first(self: CountWatch) -> None:
+        # A shard's page came back after the count was planned; then the count waits and the
+        # key shrinks, before the page is checked (the check runs after every page, on
+        # whichever thread took it, so the shrink cannot land before the plan).
+        if not shrunk:
             shrunk.append(True)
             _tick(100)
             App.shards.shrink(KEY, to=1)
             _tick(12)
-        return reply
+        check(self)
 
-    monkeypatch.setattr(_shard_requests.ShardQuery, "__call__", slow)
+    monkeypatch.setattr(CountWatch, "__call__", shrink_first)
     with pytest.raises(ShardCountLoweredError):
         App.count(KEY)
+    assert shrunk
 
 
 def test_a_query_kept_open_without_a_shrink_goes_on(dynamodb_models: Callable[..., Any]) -> None:

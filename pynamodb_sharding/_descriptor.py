@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
-import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
@@ -31,6 +30,7 @@ from pynamodb_sharding._hedging import LatencyWindow
 from pynamodb_sharding._host import hash_keyname, index_hash_attribute, index_model, indexes, range_keyname
 from pynamodb_sharding._item import known
 from pynamodb_sharding._keys import DEFAULT_SEPARATOR, LEGACY_SHARD, BareKeyCodec, KeyCodec, validate_separator
+from pynamodb_sharding._owned import Owned
 from pynamodb_sharding._periods import shard_namespace
 from pynamodb_sharding._pool import declare_workers
 from pynamodb_sharding._strategies import (
@@ -247,7 +247,7 @@ class Sharding:
         self.written_at_margin = float(written_at_margin)
         self.name = ""
         # One manager per fully defined owner class: item decoding asks for it per item.
-        self._managers: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
+        self._managers: Owned[ShardManager[Any]] = Owned("manager")
 
     def __repr__(self) -> str:
         extra = f", first_shard={self.first_shard}" if self.first_shard != 1 else ""
@@ -937,7 +937,7 @@ class ShardManager(Generic[_M]):
 
 #: Each sharded index (the instance declared on a model class) and its bound manager; filled
 #: by :func:`pynamodb_sharding._indexes.bind_sharded_indexes` when the model is defined.
-_INDEX_MANAGERS: weakref.WeakKeyDictionary[Any, ShardManager[Any]] = weakref.WeakKeyDictionary()
+_INDEX_MANAGERS: Owned[ShardManager[Any]] = Owned("index_manager")
 
 
 def register_index_manager(index: Any, manager: ShardManager[Any]) -> None:
@@ -993,7 +993,7 @@ def index_hash_attribute_name(model: type[Any], index_name: str) -> str:
 #: ``__dict__``: a subclass has one of its own).
 _MANAGER = "__pynamodb_sharding_manager__"
 #: Each sharded model class's manager, registered when the class is defined (:func:`register_model`).
-_BY_MODEL: weakref.WeakKeyDictionary[type[Any], ShardManager[Any]] = weakref.WeakKeyDictionary()
+_BY_MODEL: Owned[ShardManager[Any]] = Owned("registered_manager")
 
 
 def register_model(model: type[Any], name: str) -> ShardManager[Any]:

@@ -15,7 +15,6 @@ the index is not the count of a table key spelled the same.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -43,6 +42,7 @@ from pynamodb_sharding._host import (
 )
 from pynamodb_sharding._item import forget_index, index_pin, pin_index
 from pynamodb_sharding._keys import LEGACY_SHARD
+from pynamodb_sharding._owned import Owned
 from pynamodb_sharding._throttling import ThrottleKind, classify
 
 if TYPE_CHECKING:
@@ -470,7 +470,7 @@ def sharded_index(model: type[Any], index_name: str | None) -> ShardedIndex | No
 
 
 #: Each model class's bound sharded indexes (see :func:`bind_sharded_indexes`).
-_BOUND: weakref.WeakKeyDictionary[type[Any], dict[str, ShardedIndex]] = weakref.WeakKeyDictionary()
+_BOUND: Owned[dict[str, ShardedIndex]] = Owned("sharded_indexes")
 
 
 def bind_sharded_indexes(model: type[Any]) -> dict[str, ShardedIndex]:
@@ -486,7 +486,7 @@ def bind_sharded_indexes(model: type[Any]) -> dict[str, ShardedIndex]:
 
 def sharded_indexes_of(model: type[Any]) -> dict[str, ShardedIndex]:
     """The sharded indexes of ``model`` by name (empty for a model without any)."""
-    return _BOUND.get(model, {})
+    return _BOUND.get(model) or {}
 
 
 def store_index_values(item: Any, data: dict[str, dict[str, Any]]) -> None:
@@ -500,7 +500,7 @@ def store_index_values(item: Any, data: dict[str, dict[str, Any]]) -> None:
 
 #: The table (name, host, region) each model was last found to agree on its indexes with every
 #: other sharded model of that table (see check_index_agreement).
-_AGREED: weakref.WeakKeyDictionary[type[Any], tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_AGREED: Owned[tuple[Any, ...]] = Owned("index_agreement")
 
 
 def _table_identity(model: type[Any]) -> tuple[Any, ...]:

@@ -12,7 +12,6 @@ branch on which it is; a new way of routing is one new class here.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -51,6 +50,7 @@ from pynamodb_sharding._indexes import (
     write_growing_indexes,
 )
 from pynamodb_sharding._metadata import ShardCountsKeptWarning, ShardCountStore, ShardMetadata, delete_namespaces
+from pynamodb_sharding._owned import Owned
 from pynamodb_sharding._periods import is_time_partitioned
 from pynamodb_sharding._point_reads import without_stale_bare_copies
 from pynamodb_sharding._pool import pause
@@ -61,7 +61,7 @@ __all__ = ["PeriodRoutes", "TableRoutes", "bind_routes", "routes_of"]
 _R = TypeVar("_R")
 
 #: Each sharded model class's routes, chosen when the class was defined.
-_ROUTES: weakref.WeakKeyDictionary[type[Any], TableRoutes] = weakref.WeakKeyDictionary()
+_ROUTES: Owned[TableRoutes] = Owned("routes")
 
 
 def bind_routes(model: type[Any]) -> TableRoutes:

@@ -1,0 +1,63 @@
+"""Values kept per model class (or per object a class holds, such as a declared index) in that
+object itself, so that they live and die with it.
+
+A ``weakref.WeakKeyDictionary`` keyed by a model class keeps the class alive for good as soon as
+its value refers back to it (a ``ShardManager`` holds its model): the dictionary holds its
+values strongly, so the key's weak reference never dies. Kept in the owner's own ``__dict__``,
+the value and its owner form a cycle that the garbage collector frees, as it frees a plain
+PynamoDB model class: a class made at run time (a model per tenant's table, a test's model) is
+freed once nothing else uses it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Owned"]
+
+_V = TypeVar("_V")
+
+_numbers = itertools.count()
+
+
+class Owned(Generic[_V]):
+    """A value per owner (a class or an instance with a ``__dict__``), stored in the owner's own
+    ``__dict__``: a subclass does not see its base class's value, as with a dictionary keyed
+    by class. ``None`` is never stored (it reads as no value)."""
+
+    __slots__ = ("_attribute", "_owners")
+
+    def __init__(self, what: str) -> None:
+        self._attribute = f"__pynamodb_sharding_{what}_{next(_numbers)}__"
+        self._owners: weakref.WeakSet[Any] = weakref.WeakSet()  # for items(): weak, as the owners
+
+    def get(self, owner: Any) -> _V | None:
+        try:
+            own = vars(owner)
+        except TypeError:  # no __dict__: nothing was stored
+            return None
+        found: _V | None = own.get(self._attribute)
+        return found
+
+    def __contains__(self, owner: Any) -> bool:
+        return self.get(owner) is not None
+
+    def __setitem__(self, owner: Any, value: _V) -> None:
+        if isinstance(owner, type):
+            type.__setattr__(owner, self._attribute, value)
+        else:
+            object.__setattr__(owner, self._attribute, value)
+        self._owners.add(owner)
+
+    def setdefault(self, owner: Any, value: _V) -> _V:
+        found = self.get(owner)
+        if found is not None:
+            return found
+        self[owner] = value
+        return value
+
+    def items(self) -> list[tuple[Any, _V]]:
+        """Every owner alive that holds a value, with it."""
+        return [(owner, value) for owner in list(self._owners) if (value := self.get(owner)) is not None]

@@ -1,0 +1,126 @@
+"""Model classes made at run time are freed once nothing uses them, as plain PynamoDB's are
+(DynamoDB Local).
+
+A service that makes a model class per tenant's table, or a test that declares its models in a
+function, makes and drops classes for as long as it runs. The library keeps what it knows of a
+class (its shard manager, routes, bound indexes) in the class itself, so that the garbage
+collector frees both together; kept in registries keyed by class, each class would stay in
+memory for good (its manager refers back to it). Each class here is used first (a save, a
+point read, a merged query, an index query, a count), then dropped.
+"""
+
+from __future__ import annotations
+
+import gc
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding._descriptor import is_sharded
+from pynamodb_sharding.testing.binding import ModelBinding
+from pynamodb_sharding.testing.local import DynamoDBLocal
+from tests.async_loop import Loop
+
+
+def _tenant_model(base: type[Model], tenant: str, strategy: Callable[[], Any] | None) -> type[Model]:
+    """A model class of one tenant's table, as a service makes one per tenant."""
+
+    class ByDay(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "by_day"
+            projection = AllProjection()
+
+        day = UnicodeAttribute(hash_key=True)
+        at = NumberAttribute(range_key=True)
+        if strategy is not None:
+            shards = Sharding(RandomShards(4))
+
+    namespace: dict[str, Any] = {
+        "Meta": type("Meta", (), {"table_name": f"tenant_{tenant}_events"}),
+        "device": UnicodeAttribute(hash_key=True),
+        "at": NumberAttribute(range_key=True),
+        "day": UnicodeAttribute(),
+        "by_day": ByDay(),
+    }
+    if strategy is not None:
+        namespace["shards"] = Sharding(strategy())
+    return type(f"Events_{tenant}", (base,), namespace)
+
+
+def _use(model: Any) -> None:
+    for at in range(6):
+        model("d1", at, day="20261204").save()
+    assert model.get("d1", 3).at == 3
+    assert [item.at for item in model.query("d1")] == list(range(6))
+    assert [item.at for item in model.by_day.query("20261204")] == list(range(6))
+    assert model.count("d1") == 6
+
+
+async def _use_async(model: Any) -> None:
+    await model("d2", 0, day="20261205").asave()
+    assert (await model.aget("d2", 0)).day == "20261205"
+    assert [item.at async for item in model.aquery("d1")] == list(range(6))
+    assert await model.acount("d1") == 6
+
+
+def _freed(model_ref: weakref.ref[Any]) -> bool:
+    for _ in range(3):
+        gc.collect()
+    return model_ref() is None
+
+
+def _counts() -> Any:
+    class TenantShards(ShardMetadata):
+        class Meta:
+            table_name = f"tenant_shards_{uuid.uuid4().hex[:8]}"
+
+    return DynamicShards(TenantShards, max_shards=4)
+
+
+STRATEGIES: dict[str, Callable[[], Any]] = {
+    "random": lambda: RandomShards(4),
+    "hashed": lambda: HashedShards(4),
+    "dynamic": _counts,
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_a_sharded_model_class_used_then_dropped_is_freed_as_a_plain_one_is(
+        dynamodb_local: DynamoDBLocal, loop: Loop, strategy: str) -> None:
+    tenant = uuid.uuid4().hex[:8]
+    plain = _tenant_model(Model, tenant, None)
+    sharded = _tenant_model(ShardedModel, tenant, STRATEGIES[strategy])
+    assert is_sharded(sharded)
+    assert not is_sharded(plain)
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(plain, sharded)
+        _use(plain)
+        _use(sharded)
+        loop.run(_use_async(sharded))  # the async methods too (PynamoDB has none)
+    plain_ref, sharded_ref = weakref.ref(plain), weakref.ref(sharded)
+    del plain, sharded
+    assert _freed(plain_ref), "the plain PynamoDB model was not freed (the test keeps it somewhere)"
+    assert _freed(sharded_ref), "the sharded model class stayed in memory after it was dropped"
+
+
+def test_a_subclass_keeps_its_own_manager_and_its_base_is_freed_with_it(dynamodb_local: DynamoDBLocal) -> None:
+    """What the library keeps of a class is the class's own: a subclass has its own manager (not
+    its base's, found by attribute lookup), and both are freed once dropped."""
+    tenant = uuid.uuid4().hex[:8]
+    base = _tenant_model(ShardedModel, tenant, lambda: RandomShards(4))
+    child = type(f"Child_{tenant}", (base,), {"Meta": type("Meta", (), {"table_name": f"tenant_{tenant}_child"})})
+    assert base.shards.model is base
+    assert child.shards.model is child
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(child)
+        _use(child)
+    refs = [weakref.ref(base), weakref.ref(child)]
+    del base, child
+    assert [_freed(ref) for ref in refs] == [True, True]

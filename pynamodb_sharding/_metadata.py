@@ -58,6 +58,7 @@ from pynamodb_sharding._host import (
     unshared_connection,
 )
 from pynamodb_sharding._locals import ContextLocal
+from pynamodb_sharding._owned import Owned
 from pynamodb_sharding._pool import pause, single_flight
 from pynamodb_sharding._strategies import HistoryEntry
 from pynamodb_sharding._throttling import error_chain
@@ -352,7 +353,9 @@ def _placed(
     return found
 
 
-_followed: dict[type[Any], tuple[str, dict[str, Any]]] = {}
+#: Each metadata model class that follows its sharded models' connection: the first one's name
+#: and the settings it gave (kept in the class: a class made at run time is freed with them).
+_followed: Owned[tuple[str, dict[str, Any]]] = Owned("followed_connection")
 
 
 def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -> None:

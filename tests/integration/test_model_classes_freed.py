@@ -104,10 +104,18 @@ def test_a_sharded_model_class_used_then_dropped_is_freed_as_a_plain_one_is(
         _use(plain)
         _use(sharded)
         loop.run(_use_async(sharded))  # the async methods too (PynamoDB has none)
+    companions = [weakref.ref(model) for model in _companion_models(sharded)]
     plain_ref, sharded_ref = weakref.ref(plain), weakref.ref(sharded)
     del plain, sharded
     assert _freed(plain_ref), "the plain PynamoDB model was not freed (the test keeps it somewhere)"
     assert _freed(sharded_ref), "the sharded model class stayed in memory after it was dropped"
+    assert [_freed(ref) for ref in companions] == [True] * len(companions)  # its metadata model
+
+
+def _companion_models(model: Any) -> list[type[Model]]:
+    """The metadata model of a DynamicShards model (made with it, as a tenant's would be)."""
+    strategy = model.shards.strategy
+    return [strategy.metadata_model] if isinstance(strategy, DynamicShards) else []
 
 
 def test_a_subclass_keeps_its_own_manager_and_its_base_is_freed_with_it(dynamodb_local: DynamoDBLocal) -> None:

@@ -35,8 +35,8 @@ class Owned(Generic[_V]):
 
     def get(self, owner: Any) -> _V | None:
         try:
-            own = vars(owner)
-        except TypeError:  # no __dict__: nothing was stored
+            own = owner.__dict__  # a class's own, not its bases' (faster than vars())
+        except AttributeError:  # no __dict__: nothing was stored
             return None
         found: _V | None = own.get(self._attribute)
         return found

@@ -1,0 +1,66 @@
+"""Owned: a value per class (or object) kept in the owner's own __dict__, freed with it."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from pynamodb_sharding._owned import Owned
+
+
+class Base:
+    pass
+
+
+class Child(Base):
+    pass
+
+
+class Slotted:
+    __slots__ = ("__weakref__",)
+
+
+def test_a_value_is_the_class_s_own_not_its_base_s() -> None:
+    owned: Owned[str] = Owned("t")
+    owned[Base] = "base"
+    assert owned.get(Base) == "base"
+    assert owned.get(Child) is None
+    assert Child not in owned
+    owned[Child] = "child"
+    assert (owned.get(Base), owned.get(Child)) == ("base", "child")
+
+
+def test_two_registries_of_one_name_do_not_share_values() -> None:
+    first: Owned[int] = Owned("same")
+    second: Owned[int] = Owned("same")
+    first[Base] = 1
+    assert second.get(Base) is None
+
+
+def test_instances_hold_values_and_one_without_a_dict_holds_none() -> None:
+    owned: Owned[int] = Owned("t")
+    item = Base()
+    owned[item] = 3
+    assert owned.get(item) == 3
+    assert owned.get(Base()) is None
+    assert owned.get(Slotted()) is None
+    assert Slotted() not in owned
+
+
+def test_setdefault_keeps_the_first_value() -> None:
+    owned: Owned[list[int]] = Owned("t")
+    first = owned.setdefault(Base, [1])
+    assert owned.setdefault(Base, [2]) is first
+
+
+def test_items_are_the_owners_alive_and_a_value_that_refers_back_is_freed_with_its_owner() -> None:
+    owned: Owned[object] = Owned("t")
+    made = type("Made", (), {})
+    owned[made] = {"model": made}  # refers back to its owner, as a shard manager does
+    owned[Base] = "kept"
+    assert {owner for owner, _ in owned.items()} == {made, Base}
+    ref = weakref.ref(made)
+    del made
+    gc.collect()
+    assert ref() is None
+    assert owned.items() == [(Base, "kept")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
+import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
@@ -935,14 +936,17 @@ class ShardManager(Generic[_M]):
         return hook() if hook is not None else repr(self.strategy)
 
 
-#: Each sharded index (the instance declared on a model class) and its bound manager; filled
-#: by :func:`pynamodb_sharding._indexes.bind_sharded_indexes` when the model is defined.
-_INDEX_MANAGERS: Owned[ShardManager[Any]] = Owned("index_manager")
+#: Each sharded index (the instance declared on a model class) and a weak reference to its
+#: bound manager; filled by :func:`pynamodb_sharding._indexes.bind_sharded_indexes` when the
+#: model is defined. The model class holds the manager (its bound indexes); a strong reference
+#: here would keep the class alive through its index. Not kept on the index instance itself:
+#: PynamoDB deep-copies an inherited index into each subclass, and would copy the manager too.
+_INDEX_MANAGERS: weakref.WeakKeyDictionary[Any, weakref.ref[ShardManager[Any]]] = weakref.WeakKeyDictionary()
 
 
 def register_index_manager(index: Any, manager: ShardManager[Any]) -> None:
     """Record the bound manager of a sharded index instance (``AuditLog.by_day.shards``)."""
-    _INDEX_MANAGERS[index] = manager
+    _INDEX_MANAGERS[index] = weakref.ref(manager)
 
 
 def index_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:
@@ -951,7 +955,8 @@ def index_manager(index: GlobalSecondaryIndex[Any]) -> ShardManager[Any]:
     Raises:
         ShardingDefinitionError: the index is not declared on a ``ShardedModel``.
     """
-    manager = _INDEX_MANAGERS.get(index)
+    held = _INDEX_MANAGERS.get(index)
+    manager = held() if held is not None else None
     if manager is None:
         name = index.Meta.index_name
         msg = (

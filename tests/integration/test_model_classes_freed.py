@@ -11,6 +11,7 @@ point read, a merged query, an index query, a count), then dropped.
 
 from __future__ import annotations
 
+import datetime
 import gc
 import uuid
 import weakref
@@ -22,7 +23,15 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from pynamodb_sharding import DynamicShards, HashedShards, RandomShards, ShardedModel, Sharding, ShardMetadata
+from pynamodb_sharding import (
+    DynamicShards,
+    HashedShards,
+    RandomShards,
+    ShardedModel,
+    Sharding,
+    ShardMetadata,
+    TimePartitioned,
+)
 from pynamodb_sharding._descriptor import is_sharded
 from pynamodb_sharding.testing.binding import ModelBinding
 from pynamodb_sharding.testing.local import DynamoDBLocal
@@ -132,3 +141,84 @@ def test_a_subclass_keeps_its_own_manager_and_its_base_is_freed_with_it(dynamodb
     refs = [weakref.ref(base), weakref.ref(child)]
     del base, child
     assert [_freed(ref) for ref in refs] == [True, True]
+
+
+# A subclass of a model with a sharded index: PynamoDB deep-copies the inherited index into the
+# subclass (found by an adversarial trial: with the index's manager kept on the index instance,
+# the copy took the base's DynamicShards along, and a lock cannot be copied: TypeError).
+INDEX_STRATEGIES: dict[str, Callable[[], Any]] = {**STRATEGIES}
+
+
+def _with_index_sharded(strategy: Callable[[], Any]) -> type[Model]:
+    class ByDay(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "by_day"
+            projection = AllProjection()
+
+        day = UnicodeAttribute(hash_key=True)
+        at = NumberAttribute(range_key=True)
+        shards = Sharding(strategy())
+
+    tenant = uuid.uuid4().hex[:8]
+    return type(f"Indexed_{tenant}", (ShardedModel,), {
+        "Meta": type("Meta", (), {"table_name": f"indexed_{tenant}"}),
+        "device": UnicodeAttribute(hash_key=True),
+        "at": NumberAttribute(range_key=True),
+        "day": UnicodeAttribute(),
+        "by_day": ByDay(),
+        "shards": Sharding(RandomShards(4)),
+    })
+
+
+@pytest.mark.parametrize("strategy", sorted(INDEX_STRATEGIES))
+def test_a_subclass_made_after_its_base_was_used_has_its_own_index_manager(
+        dynamodb_local: DynamoDBLocal, strategy: str) -> None:
+    base = _with_index_sharded(INDEX_STRATEGIES[strategy])
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(base)
+        _use(base)
+        child = type(f"Child_{base.__name__}", (base,), {
+            "Meta": type("Meta", (), {"table_name": f"{base.Meta.table_name}_child"})})
+        binding.bind(child)
+        _use(child)
+        assert (base.by_day.shards.model, child.by_day.shards.model) == (base, child)
+    refs = [weakref.ref(base), weakref.ref(child)]
+    del base, child
+    assert [_freed(ref) for ref in refs] == [True, True]
+
+
+def test_a_time_partitioned_model_whose_index_has_dynamic_shards_makes_its_period_models(
+        dynamodb_local: DynamoDBLocal) -> None:
+    """Each period's model is a subclass made at run time: its index is deep-copied too."""
+    now = datetime.datetime(2016, 2, 26, tzinfo=datetime.UTC).timestamp()
+
+    class PageShards(ShardMetadata):
+        class Meta:
+            table_name = f"page_shards_{uuid.uuid4().hex[:8]}"
+
+    class ByPage(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "by_page"
+            projection = AllProjection()
+
+        page = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        shards = Sharding(DynamicShards(PageShards, max_shards=4))
+
+    class PagedLog(ShardedModel):
+        class Meta:
+            table_name = TimePartitioned(f"paged_log_{uuid.uuid4().hex[:8]}.{{period}}", attribute="accessed_at",
+                                         period="month", clock=lambda: now)
+
+        user_id = UnicodeAttribute(hash_key=True)
+        accessed_at = NumberAttribute(range_key=True)
+        page = UnicodeAttribute()
+        by_page = ByPage()
+        shards = Sharding(RandomShards(4))
+
+    window = PagedLog.accessed_at.between(now - 100, now)
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(PagedLog)
+        PagedLog("u", now - 10, page="/top").save()
+        assert [item.page for item in PagedLog.query("u", window)] == ["/top"]
+        assert [item.user_id for item in PagedLog.by_page.query("/top", window)] == ["u"]

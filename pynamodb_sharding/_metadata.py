@@ -291,7 +291,9 @@ def home_unavailable(error: BaseException) -> bool:
     return home_unreachable(error) or any(isinstance(current, HomeHandoverError) for current in error_chain(error))
 
 
-_home_models: dict[tuple[Any, ...], type[ShardMetadata]] = {}
+#: Each metadata model's copies placed in other regions or hosts, by placement (kept in the
+#: metadata model: a class made at run time is freed with its copies).
+_home_models: Owned[dict[tuple[Any, ...], type[ShardMetadata]]] = Owned("placed_copies")
 _home_lock = threading.Lock()
 
 #: How long a change of the count waits for an unreachable home region before it fails.
@@ -332,9 +334,10 @@ def _placed(
     meta = metadata_model.Meta
     if retries and (getattr(meta, "region", None), getattr(meta, "host", None)) == (region, host):
         return metadata_model
-    key = (metadata_model, region, host, retries, connection_fingerprint(meta))
+    key = (region, host, retries, connection_fingerprint(meta))
     with _home_lock:
-        found = _home_models.get(key)
+        placed = _home_models.setdefault(metadata_model, {})
+        found = placed.get(key)
         if found is None:
             parent: Any = meta
             settings: dict[str, Any] = {"region": region, "host": host, "__module__": metadata_model.__module__}
@@ -349,7 +352,7 @@ def _placed(
                 "_connection": unshared_connection(metadata_model),
                 "_derived_at_run_time": True,
             })
-            _home_models[key] = found
+            placed[key] = found
     return found
 
 

@@ -222,3 +222,27 @@ def test_a_time_partitioned_model_whose_index_has_dynamic_shards_makes_its_perio
         PagedLog("u", now - 10, page="/top").save()
         assert [item.page for item in PagedLog.query("u", window)] == ["/top"]
         assert [item.user_id for item in PagedLog.by_page.query("/top", window)] == ["u"]
+
+
+def test_a_metadata_model_with_a_home_region_is_freed_with_its_placed_copies(dynamodb_local: DynamoDBLocal) -> None:
+    """Global tables: a metadata model with ``Meta.home_region`` sends its changes through a copy
+    of itself placed in that region (here the same server, spelled another way); a tenant's
+    metadata model made at run time is freed with that copy."""
+    home = dynamodb_local.endpoint.rstrip("/") + "/"  # the same server, spelled another way
+    tenant = uuid.uuid4().hex[:8]
+    shards = type("LogShards", (ShardMetadata,), {"Meta": type("Meta", (), {
+        "table_name": f"home_shards_{tenant}", "home_region": "us-east-1", "home_host": home})})
+    log = type("Log", (ShardedModel,), {
+        "Meta": type("Meta", (), {"table_name": f"home_log_{tenant}"}),
+        "key": UnicodeAttribute(hash_key=True), "at": NumberAttribute(range_key=True),
+        "shards": Sharding(DynamicShards(shards, max_shards=4, cache_ttl=0))})
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(log)
+        log("k", 0).save()
+        assert log.shards.grow("k") == 2  # written through the home region's copy
+        for at in range(1, 6):
+            log("k", at).save()
+        assert log.count("k") == 6
+    refs = [weakref.ref(log), weakref.ref(shards)]
+    del log, shards, binding
+    assert [_freed(ref) for ref in refs] == [True, True]

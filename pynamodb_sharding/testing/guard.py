@@ -20,6 +20,7 @@ client or a PynamoDB ``Connection`` made by hand are not model requests and are 
 from __future__ import annotations
 
 import ipaddress
+import weakref
 from collections.abc import Iterator
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -146,8 +147,10 @@ class LoopbackGuard:
 
     def __init__(self) -> None:
         self._slot = _GuardSlot()
-        # Each covered class and its own ``_connection`` before (or _ABSENT), in covering order.
-        self._saved: dict[type[Model], Any] = {}
+        # Each covered class and its own ``_connection`` before (or _ABSENT), in covering order;
+        # weakly, so that a class a test made and dropped is freed during the run (its
+        # connection never refers back to it), as it is without the guard.
+        self._saved: weakref.WeakKeyDictionary[type[Model], Any] = weakref.WeakKeyDictionary()
 
     def cover(self) -> list[type[Model]]:
         """Guard every model class not guarded yet; returns the classes covered by this call.

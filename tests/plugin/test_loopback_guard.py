@@ -9,7 +9,9 @@ negative control shows an unguarded request does get there (and is stopped by th
 
 from __future__ import annotations
 
+import gc
 import socket
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -225,6 +227,29 @@ class TestRelease:
         with pytest.raises(RuntimeError, match="was released"):
             guard.cover()
 
+    def test_a_covered_class_dropped_during_the_run_is_freed(self, network: list[str]) -> None:
+        """The run-wide guard covers the classes alive before each test; one a test made and
+        dropped is freed before the run ends, as without the guard (plain and sharded)."""
+
+        def made() -> list[type[Model]]:
+            plain = type("TenantPlain", (Model,), {
+                "Meta": type("Meta", (), {"table_name": "tenant_plain", "host": AWS}),
+                "key": UnicodeAttribute(hash_key=True)})
+            sharded = type("TenantSharded", (ShardedModel,), {
+                "Meta": type("Meta", (), {"table_name": "tenant_sharded", "host": AWS}),
+                "key": UnicodeAttribute(hash_key=True), "shards": Sharding(RandomShards(2))})
+            return [plain, sharded]
+
+        guard = LoopbackGuard()
+        models = made()
+        assert set(models) <= set(guard.cover())
+        refs = [weakref.ref(model) for model in models]
+        del models
+        gc.collect()
+        assert [ref() for ref in refs] == [None, None]
+        guard.release()
+        assert "_connection" not in vars(Account)
+
     def test_a_binding_closed_after_the_release_leaves_no_refusal_behind(
         self, network: list[str], dynamodb_local: DynamoDBLocal
     ) -> None:
@@ -251,7 +276,9 @@ def test_loopback_hosts() -> None:
 
 
 INNER_CONFTEST = '''
+import gc
 import socket
+import weakref
 import sys
 
 from pynamodb_sharding.testing.guard import is_loopback

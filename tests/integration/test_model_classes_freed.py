@@ -38,8 +38,10 @@ from pynamodb_sharding.testing.local import DynamoDBLocal
 from tests.async_loop import Loop
 
 
-def _tenant_model(base: type[Model], tenant: str, strategy: Callable[[], Any] | None) -> type[Model]:
-    """A model class of one tenant's table, as a service makes one per tenant."""
+def _tenant_model(base: type[Model], tenant: str, strategy: Callable[[], Any] | None,
+                  index_strategy: Callable[[], Any] | None = None) -> type[Model]:
+    """A model class of one tenant's table, as a service makes one per tenant; a sharded one's
+    index is sharded too (``RandomShards(4)`` unless ``index_strategy`` says)."""
 
     class ByDay(GlobalSecondaryIndex[Any]):
         class Meta:
@@ -49,7 +51,7 @@ def _tenant_model(base: type[Model], tenant: str, strategy: Callable[[], Any] | 
         day = UnicodeAttribute(hash_key=True)
         at = NumberAttribute(range_key=True)
         if strategy is not None:
-            shards = Sharding(RandomShards(4))
+            shards = Sharding((index_strategy or (lambda: RandomShards(4)))())
 
     namespace: dict[str, Any] = {
         "Meta": type("Meta", (), {"table_name": f"tenant_{tenant}_events"}),
@@ -149,31 +151,10 @@ def test_a_subclass_keeps_its_own_manager_and_its_base_is_freed_with_it(dynamodb
 INDEX_STRATEGIES: dict[str, Callable[[], Any]] = {**STRATEGIES}
 
 
-def _with_index_sharded(strategy: Callable[[], Any]) -> type[Model]:
-    class ByDay(GlobalSecondaryIndex[Any]):
-        class Meta:
-            index_name = "by_day"
-            projection = AllProjection()
-
-        day = UnicodeAttribute(hash_key=True)
-        at = NumberAttribute(range_key=True)
-        shards = Sharding(strategy())
-
-    tenant = uuid.uuid4().hex[:8]
-    return type(f"Indexed_{tenant}", (ShardedModel,), {
-        "Meta": type("Meta", (), {"table_name": f"indexed_{tenant}"}),
-        "device": UnicodeAttribute(hash_key=True),
-        "at": NumberAttribute(range_key=True),
-        "day": UnicodeAttribute(),
-        "by_day": ByDay(),
-        "shards": Sharding(RandomShards(4)),
-    })
-
-
 @pytest.mark.parametrize("strategy", sorted(INDEX_STRATEGIES))
 def test_a_subclass_made_after_its_base_was_used_has_its_own_index_manager(
         dynamodb_local: DynamoDBLocal, strategy: str) -> None:
-    base = _with_index_sharded(INDEX_STRATEGIES[strategy])
+    base = _tenant_model(ShardedModel, uuid.uuid4().hex[:8], lambda: RandomShards(4), INDEX_STRATEGIES[strategy])
     with ModelBinding(dynamodb_local) as binding:
         binding.bind(base)
         _use(base)

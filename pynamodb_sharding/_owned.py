@@ -24,8 +24,9 @@ _numbers = itertools.count()
 
 class Owned(Generic[_V]):
     """A value per owner (a class or an instance with a ``__dict__``), stored in the owner's own
-    ``__dict__``: a subclass does not see its base class's value, as with a dictionary keyed
-    by class. ``None`` is never stored (it reads as no value)."""
+    ``__dict__`` with the owner: a subclass does not see its base class's value, nor a class
+    made from a copy of another's namespace that one's, as with a dictionary keyed by class.
+    ``None`` is never stored (it reads as no value)."""
 
     __slots__ = ("_attribute", "_owners")
 
@@ -38,17 +39,18 @@ class Owned(Generic[_V]):
             own = owner.__dict__  # a class's own, not its bases' (faster than vars())
         except AttributeError:  # no __dict__: nothing was stored
             return None
-        found: _V | None = own.get(self._attribute)
-        return found
+        entry: tuple[Any, _V] | None = own.get(self._attribute)
+        return entry[1] if entry is not None and entry[0] is owner else None
 
     def __contains__(self, owner: Any) -> bool:
         return self.get(owner) is not None
 
     def __setitem__(self, owner: Any, value: _V) -> None:
+        entry = (owner, value)  # a cycle through the owner, which the collector frees with it
         if isinstance(owner, type):
-            type.__setattr__(owner, self._attribute, value)
+            type.__setattr__(owner, self._attribute, entry)
         else:
-            object.__setattr__(owner, self._attribute, value)
+            object.__setattr__(owner, self._attribute, entry)
         self._owners.add(owner)
 
     def setdefault(self, owner: Any, value: _V) -> _V:

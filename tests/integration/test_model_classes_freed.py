@@ -33,9 +33,11 @@ from pynamodb_sharding import (
     TimePartitioned,
 )
 from pynamodb_sharding._descriptor import is_sharded
+from pynamodb_sharding._exceptions import ShardingDefinitionError
 from pynamodb_sharding.testing.binding import ModelBinding
 from pynamodb_sharding.testing.local import DynamoDBLocal
 from tests.async_loop import Loop
+from tests.raw import raw_items
 
 
 def _tenant_model(base: type[Model], tenant: str, strategy: Callable[[], Any] | None,
@@ -227,3 +229,52 @@ def test_a_metadata_model_with_a_home_region_is_freed_with_its_placed_copies(dyn
     refs = [weakref.ref(log), weakref.ref(shards)]
     del log, shards, binding
     assert [_freed(ref) for ref in refs] == [True, True]
+
+
+# Classes made from a copy of another class's namespace (``type(name, bases, dict(vars(Other)))``:
+# a clone per tenant, a decorator that rebuilds the class) start with nothing of the other's
+# (found by an adversarial trial: the copied entries said the clone had passed the checks).
+def _namespace(model: type[Any]) -> dict[str, Any]:
+    return {name: value for name, value in vars(model).items() if name not in ("__dict__", "__weakref__")}
+
+
+def _index_of(shards: int) -> Any:
+    return type("ByDay", (GlobalSecondaryIndex,), {
+        "Meta": type("Meta", (), {"index_name": "by_day", "projection": AllProjection()}),
+        "day": UnicodeAttribute(hash_key=True), "at": NumberAttribute(range_key=True),
+        "shards": Sharding(RandomShards(shards))})()
+
+
+def test_a_clone_of_a_model_that_passed_the_index_agreement_check_is_checked_itself(
+        dynamodb_local: DynamoDBLocal) -> None:
+    original = type("Original", (ShardedModel,), {
+        "Meta": type("Meta", (), {"table_name": f"clone_{uuid.uuid4().hex[:8]}"}),
+        "device": UnicodeAttribute(hash_key=True), "at": NumberAttribute(range_key=True),
+        "day": UnicodeAttribute(), "shards": Sharding(RandomShards(2)), "by_day": _index_of(4)})
+    with ModelBinding(dynamodb_local) as binding:
+        binding.bind(original)
+        original("a", 1, day="x").save()  # the agreement is checked, and kept
+        namespace = _namespace(original)
+        namespace["by_day"] = _index_of(3)  # the same table's index, sharded another way
+        clone = type("Clone", original.__bases__, namespace)
+        with pytest.raises(ShardingDefinitionError, match="Clone and Original both use the index 'by_day'"):
+            clone("b", 1, day="x").save()
+        assert [raw["at"]["N"] for raw in raw_items(original)] == ["1"]  # nothing written
+
+
+def test_a_clone_of_a_metadata_model_follows_its_own_owner(dynamodb_local: DynamoDBLocal) -> None:
+    counts = type("Counts", (ShardMetadata,), {
+        "Meta": type("Meta", (), {"table_name": f"clone_counts_{uuid.uuid4().hex[:8]}"})})
+
+    def sharded(name: str, metadata: type[Any], host: str) -> type[Any]:
+        return type(name, (ShardedModel,), {
+            "Meta": type("Meta", (), {"table_name": f"clone_{uuid.uuid4().hex[:8]}", "host": host}),
+            "device": UnicodeAttribute(hash_key=True), "at": NumberAttribute(range_key=True),
+            "shards": Sharding(DynamicShards(metadata, max_shards=4))})
+
+    sharded("First", counts, dynamodb_local.endpoint)
+    namespace = _namespace(counts)
+    namespace["Meta"] = type("Meta", (), {"table_name": f"clone_counts_{uuid.uuid4().hex[:8]}"})
+    other_counts = type("OtherCounts", counts.__bases__, namespace)
+    second = sharded("Second", other_counts, dynamodb_local.endpoint.rstrip("/") + "/")  # another placement
+    assert second.shards.strategy.metadata_model.Meta.host == dynamodb_local.endpoint.rstrip("/") + "/"

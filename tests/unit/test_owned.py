@@ -64,3 +64,17 @@ def test_items_are_the_owners_alive_and_a_value_that_refers_back_is_freed_with_i
     gc.collect()
     assert ref() is None
     assert owned.items() == [(Base, "kept")]
+
+
+def test_a_class_made_from_a_copy_of_another_s_namespace_does_not_take_its_value() -> None:
+    """``type(name, bases, dict(vars(Other)))`` copies the stored entry; it stays Other's (found
+    by an adversarial trial: a cloned model skipped the index agreement check its original had
+    passed, and a cloned metadata model followed its original's owner)."""
+    owned: Owned[str] = Owned("t")
+    original = type("Original", (), {})
+    owned[original] = "checked"
+    clone = type("Clone", (), {k: v for k, v in vars(original).items() if k not in ("__dict__", "__weakref__")})
+    assert owned.get(clone) is None
+    assert clone not in owned
+    owned[clone] = "its own"
+    assert (owned.get(original), owned.get(clone)) == ("checked", "its own")

@@ -1,12 +1,12 @@
-"""Values kept per model class (or per object a class holds, such as a declared index) in that
-object itself, so that they live and die with it.
+"""Values kept per model class in the class itself, so that they live and die with it.
 
 A ``weakref.WeakKeyDictionary`` keyed by a model class keeps the class alive for good as soon as
 its value refers back to it (a ``ShardManager`` holds its model): the dictionary holds its
 values strongly, so the key's weak reference never dies. Kept in the owner's own ``__dict__``,
 the value and its owner form a cycle that the garbage collector frees, as it frees a plain
 PynamoDB model class: a class made at run time (a model per tenant's table, a test's model) is
-freed once nothing else uses it.
+freed once nothing else uses it. (Not for a declared index instance: PynamoDB deep-copies an
+inherited index into each subclass, and would copy the value along.)
 """
 
 from __future__ import annotations

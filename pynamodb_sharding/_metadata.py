@@ -356,9 +356,10 @@ def _placed(
     return found
 
 
-#: Each metadata model class that follows its sharded models' connection: the first one's name
-#: and the settings it gave (kept in the class: a class made at run time is freed with them).
-_followed: Owned[tuple[str, dict[str, Any]]] = Owned("followed_connection")
+#: Each metadata model class that follows its sharded models' connection: the first one's name,
+#: the settings it gave, and the sharded model classes alive that follow it (weakly). Kept in the
+#: class: a class made at run time is freed with them.
+_followed: Owned[tuple[str, dict[str, Any], weakref.WeakSet[type[Any]]]] = Owned("followed_connection")
 
 
 def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -> None:
@@ -394,8 +395,14 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
             )
             raise ShardingDefinitionError(msg)
     earlier = _followed.get(metadata_model)
-    if earlier is not None and earlier[0] != owner.__qualname__:
-        first, settings = earlier
+    owners: weakref.WeakSet[type[Any]] = earlier[2] if earlier is not None else weakref.WeakSet()
+    # The placement must be the first owner's for a class of another name, and for one of the
+    # same name while another class alive follows it that is not its base (a factory makes
+    # many classes of one name). The same class again (its index's Sharding) or a class derived
+    # from it at run time (a period model) follows it as it is now (a test binding moves both).
+    if earlier is not None and (earlier[0] != owner.__qualname__ or any(
+            other is not owner and not issubclass(owner, other) for other in owners)):
+        first, settings, _ = earlier
         differing = [name for name in PLACEMENT_SETTINGS if settings.get(name) != explicit.get(name)]
         if differing:
             msg = (
@@ -407,8 +414,10 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
             raise ShardingDefinitionError(msg)
         # The same placement: how requests are sent stays what the first owner gave.
         explicit = {name: value for name, value in explicit.items() if name in PLACEMENT_SETTINGS}
+        owners.add(owner)
     else:
-        _followed[metadata_model] = (owner.__qualname__, explicit)
+        owners.add(owner)
+        _followed[metadata_model] = (owner.__qualname__, explicit, owners)
     for name, value in explicit.items():
         if name not in declared:
             setattr(meta, name, value)

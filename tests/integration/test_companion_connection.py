@@ -10,10 +10,12 @@ timeouts, retries, pool size and extra headers are its own.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import socket
 import uuid
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -126,6 +128,49 @@ def test_a_shared_metadata_model_needs_equal_settings(dynamodb_local: Any) -> No
             "path": UnicodeAttribute(hash_key=True),
             "shards": Sharding(DynamicShards(metadata_model)),
         })
+
+
+class TestClassesOfOneFactory:
+    """Sharded model classes made by one function share a name (``make.<locals>.Events``):
+    a metadata model they share is checked for each of them alike (found by an adversarial
+    trial: a second class of the same name with another host moved the shared metadata model to
+    it, and the first class's counts were read and written there without an error)."""
+
+    @staticmethod
+    def _factory(metadata_model: type[ShardMetadata]) -> Any:
+        def make(host: str) -> type[ShardedModel]:
+            meta = type("Meta", (), {"table_name": f"factory_events_{uuid.uuid4().hex[:8]}", "host": host})
+            return type("Events", (ShardedModel,), {"__module__": __name__, "__qualname__": "make.<locals>.Events",
+                                                    "Meta": meta, "path": UnicodeAttribute(hash_key=True),
+                                                    "shards": Sharding(DynamicShards(metadata_model))})
+
+        return make
+
+    def test_a_second_class_of_the_same_name_with_another_host_is_refused(self) -> None:
+        metadata_model = type(f"Counts{uuid.uuid4().hex[:6]}", (ShardMetadata,), {
+            "Meta": type("Meta", (), {"table_name": f"factory_counts_{uuid.uuid4().hex[:8]}"})})
+        make = self._factory(metadata_model)
+        here, elsewhere = f"http://127.0.0.1:{closed_port()}", f"http://127.0.0.1:{closed_port()}"
+        first = make(here)
+        assert metadata_model.Meta.host == here
+        with pytest.raises(ShardingDefinitionError, match=r"already follows the connection of make\.<locals>\.Events"):
+            make(elsewhere)
+        assert metadata_model.Meta.host == here  # still where the first class's counts are
+        second = make(here)  # the same placement: accepted
+        assert (first.Meta.host, second.Meta.host, metadata_model.Meta.host) == (here, here, here)
+
+    def test_once_the_classes_are_freed_a_new_one_is_followed(self) -> None:
+        metadata_model = type(f"Counts{uuid.uuid4().hex[:6]}", (ShardMetadata,), {
+            "Meta": type("Meta", (), {"table_name": f"factory_counts_{uuid.uuid4().hex[:8]}"})})
+        make = self._factory(metadata_model)
+        here, elsewhere = f"http://127.0.0.1:{closed_port()}", f"http://127.0.0.1:{closed_port()}"
+        first = make(here)
+        freed = weakref.ref(first)
+        del first
+        gc.collect()
+        assert freed() is None
+        make(elsewhere)  # nothing follows the metadata model any more: it follows the new class
+        assert metadata_model.Meta.host == elsewhere
 
 
 def test_a_runtime_setting_of_the_metadata_model_is_not_undone(dynamodb_local: Any) -> None:

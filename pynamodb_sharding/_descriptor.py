@@ -994,11 +994,10 @@ def index_hash_attribute_name(model: type[Any], index_name: str) -> str:
     raise ShardingDefinitionError(msg)
 
 
-#: The class attribute holding a sharded model class's own manager (looked up in its own
-#: ``__dict__``: a subclass has one of its own).
+#: The class attribute holding a sharded model class's own manager, registered when the class
+#: is defined (:func:`register_model`; looked up in its own ``__dict__``: a subclass has one of
+#: its own).
 _MANAGER = "__pynamodb_sharding_manager__"
-#: Each sharded model class's manager, registered when the class is defined (:func:`register_model`).
-_BY_MODEL: Owned[ShardManager[Any]] = Owned("registered_manager")
 
 
 def register_model(model: type[Any], name: str) -> ShardManager[Any]:
@@ -1007,14 +1006,15 @@ def register_model(model: type[Any], name: str) -> ShardManager[Any]:
     descriptor = _raw_class_attribute(model, name)
     assert isinstance(descriptor, Sharding)
     manager = descriptor.bind(model, fresh=True)
-    _BY_MODEL[model] = manager
     type.__setattr__(model, _MANAGER, manager)  # read on every item built: a dict lookup
     return manager
 
 
 def is_sharded(model: type[Any]) -> bool:
     """Whether ``model`` is a sharded model class (a ``ShardedModel`` subclass with a table)."""
-    return model in _BY_MODEL
+    manager = vars(model).get(_MANAGER) if isinstance(model, type) else None
+    # The manager registered for this very class (not one a copy of another's namespace took).
+    return manager is not None and manager.model is model
 
 
 def shard_manager(model: type[_M]) -> ShardManager[_M]:
@@ -1025,9 +1025,7 @@ def shard_manager(model: type[_M]) -> ShardManager[_M]:
 
     .. versionadded:: 0.1.0
     """
-    manager = vars(model).get(_MANAGER) if isinstance(model, type) else None
-    if manager is None:
-        manager = _BY_MODEL.get(model)
+    manager: ShardManager[_M] | None = vars(model).get(_MANAGER) if isinstance(model, type) else None
     if manager is None:
         msg = (
             f"{getattr(model, '__name__', model)!r} has no Sharding descriptor; pass a ShardedModel "

@@ -32,7 +32,10 @@ class Owned(Generic[_V]):
 
     def __init__(self, what: str) -> None:
         self._attribute = f"__pynamodb_sharding_{what}_{next(_numbers)}__"
-        self._owners: weakref.WeakSet[Any] = weakref.WeakSet()  # for items(): weak, as the owners
+        # For items(): weak, as the owners; keyed by id so that items() keeps the order the
+        # owners were first stored in (a WeakSet's order changes with the addresses, and with it
+        # which of two models an error names).
+        self._owners: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
     def get(self, owner: Any) -> _V | None:
         try:
@@ -51,7 +54,7 @@ class Owned(Generic[_V]):
             type.__setattr__(owner, self._attribute, entry)
         else:
             object.__setattr__(owner, self._attribute, entry)
-        self._owners.add(owner)
+        self._owners[id(owner)] = owner  # a live owner's id is its own: stored once, first place kept
 
     def setdefault(self, owner: Any, value: _V) -> _V:
         found = self.get(owner)
@@ -61,5 +64,5 @@ class Owned(Generic[_V]):
         return value
 
     def items(self) -> list[tuple[Any, _V]]:
-        """Every owner alive that holds a value, with it."""
-        return [(owner, value) for owner in list(self._owners) if (value := self.get(owner)) is not None]
+        """Every owner alive that holds a value, with it, in the order they were first stored."""
+        return [(owner, value) for owner in list(self._owners.values()) if (value := self.get(owner)) is not None]

@@ -78,3 +78,23 @@ def test_a_class_made_from_a_copy_of_another_s_namespace_does_not_take_its_value
     assert clone not in owned
     owned[clone] = "its own"
     assert (owned.get(original), owned.get(clone)) == ("checked", "its own")
+
+
+def test_items_keep_the_order_the_owners_were_first_stored_in() -> None:
+    """Which of two disagreeing models an error names must not change with the classes'
+    addresses (a set's order did: CI named another model than the one declared first)."""
+    owned: Owned[int] = Owned("t")
+    classes = [type(f"Model{n}", (), {}) for n in range(40)]
+    order = classes[::2] + classes[1::2][::-1]
+    for n, cls in enumerate(order):
+        owned[cls] = n
+    owned[order[0]] = 99  # storing again keeps the first place
+    assert [owner for owner, _ in owned.items()] == order
+    assert owned.items()[0] == (order[0], 99)
+    dropped = order.pop(5)
+    classes.remove(dropped)
+    ref = weakref.ref(dropped)
+    del dropped, cls
+    gc.collect()
+    assert ref() is None
+    assert [owner for owner, _ in owned.items()] == order

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -40,3 +42,18 @@ async def collect(result: Any) -> tuple[list[Any], Any, Any]:
     """The items of an async result, with its cursor and page token after the last one."""
     items = [item async for item in result]
     return items, result.last_evaluated_key, result.next_page_token
+
+
+def loop_thread_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The ``time.sleep`` calls made on this (the event loop's) thread from now on."""
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+    loop_thread = threading.current_thread()
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is loop_thread:
+            sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    return sleeps

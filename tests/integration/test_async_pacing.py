@@ -3,16 +3,17 @@
 ``aquery``/``acount`` with a ``rate_limit`` pace the shards' requests as the sync path does (one
 limiter shared by the shards, consuming each page's capacity), waiting by yielding to the event
 loop: no ``time.sleep`` on the loop's thread, other tasks run meanwhile. A hedged model's slow
-shard requests (every 10th slowed by 1 s, the wait yielding to the loop) are sent once more as
-tasks of the loop; the first answer wins and the items are those of the sync query.
+shard requests (every 10th held until the read is done, the wait yielding to the loop) are sent
+once more as tasks of the loop; the first answer wins and the items are those of the sync query.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,10 +21,12 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from pynamodb_sharding import HashedShards, RandomShards, ShardedModel, Sharding
 from pynamodb_sharding import _async_transport as transport
-from pynamodb_sharding._pool import pause
+from pynamodb_sharding._async_transport import wait_on_loop
+from pynamodb_sharding._host import botocore_client
+from pynamodb_sharding._wire import observes_only
 from pynamodb_sharding.testing import inject_latency, record_requests
 from pynamodb_sharding.testing.plugin import BindModels
-from tests.async_loop import Loop
+from tests.async_loop import Loop, loop_thread_sleeps
 from tests.paging import apage_by_page
 
 
@@ -43,21 +46,6 @@ class AsyncHedged(ShardedModel):
     page = UnicodeAttribute(hash_key=True)
     at = NumberAttribute(range_key=True)
     shards = Sharding(HashedShards(16), hedged_requests=True)
-
-
-def loop_thread_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The ``time.sleep`` calls made on this (the event loop's) thread from now on."""
-    sleeps: list[float] = []
-    real_sleep = time.sleep
-    loop_thread = threading.current_thread()
-
-    def sleep(seconds: float) -> None:
-        if threading.current_thread() is loop_thread:
-            sleeps.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(time, "sleep", sleep)
-    return sleeps
 
 
 async def with_ticker(read: Callable[[], Any]) -> tuple[Any, int]:
@@ -123,22 +111,51 @@ def test_acount_with_a_rate_limit_paces_and_counts(dynamodb_models: BindModels, 
     assert sleeps == []
 
 
-def every_nth_slow(nth: int, seconds: float) -> tuple[Callable[[float], None], list[int]]:
-    """A ``sleep`` for inject_latency: every ``nth`` request waits ``seconds`` (yielding to the
-    event loop), the others none; and the numbers of the slowed ones."""
-    lock = threading.Lock()
-    calls = [0]
-    slowed: list[int] = []
+class HeldRequests:
+    """A ``before-send`` observer that holds the first sending of every ``nth`` distinct Query
+    (by its body) until :meth:`release`, yielding to the event loop meanwhile, as a request whose
+    reply never comes; the same request sent again (its hedge) goes through. A read that returns
+    while some are held did not wait for them, whatever the machine's speed."""
 
-    def sleep(_: float) -> None:
-        with lock:
-            calls[0] += 1
-            number = calls[0]
-        if number % nth == 0:
-            slowed.append(number)
-            pause(seconds)
+    def __init__(self, nth: int) -> None:
+        self.nth = nth
+        self.seen: set[bytes] = set()
+        self.held: list[asyncio.Future[None]] = []
+        self.outlasted: list[bytes] = []  # held requests that waited out the 20 s guard
 
-    return sleep, slowed
+    @observes_only
+    def __call__(self, event_name: str, request: Any = None, **_: Any) -> None:
+        body = bytes(request.body or b"")
+        if body in self.seen:
+            return
+        self.seen.add(body)
+        if len(self.seen) % self.nth:
+            return
+        loop = asyncio.get_running_loop()  # on the loop's thread: the async transport's request
+        waiter: asyncio.Future[None] = loop.create_future()
+        # A guard, so that a read that waits for the held request fails instead of hanging.
+        loop.call_later(20, lambda: waiter.done() or (self.outlasted.append(body), waiter.set_result(None)))
+        self.held.append(waiter)
+        wait_on_loop(waiter)
+
+    async def release(self) -> None:
+        for waiter in self.held:
+            if not waiter.done():
+                waiter.set_result(None)
+        pending = running()
+        if pending:
+            await asyncio.wait(pending)
+
+
+@contextlib.contextmanager
+def holding(model: type[Any], nth: int) -> Iterator[HeldRequests]:
+    held = HeldRequests(nth)
+    events = botocore_client(model).meta.events
+    events.register("before-send.dynamodb.Query", held, unique_id="test-held-requests")
+    try:
+        yield held
+    finally:
+        events.unregister("before-send.dynamodb.Query", unique_id="test-held-requests")
 
 
 def test_slow_shard_requests_are_hedged_with_tasks(dynamodb_models: BindModels, loop: Loop,
@@ -157,21 +174,25 @@ def test_slow_shard_requests_are_hedged_with_tasks(dynamodb_models: BindModels, 
     assert window is not None
     before, wins, threads = window.hedges, window.hedge_wins, threading.active_count()
     sleeps = loop_thread_sleeps(monkeypatch)
-    sleep, slowed = every_nth_slow(10, 1.0)
-    with inject_latency(AsyncHedged, 1.0, operations={"Query"}, sleep=sleep):
-        start = time.monotonic()
+    with holding(AsyncHedged, 10) as held:
         got = loop.run(read(page_size=20))
-        elapsed = time.monotonic() - start
+        # No held request was answered when the read returned (each was abandoned, or is still
+        # held): the read did not wait for them.
+        first_held = list(held.held)
+        abandoned = [waiter.cancelled() for waiter in first_held if waiter.cancelled() or not waiter.done()]
         # Page by page through page tokens: the same items, none twice.
-        read = loop.run(apage_by_page(AsyncHedged.aquery, token=True, hash_key="/home", limit=30,
-                                      scan_index_forward=False))
-        resumed = [int(item.at) for items, _ in read for item in items]
+        pages = loop.run(apage_by_page(AsyncHedged.aquery, token=True, hash_key="/home", limit=30,
+                                       scan_index_forward=False))
+        resumed = [int(item.at) for items, _ in pages for item in items]
+        loop.run(held.release())
     assert got == list(range(400))
     assert resumed == list(range(399, -1, -1))
-    assert slowed, "some requests were slowed"
+    assert first_held, "some requests were held"
+    assert len(abandoned) == len(first_held)
+    assert any(abandoned)  # the hedge's answer ended the held request
+    assert held.outlasted == []
     assert window.hedges > before
-    assert window.hedge_wins > wins  # a hedge answered before the slow request it doubled
-    assert elapsed < 1.0 * len([n for n in slowed if n <= 32])  # not waited for one after another
+    assert window.hedge_wins > wins  # a hedge answered before the held request it doubled
     assert sleeps == []
     assert threading.active_count() == threads  # no thread for the hedges: tasks of the loop
 

@@ -42,6 +42,7 @@ __all__ = [
     "RawValue",
     "Tie",
     "TokenCodec",
+    "cursor_or_none",
     "decode_cursor",
     "encode_cursor",
     "item_digest",
@@ -463,6 +464,14 @@ class _CursorReader:
             except InvalidOperation:
                 raise self.fail(f"has a number for {name} in {where} that is not a number") from None
         return {kind: inner}
+
+
+def cursor_or_none(cursor: Any) -> Any:
+    """``None`` for an empty cursor (``""``, ``b""``, ``{}``), else ``cursor``: PynamoDB reads from
+    the first item when ``last_evaluated_key`` is false (a web handler's ``?page=`` left empty)."""
+    if isinstance(cursor, (str, bytes, dict)) and not cursor:
+        return None
+    return cursor
 
 
 def decode_cursor(

@@ -462,7 +462,7 @@ class ShardedModel(Model, metaclass=ShardedMetaModel):
             limit=limit, last_evaluated_key=last_evaluated_key, attributes_to_get=attributes_to_get,
             page_size=page_size, rate_limit=rate_limit,
         )
-        return aio.AsyncMergedResult(cls, lambda: cls.query(**spec.arguments()), last_evaluated_key)
+        return aio.AsyncMergedResult(cls, lambda: cls.query(**spec.arguments()), spec.last_evaluated_key)
 
     @classmethod
     async def acount(

@@ -34,6 +34,7 @@ from pynamodb.exceptions import PynamoDBException, TableDoesNotExist, TableError
 from pynamodb.expressions.condition import Condition
 
 from pynamodb_sharding._batch import ShardedBatchWrite
+from pynamodb_sharding._cursor import cursor_or_none
 from pynamodb_sharding._exceptions import (
     CursorError,
     PeriodRangeError,
@@ -545,8 +546,9 @@ def report_missing(model: type[Any], what: str, periods: Sequence[str]) -> None:
 
 
 def parse_cursor(model: type[Any], cursor: Any) -> tuple[str, Any] | None:
-    """``(period, the period's own cursor)`` of a cursor a cross-period read returned."""
-    if cursor is None:
+    """``(period, the period's own cursor)`` of a cursor a cross-period read returned (``None``
+    for none, or an empty one, as PynamoDB reads from the start then)."""
+    if cursor_or_none(cursor) is None:
         return None
     declared = declaration(model)
     period: Any = None

@@ -19,7 +19,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.indexes import GlobalSecondaryIndex
 
-from pynamodb_sharding._cursor import CursorScope, RawItem, RawKey
+from pynamodb_sharding._cursor import CursorScope, RawItem, RawKey, cursor_or_none
 from pynamodb_sharding._descriptor import shard_manager
 from pynamodb_sharding._exceptions import ConsistentIndexReadError, ShardKeyError, UnknownIndexError
 from pynamodb_sharding._host import discriminator_attribute, index_hash_attribute, indexes, table_connection
@@ -62,7 +62,7 @@ class QuerySpec:
     index_name: str | None = None
     scan_index_forward: bool | None = None
     limit: int | None = None
-    last_evaluated_key: Any = None
+    last_evaluated_key: Any = attrs.field(default=None, converter=cursor_or_none)
     attributes_to_get: Iterable[str] | None = None
     page_size: int | None = None
     rate_limit: float | None = None

@@ -144,8 +144,9 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
         f"[bold]pynamodb-sharding demo[/bold]: {config.writers} writers, one hot key ({HOT_FILE}), "
         f"simulated limit {config.limit:g} write units/s per partition, "
         f"{config.phase_seconds:g} s per phase; the sharded phase grows the key to at most "
-        f"{config.max_shards} shards (--max-shards), so its writers, offering more than "
-        f"{config.max_shards} partitions take, are still throttled at that count"
+        f"{config.max_shards} shards (--max-shards). Its writers offer more than {config.max_shards} "
+        f"partitions can take, so they are throttled there too: compare the "
+        f"acknowledged writes per second, not the throttled attempts"
     )
     console.print(server_notice(), highlight=False)
     result = run_scenario(config, LiveView(console, config))

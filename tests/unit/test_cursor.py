@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynamodb_sharding._cursor import CursorScope, CursorState, decode_cursor, encode_cursor
+from pynamodb_sharding._cursor import CursorScope, CursorState, cursor_or_none, decode_cursor, encode_cursor
 from pynamodb_sharding._exceptions import CursorError, ShardingError
 from tests.cursor_query import KEY_NAMES, SCOPE, physical, start_key
 
@@ -200,3 +200,13 @@ class TestTampering:
         kept = copy.deepcopy(cursor)
         decode(cursor)
         assert kept == cursor
+
+
+def test_an_empty_cursor_is_no_cursor_and_anything_else_is_kept_for_decoding() -> None:
+    """PynamoDB reads from the first item when ``last_evaluated_key`` is false; the rest is
+    decoded, and refused there if it is not a cursor."""
+    assert [cursor_or_none(empty) for empty in ("", b"", {}, None)] == [None, None, None, None]
+    kept: list[object] = ["x", {"key": 1}, 0, [], b"a"]
+    assert all(cursor_or_none(value) is value for value in kept)
+    with pytest.raises(CursorError):
+        decode("x")

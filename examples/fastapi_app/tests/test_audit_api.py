@@ -60,6 +60,10 @@ def test_pages_come_back_newest_first_across_shards(app: Any) -> None:
                 break
             assert len(token) < 400
         counted = (await client.get("/files/shared/firetvGen2.txt/count")).json()["accesses"]
+        # ?page= left empty is the first page, as no page parameter is.
+        first = (await client.get("/files/shared/firetvGen2.txt/log")).json()
+        assert (await client.get("/files/shared/firetvGen2.txt/log?page=")).json() == first
+        assert [entry["accessed_at"] for entry in first["entries"]] == seen[:PAGE_SIZE]
         return [response.json()["accessed_at"] for response in posted], seen, pages, counted
 
     stamps, seen, pages, counted = asyncio.run(_call(app, requests))

@@ -414,10 +414,9 @@ def follow_connection(metadata_model: type[ShardMetadata], owner: type[Model]) -
             raise ShardingDefinitionError(msg)
         # The same placement: how requests are sent stays what the first owner gave.
         explicit = {name: value for name, value in explicit.items() if name in PLACEMENT_SETTINGS}
-        owners.add(owner)
     else:
-        owners.add(owner)
         _followed[metadata_model] = (owner.__qualname__, explicit, owners)
+    owners.add(owner)  # once accepted: a refused class follows nothing
     for name, value in explicit.items():
         if name not in declared:
             setattr(meta, name, value)
